@@ -1,0 +1,30 @@
+# Quick start (see README): `make selfcheck` runs the main job, `make test` runs the test suite.
+# Each target creates .venv and installs the package with what it needs on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+PROFILE ?= ci
+
+.PHONY: selfcheck test lint bench install
+
+$(STAMP): pyproject.toml
+	rm -f $(VENV)/.installed-*
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,torch]'
+	touch $@
+
+install: $(STAMP)
+
+selfcheck: $(STAMP)
+	$(VENV)/bin/tilefoundry selfcheck
+
+test: $(STAMP)
+	TILEFOUNDRY_PROFILE=$(PROFILE) $(PY) -m pytest -q
+	$(VENV)/bin/ruff check .
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_cast.py

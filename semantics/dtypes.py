@@ -1,0 +1,395 @@
+"""Element types and exact, vectorized conversions between them.
+
+Every conversion is computed on integer bit patterns from the formats' definitions (see
+``formats.FormatInfo``): a source value is decoded to ``(sign, m, e)`` with value ``m · 2^e``
+(``m`` an unsigned 64-bit integer), rounded once to the destination's grid with an unbounded
+exponent, and only then compared with the destination's largest finite value. ml_dtypes and torch
+are peers that the tests compare against; neither is used to compute a result.
+
+Contracts (ARCHITECTURE.md, "Numeric contracts"; decisions in docs/decisions.md):
+
+* float → float: one rounding, to nearest, ties to even; signed zeros and subnormals preserved.
+  ``overflow="nonfinite"``: ±inf where the format has infinities, NaN otherwise (fp8e4m3);
+  ``overflow="saturate"``: finite overflow and ±inf clamp to ±max finite. NaN in → the
+  destination's canonical quiet NaN carrying the source's sign (formats with a sign).
+* f8e8m0: ``rounding`` is ``"nearest"`` (ties at 1.5·2^e go up), ``"up"`` or ``"down"``; zero,
+  negative and NaN sources give NaN; results above 2^127 give NaN (``saturate``: 2^127); results
+  below 2^-127 give 2^-127.
+* int → float: one rounding from the exact integer (i64 included).
+* float → int: truncation toward zero; NaN, ±inf and out-of-range sources are *unspecified*:
+  ``cast_ex`` reports them in ``unspecified`` and the reference writes 0 there.
+* int → int: two's-complement wraparound. bool → x: 0 / 1. x → bool: ``x != 0`` (NaN → True).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from tilefoundry.semantics.formats import (
+    FORMATS,
+    DType,
+    FormatInfo,
+    bits_dtype,
+    dtype_of,
+    require_evaluable,
+)
+
+from tilefoundry.errors import InvalidArgumentError, bad_choice
+
+__all__ = [
+    "FORMATS",
+    "OVERFLOW_MODES",
+    "ROUNDING_MODES",
+    "CastResult",
+    "DType",
+    "FormatInfo",
+    "apply_lowp",
+    "bits_dtype",
+    "cast",
+    "cast_ex",
+    "dtype_of",
+    "from_bits",
+    "to_bits",
+    "widen_to_f32",
+]
+
+OVERFLOW_MODES = ("nonfinite", "saturate")
+ROUNDING_MODES = ("nearest", "up", "down")
+
+_FINITE, _INF, _NAN = 0, 1, 2
+_U64 = np.uint64
+
+
+# ---------------------------------------------------------------------------------------------
+# bits <-> arrays
+# ---------------------------------------------------------------------------------------------
+def to_bits(x: np.ndarray) -> np.ndarray:
+    """The bit patterns of ``x`` as unsigned integers of the storage width (a view, no copy)."""
+    x = np.asarray(x)
+    dt = dtype_of(x)
+    return x.view(bits_dtype(dt))
+
+
+def from_bits(bits: np.ndarray, dtype: DType | str) -> np.ndarray:
+    """Reinterpret unsigned bit patterns as an array of ``dtype`` (raw copy, no conversion)."""
+    dt = DType.parse(dtype)
+    want = bits_dtype(dt)
+    b = np.asarray(bits)
+    if b.dtype != want:
+        if not np.issubdtype(b.dtype, np.integer):
+            raise InvalidArgumentError(
+                f"from_bits: bits must be an integer array, got {b.dtype}")
+        hi = (1 << FORMATS[dt].bits) - 1 if dt is not DType.BOOL else 1
+        if b.size and (b.min() < 0 or b.max() > hi):
+            raise InvalidArgumentError(
+                f"from_bits: bit patterns for {dt} lie in [0, {hi:#x}]; got values outside it")
+        b = b.astype(want)
+    return b.view(FORMATS[dt].storage)
+
+
+# ---------------------------------------------------------------------------------------------
+# argument checking
+# ---------------------------------------------------------------------------------------------
+def _check_modes(dst: DType, overflow: str, rounding: str) -> None:
+    if overflow not in OVERFLOW_MODES:
+        raise InvalidArgumentError(bad_choice("cast overflow", overflow, OVERFLOW_MODES))
+    if rounding not in ROUNDING_MODES:
+        raise InvalidArgumentError(bad_choice("cast rounding", rounding, ROUNDING_MODES))
+    info = FORMATS[dst]
+    if info.kind != "float" and (overflow, rounding) != ("nonfinite", "nearest"):
+        raise InvalidArgumentError(
+            f"cast to {dst}: overflow={overflow!r}, rounding={rounding!r} are not taken by an "
+            f"{info.kind} destination (float → int truncates toward zero, int → int wraps "
+            f"around); leave both at their defaults ('nonfinite', 'nearest')")
+    if rounding != "nearest" and dst is not DType.F8E8M0:
+        raise InvalidArgumentError(
+            f"cast to {dst}: rounding={rounding!r} is only taken by f8e8m0 (the MX scale "
+            f"format); {dst} rounds to nearest, ties to even. Allowed: 'nearest'")
+
+
+# ---------------------------------------------------------------------------------------------
+# decoding to (sign, m, e, class)
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Decoded:
+    """Sources as ``(-1)^sign · m · 2^e``; ``valexp`` = floor(log2(m · 2^e)) where m > 0."""
+
+    sign: np.ndarray  # uint8 0/1
+    m: np.ndarray  # unsigned significand (0 for zero): uint32 for f32 sources, else uint64
+    e: np.ndarray  # signed exponent of the significand's unit
+    valexp: np.ndarray  # signed; meaningless where m == 0 or cls != finite
+    cls: np.ndarray  # uint8: _FINITE / _INF / _NAN
+    m_bits: int  # every m is below 2^m_bits
+
+
+def _decode_float_codes(codes: np.ndarray, info: FormatInfo) -> _Decoded:
+    """Decode float bit patterns of a format of at most 16 bits from its definition."""
+    c = codes.astype(_U64)
+    if info.has_sign:
+        sign = (c >> _U64(info.bits - 1)).astype(np.uint8)
+        mag = c & _U64(info.sign_bit - 1)
+    else:
+        sign = np.zeros(c.shape, np.uint8)
+        mag = c
+    cls = np.full(c.shape, _FINITE, np.uint8)
+    if not info.implicit_bit:  # E8M0: 2^(code - bias), code 0xFF is NaN
+        m = np.ones(c.shape, _U64)
+        e = mag.astype(np.int64) - info.bias
+        cls[mag > _U64(info.max_code)] = _NAN
+        return _Decoded(sign, m, e, e, cls, 1)
+    fbits = mag & _U64((1 << info.mbits) - 1)
+    efield = (mag >> _U64(info.mbits)).astype(np.int64)
+    normal = efield > 0
+    m = np.where(normal, fbits | _U64(1 << info.mbits), fbits)
+    e = np.where(normal, efield, 1) - info.bias - info.mbits
+    if info.inf_code is not None:
+        cls[mag == _U64(info.inf_code)] = _INF
+    if info.nan != "none":
+        cls[mag > _U64(info.max_code if info.inf_code is None else info.inf_code)] = _NAN
+    return _Decoded(sign, m, e, _bit_length(m) - 1 + e, cls, info.mbits + 1)
+
+
+def _decode_f32(x: np.ndarray) -> _Decoded:
+    """Decode f32 values in 32-bit integer arithmetic (the hot path of every cast)."""
+    u = x.view(np.uint32)
+    sign = (u >> np.uint32(31)).astype(np.uint8)
+    efield = ((u >> np.uint32(23)) & np.uint32(0xFF)).astype(np.int32)
+    fbits = u & np.uint32(0x7FFFFF)
+    normal = efield > 0
+    m = fbits | (normal.astype(np.uint32) << np.uint32(23))
+    e = np.maximum(efield, 1)
+    e -= 150
+    valexp = efield - np.int32(127)  # exact for normals; zeros get -127 (below every emin + 1)
+    sub = ~normal & (fbits != 0)
+    if sub.any():  # subnormals: frexp is exact on finite f32, x = f · 2^k with f in [0.5, 1)
+        valexp[sub] = np.frexp(x[sub])[1].astype(np.int32) - 1
+    special = efield == 0xFF
+    cls = special.astype(np.uint8) * (np.uint8(1) + (fbits != 0).astype(np.uint8))
+    return _Decoded(sign, m, e, valexp, cls, 24)
+
+
+def _decode_ints(x: np.ndarray) -> _Decoded:
+    v = x.astype(np.int64)
+    neg = v < 0
+    mag = v.view(_U64).copy()
+    mag[neg] = _U64(0) - mag[neg]  # two's complement magnitude; -2^63 -> 2^63 exactly
+    zeros = np.zeros(v.shape, np.int64)
+    return _Decoded(neg.astype(np.uint8), mag, zeros, _bit_length(mag) - 1,
+                    np.zeros(v.shape, np.uint8), 64)
+
+
+def _bit_length(m: np.ndarray) -> np.ndarray:
+    """Exact bit length of uint64 values, vectorized (0 for 0)."""
+    _, ex = np.frexp(m.astype(np.float64))  # may be one too large when the float rounds up
+    ex = ex.astype(np.int64)
+    pos = ex > 0
+    shift = np.where(pos, ex - 1, 0).astype(_U64)
+    too_big = pos & ((m >> shift) == 0)
+    return ex - too_big
+
+
+# ---------------------------------------------------------------------------------------------
+# the rounding engine
+# ---------------------------------------------------------------------------------------------
+def _round_codes(d: _Decoded, info: FormatInfo, overflow: str, rounding: str) -> np.ndarray:
+    """Round decoded values once to float format ``info``; returns unsigned bit patterns.
+
+    Works in the integer width of ``d.m`` (32 bits for f32 sources, 64 otherwise).
+    """
+    m, e = d.m, d.e
+    ut = m.dtype.type
+    st = e.dtype.type
+    one = ut(1)
+    mb, emin = info.mbits, info.emin
+    q = np.maximum(d.valexp, st(emin))
+    q -= st(mb)  # exponent of the destination's unit in the last place
+    sh = q - e
+    # A value with sh >= m_bits + 2 lies below a quarter of the unit: replace it by the sticky
+    # stand-in m=1, sh=2, which rounds the same way in every mode (and keeps shifts in range:
+    # integer sources have e = 0, so sh <= 63 for them).
+    far = sh >= d.m_bits + 2
+    left = sh < 0  # only when widening: the value is then exact with room to spare
+    m_r = m.copy()
+    np.copyto(m_r, one, where=far)
+    sh_r = np.clip(sh, 0, None).astype(ut)
+    np.copyto(sh_r, ut(2), where=far)
+    if rounding == "nearest" and d.m_bits + 1 < 8 * m.itemsize:
+        # Shift one extra bit in so every shift is >= 1, then round half to even by adding
+        # (half - 1) + lsb before the final shift.
+        m_r <<= one
+        sh_r += one
+        lsb = (m_r >> sh_r) & one
+        r = (m_r + ((one << (sh_r - one)) - one) + lsb) >> sh_r
+    else:
+        r = m_r >> sh_r
+        rem = m_r - (r << sh_r)
+        half = (one << sh_r) >> one
+        if rounding == "nearest":
+            inc = (rem > half) | ((rem == half) & (half > 0) & ((r & one) == one))
+        elif rounding == "up":
+            inc = rem != 0
+        else:
+            inc = np.zeros(r.shape, bool)
+        r += inc.astype(ut)
+    if left.any():
+        np.copyto(r, m << np.clip(-sh, 0, 63).astype(ut), where=left)
+    r = r.astype(st)
+    if info.implicit_bit:
+        q += st(mb - emin)
+        q <<= st(mb)
+        code = q + r
+    else:  # E8M0: r is 1 or 2 at or above 2^emin; below it clamps to the smallest value
+        code = np.maximum(q - st(emin) + r - st(1), st(0))
+    nonzero = m != 0
+    over = code > info.max_code
+    over |= d.cls == _INF
+    if overflow == "saturate":
+        special = info.max_code
+    else:
+        special = info.inf_code if info.inf_code is not None else info.nan_code
+    out_t = bits_dtype(info.dtype).type
+    out = code.astype(out_t)
+    np.copyto(out, out_t(0), where=~nonzero)
+    np.copyto(out, out_t(special), where=over)
+    nan = d.cls == _NAN
+    if not info.has_sign:  # E8M0: zero and negatives have no encoding
+        nan |= ~nonzero & (d.cls == _FINITE)
+        nan |= d.sign == 1
+    np.copyto(out, out_t(info.nan_code), where=nan)
+    if info.has_sign:
+        out |= d.sign.astype(out_t) << out_t(info.bits - 1)
+    return out
+
+
+def _wrap_to_int(v: np.ndarray, dst: DType) -> np.ndarray:
+    """Two's-complement wraparound of int64 values into ``dst``."""
+    info = FORMATS[dst]
+    u = v.astype(np.int64).view(_U64) & _U64((1 << info.bits) - 1)
+    return u.astype(bits_dtype(dst)).view(info.storage)
+
+
+def _float_to_int(d: _Decoded, dst: DType) -> tuple[np.ndarray, np.ndarray]:
+    info = FORMATS[dst]
+    m, e, valexp = d.m.astype(_U64), d.e.astype(np.int64), d.valexp.astype(np.int64)
+    small = (m == 0) | (valexp < 0)  # |value| < 1 truncates to 0
+    fits64 = ~small & (valexp < 64)  # wider values are out of range of every integer dtype
+    left_sh = np.where(fits64 & (e >= 0), e, 0).astype(_U64)
+    right_sh = np.where(fits64 & (e < 0), np.minimum(-e, 63), 0).astype(_U64)
+    t = np.where(fits64, (m << left_sh) >> right_sh, _U64(0))
+    neg = d.sign == 1
+    if info.signed:
+        lim_pos, lim_neg = (1 << (info.bits - 1)) - 1, 1 << (info.bits - 1)
+        ok = small | fits64 & np.where(neg, t <= _U64(lim_neg), t <= _U64(lim_pos))
+    else:
+        ok = small | fits64 & ~neg & (t <= _U64((1 << info.bits) - 1))
+    ok &= d.cls == _FINITE
+    t = np.where(ok, t, _U64(0))
+    v = np.where(neg, _U64(0) - t, t).view(np.int64)
+    return _wrap_to_int(v, dst), ~ok
+
+
+# ---------------------------------------------------------------------------------------------
+# public cast
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CastResult:
+    """Values of a conversion and the mask of elements whose value the contract leaves open."""
+
+    values: np.ndarray
+    unspecified: np.ndarray
+
+
+def _convert(x: np.ndarray, src: DType, dst: DType, overflow: str, rounding: str) -> CastResult:
+    sinfo, dinfo = FORMATS[src], FORMATS[dst]
+    none = np.zeros(x.shape, bool)
+    if src is DType.F32:
+        d = _decode_f32(x)
+    elif sinfo.kind == "float":
+        d = _decode_float_codes(x.view(bits_dtype(src)), sinfo)
+    else:
+        d = _decode_ints(x.astype(np.int64) if src is DType.BOOL else x)
+    if dinfo.kind == "float":
+        codes = _round_codes(d, dinfo, overflow, rounding)
+        return CastResult(codes.view(dinfo.storage), none)
+    if dst is DType.BOOL:
+        return CastResult((d.m != 0) | (d.cls != _FINITE), none)
+    if sinfo.kind == "float":
+        vals, unspec = _float_to_int(d, dst)
+        return CastResult(vals, unspec)
+    return CastResult(_wrap_to_int(x.astype(np.int64), dst), none)
+
+
+@functools.lru_cache(maxsize=256)
+def _table(src: DType, dst: DType, overflow: str, rounding: str) -> CastResult:
+    """Whole-domain conversion table for sources of at most 16 bits, built by ``_convert``."""
+    n = 1 << FORMATS[src].bits
+    codes = np.arange(n, dtype=np.uint64).astype(bits_dtype(src))
+    res = _convert(codes.view(FORMATS[src].storage), src, dst, overflow, rounding)
+    res.values.setflags(write=False)
+    res.unspecified.setflags(write=False)
+    return res
+
+
+def cast_ex(x: np.ndarray, dtype: DType | str, *, overflow: str = "nonfinite",
+            rounding: str = "nearest") -> CastResult:
+    """Convert ``x`` to ``dtype`` under the numeric contracts; also report unspecified values."""
+    dst = DType.parse(dtype)
+    x = np.asarray(x)
+    src = dtype_of(x)
+    require_evaluable(src, "cast source")
+    require_evaluable(dst, "cast destination")
+    _check_modes(dst, overflow, rounding)
+    if src is dst:
+        # Identity conversion: float formats still quiet (canonicalize) NaNs through the
+        # same single-rounding rule; ints and bool are returned as a copy.
+        if FORMATS[src].kind != "float":
+            return CastResult(x.copy(), np.zeros(x.shape, bool))
+    if FORMATS[src].kind == "float" and FORMATS[src].bits <= 16:
+        tab = _table(src, dst, overflow, rounding)
+        idx = x.view(bits_dtype(src))
+        return CastResult(tab.values[idx], tab.unspecified[idx])
+    return _convert(x, src, dst, overflow, rounding)
+
+
+def cast(x: np.ndarray, dtype: DType | str, *, overflow: str = "nonfinite",
+         rounding: str = "nearest") -> np.ndarray:
+    """Convert ``x`` to ``dtype``: bit-exact, vectorized (see the module docstring)."""
+    return cast_ex(x, dtype, overflow=overflow, rounding=rounding).values
+
+
+def widen_to_f32(x: np.ndarray) -> np.ndarray:
+    """Exact widening of a float array of at most 32 bits to f32 (NaNs become quiet)."""
+    src = dtype_of(x)
+    if not src.is_float:
+        raise InvalidArgumentError(
+            f"widen_to_f32: expected a float array, got {src}; use cast() for integers")
+    return cast(x, DType.F32)
+
+
+def apply_lowp(fn: Callable[..., np.ndarray], *xs: np.ndarray,
+               overflow: str = "nonfinite") -> np.ndarray:
+    """The widen–op–round realization of low-precision arithmetic.
+
+    Every operand (same float dtype) is widened exactly to f32, ``fn`` is applied as IEEE f32
+    arithmetic (numpy float32, round to nearest even), and the f32 result is rounded once to the
+    operands' dtype with ``overflow``. For f32 operands this is just ``fn``.
+    """
+    if not xs:
+        raise InvalidArgumentError("apply_lowp: at least one operand is required")
+    dts = [dtype_of(x) for x in xs]
+    dt = dts[0]
+    if any(d is not dt for d in dts) or not dt.is_float:
+        raise InvalidArgumentError(
+            f"apply_lowp: operands must share one float dtype, got {[str(d) for d in dts]}; "
+            f"insert an explicit cast")
+    require_evaluable(dt, "apply_lowp operand")
+    wide = [widen_to_f32(x) for x in xs]
+    with np.errstate(all="ignore"):
+        r = np.asarray(fn(*wide))
+    if r.dtype != np.float32:
+        raise InvalidArgumentError(
+            f"apply_lowp: fn must compute in float32 and return float32, got {r.dtype}")
+    return cast(r, dt, overflow=overflow)

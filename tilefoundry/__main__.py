@@ -1,0 +1,3 @@
+from tilefoundry.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,39 @@
+"""The ``tilefoundry`` console command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import tilefoundry
+
+
+def _selfcheck(args: argparse.Namespace) -> int:
+    from tilefoundry.semantics.selfcheck import run_selfcheck
+
+    return run_selfcheck(seed=args.seed, f32_samples=args.f32_samples)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tilefoundry", description=__doc__)
+    p.add_argument("--version", action="version", version=f"tilefoundry {tilefoundry.__version__}")
+    sub = p.add_subparsers(dest="command")
+    sc = sub.add_parser("selfcheck", help="run the numerics sweeps and print their summary")
+    sc.add_argument("--seed", type=int, default=0, help="seed of the random f32 samples")
+    sc.add_argument("--f32-samples", type=int, default=200_000,
+                    help="random f32 sources per conversion checked against the exact model")
+    sc.set_defaults(func=_selfcheck)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
