@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from tilefoundry.errors import InvalidArgumentError, bad_choice
 from tilefoundry.semantics.formats import (
     FORMATS,
     DType,
@@ -36,8 +38,6 @@ from tilefoundry.semantics.formats import (
     dtype_of,
     require_evaluable,
 )
-
-from tilefoundry.errors import InvalidArgumentError, bad_choice
 
 __all__ = [
     "FORMATS",
