@@ -93,7 +93,7 @@ DEVIATIONS: tuple[Deviation, ...] = (
         "overflow='saturate'); the default contract gives NaN."),
     Deviation(
         "torch", "e8m0-ignores-sign-and-zero",
-        lambda s, d: d is DType.F8E8M0 and s is not DType.BOOL,
+        lambda s, d: d is DType.F8E8M0,
         _torch_e8m0_sign_zero,
         "float8_e8m0fnu of a negative finite value converts |x|; ±0 gives 2^-127 (code 0); the "
         "contract gives NaN for zero and negative sources."),

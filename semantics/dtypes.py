@@ -60,6 +60,7 @@ OVERFLOW_MODES = ("nonfinite", "saturate")
 ROUNDING_MODES = ("nearest", "up", "down")
 
 _FINITE, _INF, _NAN = 0, 1, 2
+_POS_QNAN_F32 = np.array(0x7FC00000, np.uint32).view(np.float32)
 _U64 = np.uint64
 
 
@@ -392,4 +393,7 @@ def apply_lowp(fn: Callable[..., np.ndarray], *xs: np.ndarray,
     if r.dtype != np.float32:
         raise InvalidArgumentError(
             f"apply_lowp: fn must compute in float32 and return float32, got {r.dtype}")
+    # The sign and payload of a NaN an IEEE operation produces are hardware choices (x86's
+    # default NaN is negative, Arm's positive): the reference writes the positive quiet NaN.
+    r = np.where(np.isnan(r), _POS_QNAN_F32, r)
     return cast(r, dt, overflow=overflow)

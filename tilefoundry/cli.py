@@ -9,7 +9,7 @@ import tilefoundry
 
 
 def _selfcheck(args: argparse.Namespace) -> int:
-    from tilefoundry.semantics.selfcheck import run_selfcheck
+    from tilefoundry.conformance.selfcheck import run_selfcheck
 
     return run_selfcheck(seed=args.seed, f32_samples=args.f32_samples)
 

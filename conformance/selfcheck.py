@@ -1,0 +1,58 @@
+"""``tilefoundry selfcheck``: the numerics sweeps with a summary (the quick start's main job)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from tilefoundry.conformance import numerics_sweep as sw
+
+
+def summarize(rows: list[sw.SweepRow]) -> tuple[str, int]:
+    """A summary of sweep rows and the number of problems (exact mismatches, unexplained peer
+    disagreements) they contain."""
+    compared = sum(r.n for r in rows if r.exact_mismatches >= 0)
+    mism = sum(max(r.exact_mismatches, 0) for r in rows)
+    dev: Counter[str] = Counter()
+    unexplained = 0
+    for r in rows:
+        for p, counts in r.peer.items():
+            for k, v in counts.items():
+                if k == "unexplained":
+                    unexplained += v
+                else:
+                    dev[f"{p}:{k}"] += v
+    lines = [f"  results compared with the exact model: {compared:,}; mismatches: {mism}"]
+    if dev or unexplained:
+        lines.append(f"  peer disagreements not explained by a documented deviation: "
+                     f"{unexplained}")
+        for k, v in sorted(dev.items()):
+            lines.append(f"    documented deviation {k}: {v:,} inputs")
+    return "\n".join(lines), mism + unexplained
+
+
+def run_selfcheck(seed: int = 0, f32_samples: int = 200_000, workers: int = 2) -> int:
+    problems = 0
+    t0 = time.perf_counter()
+    sections = [
+        ("Exhaustive casts (every f16/bf16/fp8/e8m0/i8/u8/bool pattern, every destination and "
+         "mode)", lambda: sw.cast_sweep()),
+        ("Exhaustive fp8 arithmetic (every pair through add/sub/mul/div, every pattern through "
+         "neg/abs/sqrt; widen-op-round)", lambda: sw.arithmetic_sweep()),
+        (f"f32 sources ({f32_samples:,} per conversion: structured ties/carries/boundaries, "
+         f"then random, seed {seed})",
+         lambda: sw.f32_sweep(f32_samples, seed=seed, workers=workers)),
+    ]
+    for title, run in sections:
+        t = time.perf_counter()
+        rows = run()
+        text, bad = summarize(rows)
+        problems += bad
+        print(f"== {title}: {len(rows)} sweeps in {time.perf_counter() - t:.1f} s")
+        print(text)
+        if bad:
+            print(sw.format_rows([r for r in rows if r.exact_mismatches > 0
+                                  or any(c.get("unexplained") for c in r.peer.values())]))
+    verdict = "PASS" if problems == 0 else f"FAIL ({problems} problems)"
+    print(f"selfcheck: {verdict} in {time.perf_counter() - t0:.1f} s")
+    return 0 if problems == 0 else 1
