@@ -157,7 +157,8 @@ def run_peer(peer: str, x: np.ndarray, dst: DType) -> np.ndarray | None:
     src = dtype_of(x)
     if peer == "ml_dtypes":
         try:
-            return x.astype(FORMATS[dst].storage)
+            with np.errstate(all="ignore"):
+                return x.astype(FORMATS[dst].storage)
         except (TypeError, ValueError):
             return None
     if peer == "torch":
