@@ -339,6 +339,9 @@ def cast_ex(x: np.ndarray, dtype: DType | str, *, overflow: str = "nonfinite",
     """Convert ``x`` to ``dtype`` under the numeric contracts; also report unspecified values."""
     dst = DType.parse(dtype)
     x = np.asarray(x)
+    if x.ndim == 0:  # numpy ufuncs turn 0-d arrays into scalars; work on one element
+        r = cast_ex(x.reshape(1), dst, overflow=overflow, rounding=rounding)
+        return CastResult(r.values.reshape(()), r.unspecified.reshape(()))
     src = dtype_of(x)
     require_evaluable(src, "cast source")
     require_evaluable(dst, "cast destination")

@@ -340,3 +340,11 @@ def test_from_bits_range_checked():
 def test_errors_are_project_errors():
     assert issubclass(InvalidArgumentError, TilefoundryError)
     assert issubclass(UnsupportedDTypeError, TilefoundryError)
+
+
+@pytest.mark.parametrize("dst", [DType.BF16, DType.FP8E4M3, DType.I32, DType.BOOL, DType.F32])
+def test_zero_dimensional_arrays_keep_their_shape(dst):
+    x = np.asarray(1.5, np.float32)
+    r = cast_ex(x, dst)
+    assert r.values.shape == () and r.unspecified.shape == ()
+    assert float(cast(r.values, F32)) == (1.0 if dst in (DType.I32, DType.BOOL) else 1.5)
