@@ -1,0 +1,69 @@
+"""HIR op classes, one file per family as the spec organizes them (math, tensor, nn, shape,
+sharding). Ops hold attributes; inputs are the Call's args in the order of ``INPUTS``.
+Surface aliases (add, cmp_eq, minimum, ...) map to kinded ops in ``ALIASES``; there are no
+per-name IR classes."""
+
+from __future__ import annotations
+
+from tilefoundry.semantics.ir import Op
+from tilefoundry.semantics.ops.math import ALIASES as _MATH_ALIASES
+from tilefoundry.semantics.ops.math import (
+    BINARY_PROPERTIES,
+    UNARY_PROPERTIES,
+    Binary,
+    BinaryKind,
+    Unary,
+    UnaryKind,
+)
+from tilefoundry.semantics.ops.nn import (
+    Conv2D,
+    Gelu,
+    LayerNorm,
+    MatMul,
+    ReLU,
+    RMSNorm,
+    RoPE,
+    Sigmoid,
+    Silu,
+    SoftMax,
+    Tanh,
+)
+from tilefoundry.semantics.ops.shape import ShapeCompose, ShapeExtract
+from tilefoundry.semantics.ops.sharding import Local, Reshard
+from tilefoundry.semantics.ops.tensor import (
+    CacheUpdate,
+    Cast,
+    Concat,
+    Gather,
+    InsertSlice,
+    Rank,
+    Reduce,
+    ReduceKind,
+    Reshape,
+    ShapeOf,
+    Slice,
+    Stack,
+    TopK,
+    Transpose,
+    Zeros,
+)
+
+ALIASES = dict(_MATH_ALIASES)
+
+#: Every op class of the catalog; registries are checked for completeness against this.
+ALL_OPS: tuple[type[Op], ...] = (
+    Binary, Unary,
+    Reshape, Cast, Gather, Zeros, Reduce, InsertSlice, CacheUpdate, TopK, Transpose, Slice,
+    Concat, Stack, ShapeOf, Rank,
+    MatMul, Conv2D, ReLU, Sigmoid, Tanh, SoftMax, LayerNorm, Gelu, Silu, RMSNorm, RoPE,
+    ShapeExtract, ShapeCompose,
+    Reshard, Local,
+)
+
+__all__ = [
+    "ALIASES", "ALL_OPS", "BINARY_PROPERTIES", "UNARY_PROPERTIES", "Binary", "BinaryKind",
+    "CacheUpdate", "Cast", "Concat", "Conv2D", "Gather", "Gelu", "InsertSlice", "LayerNorm",
+    "Local", "MatMul", "RMSNorm", "Rank", "ReLU", "Reduce", "ReduceKind", "Reshape", "Reshard",
+    "RoPE", "ShapeCompose", "ShapeExtract", "ShapeOf", "Sigmoid", "Silu", "Slice", "SoftMax",
+    "Stack", "Tanh", "TopK", "Transpose", "Unary", "UnaryKind", "Zeros",
+]

@@ -1,0 +1,118 @@
+"""ir/hir/nn: neural-network value ops following torch.nn.functional semantics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from tilefoundry.semantics.ir import Op
+from tilefoundry.semantics.types import IRError
+
+
+class _NN(Op):
+    FAMILY: ClassVar[str] = "nn"
+
+
+def _pair(v: object, what: str, lo: int) -> None:
+    if not (isinstance(v, tuple) and len(v) == 2 and all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= lo for x in v)):
+        raise IRError(f"{what} must be a pair of ints >= {lo}, got {v!r}")
+
+
+@dataclass(frozen=True)
+class MatMul(_NN):
+    allow_reassociation: bool = True
+    INPUTS: ClassVar[tuple[str, ...]] = ("a", "b")
+
+    def __post_init__(self):
+        if not isinstance(self.allow_reassociation, bool):
+            raise IRError(f"MatMul.allow_reassociation must be a bool, got "
+                          f"{self.allow_reassociation!r}")
+
+
+@dataclass(frozen=True)
+class Conv2D(_NN):
+    """NCHW input, OIHW weight, optional bias (pass a zeros tensor for none)."""
+
+    stride: tuple = (1, 1)
+    padding: tuple = (0, 0)
+    dilation: tuple = (1, 1)
+    groups: int = 1
+    INPUTS: ClassVar[tuple[str, ...]] = ("x", "weight", "bias")
+
+    def __post_init__(self):
+        _pair(self.stride, "Conv2D.stride", 1)
+        _pair(self.padding, "Conv2D.padding", 0)
+        _pair(self.dilation, "Conv2D.dilation", 1)
+        if not isinstance(self.groups, int) or self.groups < 1:
+            raise IRError(f"Conv2D.groups must be a positive int, got {self.groups!r}")
+
+
+@dataclass(frozen=True)
+class ReLU(_NN):
+    INPUTS: ClassVar[tuple[str, ...]] = ("x",)
+
+
+@dataclass(frozen=True)
+class Sigmoid(_NN):
+    INPUTS: ClassVar[tuple[str, ...]] = ("x",)
+
+
+@dataclass(frozen=True)
+class Tanh(_NN):
+    INPUTS: ClassVar[tuple[str, ...]] = ("x",)
+
+
+@dataclass(frozen=True)
+class SoftMax(_NN):
+    axis: int = -1
+    INPUTS: ClassVar[tuple[str, ...]] = ("x",)
+
+    def __post_init__(self):
+        if not isinstance(self.axis, int) or isinstance(self.axis, bool):
+            raise IRError(f"SoftMax.axis must be an int, got {self.axis!r}")
+
+
+@dataclass(frozen=True)
+class LayerNorm(_NN):
+    """Normalizes over the last axis; weight and bias are rank-1 of that length."""
+
+    eps: float = 1e-5
+    INPUTS: ClassVar[tuple[str, ...]] = ("x", "weight", "bias")
+
+    def __post_init__(self):
+        if not isinstance(self.eps, float) or not self.eps > 0:
+            raise IRError(f"LayerNorm.eps must be a positive float, got {self.eps!r}")
+
+
+@dataclass(frozen=True)
+class Gelu(_NN):
+    approximate: str = "tanh"
+    INPUTS: ClassVar[tuple[str, ...]] = ("x",)
+
+    def __post_init__(self):
+        if self.approximate not in ("tanh", "none"):
+            raise IRError(f"Gelu.approximate must be 'tanh' or 'none', got "
+                          f"{self.approximate!r}")
+
+
+@dataclass(frozen=True)
+class Silu(_NN):
+    INPUTS: ClassVar[tuple[str, ...]] = ("x",)
+
+
+@dataclass(frozen=True)
+class RMSNorm(_NN):
+    eps: float = 1e-6
+    INPUTS: ClassVar[tuple[str, ...]] = ("x", "weight")
+
+    def __post_init__(self):
+        if not isinstance(self.eps, float) or not self.eps > 0:
+            raise IRError(f"RMSNorm.eps must be a positive float, got {self.eps!r}")
+
+
+@dataclass(frozen=True)
+class RoPE(_NN):
+    """Rotate-half RoPE; result (q_rope, k_rope)."""
+
+    INPUTS: ClassVar[tuple[str, ...]] = ("q", "k", "cos_cache", "sin_cache", "pos_ids")
