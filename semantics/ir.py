@@ -341,8 +341,8 @@ class Module:
     """Functions with a Target and the ordered Topology hierarchy; entering seals functions."""
 
     functions: tuple
-    target: Target = Target()
-    topology: Topology = Topology(())
+    target: Target = field(default_factory=Target)
+    topology: Topology = field(default_factory=lambda: Topology(()))
 
     def __post_init__(self):
         if not isinstance(self.functions, tuple) or not all(isinstance(f, Function)
