@@ -1,0 +1,83 @@
+"""Helpers shared by the op-family rules: axes, broadcasting with symbolic dims, result layouts."""
+
+from __future__ import annotations
+
+from tilefoundry.semantics.typeinfer.core import Ctx
+from tilefoundry.semantics.types import (
+    Broadcast,
+    Partial,
+    ShapeDim,
+    ShardLayout,
+    TensorType,
+    simplify,
+)
+
+
+def dims_equal(a: ShapeDim, b: ShapeDim) -> bool:
+    """Structural equality after simplification (symbolic dims are equal only if identical)."""
+    return simplify(a) == simplify(b)
+
+
+def norm_axis(ctx: Ctx, axis: int, rank: int, what: str = "axis") -> int:
+    """A Python-style axis in [-rank, rank) normalized to [0, rank), or a typing error."""
+    if not -rank <= axis < rank:
+        ctx.error(f"{what} {axis} is out of range for a rank-{rank} tensor (allowed "
+                  f"[{-rank}, {rank}))", rule=f"{what} range")
+    return axis % rank
+
+
+def broadcast_shapes(ctx: Ctx, shapes: list[tuple], operands: list[int]) -> tuple:
+    """torch / numpy broadcasting; a symbolic dim broadcasts only against 1 or itself."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for k in range(rank):
+        dims = [(s[len(s) - rank + k], i) for s, i in zip(shapes, operands, strict=True)
+                if len(s) - rank + k >= 0]
+        res: ShapeDim = 1
+        for d, i in dims:
+            if d == 1:
+                continue
+            if res == 1:
+                res = d
+            elif not dims_equal(res, d):
+                ctx.error(f"shapes {[tuple(map(str, s)) for s in shapes]} do not broadcast "
+                          f"(axis {k - rank}: {res} vs {d})", operand=i, rule="broadcasting",
+                          fix="reshape or slice the operands to compatible shapes")
+        out.append(res)
+    return tuple(out)
+
+
+def with_partials(shard: ShardLayout, partials: dict[int, str]) -> ShardLayout:
+    """``shard`` with the Partial state of each mesh axis replaced by ``partials`` (axes not in
+    ``partials`` that were Partial become Broadcast: the op completed nothing, so callers pass
+    every surviving Partial)."""
+    attrs = tuple(Partial(partials[ax]) if ax in partials else
+                  (Broadcast() if isinstance(a, Partial) else a)
+                  for ax, a in enumerate(shard.attrs))
+    return ShardLayout(shard.mesh, attrs, shard.layout)
+
+
+def elementwise_layout(ctx: Ctx, types: list[TensorType], out_shape: tuple,
+                       partials: dict[int, str]):
+    """Result layout of an elementwise op: the ShardLayout shared by the sharded operands (their
+    Split / Broadcast attrs and layouts must agree; only Partial states may differ, as decided by
+    the commutation table), or None for plain operands."""
+    sharded = [(i, t.shard) for i, t in enumerate(types) if t.shard is not None]
+    if not sharded:
+        first = types[0].layout
+        return first if all(t.layout == first for t in types) and \
+            tuple(types[0].shape) == tuple(out_shape) else None
+    i0, s0 = sharded[0]
+    for i, s in sharded[1:]:
+        strip = [a if not isinstance(a, Partial) else Broadcast() for a in s.attrs]
+        strip0 = [a if not isinstance(a, Partial) else Broadcast() for a in s0.attrs]
+        if strip != strip0 or s.layout.shape != s0.layout.shape:
+            ctx.error(f"sharded operands disagree: {ctx.operand_name(i0)} has {s0.attrs} over "
+                      f"{s0.layout.shape}, this one {s.attrs} over {s.layout.shape}", operand=i,
+                      rule="elementwise operands share one sharding",
+                      fix="Reshard one operand to the other's layout")
+    if tuple(types[i0].shape) != tuple(out_shape):
+        ctx.error("a sharded operand cannot be broadcast to a larger shape", operand=i0,
+                  rule="elementwise sharding", fix="Reshard to Broadcast or materialize the "
+                  "broadcast first")
+    return with_partials(s0, partials)
