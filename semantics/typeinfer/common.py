@@ -8,6 +8,7 @@ from tilefoundry.semantics.types import (
     Partial,
     ShapeDim,
     ShardLayout,
+    Split,
     TensorType,
     simplify,
 )
@@ -59,25 +60,47 @@ def with_partials(shard: ShardLayout, partials: dict[int, str]) -> ShardLayout:
 
 def elementwise_layout(ctx: Ctx, types: list[TensorType], out_shape: tuple,
                        partials: dict[int, str]):
-    """Result layout of an elementwise op: the ShardLayout shared by the sharded operands (their
-    Split / Broadcast attrs and layouts must agree; only Partial states may differ, as decided by
-    the commutation table), or None for plain operands."""
+    """Result layout of an elementwise op.
+
+    A plain operand and a Broadcast mesh axis are replicated: each device reads its part of them
+    locally, so they combine with anything. On each mesh axis the Split operands must split the
+    same layout position (over the same layout shape); the result carries that Split, the
+    Partial the commutation table allowed (``partials``), or Broadcast. A sharded operand must
+    already have the result's shape (a sharded value is never implicitly broadcast)."""
     sharded = [(i, t.shard) for i, t in enumerate(types) if t.shard is not None]
     if not sharded:
         first = types[0].layout
         return first if all(t.layout == first for t in types) and \
             tuple(types[0].shape) == tuple(out_shape) else None
-    i0, s0 = sharded[0]
-    for i, s in sharded[1:]:
-        strip = [a if not isinstance(a, Partial) else Broadcast() for a in s.attrs]
-        strip0 = [a if not isinstance(a, Partial) else Broadcast() for a in s0.attrs]
-        if strip != strip0 or s.layout.shape != s0.layout.shape:
-            ctx.error(f"sharded operands disagree: {ctx.operand_name(i0)} has {s0.attrs} over "
-                      f"{s0.layout.shape}, this one {s.attrs} over {s.layout.shape}", operand=i,
+    s0 = sharded[0][1]
+    for i, _ in sharded:
+        if tuple(types[i].shape) != tuple(out_shape):
+            ctx.error("a sharded operand cannot be broadcast to a larger shape", operand=i,
+                      rule="elementwise sharding", fix="Reshard to Broadcast or materialize "
+                      "the broadcast first")
+    attrs = []
+    layout = s0.layout
+    for ax in range(len(s0.mesh.axis_names)):
+        splits = [(i, s) for i, s in sharded if isinstance(s.attrs[ax], Split)]
+        for i, s in splits[1:]:
+            if s.attrs[ax] != splits[0][1].attrs[ax] or s.layout.shape != splits[0][1].layout.shape:
+                ctx.error(f"sharded operands split mesh axis {s0.mesh.axis_names[ax]} "
+                          f"differently ({splits[0][1].attrs[ax]} over "
+                          f"{splits[0][1].layout.shape} vs {s.attrs[ax]} over "
+                          f"{s.layout.shape})", operand=i,
+                          rule="elementwise operands share one sharding",
+                          fix="Reshard one operand to the other's layout")
+        if splits:
+            attrs.append(splits[0][1].attrs[ax])
+            layout = splits[0][1].layout
+        elif ax in partials:
+            attrs.append(Partial(partials[ax]))
+        else:
+            attrs.append(Broadcast())
+    for i, s in sharded:
+        if any(isinstance(a, Split) for a in s.attrs) and s.layout.shape != layout.shape:
+            ctx.error(f"sharded operands refine their axes into different layout positions "
+                      f"({s.layout.shape} vs {layout.shape})", operand=i,
                       rule="elementwise operands share one sharding",
                       fix="Reshard one operand to the other's layout")
-    if tuple(types[i0].shape) != tuple(out_shape):
-        ctx.error("a sharded operand cannot be broadcast to a larger shape", operand=i0,
-                  rule="elementwise sharding", fix="Reshard to Broadcast or materialize the "
-                  "broadcast first")
-    return with_partials(s0, partials)
+    return ShardLayout(s0.mesh, tuple(attrs), layout)

@@ -185,12 +185,16 @@ def format_matrix() -> str:
     keys: dict[tuple[str, str, str], dict[str, Row]] = {}
     for r in TABLE:
         keys.setdefault((r.op, r.kind, r.pattern), {})[r.reduction] = r
-    lines = ["| op | kind | Partial operands | " + " | ".join(cols) + " | reason (first reject / "
-             "allow) |", "|---|---|---|" + "---|" * (len(cols) + 1)]
+    lines = ["| op | kind | Partial operands | " + " | ".join(cols) + " | reasons |",
+             "|---|---|---|" + "---|" * (len(cols) + 1)]
     for (op, kind, pat), by in keys.items():
         cells = ["allow" if c in by and by[c].allow else ("reject" if c in by else "·")
                  for c in cols]
-        why = next(iter(by.values())).reason
+        reasons: dict[str, list[str]] = {}
+        for c in cols:
+            if c in by:
+                reasons.setdefault(by[c].reason, []).append(c)
+        why = "; ".join(f"{'/'.join(cs)}: {r}" for r, cs in reasons.items())
         lines.append(f"| {op} | {kind} | {pat} | " + " | ".join(cells) + f" | {why} |")
     return "\n".join(lines)
 
