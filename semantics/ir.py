@@ -100,8 +100,26 @@ def _structural_hash(root: Expr) -> int:
     return root.__dict__["_hash"]
 
 
+def _short_repr(v: Any, depth: int) -> str:
+    """A bounded repr: a deep or shared DAG prints in bounded size, without recursion limits
+    (the dataclass repr would recurse through every path)."""
+    if isinstance(v, Expr):
+        if depth <= 0:
+            return f"{type(v).__name__}(...)"
+        inner = ", ".join(f"{f.name}={_short_repr(getattr(v, f.name), depth - 1)}"
+                          for f in fields(v))
+        return f"{type(v).__name__}({inner})"
+    if isinstance(v, tuple):
+        items = [_short_repr(x, depth) for x in v[:8]] + (["..."] if len(v) > 8 else [])
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    return repr(v)
+
+
 class Expr:
     """Base of every HIR value node."""
+
+    def __repr__(self) -> str:
+        return _short_repr(self, 3)
 
     def __eq__(self, other: object) -> bool:
         return structurally_equal(self, other)
@@ -130,7 +148,7 @@ class Expr:
         object.__setattr__(self, "_checked_type", t)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Var(Expr):
     name: str
     type: Any = None
@@ -143,7 +161,7 @@ class Var(Expr):
                           f"{self.type!r}")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Constant(Expr):
     """A literal tensor (numpy array of an IR dtype's storage type)."""
 
@@ -152,9 +170,13 @@ class Constant(Expr):
     def __post_init__(self):
         if not isinstance(self.value, np.ndarray):
             raise IRError(f"Constant.value must be a numpy array, got {type(self.value).__name__}")
+        from tilefoundry.errors import TilefoundryError
         from tilefoundry.semantics.formats import dtype_of
 
-        dtype_of(self.value)  # raises for storage types that are not IR dtypes
+        try:
+            dtype_of(self.value)  # raises for storage types that are not IR dtypes
+        except TilefoundryError as e:
+            raise IRError(f"Constant.value: {e}") from e
         self.value.setflags(write=False)
 
 
@@ -168,7 +190,7 @@ class Op:
     VARIADIC: ClassVar[bool] = False
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Call(Expr):
     op: Any  # Op | Function
     args: tuple
@@ -184,7 +206,7 @@ class Call(Expr):
                           f"inputs {self.op.INPUTS}, got {len(self.args)}")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Tuple(Expr):
     fields: tuple
 
@@ -193,7 +215,7 @@ class Tuple(Expr):
             raise IRError(f"Tuple.fields must be a tuple of Exprs, got {self.fields!r}")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class TupleGetItem(Expr):
     tuple_value: Expr
     index: int
@@ -201,7 +223,7 @@ class TupleGetItem(Expr):
     def __post_init__(self):
         if not isinstance(self.tuple_value, Expr):
             raise IRError(f"TupleGetItem.tuple_value must be an Expr, got {self.tuple_value!r}")
-        if not isinstance(self.index, int) or self.index < 0:
+        if not isinstance(self.index, int) or isinstance(self.index, bool) or self.index < 0:
             raise IRError(f"TupleGetItem.index must be a non-negative int, got {self.index!r}")
 
 
@@ -219,7 +241,8 @@ class DimVarRangePat:
     def __post_init__(self):
         if not isinstance(self.dim_var, str) or not self.dim_var.isidentifier():
             raise IRError(f"DimVarRangePat.dim_var must be a DimVar name, got {self.dim_var!r}")
-        if not (isinstance(self.lo, int) and isinstance(self.hi, int) and self.lo < self.hi):
+        if not (isinstance(self.lo, int) and isinstance(self.hi, int) and self.lo < self.hi) \
+                or isinstance(self.lo, bool) or isinstance(self.hi, bool):
             raise IRError(f"DimVarRangePat {self.dim_var}: the range [lo, hi) = "
                           f"[{self.lo}, {self.hi}) must have lo < hi")
 
@@ -228,7 +251,7 @@ class DimVarRangePat:
         return f"{self.dim_var}${self.lo}_{self.hi}"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Function(Expr):
     """HIR's function container: normal, dispatch prototype (base) or variant."""
 
@@ -255,10 +278,17 @@ class Function(Expr):
         if self.return_type is not None and not is_type(self.return_type):
             raise IRError(f"Function {self.name}: return_type must be an IR type, got "
                           f"{self.return_type!r}")
-        if not all(isinstance(s, DimVarRangePat) for s in self.specializations):
-            raise IRError(f"Function {self.name}: specializations must be DimVarRangePats")
-        if not all(isinstance(v, Function) for v in self.variants):
-            raise IRError(f"Function {self.name}: variants must be Functions")
+        if not isinstance(self.specializations, tuple) or \
+                not all(isinstance(s, DimVarRangePat) for s in self.specializations):
+            raise IRError(f"Function {self.name}: specializations must be a tuple of "
+                          f"DimVarRangePats, got {self.specializations!r}")
+        if not isinstance(self.variants, tuple) or \
+                not all(isinstance(v, Function) for v in self.variants):
+            raise IRError(f"Function {self.name}: variants must be a tuple of Functions, got "
+                          f"{type(self.variants).__name__}")
+        if self.label is not None and not isinstance(self.label, str):
+            raise IRError(f"Function {self.name}: label must be a str or None, got "
+                          f"{self.label!r}")
         object.__setattr__(self, "_sealed", bool(self.variants))
 
     @property
@@ -301,7 +331,7 @@ class Function(Expr):
                           f"still accumulating variants (seal it by adding it to a Module)")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class GridRegionExpr(Expr):
     """Loop-phi-shaped structured SSA: ``range(start, extent, step)`` with a carry chain."""
 
@@ -352,14 +382,17 @@ class Module:
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise IRError(f"Module: function names must be unique, {sorted(dup)} repeat")
+        if not isinstance(self.topology, Topology):
+            raise IRError("Module.topology must be a Topology")
+        if not isinstance(self.target, Target):
+            raise IRError(f"Module.target must be a Target, got {self.target!r}")
         for f in self.functions:
             if f.specializations:
                 raise IRError(f"Module: top-level function {f.name} is a variant "
                               f"(specializations != ()); register it on its dispatch prototype "
                               f"with @{f.name}.specialize instead (HIR spec, Authoring freeze)")
+        for f in self.functions:  # seal only once every check passed
             f.seal()
-        if not isinstance(self.topology, Topology):
-            raise IRError("Module.topology must be a Topology")
 
     def __getitem__(self, name: str) -> Function:
         for f in self.functions:

@@ -222,27 +222,57 @@ def evaluate_dim(d: ShapeDim, env: Mapping[str, int]) -> int:
     return d.FN(evaluate_dim(d.lhs, env), evaluate_dim(d.rhs, env))
 
 
+def dim_bounds(d: ShapeDim) -> tuple[int | None, int | None]:
+    """Sound static inclusive bounds ``(lo, hi)`` of ``d`` over every environment that keeps each
+    DimVar in its envelope (None where no bound composes). The upper bound follows the HIR TopK
+    entry: DimVar.hi - 1 composed through DimMin / DimMax / DimAdd / DimMul / DimFloorDiv / DimMod
+    with constant positive divisors; DimSub and symbolic divisors give no upper bound. Lower
+    bounds are tracked only so that products and remainders of possibly negative operands (a
+    negative constant, ``N + -10``) stay sound."""
+    if isinstance(d, int):
+        return d, d
+    if isinstance(d, DimVar):
+        return d.lo, d.hi - 1
+    la, ha = dim_bounds(d.lhs)
+    lb, hb = dim_bounds(d.rhs)
+    if isinstance(d, DimSub):
+        return (la - hb if la is not None and hb is not None else None), None
+    if isinstance(d, DimAdd):
+        return (la + lb if la is not None and lb is not None else None,
+                ha + hb if ha is not None and hb is not None else None)
+    if isinstance(d, DimMin):
+        his = [v for v in (ha, hb) if v is not None]
+        return (min(la, lb) if la is not None and lb is not None else None,
+                min(his) if his else None)
+    if isinstance(d, DimMax):
+        los = [v for v in (la, lb) if v is not None]
+        return (max(los) if los else None,
+                max(ha, hb) if ha is not None and hb is not None else None)
+    if isinstance(d, DimMul):
+        if None in (la, ha, lb, hb):
+            return None, None
+        corners = [la * lb, la * hb, ha * lb, ha * hb]  # type: ignore[operator]
+        return min(corners), max(corners)
+    # DimFloorDiv / DimMod: only a constant positive divisor composes
+    if not isinstance(d.rhs, int) or d.rhs <= 0:
+        return None, None
+    r = d.rhs
+    if isinstance(d, DimFloorDiv):  # floor(x / r) is non-decreasing in x for r > 0
+        return (la // r if la is not None else None, ha // r if ha is not None else None)
+    # DimMod with r > 0 lies in [0, r - 1]; it is x itself when 0 <= x < r
+    if ha is None:
+        return 0, None
+    if la is not None and la >= 0:
+        return (la if ha < r else 0), min(r - 1, ha)
+    return 0, r - 1
+
+
 def upper_bound(d: ShapeDim) -> int | None:
     """A static inclusive upper bound, where one composes (HIR TopK entry): DimVar.hi - 1
     through DimMin / DimMax / DimAdd / DimMul / DimFloorDiv / DimMod with constant divisors;
-    DimSub and symbolic divisors do not compose (None)."""
-    if isinstance(d, int):
-        return d
-    if isinstance(d, DimVar):
-        return d.hi - 1
-    if isinstance(d, DimSub):
-        return None
-    a, b = upper_bound(d.lhs), upper_bound(d.rhs)
-    if isinstance(d, DimMin):
-        known = [v for v in (a, b) if v is not None]
-        return min(known) if known else None
-    if isinstance(d, DimFloorDiv | DimMod):
-        if not isinstance(d.rhs, int) or d.rhs <= 0 or a is None:
-            return None
-        return a // d.rhs if isinstance(d, DimFloorDiv) else min(d.rhs - 1, a)
-    if a is None or b is None:
-        return None
-    return max(a, b) if isinstance(d, DimMax) else a + b if isinstance(d, DimAdd) else a * b
+    DimSub and symbolic divisors do not compose (None). Sound for negative operands too (see
+    ``dim_bounds``)."""
+    return dim_bounds(d)[1]
 
 
 # =============================================================================================
@@ -344,7 +374,7 @@ class TopologyLevel:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise IRError(f"TopologyLevel.name must be an identifier, got {self.name!r}")
-        if not isinstance(self.extent, int) or self.extent < 1:
+        if not isinstance(self.extent, int) or isinstance(self.extent, bool) or self.extent < 1:
             raise IRError(f"TopologyLevel {self.name}: extent must be a positive int, got "
                           f"{self.extent!r}")
 

@@ -97,6 +97,16 @@ class Session:
 
     memo: dict[tuple[int, tuple], Function] = field(default_factory=dict)
     keep: list[Any] = field(default_factory=list)  # keeps memo keys' callees alive
+    #: id(call) -> (call, the Function it resolved to): the elaborated instance of a direct
+    #: call, or the prototype itself for a dispatch call (read with functions.resolved_target)
+    targets: dict[int, tuple[Call, Function]] = field(default_factory=dict)
+    #: id(call) -> (call, selected variant) for a dispatch call whose shapes are concrete
+    dispatch: dict[int, tuple[Call, Function]] = field(default_factory=dict)
+    #: id(fn) -> fn with its signature's Layout(strides=None) sugar materialized
+    signatures: dict[int, Function] = field(default_factory=dict)
+    #: the parameters of the enclosing Functions being inferred (innermost last); GridRegionExpr
+    #: ShapeDim bounds resolve against the innermost
+    scope: list[tuple] = field(default_factory=list)
 
 
 # =============================================================================================
