@@ -5,6 +5,15 @@ Importing this package registers every family's rules (``math``, ``tensor``, ``n
 
 from __future__ import annotations
 
+# Importing the families registers their rules (one registry keyed by op class).
+from tilefoundry.semantics.typeinfer import (  # noqa: F401
+    functions,
+    math,
+    nn,
+    shape,
+    sharding,
+    tensor,
+)
 from tilefoundry.semantics.typeinfer.core import (
     RULES,
     Ctx,
@@ -13,5 +22,15 @@ from tilefoundry.semantics.typeinfer.core import (
     infer_expr,
     register_typeinfer,
 )
+from tilefoundry.semantics.typeinfer.functions import infer_module, verify_module
 
-__all__ = ["RULES", "Ctx", "Session", "TypeInferError", "infer_expr", "register_typeinfer"]
+__all__ = [
+    "RULES",
+    "Ctx",
+    "Session",
+    "TypeInferError",
+    "infer_expr",
+    "infer_module",
+    "register_typeinfer",
+    "verify_module",
+]
