@@ -292,6 +292,13 @@ class Function(Expr):
         object.__setattr__(self, "_sealed", bool(self.variants))
 
     @property
+    def type(self):
+        """The CallableType projected from params + return_type (HIR spec §1.1, Value type)."""
+        from tilefoundry.semantics.types import CallableType
+
+        return CallableType(tuple(p.type for p in self.params), self.return_type)
+
+    @property
     def kind(self) -> str:
         if self.specializations:
             return "variant"

@@ -311,3 +311,19 @@ def test_any_wrong_field_raises_only_irerror(ctor, data):
 def test_topology_default_is_empty():
     """A Module declares its Topology; the default has no level."""
     assert Module(()).topology == Topology(())
+
+
+def test_function_value_type_is_the_callable_projection():
+    """HIR spec §1.1: 'Function.type is the IR-level CallableType (types §7) projected from
+    params + return_type.'"""
+    from tilefoundry.semantics.formats import DType as _D
+    from tilefoundry.semantics.ir import Function as _F
+    from tilefoundry.semantics.ir import Var as _V
+    from tilefoundry.semantics.types import CallableType as _C
+    from tilefoundry.semantics.types import TensorType as _T
+
+    t = _T((4,), _D.F32)
+    x = _V("x", t)
+    f = _F("f", (x,), x, t)
+    assert f.type == _C((t,), t)
+    assert _F("g", (x,), x, _T((4,), _D.BF16)).type != f.type

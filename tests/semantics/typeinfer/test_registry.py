@@ -48,3 +48,16 @@ def test_type_rules_import_nothing_from_compiler_or_backends():
             for n in names:
                 assert not n.startswith(("tilefoundry.compiler", "tilefoundry.conformance",
                                          "torch", "triton")), (path, n)
+
+
+def test_every_commutation_row_is_exercised_by_a_rule_test():
+    """Issue 'HIR': 'every table row is exercised' — the row-by-row tests of the math / nn
+    module and of the tensor module together cover the whole table, each row once."""
+    import test_commutation_table
+    import test_rules_tensor
+
+    from tilefoundry.semantics.typeinfer.commutation import TABLE
+
+    a, b = list(test_commutation_table.ROWS), list(test_rules_tensor.ROWS)
+    assert not set(a) & set(b)
+    assert set(a) | set(b) == set(TABLE)
