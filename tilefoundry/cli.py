@@ -23,6 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--f32-samples", type=int, default=200_000,
                     help="random f32 sources per conversion checked against the exact model")
     sc.set_defaults(func=_selfcheck)
+    from tilefoundry.smt.cli import add_parser as add_prove
+
+    add_prove(sub)
     return p
 
 

@@ -1,0 +1,90 @@
+"""``tilefoundry prove``: run proof obligations, print a table, write JSON / SMT-LIB2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import runpy
+import sys
+from pathlib import Path
+
+from tilefoundry.smt.framework import (
+    DEFAULT_RLIMIT,
+    REGISTRY,
+    ProveError,
+    run_obligations,
+    unexpected,
+)
+
+
+def load_module_file(path: str):
+    """A Python file that builds a tilefoundry Module and binds it to the name ``module``."""
+    from tilefoundry.semantics.ir import Module
+
+    p = Path(path)
+    if not p.is_file():
+        raise ProveError(f"--module {path}: no such file")
+    try:
+        ns = runpy.run_path(str(p))
+    except SyntaxError as e:
+        raise ProveError(f"--module {path}: does not parse (line {e.lineno}: {e.msg})") from None
+    except Exception as e:  # the file's own code failed: report it, never a traceback
+        raise ProveError(f"--module {path}: building the module raised "
+                         f"{type(e).__name__}: {e}") from None
+    mod = ns.get("module")
+    if not isinstance(mod, Module):
+        raise ProveError(f"--module {path}: the file must bind a tilefoundry Module to the name "
+                         f"`module` (found {type(mod).__name__})")
+    return mod
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("prove", help="run the Z3 proof obligations")
+    p.add_argument("names", nargs="*", help="obligations to run (default: all)")
+    p.add_argument("--json", dest="json_file", help="write the outcomes as JSON to this file")
+    p.add_argument("--smt2-dir", help="dump every solver query as SMT-LIB2 into this folder")
+    p.add_argument("--module", help="a Python file binding a Module to `module` (module-level "
+                   "obligations such as envelope partitions check it)")
+    p.add_argument("--rlimit", type=int, default=DEFAULT_RLIMIT,
+                   help="Z3 resource limit per query (deterministic; not wall time)")
+    p.add_argument("--list", action="store_true", help="list the obligations and exit")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        import tilefoundry.smt.obligations  # noqa: F401
+
+        if args.list:
+            for name, ob in REGISTRY.items():
+                print(f"{name:40} expect {ob.expect:15} {ob.doc}")
+            return 0
+        module = load_module_file(args.module) if args.module else None
+        results = run_obligations(args.names, rlimit=args.rlimit,
+                                  smt2_dir=Path(args.smt2_dir) if args.smt2_dir else None,
+                                  module=module)
+    except ProveError as e:
+        print(f"tilefoundry prove: error: {e}", file=sys.stderr)
+        return 2
+    bad = 0
+    print(f"{'obligation':40} {'outcome':15} {'expected':15} {'queries':>7} {'secs':>7}")
+    for ob, out in results:
+        flag = unexpected(ob, out)
+        bad += flag
+        print(f"{ob.name:40} {out.status:15} {ob.expect:15} {out.queries:>7} "
+              f"{out.seconds:>7.2f}{'  <-- UNEXPECTED' if flag else ''}")
+        if out.detail and (flag or out.status in ("counterexample", "report")):
+            for line in out.detail.splitlines():
+                print(f"    {line}")
+        if out.counterexample:
+            for k, v in out.counterexample.items():
+                print(f"    {k} = {v}")
+    total = sum(o.seconds for _, o in results)
+    print(f"{len(results)} obligations, {bad} unexpected, {total:.1f} s")
+    if args.json_file:
+        Path(args.json_file).write_text(json.dumps([
+            {"name": ob.name, "expect": ob.expect, "outcome": out.status, "detail": out.detail,
+             "counterexample": out.counterexample, "queries": out.queries,
+             "seconds": round(out.seconds, 3), "sub": out.sub} for ob, out in results],
+            indent=2))
+    return 1 if bad else 0
