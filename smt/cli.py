@@ -35,7 +35,23 @@ def load_module_file(path: str):
     if not isinstance(mod, Module):
         raise ProveError(f"--module {path}: the file must bind a tilefoundry Module to the name "
                          f"`module` (found {type(mod).__name__})")
+    _reject_uncallable(path, mod)
     return mod
+
+
+def _reject_uncallable(path: str, mod) -> None:
+    """A function with no body and no variants (a dispatch prototype that never got one) is
+    invalid in a sealed Module; say so with the type rules' own message. Other rules (the
+    envelope partition among them) are left to the obligations, which report them."""
+    from tilefoundry.semantics.typeinfer.core import TypeInferError
+    from tilefoundry.semantics.typeinfer.functions import check_function
+
+    for f in mod.functions:
+        if f.body is None and not f.variants:
+            try:
+                check_function(f)
+            except TypeInferError as e:
+                raise ProveError(f"--module {path}: {e}") from None
 
 
 def add_parser(sub) -> None:
@@ -73,7 +89,8 @@ def main(args: argparse.Namespace) -> int:
         bad += flag
         print(f"{ob.name:40} {out.status:15} {ob.expect:15} {out.queries:>7} "
               f"{out.seconds:>7.2f}{'  <-- UNEXPECTED' if flag else ''}")
-        if out.detail and (flag or out.status in ("counterexample", "report")):
+        if out.detail and (flag or out.status in ("counterexample", "report")
+                           or any(s == "report" for _, s in out.sub)):
             for line in out.detail.splitlines():
                 print(f"    {line}")
         if out.counterexample:
@@ -82,9 +99,14 @@ def main(args: argparse.Namespace) -> int:
     total = sum(o.seconds for _, o in results)
     print(f"{len(results)} obligations, {bad} unexpected, {total:.1f} s")
     if args.json_file:
-        Path(args.json_file).write_text(json.dumps([
-            {"name": ob.name, "expect": ob.expect, "outcome": out.status, "detail": out.detail,
-             "counterexample": out.counterexample, "queries": out.queries,
-             "seconds": round(out.seconds, 3), "sub": out.sub} for ob, out in results],
-            indent=2))
+        try:
+            Path(args.json_file).write_text(json.dumps([
+                {"name": ob.name, "expect": ob.expect, "outcome": out.status,
+                 "detail": out.detail, "counterexample": out.counterexample,
+                 "queries": out.queries, "seconds": round(out.seconds, 3), "sub": out.sub}
+                for ob, out in results], indent=2))
+        except OSError as e:
+            print(f"tilefoundry prove: error: --json {args.json_file}: {e.strerror or e}",
+                  file=sys.stderr)
+            return 2
     return 1 if bad else 0

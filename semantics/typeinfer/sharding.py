@@ -96,7 +96,18 @@ def infer_reshard(ctx: Ctx, types: tuple):
             ctx.error(f"axis {a}: the target layout's positions multiply to {e} but x's extent "
                       f"is {dim_str(d)}", operand=0, rule="Reshard preserves the logical shape",
                       fix="give a layout whose positions multiply to each axis extent")
-    out, _ = resolve_strides(x, target, dest)
+    out, row = resolve_strides(x, target, dest)
+    if "per-instance" in row:
+        loc = out.local_positions()
+        wide = [p for p in out.split_positions if loc[p] > 1]
+        if wide:
+            # smt `reshard.strides` proves per-instance strides alias here (docs/decisions D65)
+            ctx.error(f"the per-instance form ({row}) gives Split position(s) {wide} stride 0, "
+                      f"but their local extents {[loc[p] for p in wide]} exceed 1, so local "
+                      f"elements would share addresses", operand=0,
+                      rule="per-instance strides need local extent 1 on every Split position",
+                      fix="factor the split position as (mesh, split)(rest) so its local "
+                          "extent is 1 (Reshape rule 2), or give verbose strides")
     return TensorType(tuple(x.shape), x.dtype, out, dest)
 
 

@@ -1,3 +1,5 @@
 """The proof obligations; importing this package registers every one of them."""
 
 from __future__ import annotations
+
+from tilefoundry.smt.obligations import layout  # noqa: F401

@@ -148,8 +148,8 @@ def test_reshard_output_keeps_shape_dtype():
 def test_sugar_same_level_split_axes_zero_source_is_per_instance():
     """'layout=Layout(strides=None) (sugar), storage unchanged → dest strides match the form
     already on x.layout: a Split-axes-zero source ⇒ per-instance form'."""
-    x = T((8, 6), sl(M2, (Split(0),), (8, 6), (0, 1)), SMEM)
-    target = sl(M22, (Split(1), Broadcast()), ((2, 4), 6))
+    x = T((8, 6), sl(M2, (Split(1),), ((4, 2), 6), ((6, 0), 1)), SMEM)
+    target = sl(M22, (Split(1), Broadcast()), ((4, 2), 6))  # split position: local extent 1
     t = infer(Reshard(target, SMEM), x)
     assert t.shard.layout.flat_strides == per_instance(target) == (6, 0, 1)
     assert t.storage is SMEM
@@ -243,8 +243,6 @@ def test_stride_resolution_table(target, src, dst, zero_src):
         a0 = [Split(0) if ext[0] % 2 == 0 else Broadcast(), Broadcast()]
         s = ShardLayout(M22, tuple(a0), Layout(ext))
         src_lay = s.with_strides(per_instance(s))
-    t = infer(Reshard(target, dst), T(ext, src_lay, src))
-    got = t.shard.layout.flat_strides
     if dst.level == src.level:
         zero = zero_src and isinstance(src_lay.attrs[0], Split)
         want = per_instance(target) if zero else shared(target)
@@ -252,6 +250,14 @@ def test_stride_resolution_table(target, src, dst, zero_src):
         want = shared(target)
     else:
         want = per_instance(target)
+    loc = target.local_positions()
+    if want == per_instance(target) != shared(target) and any(
+            loc[p] > 1 for p in target.split_positions):
+        # D65: per-instance strides alias a split position of local extent > 1 -> rejected
+        rejects(Reshard(target, dst), T(ext, src_lay, src), match="local extent 1")
+        return
+    t = infer(Reshard(target, dst), T(ext, src_lay, src))
+    got = t.shard.layout.flat_strides
     assert got == want and t.storage is dst and t.shape == ext
 
 
@@ -386,3 +392,14 @@ def test_random_sharded_applications(x, other, data):
     for f in fields:
         if isinstance(f, TensorType) and f.shard is not None:
             assert f.shard.layout.strides is not None
+
+
+def test_high_to_low_sugar_rejects_an_aliasing_block_split():
+    """Decision D65 (proved by the smt obligation `reshard.strides`): the per-instance form
+    gives a Split position stride 0, which aliases when its local extent exceeds 1 — 'high →
+    low level → dest strides[k]=0 for every Split axis k' is only injective for local extent 1."""
+    blk = ShardLayout(Mesh("device", ("x",), (2,)), (Split(0),), Layout((8, 4)))
+    rejects(Reshard(blk, SMEM), T((8, 4)), match="local extent 1")
+    cyclic = ShardLayout(Mesh("device", ("x",), (2,)), (Split(0),), Layout(((2, 4), 4)))
+    t = infer(Reshard(cyclic, SMEM), T((8, 4)))
+    assert t.layout.layout.flat_strides == (0, 4, 1)
