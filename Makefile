@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PROFILE ?= ci
 
-.PHONY: selfcheck test lint bench install
+.PHONY: selfcheck test lint bench install prove
 
 $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
@@ -22,9 +22,13 @@ selfcheck: $(STAMP)
 test: $(STAMP)
 	TILEFOUNDRY_PROFILE=$(PROFILE) $(PY) -m pytest -q
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/tilefoundry prove
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_cast.py
+
+prove: $(STAMP)
+	$(VENV)/bin/tilefoundry prove

@@ -124,9 +124,13 @@ def _rows() -> list[Row]:
         for red in (*REDS, "mixed"):
             if red == "mixed" and "+" not in pat:
                 continue
-            ok = pat == "x" and red == "sum"
-            add("Conv2D", "-", pat, red, ok,
-                "linear in the input while weight and bias are replicated" if ok else
+            # Deliberate departure from the HIR nn entry (docs/decisions.md D58): the spec
+            # preserves a Partial(sum) on x with weight and bias replicated, but the replicated
+            # bias is then added once per device — conv(Σx, w) + b ≠ Σ(conv(x_d, w) + b), the
+            # same reason Binary ADD rejects (lhs; sum). smt `commutation.nn` refutes it.
+            add("Conv2D", "-", pat, red, False,
+                "the replicated bias is added once per device: conv(Σx, w) + b != "
+                "Σ(conv(x_d, w) + b)" if pat == "x" and red == "sum" else
                 "a secondary Partial on weight or bias, or a non-sum Partial, cannot be "
                 "preserved by the result layout")
     for pat in _subsets(("q", "k", "cos_cache", "sin_cache", "pos_ids")):
@@ -159,6 +163,19 @@ def _rows() -> list[Row]:
     for op in ("InsertSlice", "CacheUpdate"):
         a, b = ("dst", "update") if op == "InsertSlice" else ("cache", "new")
         add(op, "-", f"{a}+{b}", "mixed", False, "the Partial states must be identical")
+    # Positions are indices, not values to reduce: any Partial on them is rejected.
+    index_operands = {"InsertSlice": ("dst", "update", "offsets"),
+                      "CacheUpdate": ("cache", "cur_pos", "s", "new")}
+    for op, ins in index_operands.items():
+        for pat in _subsets(ins):
+            if not set(pat.split("+")) & {"offsets", "cur_pos", "s"}:
+                continue
+            for red in (*REDS, "mixed"):
+                if red == "mixed" and "+" not in pat:
+                    continue
+                add(op, "-", pat, red, False,
+                    "a write position is an index, not a value to reduce")
+    add("Gather", "-", "x+indices", "mixed", False, "indices are not values to reduce")
     return rows
 
 
@@ -210,7 +227,8 @@ def check_partials(ctx, types: tuple, *, kind: str = "-",
     """
     from tilefoundry.semantics.types import TensorType
 
-    names = names or tuple(ctx.operand_name(i) for i in range(len(types)))
+    if names is None:  # variadic operands share their base name ("offsets[2]" -> "offsets")
+        names = tuple(ctx.operand_name(i).split("[")[0] for i in range(len(types)))
     sharded = [(i, t.shard) for i, t in enumerate(types)
                if isinstance(t, TensorType) and t.shard is not None]
     if not sharded:
@@ -227,7 +245,7 @@ def check_partials(ctx, types: tuple, *, kind: str = "-",
         parts = [(i, s.attrs[ax].reduction) for i, s in sharded if ax in s.partials]
         if not parts:
             continue
-        pattern = "+".join(names[i] for i, _ in parts)
+        pattern = "+".join(dict.fromkeys(names[i] for i, _ in parts))
         reds = {r for _, r in parts}
         red = reds.pop() if len(reds) == 1 else "mixed"
         row = lookup(op, kind, pattern, red)

@@ -2,4 +2,9 @@
 
 from __future__ import annotations
 
-from tilefoundry.smt.obligations import layout  # noqa: F401
+from tilefoundry.smt.obligations import (  # noqa: F401
+    commutation,
+    layout,
+    laws,
+    rounding,
+)

@@ -254,12 +254,14 @@ def test_conv2d_rejects():
     assert e.operand == "weight" and "insert an explicit cast" in str(e)
 
 
-def test_conv2d_partial_on_input_with_replicated_others_passes():
+def test_conv2d_partial_on_input_with_replicated_bias_rejects():
     """HIR nn: "A Partial(sum) on input is preserved only when the other value inputs are
-    replicated." (accept)"""
+    replicated." — deliberately NOT followed (docs/decisions.md D58): the replicated bias would
+    be added once per device, conv(Σx, w) + b != Σ(conv(x_d, w) + b); the smt obligation
+    `commutation.nn` refutes the row (2 devices, x pieces -1, weight (-1, -1), bias -1)."""
     x = TS((2, 3, 8, 8), Partial("sum"))
-    r = infer(Conv2D(), x, T(4, 3, 3, 3, layout=sl((4, 3, 3, 3), Broadcast())), T(4))
-    assert r.layout.attrs == (Partial("sum"),) and r.shape == (2, 4, 6, 6)
+    e = reject(Conv2D(), x, T(4, 3, 3, 3, layout=sl((4, 3, 3, 3), Broadcast())), T(4))
+    assert e.operand == "x" and "added once per device" in str(e) and "Reshard" in str(e)
 
 
 def test_conv2d_partial_on_input_with_split_weight_rejects():
@@ -267,7 +269,8 @@ def test_conv2d_partial_on_input_with_split_weight_rejects():
     replicated." (reject)"""
     e = reject(Conv2D(), TS((2, 3, 8, 8), Partial("sum")), TS((4, 3, 3, 3), Split(0)),
                TS((4,), Split(0)))
-    assert e.operand == "weight" and "Reshard" in str(e)
+    # the Partial(sum) on x is rejected by its row whatever the others hold (decision D58)
+    assert e.operand == "x" and "Reshard" in str(e)
 
 
 @pytest.mark.parametrize("which", [1, 2])

@@ -329,7 +329,8 @@ def _row_case(row):
     red = row.reduction
     r1, r2 = ("sum", "max") if red == "mixed" else (red, red)
     plain = {"x": T((4, 6)), "dst": T((4, 6)), "update": T((2, 6)),
-             "cache": T((1, 8, 2, 4)), "new": T((1, 3, 2, 4)), "indices": T((3,), I32)}
+             "cache": T((1, 8, 2, 4)), "new": T((1, 3, 2, 4)), "indices": T((3,), I32),
+             "offsets": T((), I32), "cur_pos": T((), I32), "s": T((), I32)}
     pshape = {k: v.shape for k, v in plain.items()}
     parts = row.pattern.split("+")
 
@@ -337,8 +338,7 @@ def _row_case(row):
         t = plain[name]
         return _partial_t(pshape[name], r, t.dtype) if name in parts else t
 
-    first, second = (parts + parts)[:2]
-    reds = {first: r1, second: r2}
+    reds = {n: (r1 if k == 0 else r2) for k, n in enumerate(parts)}
     if row.op == "Reduce":
         return Reduce((1,), True, ReduceKind(row.kind)), (val("x", r1),)
     if row.op == "TopK":
@@ -346,11 +346,14 @@ def _row_case(row):
     if row.op == "Gather":
         return Gather(0), (val("x", reds.get("x", r1)), val("indices", reds.get("indices", r1)))
     if row.op == "InsertSlice":
+        off = val("offsets", reds.get("offsets", r1)) if "offsets" in parts else None
         return InsertSlice(), (val("dst", reds.get("dst", r1)),
-                               val("update", reds.get("update", r1)), i32(1), i32(0))
+                               val("update", reds.get("update", r1)), off or i32(1),
+                               off or i32(0))
     assert row.op == "CacheUpdate"
-    return CacheUpdate(), (val("cache", reds.get("cache", r1)), T((), I32), T((), I32),
-                           val("new", reds.get("new", r1)))
+    return CacheUpdate(), (val("cache", reds.get("cache", r1)),
+                           val("cur_pos", reds.get("cur_pos", r1)),
+                           val("s", reds.get("s", r1)), val("new", reds.get("new", r1)))
 
 
 ROWS = [r for r in TABLE if r.op in ("Reduce", "TopK", "Gather", "InsertSlice", "CacheUpdate")]
@@ -376,7 +379,10 @@ def test_commutation_row(row):
 def test_every_row_is_exercised():
     """Every commutation-table row of these ops has a case (the table is the one source)."""
     assert {r.op for r in ROWS} == {"Reduce", "TopK", "Gather", "InsertSlice", "CacheUpdate"}
-    assert len(ROWS) == 5 * 3 + 3 + 3 * 3 + 2 * (3 * 3 + 1)
+    # Reduce 5 kinds x 3; TopK 3; Gather 3 patterns x 3 + mixed; InsertSlice / CacheUpdate
+    # (dst+update, dst, update) x 3 + mixed, plus every pattern with an index operand
+    # (InsertSlice: 1 single x 3 + 3 pairs/triples x 4; CacheUpdate: 2 x 3 + 10 x 4)
+    assert len(ROWS) == 5 * 3 + 3 + (3 * 3 + 1) + 2 * (3 * 3 + 1) + (3 + 12) + (6 + 40)
 
 
 # =============================================================================================
