@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tilefoundry.smt.obligations import (  # noqa: F401
     commutation,
-    layout,
     laws,
+    layout,
     rounding,
 )
