@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch  # noqa: F401  (the test environment installs torch 2.13.0: a missing peer must fail)
 
 from tilefoundry.conformance import numerics_sweep as sw
 from tilefoundry.conformance import peers
 from tilefoundry.semantics.dtypes import DType
-
-torch = pytest.importorskip("torch")
 
 
 @pytest.mark.parametrize("src", sw.EXHAUSTIVE_SOURCES, ids=str)
