@@ -153,8 +153,11 @@ def reshape_layout(layout: Layout | ShardLayout | None, old_shape: tuple,
               if e != 1 or p in split_of]
     axes = [j for j, s in enumerate(new) if s != 1]
     if not axes:
-        raise ReshapeRejected("every new axis has size 1 and size-1 axes hold no sharding, "
-                              "but the layout has an extent-1 Split position")
+        if pieces:
+            raise ReshapeRejected("every new axis has size 1 and size-1 axes hold no "
+                                  "sharding, but the layout has an extent-1 Split position")
+        # nothing is split: the Partial / Broadcast states carry to an all-size-1 layout
+        return rebuild(shard, tuple(new), {}, form)
     runs: dict[int, list[_Piece]] = {j: [] for j in axes}
     k, need = 0, new[axes[0]]
 

@@ -382,3 +382,17 @@ def test_zero_size_sharded_reshape():
     assert reshape_layout(s, (0, 6), (0, 6)) is not None
     with pytest.raises(ReshapeRejected, match="zero-size"):
         reshape_layout(s, (0, 6), (6, 0))
+
+
+def test_partial_only_all_size_one_reshape_carries_the_partial():
+    """'size-1 axes insert/drop freely and hold no sharding; ... Partial / Broadcast carry
+    through unchanged' — a Partial-only (1, 1) value reshapes to () and (1,) (this was rejected
+    with a reason naming a Split position that did not exist)."""
+    from tilefoundry.semantics.typeinfer.reshape import reshape_layout
+    from tilefoundry.semantics.types import Layout, Mesh, Partial, ShardLayout
+
+    mesh = Mesh("device", ("x",), (2,))
+    s = ShardLayout(mesh, (Partial("sum"),), Layout((1, 1), (1, 1)))
+    for new in [(), (1,), (1, 1, 1)]:
+        out = reshape_layout(s, (1, 1), new)
+        assert out.attrs == (Partial("sum"),) and out.layout.axis_extents == new
