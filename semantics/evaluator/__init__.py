@@ -1,0 +1,1 @@
+"""The reference evaluator (registry, driver, per-family implementations)."""
