@@ -1,0 +1,196 @@
+"""The evaluator's driver: ``evaluate(module, entry, inputs)`` on numpy arrays.
+
+Inputs are checked against the entry's signature before any computation (count, array kind,
+contiguity, dtype, shape, DimVar envelopes). The body is evaluated bottom-up without recursion
+(deep DAGs are fine); Calls to Functions evaluate the elaborated callee; a dispatch prototype
+selects its variant by the concrete argument shapes; a GridRegionExpr resolves its bounds from
+the enclosing function's argument shapes and iterates with its carried values. Op semantics come
+from the registry (``registry.EVALUATORS``), one implementation per op class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx, EvaluationError
+from tilefoundry.semantics.formats import FORMATS, dtype_of
+from tilefoundry.semantics.ir import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GridRegionExpr,
+    Module,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from tilefoundry.semantics.typeinfer.core import Session, TypeInferError
+from tilefoundry.semantics.typeinfer.functions import (
+    dim_env,
+    infer_module,
+    resolve_grid_domain,
+    resolved_target,
+    select_variant,
+)
+from tilefoundry.semantics.types import DimVar, TensorType, evaluate_dim
+
+
+def _check_inputs(fn: Function, inputs: Sequence[Any]) -> list[np.ndarray]:
+    """Validate inputs against the signature; the error names the parameter and the fix."""
+    if len(inputs) != len(fn.params):
+        raise EvaluationError(
+            f"@{fn.name} takes {len(fn.params)} inputs "
+            f"({', '.join(p.name for p in fn.params)}), got {len(inputs)}")
+    out = []
+    for p, x in zip(fn.params, inputs, strict=True):
+        where = f"@{fn.name} parameter {p.name}"
+        if not isinstance(x, np.ndarray):
+            raise EvaluationError(f"{where}: expected a numpy array, got {type(x).__name__}; "
+                                  f"wrap scalars as rank-0 arrays (np.asarray(v, dtype))")
+        if x.dtype == object:
+            raise EvaluationError(f"{where}: object arrays are not IR values; convert to the "
+                                  f"parameter's storage dtype")
+        if not x.flags.c_contiguous:
+            raise EvaluationError(f"{where}: the array is not C-contiguous; pass "
+                                  f"np.ascontiguousarray(x)")
+        t = p.type
+        if isinstance(t, TensorType):
+            try:
+                dt = dtype_of(x)
+            except Exception as e:  # a numpy type that is no IR dtype
+                raise EvaluationError(f"{where}: {e}") from None
+            if dt is not t.dtype:
+                raise EvaluationError(
+                    f"{where}: dtype {dt} (storage {x.dtype}) does not match the declared "
+                    f"{t.dtype} (storage {FORMATS[t.dtype].storage}); cast the input first")
+            if x.ndim != len(t.shape):
+                raise EvaluationError(f"{where}: rank {x.ndim} does not match the declared "
+                                      f"rank {len(t.shape)} (shape {t.shape})")
+            for a, (n, d) in enumerate(zip(x.shape, t.shape, strict=True)):
+                if isinstance(d, int) and n != d:
+                    raise EvaluationError(f"{where}: axis {a} has extent {n}, declared {d}")
+                if isinstance(d, DimVar) and not d.lo <= n < d.hi:
+                    raise EvaluationError(f"{where}: axis {a} has extent {n}, outside the "
+                                          f"envelope of {d.name} [{d.lo}, {d.hi})")
+        out.append(x)
+    try:
+        env = dim_env(fn.params, [x.shape for x in out])
+    except TypeInferError as e:
+        raise EvaluationError(f"@{fn.name} inputs: {e}") from None
+    for p, x in zip(fn.params, out, strict=True):
+        if isinstance(p.type, TensorType):
+            for a, (n, d) in enumerate(zip(x.shape, p.type.shape, strict=True)):
+                if not isinstance(d, int | DimVar) and evaluate_dim(d, env) != n:
+                    raise EvaluationError(f"@{fn.name} parameter {p.name}: axis {a} has extent "
+                                          f"{n}, but {d} = {evaluate_dim(d, env)} here")
+    return out
+
+
+class _Evaluator:
+    def __init__(self, session: Session):
+        self.session = session
+
+    def call_function(self, fn: Function, args: list[Any]) -> Any:
+        if fn.body is None:  # a dispatch prototype: select the variant by the argument shapes
+            try:
+                fn = select_variant(fn, [np.shape(a) if isinstance(a, np.ndarray) else ()
+                                         for a in args])
+            except TypeInferError as e:
+                raise EvaluationError(f"dispatch of @{fn.name} on argument shapes "
+                                      f"{[np.shape(a) for a in args]}: {e}") from None
+        env = dim_env(fn.params, [np.shape(a) if isinstance(a, np.ndarray) else ()
+                                  for a in args])
+        values: dict[int, Any] = {id(p): a for p, a in zip(fn.params, args, strict=True)}
+        return self.eval_expr(fn.body, values, env)
+
+    def eval_expr(self, root: Expr, values: dict[int, Any], env: Mapping[str, int]) -> Any:
+        stack: list[tuple[Expr, bool]] = [(root, False)]
+        while stack:
+            node, ready = stack.pop()
+            if id(node) in values:
+                continue
+            if not ready:
+                stack.append((node, True))
+                stack.extend((c, False) for c in _children(node) if id(c) not in values)
+                continue
+            values[id(node)] = self.eval_node(node, values, env)
+        return values[id(root)]
+
+    def eval_node(self, node: Expr, values: dict[int, Any], env: Mapping[str, int]) -> Any:
+        if isinstance(node, Var):
+            raise EvaluationError(f"Var {node.name} is not bound here (a free variable of the "
+                                  f"body)")
+        if isinstance(node, Constant):
+            return node.value
+        if isinstance(node, Tuple):
+            return tuple(values[id(f)] for f in node.fields)
+        if isinstance(node, TupleGetItem):
+            return values[id(node.tuple_value)][node.index]
+        if isinstance(node, GridRegionExpr):
+            return self.eval_loop(node, values, env)
+        if isinstance(node, Call):
+            args = [values[id(a)] for a in node.args]
+            if isinstance(node.op, Function):
+                return self.call_function(resolved_target(node, self.session), args)
+            impl = EVALUATORS.get(type(node.op))
+            if impl is None:
+                raise EvaluationError(f"{type(node.op).__name__}: the reference evaluator has "
+                                      f"no implementation of this op yet")
+            return impl(EvalCtx(node.op, node, node.checked_type), tuple(args))
+        raise EvaluationError(f"cannot evaluate a {type(node).__name__} node")
+
+    def eval_loop(self, node: GridRegionExpr, values: dict[int, Any],
+                  env: Mapping[str, int]) -> Any:
+        try:
+            dom = resolve_grid_domain(node, dict(env))
+        except TypeInferError as e:
+            raise EvaluationError(f"GridRegionExpr: {e}") from None
+        carried = [values[id(a)] for a in node.init_args]
+        ivar_t = node.induction_var.checked_type if node.induction_var.has_type else None
+        idt = ivar_t.dtype.storage if isinstance(ivar_t, TensorType) else np.int32
+        for i in dom:
+            it: dict[int, Any] = dict(values)  # loop-invariant values stay shared
+            it[id(node.induction_var)] = np.asarray(i, idt)
+            for v, c in zip(node.carried_args, carried, strict=True):
+                it[id(v)] = c
+            carried = [self.eval_expr(y, it, env) for y in node.yield_values]
+        if len(carried) == 1:
+            return carried[0]
+        return tuple(carried)
+
+
+def _children(e: Expr) -> list[Expr]:
+    if isinstance(e, Call):
+        return list(e.args)
+    if isinstance(e, Tuple):
+        return list(e.fields)
+    if isinstance(e, TupleGetItem):
+        return [e.tuple_value]
+    if isinstance(e, GridRegionExpr):
+        return list(e.init_args)
+    return []
+
+
+def evaluate(module: Module, entry: str, inputs: Sequence[np.ndarray]) -> Any:
+    """Evaluate ``module[entry]`` on ``inputs`` (numpy arrays; rank-0 arrays for scalars)."""
+    # importing the families registers their implementations
+    from tilefoundry.semantics.evaluator import families  # noqa: F401
+
+    if not isinstance(module, Module):
+        raise EvaluationError(f"evaluate: expected a Module, got {type(module).__name__}")
+    session = Session()
+    m = infer_module(module, session)
+    fn = m[entry]
+    if fn.body is None:
+        try:
+            chosen = select_variant(fn, [np.shape(x) for x in inputs])
+        except TypeInferError as e:
+            raise EvaluationError(f"dispatch of @{fn.name}: {e}") from None
+        args = _check_inputs(chosen, list(inputs))
+        return _Evaluator(session).call_function(chosen, args)
+    args = _check_inputs(fn, list(inputs))
+    return _Evaluator(session).call_function(fn, args)

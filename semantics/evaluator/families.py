@@ -1,0 +1,5 @@
+"""Importing this module registers every family's evaluator implementations."""
+
+from __future__ import annotations
+
+from tilefoundry.semantics.evaluator import math  # noqa: F401
