@@ -109,3 +109,16 @@ def test_negative_resolved_extent_raises():
     resolution MUST raise.'"""
     with pytest.raises(EvaluationError, match="GridRegionExpr"):
         evaluate(loop_module(DimSub(N, 10)), "h", [np.ones(4, np.float32)])
+
+
+def test_structural_ops_through_evaluate():
+    """The driver reaches the tensor family: a Cast with saturate after a Transpose."""
+    from tilefoundry.semantics.ops import Cast, Transpose
+
+    x = Var("x", TensorType((2, 3), F32))
+    body = Call(Cast(DType.FP8E4M3, overflow="saturate"), (Call(Transpose((1, 0)), (x,)),))
+    m = Module((Function("t", (x,), body, None),))
+    v = np.array([[1.0, 500.0, -1e9], [0.5, 2.0, 3.0]], np.float32)
+    out = evaluate(m, "t", [v])
+    assert out.shape == (3, 2) and out.astype(np.float32).tolist() == [
+        [1.0, 0.5], [448.0, 2.0], [-448.0, 3.0]]
