@@ -20,10 +20,13 @@ def dims_equal(a: ShapeDim, b: ShapeDim) -> bool:
 
 
 def norm_axis(ctx: Ctx, axis: int, rank: int, what: str = "axis") -> int:
-    """A Python-style axis in [-rank, rank) normalized to [0, rank), or a typing error."""
+    """A Python-style axis in [-rank, rank) normalized to [0, rank), or a typing error with the
+    fix."""
     if not -rank <= axis < rank:
-        ctx.error(f"{what} {axis} is out of range for a rank-{rank} tensor (allowed "
-                  f"[{-rank}, {rank}))", rule=f"{what} range")
+        ctx.error(f"{what} {axis} is out of range for rank {rank} (allowed [{-rank}, {rank}))",
+                  rule=f"{what} range",
+                  fix=f"use a value in [{-rank}, {rank})" if rank else "there is no axis to "
+                      "select in a rank-0 value")
     return axis % rank
 
 

@@ -196,9 +196,11 @@ def _infer_node(node: Expr, session: Session) -> Any:
 
 
 def tensor_operand(ctx: Ctx, t: Any, i: int) -> TensorType:
-    """The operand's TensorType, or a typing error naming it."""
+    """The operand's TensorType, or a typing error naming the operand, the rule and the fix."""
     if not isinstance(t, TensorType):
-        ctx.error(f"expected a tensor, got {type(t).__name__}", operand=i, rule="operand kind")
+        ctx.error(f"expected a tensor, got {type(t).__name__}", operand=i,
+                  rule="operand kind: a tensor input",
+                  fix="pass a tensor value (ShapeOf / ShapeExtract results are not tensors)")
     return t
 
 

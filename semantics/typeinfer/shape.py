@@ -8,8 +8,8 @@ axis attribute; ShapeCompose of no inputs is the rank-0 shape.
 from __future__ import annotations
 
 from tilefoundry.semantics.ops.shape import ShapeCompose, ShapeExtract
+from tilefoundry.semantics.typeinfer.common import norm_axis
 from tilefoundry.semantics.typeinfer.core import Ctx, register_typeinfer
-from tilefoundry.semantics.typeinfer.tensor import axis_in
 from tilefoundry.semantics.types import DimType, ShapeType
 
 
@@ -19,7 +19,7 @@ def infer_shape_extract(ctx: Ctx, types: tuple):
     if not isinstance(s, ShapeType):
         ctx.error(f"expected a shape value (ShapeType), got {type(s).__name__}", operand=0,
                   rule="ShapeExtract input is a shape value", fix="pass ShapeOf(x)")
-    axis_in(ctx, ctx.op.index, s.rank, "index")
+    norm_axis(ctx, ctx.op.index, s.rank, "index")
     return DimType()
 
 

@@ -21,9 +21,8 @@ Decisions (docs/decisions.md):
 from __future__ import annotations
 
 from tilefoundry.semantics.ops.sharding import Local, Reshard
-from tilefoundry.semantics.typeinfer.core import Ctx, register_typeinfer
+from tilefoundry.semantics.typeinfer.core import Ctx, register_typeinfer, tensor_operand
 from tilefoundry.semantics.typeinfer.reshape import materialize
-from tilefoundry.semantics.typeinfer.tensor import tensor_in
 from tilefoundry.semantics.types import (
     Layout,
     ShardLayout,
@@ -65,7 +64,7 @@ def resolve_strides(x: TensorType, target: ShardLayout, dest: StorageKind) -> tu
 
 @register_typeinfer(Reshard)
 def infer_reshard(ctx: Ctx, types: tuple):
-    x = tensor_in(ctx, types[0], 0)
+    x = tensor_operand(ctx, types[0], 0)
     op: Reshard = ctx.op  # type: ignore[assignment]
     if op.storage is None or op.storage is x.storage:
         if op.layout is None:
@@ -113,7 +112,7 @@ def infer_reshard(ctx: Ctx, types: tuple):
 
 @register_typeinfer(Local)
 def infer_local(ctx: Ctx, types: tuple):
-    x = tensor_in(ctx, types[0], 0)
+    x = tensor_operand(ctx, types[0], 0)
     if x.shard is None:
         ctx.error(f"x's layout is {x.layout!r}, not a ShardLayout", operand=0,
                   rule="Local: x.type.layout MUST be a ShardLayout",

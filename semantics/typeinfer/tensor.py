@@ -52,13 +52,14 @@ from tilefoundry.semantics.ops.tensor import (
     Transpose,
     Zeros,
 )
-from tilefoundry.semantics.typeinfer.common import dims_equal
+from tilefoundry.semantics.typeinfer.common import dims_equal, norm_axis
 from tilefoundry.semantics.typeinfer.commutation import FIX as PARTIAL_FIX
 from tilefoundry.semantics.typeinfer.commutation import check_partials
 from tilefoundry.semantics.typeinfer.core import (
     Ctx,
     register_typeinfer,
     same_dtype,
+    tensor_operand,
 )
 from tilefoundry.semantics.typeinfer.reshape import (
     CUSTOM,
@@ -95,27 +96,6 @@ from tilefoundry.semantics.types import (
 # =============================================================================================
 def _shp(shape) -> str:
     return "(" + ", ".join(dim_str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
-
-
-def tensor_in(ctx: Ctx, t: object, i: int) -> TensorType:
-    """The operand's TensorType, or a typing error naming the operand, the rule and the fix
-    (``core.tensor_operand`` gives no fix)."""
-    if not isinstance(t, TensorType):
-        ctx.error(f"expected a tensor, got {type(t).__name__}", operand=i,
-                  rule="operand kind: a tensor input",
-                  fix="pass a tensor value (ShapeOf / ShapeExtract results are not tensors)")
-    return t
-
-
-def axis_in(ctx: Ctx, axis: int, rank: int, what: str = "axis") -> int:
-    """A Python-style axis in [-rank, rank) normalized to [0, rank), or a typing error with the
-    fix (``common.norm_axis`` gives none)."""
-    if not -rank <= axis < rank:
-        ctx.error(f"{what} {axis} is out of range for rank {rank} (allowed [{-rank}, {rank}))",
-                  rule=f"{what} range",
-                  fix=f"use a value in [{-rank}, {rank})" if rank else "there is no axis to "
-                      "select in a rank-0 value")
-    return axis % rank
 
 
 def _out_form(shard: ShardLayout) -> str:
@@ -241,7 +221,7 @@ def sizes_equal(a: tuple, b: tuple) -> tuple[bool | None, str]:
 # =============================================================================================
 @register_typeinfer(Reshape)
 def infer_reshape(ctx: Ctx, types: tuple):
-    x = tensor_in(ctx, types[0], 0)
+    x = tensor_operand(ctx, types[0], 0)
     new = ctx.op.new_shape
     for a, d in enumerate(new):
         d = simplify(d)
@@ -274,7 +254,7 @@ def infer_reshape(ctx: Ctx, types: tuple):
 # =============================================================================================
 @register_typeinfer(Cast)
 def infer_cast(ctx: Ctx, types: tuple):
-    x = tensor_in(ctx, types[0], 0)
+    x = tensor_operand(ctx, types[0], 0)
     op: Cast = ctx.op  # type: ignore[assignment]
     if op.rounding != "nearest" and op.dtype is not DType.F8E8M0:
         ctx.error(f"rounding={op.rounding!r} is only taken by an f8e8m0 target; {op.dtype} "
@@ -293,8 +273,8 @@ def infer_cast(ctx: Ctx, types: tuple):
 # =============================================================================================
 @register_typeinfer(Gather)
 def infer_gather(ctx: Ctx, types: tuple):
-    x = tensor_in(ctx, types[0], 0)
-    idx = tensor_in(ctx, types[1], 1)
+    x = tensor_operand(ctx, types[0], 0)
+    idx = tensor_operand(ctx, types[1], 1)
     op: Gather = ctx.op  # type: ignore[assignment]
     if x.rank == 0:
         ctx.error("x is rank-0; Gather needs an axis to gather along", operand=0,
@@ -302,7 +282,7 @@ def infer_gather(ctx: Ctx, types: tuple):
     if not idx.dtype.is_int:
         ctx.error(f"indices have dtype {idx.dtype}; Gather takes an integer index tensor",
                   operand=1, rule="Gather indices dtype", fix="Cast the indices to i32 or i64")
-    axis = axis_in(ctx, op.axis, x.rank, "axis")
+    axis = norm_axis(ctx, op.axis, x.rank, "axis")
     bd = op.batch_dims
     if not 0 <= bd <= min(axis, idx.rank):
         ctx.error(f"batch_dims={bd} must satisfy 0 <= batch_dims <= min(axis={axis}, "
@@ -381,9 +361,9 @@ def _reduce_dtype(ctx: Ctx, dt: DType, kind: ReduceKind) -> None:
 
 @register_typeinfer(Reduce)
 def infer_reduce(ctx: Ctx, types: tuple):
-    x = tensor_in(ctx, types[0], 0)
+    x = tensor_operand(ctx, types[0], 0)
     op: Reduce = ctx.op  # type: ignore[assignment]
-    axes = [axis_in(ctx, a, x.rank, "axes entry") for a in op.axes]
+    axes = [norm_axis(ctx, a, x.rank, "axes entry") for a in op.axes]
     if len(set(axes)) != len(axes):
         ctx.error(f"axes {op.axes} repeat an axis", rule="Reduce axes (numpy: no repeats)",
                   fix="list each axis once")
@@ -477,8 +457,8 @@ def infer_insert_slice(ctx: Ctx, types: tuple):
     if len(types) < 2:
         ctx.error(f"InsertSlice takes (dst, update, *offsets), got {len(types)} input(s)",
                   rule="InsertSlice inputs", fix="pass dst, update and one offset per axis")
-    dst = tensor_in(ctx, types[0], 0)
-    upd = tensor_in(ctx, types[1], 1)
+    dst = tensor_operand(ctx, types[0], 0)
+    upd = tensor_operand(ctx, types[1], 1)
     if upd.rank != dst.rank:
         ctx.error(f"update has rank {upd.rank} but dst has rank {dst.rank}", operand=1,
                   rule="InsertSlice: update has the same rank as dst",
@@ -491,7 +471,7 @@ def infer_insert_slice(ctx: Ctx, types: tuple):
                   rule="InsertSlice offsets count = rank(dst)",
                   fix=f"pass exactly {dst.rank} offset(s)")
     for i, t in enumerate(offs):
-        t = tensor_in(ctx, t, 2 + i)
+        t = tensor_operand(ctx, t, 2 + i)
         if t.rank != 0 or not t.dtype.is_int:
             ctx.error(f"offset for axis {i} has type {_shp(t.shape)} {t.dtype}; offsets are "
                       f"rank-0 integer scalars", operand=2 + i,
@@ -526,8 +506,8 @@ def infer_insert_slice(ctx: Ctx, types: tuple):
 
 @register_typeinfer(CacheUpdate)
 def infer_cache_update(ctx: Ctx, types: tuple):
-    cache = tensor_in(ctx, types[0], 0)
-    new = tensor_in(ctx, types[3], 3)
+    cache = tensor_operand(ctx, types[0], 0)
+    new = tensor_operand(ctx, types[3], 3)
     for t, i in ((cache, 0), (new, 3)):
         if t.rank != 4:
             ctx.error(f"{ctx.operand_name(i)} has rank {t.rank}; cache and new are rank-4 "
@@ -546,7 +526,7 @@ def infer_cache_update(ctx: Ctx, types: tuple):
                   rule="CacheUpdate: new.len MUST NOT exceed cache.len",
                   fix="write fewer positions or enlarge the cache")
     for i in (1, 2):
-        t = tensor_in(ctx, types[i], i)
+        t = tensor_operand(ctx, types[i], i)
         scalar = all(isinstance(d, int) and d == 1 for d in t.shape)
         if t.dtype is not DType.I32 or not scalar:
             ctx.error(f"{ctx.operand_name(i)} has type {_shp(t.shape)} {t.dtype}; it MUST be an "
@@ -564,7 +544,7 @@ def infer_cache_update(ctx: Ctx, types: tuple):
 # =============================================================================================
 @register_typeinfer(TopK)
 def infer_topk(ctx: Ctx, types: tuple):
-    x = tensor_in(ctx, types[0], 0)
+    x = tensor_operand(ctx, types[0], 0)
     op: TopK = ctx.op  # type: ignore[assignment]
     if not is_shape_dim(op.k):
         ctx.error(f"k = {op.k!r} ({type(op.k).__name__}) is not a ShapeDim", rule="TopK: k "
@@ -573,7 +553,7 @@ def infer_topk(ctx: Ctx, types: tuple):
     if x.rank == 0:
         ctx.error("x is rank-0; TopK selects along an axis", operand=0, rule="TopK axis",
                   fix="reshape x to rank >= 1")
-    axis = axis_in(ctx, op.axis, x.rank, "axis")
+    axis = norm_axis(ctx, op.axis, x.rank, "axis")
     k = simplify(op.k)
     if isinstance(k, int) and k < 0:
         ctx.error(f"k = {k} is negative", rule="TopK: k MUST be non-negative",
@@ -616,13 +596,13 @@ def infer_topk(ctx: Ctx, types: tuple):
 # =============================================================================================
 @register_typeinfer(Transpose)
 def infer_transpose(ctx: Ctx, types: tuple):
-    x = tensor_in(ctx, types[0], 0)
+    x = tensor_operand(ctx, types[0], 0)
     perm = ctx.op.perm
     if len(perm) != x.rank:
         ctx.error(f"perm {perm} has {len(perm)} entries for a rank-{x.rank} tensor",
                   rule="Transpose perm is a permutation of the axes",
                   fix=f"give {x.rank} axes")
-    p = [axis_in(ctx, a, x.rank, "perm entry") for a in perm]
+    p = [norm_axis(ctx, a, x.rank, "perm entry") for a in perm]
     if sorted(p) != list(range(x.rank)):
         ctx.error(f"perm {perm} is not a permutation of range({x.rank})",
                   rule="Transpose perm is a permutation of the axes", fix="list each axis once")
@@ -666,7 +646,7 @@ def _slice_axis(ctx: Ctx, length: ShapeDim, b: ShapeDim, e: ShapeDim, t: int,
 
 @register_typeinfer(Slice)
 def infer_slice(ctx: Ctx, types: tuple):
-    x = tensor_in(ctx, types[0], 0)
+    x = tensor_operand(ctx, types[0], 0)
     op: Slice = ctx.op  # type: ignore[assignment]
     steps = op.strides if op.strides is not None else (1,) * x.rank
     for nm, v in (("begin", op.begin), ("end", op.end), ("strides", steps)):
@@ -748,7 +728,7 @@ def infer_concat(ctx: Ctx, types: tuple):
     if not types:
         ctx.error("Concat needs at least one input", rule="Concat inputs",
                   fix="pass one or more tensors")
-    ts = [tensor_in(ctx, t, i) for i, t in enumerate(types)]
+    ts = [tensor_operand(ctx, t, i) for i, t in enumerate(types)]
     r = ts[0].rank
     if r == 0:
         ctx.error("zero-dimensional tensors cannot be concatenated", operand=0,
@@ -758,7 +738,7 @@ def infer_concat(ctx: Ctx, types: tuple):
             ctx.error(f"rank {t.rank} differs from {ctx.operand_name(0)}'s {r}", operand=i,
                       rule="Concat: equal ranks", fix="reshape the inputs to one rank")
     same_dtype(ctx, ts, list(range(len(ts))))
-    axis = axis_in(ctx, ctx.op.axis, r, "axis")
+    axis = norm_axis(ctx, ctx.op.axis, r, "axis")
     for i, t in enumerate(ts):
         for a in range(r):
             if a != axis and not dims_equal(t.shape[a], ts[0].shape[a]):
@@ -791,7 +771,7 @@ def infer_stack(ctx: Ctx, types: tuple):
     if not types:
         ctx.error("Stack needs at least one input", rule="Stack inputs",
                   fix="pass one or more tensors")
-    ts = [tensor_in(ctx, t, i) for i, t in enumerate(types)]
+    ts = [tensor_operand(ctx, t, i) for i, t in enumerate(types)]
     r = ts[0].rank
     for i, t in enumerate(ts):
         if t.rank != r or not all(dims_equal(a, b) for a, b in zip(t.shape, ts[0].shape,
@@ -800,7 +780,7 @@ def infer_stack(ctx: Ctx, types: tuple):
                       f"{_shp(ts[0].shape)}", operand=i, rule="Stack: equal shapes",
                       fix="reshape the inputs to one shape")
     same_dtype(ctx, ts, list(range(len(ts))))
-    axis = axis_in(ctx, ctx.op.axis, r + 1, "axis")
+    axis = norm_axis(ctx, ctx.op.axis, r + 1, "axis")
     _same_storage(ctx, ts)
     shape = (*ts[0].shape[:axis], len(ts), *ts[0].shape[axis:])
     shard = _joint_shard(ctx, ts, None, "Stack")
@@ -812,11 +792,11 @@ def infer_stack(ctx: Ctx, types: tuple):
 
 @register_typeinfer(ShapeOf)
 def infer_shape_of(ctx: Ctx, types: tuple):
-    x = tensor_in(ctx, types[0], 0)
+    x = tensor_operand(ctx, types[0], 0)
     return ShapeType(x.rank)
 
 
 @register_typeinfer(Rank)
 def infer_rank(ctx: Ctx, types: tuple):
-    tensor_in(ctx, types[0], 0)
+    tensor_operand(ctx, types[0], 0)
     return TensorType((), DType.I64)
