@@ -11,6 +11,7 @@ from the registry (``registry.EVALUATORS``), one implementation per op class.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -93,6 +94,7 @@ def _check_inputs(fn: Function, inputs: Sequence[Any]) -> list[np.ndarray]:
 class _Evaluator:
     def __init__(self, session: Session):
         self.session = session
+        self.contracts: list = []
 
     def call_function(self, fn: Function, args: list[Any]) -> Any:
         if fn.body is None:  # a dispatch prototype: select the variant by the argument shapes
@@ -140,7 +142,7 @@ class _Evaluator:
             if impl is None:
                 raise EvaluationError(f"{type(node.op).__name__}: the reference evaluator has "
                                       f"no implementation of this op yet")
-            return impl(EvalCtx(node.op, node, node.checked_type), tuple(args))
+            return impl(EvalCtx(node.op, node, node.checked_type, self.contracts), tuple(args))
         raise EvaluationError(f"cannot evaluate a {type(node).__name__} node")
 
     def eval_loop(self, node: GridRegionExpr, values: dict[int, Any],
@@ -175,8 +177,22 @@ def _children(e: Expr) -> list[Expr]:
     return []
 
 
-def evaluate(module: Module, entry: str, inputs: Sequence[np.ndarray]) -> Any:
-    """Evaluate ``module[entry]`` on ``inputs`` (numpy arrays; rank-0 arrays for scalars)."""
+@dataclass(frozen=True)
+class Evaluation:
+    """``evaluate(..., report=True)``: the result plus the contracts the oracle must apply, one
+    ``(Call, OpContract)`` pair per evaluated Call whose result is not simply bit-exact (in
+    evaluation order; a Call inside a loop reports once per iteration)."""
+
+    value: Any
+    contracts: tuple
+
+
+def evaluate(module: Module, entry: str, inputs: Sequence[np.ndarray], *,
+             report: bool = False) -> Any:
+    """Evaluate ``module[entry]`` on ``inputs`` (numpy arrays; rank-0 arrays for scalars).
+
+    Returns the result value (an array, or a tuple for tuple results); with ``report=True`` an
+    ``Evaluation`` holding the value and the per-Call contracts."""
     # importing the families registers their implementations
     from tilefoundry.semantics.evaluator import families  # noqa: F401
 
@@ -190,7 +206,8 @@ def evaluate(module: Module, entry: str, inputs: Sequence[np.ndarray]) -> Any:
             chosen = select_variant(fn, [np.shape(x) for x in inputs])
         except TypeInferError as e:
             raise EvaluationError(f"dispatch of @{fn.name}: {e}") from None
-        args = _check_inputs(chosen, list(inputs))
-        return _Evaluator(session).call_function(chosen, args)
+        fn = chosen
     args = _check_inputs(fn, list(inputs))
-    return _Evaluator(session).call_function(fn, args)
+    ev = _Evaluator(session)
+    value = ev.call_function(fn, args)
+    return Evaluation(value, tuple(ev.contracts)) if report else value

@@ -9,7 +9,7 @@ loop per element — and decide every edge case explicitly (ARCHITECTURE.md, num
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from tilefoundry.errors import TilefoundryError
@@ -34,11 +34,39 @@ def register_eval(op_cls: type) -> Callable[[EvalFn], EvalFn]:
     return deco
 
 
+CONTRACT_KINDS = ("exact", "ulp", "admitted_set", "unspecified")
+
+
+@dataclass(frozen=True)
+class OpContract:
+    """What the oracle must apply to one Call's result (ARCHITECTURE.md, numeric contracts).
+
+    ``kind``: ``"exact"`` (bit-exact up to NaN class), ``"ulp"`` (within ``ulp`` units in the
+    last place of ``dtype`` of the correctly rounded reference, per the ULP budget table),
+    ``"admitted_set"`` (a tree-policy reduction or reassociating matmul: the reference value is
+    one member of the set the ``policy`` admits), ``"unspecified"`` (``mask`` marks result
+    elements whose value the contract leaves open, e.g. float -> int out of range)."""
+
+    op: str  # the op's display name, e.g. "Unary(exp)", "Reduce(sum)", "RMSNorm"
+    kind: str
+    dtype: Any = None  # DType of the result the contract speaks about
+    ulp: float | None = None
+    policy: str | None = None
+    mask: Any = None  # numpy bool array (``unspecified``) or None
+    detail: str = ""
+
+    def __post_init__(self):
+        if self.kind not in CONTRACT_KINDS:
+            raise TilefoundryError(f"OpContract.kind must be one of {CONTRACT_KINDS}, got "
+                                   f"{self.kind!r}")
+
+
 @dataclass
 class EvalCtx:
     op: Any
     call: Any
     out_type: Any  # the Call's inferred type (TensorType / TupleType)
+    contracts: list = field(default_factory=list)  # (call, OpContract) pairs, appended by note()
 
     @property
     def name(self) -> str:
@@ -46,3 +74,8 @@ class EvalCtx:
 
     def error(self, message: str) -> NoReturn:
         raise EvaluationError(f"{self.name}: {message}")
+
+    def note(self, contract: OpContract) -> None:
+        """Attach the contract the oracle must apply to this Call's result (ops whose result
+        is not simply bit-exact: transcendentals, tree reductions, unspecified values)."""
+        self.contracts.append((self.call, contract))
