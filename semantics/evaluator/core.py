@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded, shard
 from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx, EvaluationError
+from tilefoundry.semantics.evaluator.sharding import eval_on_mesh, is_mesh_value
 from tilefoundry.semantics.formats import FORMATS, dtype_of
 from tilefoundry.semantics.ir import (
     Call,
@@ -29,6 +31,7 @@ from tilefoundry.semantics.ir import (
     TupleGetItem,
     Var,
 )
+from tilefoundry.semantics.ops.sharding import Local, Reshard
 from tilefoundry.semantics.typeinfer.core import Session, TypeInferError
 from tilefoundry.semantics.typeinfer.functions import (
     dim_env,
@@ -37,11 +40,25 @@ from tilefoundry.semantics.typeinfer.functions import (
     resolved_target,
     select_variant,
 )
-from tilefoundry.semantics.types import DimVar, TensorType, evaluate_dim
+from tilefoundry.semantics.types import DimVar, ShardLayout, TensorType, evaluate_dim
 
 
-def _check_inputs(fn: Function, inputs: Sequence[Any]) -> list[np.ndarray]:
-    """Validate inputs against the signature; the error names the parameter and the fix."""
+def shape_of(v: Any) -> tuple:
+    """The logical shape of a runtime value (a sharded value's global shape)."""
+    if isinstance(v, np.ndarray | Sharded | PerDevice):
+        return tuple(v.shape)
+    return ()
+
+
+def _same_sharding(a: ShardLayout, b: ShardLayout) -> bool:
+    return a.mesh == b.mesh and a.attrs == b.attrs and a.layout.shape == b.layout.shape
+
+
+def _check_inputs(fn: Function, inputs: Sequence[Any]) -> list[Any]:
+    """Validate inputs against the signature; the error names the parameter and the fix.
+
+    A parameter whose type carries a ShardLayout takes a ``Sharded`` value of that sharding, or
+    a global array that is distributed with ``mesh.shard``."""
     if len(inputs) != len(fn.params):
         raise EvaluationError(
             f"@{fn.name} takes {len(fn.params)} inputs "
@@ -49,42 +66,61 @@ def _check_inputs(fn: Function, inputs: Sequence[Any]) -> list[np.ndarray]:
     out = []
     for p, x in zip(fn.params, inputs, strict=True):
         where = f"@{fn.name} parameter {p.name}"
-        if not isinstance(x, np.ndarray):
+        t = p.type
+        sharding = t.shard if isinstance(t, TensorType) else None
+        if isinstance(x, Sharded):
+            if sharding is None:
+                raise EvaluationError(f"{where}: got a sharded value {x!r} but the parameter "
+                                      f"is unsharded; pass unshard(value)")
+            if not _same_sharding(x.layout, sharding):
+                raise EvaluationError(f"{where}: the value's sharding {x.layout.attrs} over "
+                                      f"{x.layout.layout.shape} does not match the declared "
+                                      f"{sharding.attrs} over {sharding.layout.shape}; "
+                                      f"reshard it with shard(unshard(value), layout)")
+            arr = x.data
+        elif isinstance(x, np.ndarray):
+            arr = x
+        else:
             raise EvaluationError(f"{where}: expected a numpy array, got {type(x).__name__}; "
                                   f"wrap scalars as rank-0 arrays (np.asarray(v, dtype))")
-        if x.dtype == object:
+        if arr.dtype == object:
             raise EvaluationError(f"{where}: object arrays are not IR values; convert to the "
                                   f"parameter's storage dtype")
-        if not x.flags.c_contiguous:
+        if not arr.flags.c_contiguous:
             raise EvaluationError(f"{where}: the array is not C-contiguous; pass "
                                   f"np.ascontiguousarray(x)")
-        t = p.type
+        shape = shape_of(x)
         if isinstance(t, TensorType):
             try:
-                dt = dtype_of(x)
+                dt = dtype_of(arr)
             except Exception as e:  # a numpy type that is no IR dtype
                 raise EvaluationError(f"{where}: {e}") from None
             if dt is not t.dtype:
                 raise EvaluationError(
-                    f"{where}: dtype {dt} (storage {x.dtype}) does not match the declared "
+                    f"{where}: dtype {dt} (storage {arr.dtype}) does not match the declared "
                     f"{t.dtype} (storage {FORMATS[t.dtype].storage}); cast the input first")
-            if x.ndim != len(t.shape):
-                raise EvaluationError(f"{where}: rank {x.ndim} does not match the declared "
+            if len(shape) != len(t.shape):
+                raise EvaluationError(f"{where}: rank {len(shape)} does not match the declared "
                                       f"rank {len(t.shape)} (shape {t.shape})")
-            for a, (n, d) in enumerate(zip(x.shape, t.shape, strict=True)):
+            for a, (n, d) in enumerate(zip(shape, t.shape, strict=True)):
                 if isinstance(d, int) and n != d:
                     raise EvaluationError(f"{where}: axis {a} has extent {n}, declared {d}")
                 if isinstance(d, DimVar) and not d.lo <= n < d.hi:
                     raise EvaluationError(f"{where}: axis {a} has extent {n}, outside the "
                                           f"envelope of {d.name} [{d.lo}, {d.hi})")
+            if sharding is not None and isinstance(x, np.ndarray):
+                if shape != tuple(sharding.layout.axis_extents):
+                    raise EvaluationError(f"{where}: shape {shape} does not match the "
+                                          f"ShardLayout's extents {sharding.layout.axis_extents}")
+                x = shard(x, sharding)
         out.append(x)
     try:
-        env = dim_env(fn.params, [x.shape for x in out])
+        env = dim_env(fn.params, [shape_of(x) for x in out])
     except TypeInferError as e:
         raise EvaluationError(f"@{fn.name} inputs: {e}") from None
     for p, x in zip(fn.params, out, strict=True):
         if isinstance(p.type, TensorType):
-            for a, (n, d) in enumerate(zip(x.shape, p.type.shape, strict=True)):
+            for a, (n, d) in enumerate(zip(shape_of(x), p.type.shape, strict=True)):
                 if not isinstance(d, int | DimVar) and evaluate_dim(d, env) != n:
                     raise EvaluationError(f"@{fn.name} parameter {p.name}: axis {a} has extent "
                                           f"{n}, but {d} = {evaluate_dim(d, env)} here")
@@ -99,13 +135,11 @@ class _Evaluator:
     def call_function(self, fn: Function, args: list[Any]) -> Any:
         if fn.body is None:  # a dispatch prototype: select the variant by the argument shapes
             try:
-                fn = select_variant(fn, [np.shape(a) if isinstance(a, np.ndarray) else ()
-                                         for a in args])
+                fn = select_variant(fn, [shape_of(a) for a in args])
             except TypeInferError as e:
                 raise EvaluationError(f"dispatch of @{fn.name} on argument shapes "
-                                      f"{[np.shape(a) for a in args]}: {e}") from None
-        env = dim_env(fn.params, [np.shape(a) if isinstance(a, np.ndarray) else ()
-                                  for a in args])
+                                      f"{[shape_of(a) for a in args]}: {e}") from None
+        env = dim_env(fn.params, [shape_of(a) for a in args])
         values: dict[int, Any] = {id(p): a for p, a in zip(fn.params, args, strict=True)}
         return self.eval_expr(fn.body, values, env)
 
@@ -142,7 +176,10 @@ class _Evaluator:
             if impl is None:
                 raise EvaluationError(f"{type(node.op).__name__}: the reference evaluator has "
                                       f"no implementation of this op yet")
-            return impl(EvalCtx(node.op, node, node.checked_type, self.contracts), tuple(args))
+            ctx = EvalCtx(node.op, node, node.checked_type, self.contracts)
+            if any(is_mesh_value(a) for a in args) and not isinstance(node.op, Reshard | Local):
+                return eval_on_mesh(ctx, impl, tuple(args))
+            return impl(ctx, tuple(args))
         raise EvaluationError(f"cannot evaluate a {type(node).__name__} node")
 
     def eval_loop(self, node: GridRegionExpr, values: dict[int, Any],
@@ -203,7 +240,7 @@ def evaluate(module: Module, entry: str, inputs: Sequence[np.ndarray], *,
     fn = m[entry]
     if fn.body is None:
         try:
-            chosen = select_variant(fn, [np.shape(x) for x in inputs])
+            chosen = select_variant(fn, [shape_of(x) for x in inputs])
         except TypeInferError as e:
             raise EvaluationError(f"dispatch of @{fn.name}: {e}") from None
         fn = chosen
