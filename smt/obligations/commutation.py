@@ -179,6 +179,9 @@ class Kernel:
     sign: int = 0
     positive: bool = False
     nan_below_zero: bool = False  # its float kernel gives NaN for x < 0 (log, sqrt)
+    #: the reference's exact float definition (B, x) -> FP term, where the float kernel is not
+    #: monotone in the -0 < +0 order (relu: relu(-0) = -0 but relu(-1) = +0, D-relu)
+    fp_define: Callable | None = None
     anchors: tuple[Fraction, ...] = tuple(Fraction(a) for a in range(-4, 5))
 
 
@@ -232,7 +235,9 @@ _KERNELS: dict[str, Kernel] = {
     "neg": Kernel("neg", _U[UnaryKind.NEG], define=lambda env, x: -x),
     "abs": Kernel("abs", _U[UnaryKind.ABS], define=lambda env, x: _abs(x)),
     "square": Kernel("square", _U[UnaryKind.SQUARE], define=lambda env, x: x * x),
-    "relu": Kernel("relu", _U[UnaryKind.RELU], define=lambda env, x: _max(x, z3.RealVal(0))),
+    "relu": Kernel("relu", _U[UnaryKind.RELU], define=lambda env, x: _max(x, z3.RealVal(0)),
+                   fp_define=lambda B, x: z3.If(z3.fpLT(x, z3.FPVal(0.0, B.S)),
+                                                z3.FPVal(0.0, B.S), x)),
     "ceil": Kernel("ceil", _U[UnaryKind.CEIL], define=lambda env, x: -z3.ToReal(z3.ToInt(-x))),
     "round": Kernel("round", _U[UnaryKind.ROUND], define=lambda env, x: _round_half_even(x)),
     "sqrt": Kernel("sqrt", _U[UnaryKind.SQRT], define=_def_sqrt, domain=_nonneg,
@@ -1193,6 +1198,11 @@ def _fmt_fp(x: float) -> str:
     return repr(float(x))
 
 
+def _def_facts(B: _Z3FP, f, pts: list, kernel: Kernel) -> list:
+    """The kernel's exact float definition at every point it is applied to."""
+    return [f(p) == kernel.fp_define(B, p) for p in pts]
+
+
 def _mono_facts(B: _Z3FP, f, pts: list, kernel: Kernel) -> list:
     out = []
     for p in pts:
@@ -1236,7 +1246,7 @@ def _classify_compare(ctx: ProveCtx, tname: str, fmt: str, kname: str | None) ->
     if t.kernel:
         r = tname.split("_")[1]
         pts = [*xs.values(), getattr(B, r)(xs["a1"], xs["a2"])]
-        side += _mono_facts(B, f, pts, k)
+        side += _def_facts(B, f, pts, k) if k.fp_define else _mono_facts(B, f, pts, k)
     finite = [z3.Not(z3.Or(z3.fpIsNaN(x), z3.fpIsInf(x))) for x in xs.values()]
     valid = [B.valid(x) for x in xs.values()]
     tag = f"fp:{tname}:{'nan<0' if t.kernel and _KERNELS[kname].nan_below_zero else '-'}:{fmt}"
@@ -1438,12 +1448,14 @@ def _classify_arith(ctx: ProveCtx, tname: str, fmt: str) -> FPClass:
                    "±inf / NaN")
 
 
-_FP_CACHE: dict[tuple[str, str, bool | None, int], FPClass] = {}
+_FP_CACHE: dict[tuple[str, str, object, int], FPClass] = {}
 
 
 def _classify(ctx: ProveCtx, tname: str, fmt: str, kname: str | None) -> FPClass:
-    # monotone kernels differ only in where their NaN region starts
-    kkey = None if kname is None else _KERNELS[kname].nan_below_zero
+    # monotone kernels differ only in where their NaN region starts; a kernel with an exact
+    # float definition is its own case
+    kkey = None if kname is None else (_KERNELS[kname].nan_below_zero,
+                                       kname if _KERNELS[kname].fp_define else None)
     key = (tname, fmt, kkey, ctx.rlimit)
     if key not in _FP_CACHE:
         t = _TEMPLATES[tname]
@@ -1506,9 +1518,10 @@ def classification_table(ctx: ProveCtx | None = None) -> str:
         if any(counts[f][c] for f in FORMATS):
             lines.append(f"| {c} | " + " | ".join(str(counts[f][c]) for f in FORMATS) + " |")
     lines += ["", "Witnesses and proofs (one per float equation and format):", ""]
-    groups: dict[tuple[str, bool | None], list[str]] = {}
+    groups: dict[tuple[str, object], list[str]] = {}
     for tname, kname in used:
-        key = (tname, None if kname is None else _KERNELS[kname].nan_below_zero)
+        key = (tname, None if kname is None else (
+            _KERNELS[kname].nan_below_zero, kname if _KERNELS[kname].fp_define else None))
         groups.setdefault(key, [])
         if kname is not None and kname not in groups[key]:
             groups[key].append(kname)
@@ -1516,7 +1529,8 @@ def classification_table(ctx: ProveCtx | None = None) -> str:
         t = _TEMPLATES[tname]
         which = "" if not kernels else (
             f" with f ∈ {{{', '.join(kernels)}}}" +
-            (" (NaN for x < 0)" if nanflag else " (NaN only for NaN)"))
+            (" (NaN for x < 0)" if nanflag[0] else
+             " (its exact float definition)" if nanflag[1] else " (NaN only for NaN)"))
         lines.append(f"- `{t.text}`{which}:")
         for f in FORMATS:
             c = _FP_CACHE[(tname, f, nanflag, (ctx or ProveCtx()).rlimit)]
