@@ -6,7 +6,7 @@ implementation with the local result type, and the per-device results are stacke
 ``Sharded`` value of the Call's inferred ShardLayout (or a ``PerDevice`` value when the result
 type is plain). The layout algebra of the type rules decides what each device holds; the
 simulation only realizes it, so the sharded-vs-erased property tests the type rules themselves.
-The places where "per device" needs more than the local operands (docs/decisions.md D105–D109):
+The places where "per device" needs more than the local operands (docs/decisions.md D130–D136):
 
 * **Elementwise operands** (Binary): a plain operand, or a Broadcast mesh axis of a sharded
   operand, is replicated — each device reads its own block of it (HIR elementwise sharding).

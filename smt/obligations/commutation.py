@@ -180,7 +180,7 @@ class Kernel:
     positive: bool = False
     nan_below_zero: bool = False  # its float kernel gives NaN for x < 0 (log, sqrt)
     #: the reference's exact float definition (B, x) -> FP term, where the float kernel is not
-    #: monotone in the -0 < +0 order (relu: relu(-0) = -0 but relu(-1) = +0, D-relu)
+    #: monotone in the -0 < +0 order (relu: relu(-0) = -0 but relu(-1) = +0, D136)
     fp_define: Callable | None = None
     anchors: tuple[Fraction, ...] = tuple(Fraction(a) for a in range(-4, 5))
 

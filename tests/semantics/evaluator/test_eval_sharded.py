@@ -394,7 +394,7 @@ def _unary_max_program(kind: UnaryKind):
     # below zero
     (UnaryKind.LOG, (-1.0, 4.0), "nan"),
     (UnaryKind.SQRT, (-1.0, 4.0), "nan"),
-    # relu(-0) = -0 (torch; D-relu) while relu(-1) = +0: max(+0, -0) = +0 but relu(max) = -0
+    # relu(-0) = -0 (torch; D136) while relu(-1) = +0: max(+0, -0) = +0 but relu(max) = -0
     (UnaryKind.RELU, (-1.0, -0.0), "zero-sign"),
 ])
 def test_known_non_commuting_cases(kind, pieces, why):
