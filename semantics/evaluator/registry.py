@@ -9,7 +9,7 @@ loop per element — and decide every edge case explicitly (ARCHITECTURE.md, num
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
 from tilefoundry.errors import TilefoundryError
@@ -54,6 +54,12 @@ class OpContract:
     policy: str | None = None
     mask: Any = None  # numpy bool array (``unspecified``) or None
     detail: str = ""
+    #: the operand values the contract is decided on (filled in by ``EvalCtx.note``): the
+    #: reduction's input for a tree policy, the matmul operands, the transcendental's argument
+    operands: tuple = field(default=(), repr=False, compare=False)
+    #: decided on one device's local operands (a sharded op evaluated per device); the oracle
+    #: judges the gathered value only where every contributing op is exact
+    per_device: bool = False
 
     def __post_init__(self):
         if self.kind not in CONTRACT_KINDS:
@@ -67,6 +73,7 @@ class EvalCtx:
     call: Any
     out_type: Any  # the Call's inferred type (TensorType / TupleType)
     contracts: list = field(default_factory=list)  # (call, OpContract) pairs, appended by note()
+    args: tuple = ()  # the operand values of this Call (the contract's operands)
 
     @property
     def name(self) -> str:
@@ -78,4 +85,6 @@ class EvalCtx:
     def note(self, contract: OpContract) -> None:
         """Attach the contract the oracle must apply to this Call's result (ops whose result
         is not simply bit-exact: transcendentals, tree reductions, unspecified values)."""
+        if not contract.operands and self.args:
+            contract = replace(contract, operands=tuple(self.args))
         self.contracts.append((self.call, contract))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -248,15 +249,21 @@ def _local_args(args: tuple, coord: tuple) -> tuple:
     return tuple(out)
 
 
-def _per_device(ctx: EvalCtx, impl: Callable, args: tuple, mesh,
-                post: Callable | None = None):
+def _keep_first_device_notes(ctx: EvalCtx, notes: list) -> None:
+    """Contracts are the same on every device: keep the first device's, marked per-device."""
+    ctx.contracts.extend((call, replace(c, per_device=True, operands=()))
+                         for call, c in notes)
+
+
+def _per_device(ctx: EvalCtx, impl: Callable, args: tuple, mesh):
     lt = local_type(ctx.out_type)
     results = []
+    notes: list = []
     for n, coord in enumerate(itertools.product(*(range(m) for m in mesh.axis_extents))):
-        # contracts are the same on every device: keep the first device's notes only
-        lctx = EvalCtx(ctx.op, ctx.call, lt, ctx.contracts if n == 0 else [])
-        r = impl(lctx, _local_args(args, coord))
-        results.append(post(r, coord) if post is not None else r)
+        local = _local_args(args, coord)
+        lctx = EvalCtx(ctx.op, ctx.call, lt, notes if n == 0 else [], local)
+        results.append(impl(lctx, local))
+    _keep_first_device_notes(ctx, notes)
     ext = tuple(mesh.axis_extents)
     t = ctx.out_type
     if isinstance(t, TupleType):
@@ -302,14 +309,17 @@ def _gather_split(ctx: EvalCtx, impl: Callable, args: tuple):
     neutral = _neutral_sum(dt) if dt is not DType.F8E8M0 else None
 
     results = []
+    notes: list = []
     lt = local_type(ctx.out_type)
     for n, coord in enumerate(itertools.product(*(range(e) for e in lay.mesh.axis_extents))):
         lo = coord[i] * blk
         own = (iv >= lo) & (iv < lo + blk)
         li = np.where(own, iv - lo, 0).astype(iv.dtype)
-        lctx = EvalCtx(ctx.op, ctx.call, lt, ctx.contracts if n == 0 else [])
-        r = impl(lctx, (np.ascontiguousarray(x.data[coord]), li.astype(np.asarray(idx).dtype)))
+        local = (np.ascontiguousarray(x.data[coord]), li.astype(np.asarray(idx).dtype))
+        lctx = EvalCtx(ctx.op, ctx.call, lt, notes if n == 0 else [], local)
+        r = impl(lctx, local)
         mask = own.reshape((1,) * axis + own.shape + (1,) * (r.ndim - axis - own.ndim))
         results.append(np.where(mask, r, neutral).astype(r.dtype))
+    _keep_first_device_notes(ctx, notes)
     ext = tuple(lay.mesh.axis_extents)
     return _wrap(ctx.out_type, np.stack(results).reshape((*ext, *results[0].shape)), lay.mesh)

@@ -1,5 +1,5 @@
-"""Evaluator implementations of the structural tensor ops of ``ir/hir/tensor``: Cast, Zeros,
-Reshape, Transpose, Slice, Concat, Stack, ShapeOf, Rank.
+"""Evaluator implementations of the tensor ops of ``ir/hir/tensor``: Cast, Zeros, Reshape,
+Transpose, Slice, Concat, Stack, ShapeOf, Rank, Gather, Reduce, InsertSlice, CacheUpdate, TopK.
 
 Values are unsharded numpy arrays of the storage dtypes (ShardLayouts are type-level in this
 slice). Every result is a fresh C-contiguous array of the result's storage dtype (never a view
@@ -22,6 +22,35 @@ of an operand; rank-0 stays rank-0). Decisions (docs/decisions.md style):
 * **Slice** uses Python / torch slice semantics per axis (negative bounds count from the end,
   out-of-range bounds clamp), ``strides`` default 1 and must be >= 1.
 * **ShapeOf** returns a rank-1 int64 array of the extents; **Rank** a rank-0 int64 array.
+* **Gather** follows the spec's element rule ``out[c.., i.., t..] = x[c.., index[b.., i..], t..]``
+  (the first ``batch_dims`` of the leading dims also index ``indices``), unsharded values only
+  (mesh simulation is elsewhere). Every index must lie in ``[0, n)`` of the gathered axis:
+  negative indices do **not** wrap (torch.gather / index_select reject them too; numpy's take
+  would wrap). The check runs vectorized before gathering; the error names the first offending
+  index value, its position in ``indices``, the axis and its extent (D100).
+* **Reduce** is ``reductions.reduce`` with the op's kind, axes (negatives normalized), keepdim
+  and policy: low-precision floats accumulate in f32 and round once, integer sums wrap, bool
+  takes max / min. An empty reduction gives the kind's identity; ``mean`` over zero elements
+  raises (the spec: mean "MUST NOT invent" an identity), also when the result itself is empty.
+  Contracts (D101): a float ``sum`` / ``mean`` under ``unordered_tree`` / ``ordered_tree`` notes
+  ``OpContract(kind="admitted_set", policy=...)`` — the reference is one member of the set, the
+  oracle decides membership with ``reductions.admits`` — for every such Call (also when the set
+  happens to be a singleton, n <= 2). Fold policies, integer / bool reductions and
+  max / min / abs_max are exact functions and note nothing (``evaluate(report=True)`` lists only
+  Calls whose result is not simply bit-exact).
+* **InsertSlice** / **CacheUpdate** return a fresh copy of ``dst`` / ``cache`` with the window
+  replaced (the value form; lowering may reuse the buffer). Their runtime-valued bounds are
+  checked here (InsertSlice: ``0 <= offset`` and ``offset + update extent <= dst extent`` on every
+  axis; CacheUpdate: ``cur_pos >= 0``, ``1 <= s <= new.len``, ``cur_pos + s <= cache.len``), each
+  violation an ``EvaluationError`` naming the values. Offsets / cur_pos / s are rank-0 or
+  literal size-1 integer arrays (D102).
+* **TopK** is ``ordering.topk`` with ``nan="last"`` (the Tile design's ``nan::last``: NaNs are
+  the least preferred candidates in both directions; torch.topk ranks NaN as the largest value),
+  ties by original index (-0 and +0 tie). A symbolic ``k`` resolves from the DimVars x's own
+  shape binds (the spec: k "MUST be resolvable from x's own (input) shape"), else from the
+  concrete result type; an unresolvable k or one outside ``[0, axis length]`` raises.
+  ``sorted=False`` returns the sorted order, one member of what the spec's "unspecified order"
+  admits (D103). Indices are int64.
 """
 
 from __future__ import annotations
@@ -30,32 +59,43 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from tilefoundry.errors import EmptyReductionError, InvalidArgumentError
 from tilefoundry.semantics.dtypes import cast, from_bits
-from tilefoundry.semantics.evaluator.registry import EvalCtx, register_eval
+from tilefoundry.semantics.evaluator.registry import EvalCtx, OpContract, register_eval
 from tilefoundry.semantics.formats import DType, bits_dtype, dtype_of, require_evaluable
 from tilefoundry.semantics.ops.tensor import (
+    CacheUpdate,
     Cast,
     Concat,
+    Gather,
+    InsertSlice,
     Rank,
+    Reduce,
     Reshape,
     ShapeOf,
     Slice,
     Stack,
+    TopK,
     Transpose,
     Zeros,
 )
+from tilefoundry.semantics.ordering import topk
+from tilefoundry.semantics.reductions import reduce
 from tilefoundry.semantics.types import (
     DimVar,
     IRError,
     TensorType,
+    TupleType,
     dim_str,
     evaluate_dim,
+    is_shape_dim,
     simplify,
 )
 
 __all__ = [
-    "eval_cast", "eval_concat", "eval_rank", "eval_reshape", "eval_shape_of", "eval_slice",
-    "eval_stack", "eval_transpose", "eval_zeros",
+    "eval_cache_update", "eval_cast", "eval_concat", "eval_gather", "eval_insert_slice",
+    "eval_rank", "eval_reduce", "eval_reshape", "eval_shape_of", "eval_slice", "eval_stack",
+    "eval_topk", "eval_transpose", "eval_zeros",
 ]
 
 
@@ -286,3 +326,186 @@ def eval_shape_of(ctx: EvalCtx, args: tuple) -> np.ndarray:
 def eval_rank(ctx: EvalCtx, args: tuple) -> np.ndarray:
     x = _tensor(ctx, args[0], 0)
     return np.array(x.ndim, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# shared helpers of the indexing / writing ops
+# ---------------------------------------------------------------------------------------------
+def _axis(ctx: EvalCtx, axis: int, rank: int, what: str = "axis") -> int:
+    if not -rank <= axis < rank:
+        ctx.error(f"{what} {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def _scalar_int(ctx: EvalCtx, v: object, what: str) -> int:
+    """A rank-0 (or literal size-1) integer array as a Python int (no overflow in the checks)."""
+    if not isinstance(v, np.ndarray) or v.size != 1:
+        shape = v.shape if isinstance(v, np.ndarray) else type(v).__name__
+        ctx.error(f"{what} must be a rank-0 (or size-1) integer scalar array, got {shape}")
+    dt = dtype_of(v)
+    if not dt.is_int:
+        ctx.error(f"{what} has dtype {dt}; it must be an integer scalar")
+    return int(v.reshape(()))
+
+
+# ---------------------------------------------------------------------------------------------
+# Gather
+# ---------------------------------------------------------------------------------------------
+@register_eval(Gather)
+def eval_gather(ctx: EvalCtx, args: tuple) -> np.ndarray:
+    x = _tensor(ctx, args[0], 0)
+    idx = _tensor(ctx, args[1], 1)
+    op: Gather = ctx.op
+    if x.ndim == 0:
+        ctx.error("x is rank-0; there is no axis to gather along")
+    if not dtype_of(idx).is_int:
+        ctx.error(f"indices have dtype {dtype_of(idx)}; Gather takes an integer index tensor")
+    axis = _axis(ctx, op.axis, x.ndim)
+    bd = op.batch_dims
+    if not 0 <= bd <= min(axis, idx.ndim):
+        ctx.error(f"batch_dims={bd} must satisfy 0 <= batch_dims <= min(axis={axis}, "
+                  f"rank(indices)={idx.ndim})")
+    if x.shape[:bd] != idx.shape[:bd]:
+        ctx.error(f"the leading batch_dims={bd} dims differ: x {x.shape[:bd]}, indices "
+                  f"{idx.shape[:bd]}")
+    n = x.shape[axis]
+    ii = idx.astype(np.int64)  # every IR integer dtype fits; comparisons stay exact
+    bad = (ii < 0) | (ii >= n)
+    if bad.any():
+        pos = tuple(int(p) for p in np.argwhere(bad)[0])
+        ctx.error(f"index value {int(ii[pos])} at indices position {pos} is out of range for "
+                  f"axis {axis} of extent {n} (valid indices are [0, {n}); negative indices do "
+                  f"not wrap); {int(bad.sum())} of {ii.size} indices are out of range")
+    if bd == 0:
+        return _out(np.asarray(np.take(x, ii, axis=axis)))  # a rank-0 index gives a scalar
+    # out[c.., i.., t..] = x[c.., indices[b.., i..], t..]: one advanced index per leading axis
+    # (broadcast over the output's leading axes) and the indices for the gathered one
+    rank = axis + idx.ndim - bd
+    lead = []
+    for j in range(axis):
+        shp = [1] * rank
+        shp[j] = x.shape[j]
+        lead.append(np.arange(x.shape[j], dtype=np.int64).reshape(shp))
+    g = ii.reshape(idx.shape[:bd] + (1,) * (axis - bd) + idx.shape[bd:])
+    return _out(x[(*lead, g)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Reduce
+# ---------------------------------------------------------------------------------------------
+_TREES = ("unordered_tree", "ordered_tree")
+
+
+@register_eval(Reduce)
+def eval_reduce(ctx: EvalCtx, args: tuple) -> np.ndarray:
+    x = _tensor(ctx, args[0], 0)
+    op: Reduce = ctx.op
+    kind, dt = op.kind.value, dtype_of(x)
+    axes = [_axis(ctx, a, x.ndim, "axes entry") for a in op.axes]
+    if len(set(axes)) != len(axes):
+        ctx.error(f"axes {op.axes} repeat an axis")
+    n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    if kind == "mean" and n == 0:
+        ctx.error(f"mean over axes {tuple(op.axes)} of x with shape {x.shape} reduces zero "
+                  f"elements: mean has no identity (HIR Reduce: 'mean has no identity — there "
+                  f"is nothing to divide by — so it MUST NOT invent one'); guard the empty "
+                  f"case or reduce with sum")
+    try:
+        out = reduce(x, kind, tuple(axes), policy=op.policy, keepdim=op.keepdim)
+    except (InvalidArgumentError, EmptyReductionError) as e:
+        ctx.error(str(e))
+    if dt.is_float and kind in ("sum", "mean") and op.policy in _TREES:
+        ctx.note(OpContract(
+            op=f"Reduce({kind})", kind="admitted_set", dtype=dt, policy=op.policy,
+            detail=f"axes {tuple(sorted(axes))}, {n} element(s) per result; the reference value "
+                   f"is the balanced pairwise tree in source order, one member of the set"))
+    return _out(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# InsertSlice / CacheUpdate
+# ---------------------------------------------------------------------------------------------
+@register_eval(InsertSlice)
+def eval_insert_slice(ctx: EvalCtx, args: tuple) -> np.ndarray:
+    if len(args) < 2:
+        ctx.error(f"takes (dst, update, *offsets), got {len(args)} operand(s)")
+    dst = _tensor(ctx, args[0], 0)
+    upd = _tensor(ctx, args[1], 1)
+    if upd.ndim != dst.ndim:
+        ctx.error(f"update has rank {upd.ndim} but dst has rank {dst.ndim}")
+    if upd.dtype != dst.dtype:
+        ctx.error(f"update has storage {upd.dtype}, dst {dst.dtype}")
+    offs = args[2:]
+    if len(offs) != dst.ndim:
+        ctx.error(f"got {len(offs)} offset(s) for a rank-{dst.ndim} dst (one per axis)")
+    window = []
+    for a, v in enumerate(offs):
+        o = _scalar_int(ctx, v, f"offset for axis {a}")
+        u, d = upd.shape[a], dst.shape[a]
+        if o < 0 or o + u > d:
+            ctx.error(f"axis {a}: offset {o} places the window [{o}, {o + u}) of the update "
+                      f"extent {u} outside the dst extent {d} (needs 0 <= offset and "
+                      f"offset + {u} <= {d})")
+        window.append(slice(o, o + u))
+    out = np.array(dst, copy=True, order="C")
+    out[tuple(window)] = upd
+    return out
+
+
+@register_eval(CacheUpdate)
+def eval_cache_update(ctx: EvalCtx, args: tuple) -> np.ndarray:
+    if len(args) != 4:
+        ctx.error(f"takes (cache, cur_pos, s, new), got {len(args)} operand(s)")
+    cache = _tensor(ctx, args[0], 0)
+    new = _tensor(ctx, args[3], 3)
+    if cache.ndim != 4 or new.ndim != 4:
+        ctx.error(f"cache {cache.shape} and new {new.shape} must be rank-4 "
+                  f"[B, len, kv_heads, head_dim]")
+    if cache.dtype != new.dtype:
+        ctx.error(f"new has storage {new.dtype}, cache {cache.dtype}")
+    for a, nm in ((0, "B"), (2, "kv_heads"), (3, "head_dim")):
+        if cache.shape[a] != new.shape[a]:
+            ctx.error(f"{nm}: cache has {cache.shape[a]}, new has {new.shape[a]}")
+    cur = _scalar_int(ctx, args[1], "cur_pos")
+    s = _scalar_int(ctx, args[2], "s")
+    length, nlen = cache.shape[1], new.shape[1]
+    if cur < 0:
+        ctx.error(f"cur_pos = {cur} is negative (the spec: cur_pos >= 0)")
+    if not 1 <= s <= nlen:
+        ctx.error(f"s = {s} is outside [1, new.len = {nlen}] (the spec: 1 <= s <= new.len)")
+    if cur + s > length:
+        ctx.error(f"cur_pos + s = {cur} + {s} = {cur + s} exceeds cache.len = {length} (the "
+                  f"spec: cur_pos + s <= cache.len)")
+    out = np.array(cache, copy=True, order="C")
+    out[:, cur:cur + s] = new[:, :s]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# TopK
+# ---------------------------------------------------------------------------------------------
+@register_eval(TopK)
+def eval_topk(ctx: EvalCtx, args: tuple) -> tuple[np.ndarray, np.ndarray]:
+    x = _tensor(ctx, args[0], 0)
+    op: TopK = ctx.op
+    if x.ndim == 0:
+        ctx.error("x is rank-0; TopK selects along an axis")
+    axis = _axis(ctx, op.axis, x.ndim)
+    if not is_shape_dim(op.k):
+        ctx.error(f"k = {op.k!r} is not a ShapeDim")
+    n = x.shape[axis]
+    k = _resolve(op.k, _env(ctx, args))  # the DimVars x's own shape binds
+    t = ctx.out_type
+    if k is None and isinstance(t, TupleType) and t.fields and \
+            isinstance(t.fields[0], TensorType) and axis < len(t.fields[0].shape):
+        d = simplify(t.fields[0].shape[axis])
+        k = d if isinstance(d, int) else None
+    if k is None:
+        ctx.error(f"k = {dim_str(op.k)} is symbolic and not resolvable from x's shape "
+                  f"{x.shape} (no DimVar of x's type binds it and the result type is not "
+                  f"concrete); k's DimVars must appear in x's own shape")
+    if not 0 <= k <= n:
+        ctx.error(f"k = {k} (k = {dim_str(op.k)}) is outside [0, {n}], the length of axis "
+                  f"{axis}")
+    values, indices = topk(x, k, axis, largest=op.largest, nan="last")
+    return _out(values), _out(indices.astype(np.int64))
