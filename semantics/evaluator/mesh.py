@@ -99,7 +99,7 @@ class Sharded:
     @staticmethod
     def from_devices(layout: ShardLayout, data: np.ndarray) -> Sharded:
         """Explicit per-device pieces, stacked with the mesh axes first."""
-        return Sharded(layout, np.ascontiguousarray(data))
+        return Sharded(layout, np.array(data, order="C"))
 
     @property
     def mesh(self) -> Mesh:

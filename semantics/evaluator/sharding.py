@@ -136,7 +136,7 @@ def align(v: object, out: ShardLayout) -> np.ndarray:
     mesh_rank = len(out.mesh.axis_extents)
     if isinstance(v, np.ndarray):
         full = np.broadcast_to(v, tuple(out.layout.axis_extents))
-        return shard(np.ascontiguousarray(full), _replicated(out)).data
+        return shard(np.array(full, order="C"), _replicated(out)).data
     if not isinstance(v, Sharded):
         raise EvaluationError(f"cannot combine a {type(v).__name__} value with a sharded one")
     if v.layout.mesh != out.mesh:
@@ -241,7 +241,7 @@ def _local_args(args: tuple, coord: tuple) -> tuple:
     out = []
     for a in args:
         if isinstance(a, Sharded | PerDevice):
-            out.append(np.ascontiguousarray(a.data[coord]))
+            out.append(np.array(a.data[coord], order="C"))
         elif isinstance(a, tuple):
             out.append(_local_args(a, coord))
         else:
@@ -315,7 +315,7 @@ def _gather_split(ctx: EvalCtx, impl: Callable, args: tuple):
         lo = coord[i] * blk
         own = (iv >= lo) & (iv < lo + blk)
         li = np.where(own, iv - lo, 0).astype(iv.dtype)
-        local = (np.ascontiguousarray(x.data[coord]), li.astype(np.asarray(idx).dtype))
+        local = (np.array(x.data[coord], order="C"), li.astype(np.asarray(idx).dtype))
         lctx = EvalCtx(ctx.op, ctx.call, lt, notes if n == 0 else [], local)
         r = impl(lctx, local)
         mask = own.reshape((1,) * axis + own.shape + (1,) * (r.ndim - axis - own.ndim))

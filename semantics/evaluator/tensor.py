@@ -60,7 +60,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from tilefoundry.errors import EmptyReductionError, InvalidArgumentError
-from tilefoundry.semantics.dtypes import cast, from_bits
+from tilefoundry.semantics.dtypes import cast, cast_ex, from_bits
 from tilefoundry.semantics.evaluator.registry import EvalCtx, OpContract, register_eval
 from tilefoundry.semantics.formats import DType, bits_dtype, dtype_of, require_evaluable
 from tilefoundry.semantics.ops.tensor import (
@@ -160,6 +160,13 @@ def _out_dim(ctx: EvalCtx, a: int) -> int | None:
 def eval_cast(ctx: EvalCtx, args: tuple) -> np.ndarray:
     x = _tensor(ctx, args[0], 0)
     op: Cast = ctx.op
+    if op.dtype.is_int and dtype_of(x).is_float:
+        r = cast_ex(x, op.dtype, overflow=op.overflow, rounding=op.rounding)
+        if np.any(r.unspecified):  # NaN / out-of-range sources: the contract leaves them open
+            ctx.note(OpContract(op=f"Cast({op.dtype})", kind="unspecified", dtype=op.dtype,
+                                mask=np.array(r.unspecified, copy=True),
+                                detail="float -> int of NaN or out-of-range sources"))
+        return _out(r.values)
     return _out(cast(x, op.dtype, overflow=op.overflow, rounding=op.rounding))
 
 

@@ -1,0 +1,435 @@
+"""The oracle's contracts and comparison: a structured verdict for a candidate's outputs.
+
+``check(module, entry, inputs, observed)`` evaluates the reference (``evaluate(..., report=True)``)
+and judges every output under the contract the semantics defines for it
+(ARCHITECTURE.md, Numeric contracts; ``CONTRACTS_VERSION``):
+
+* **exact** — bit-identical; every NaN equals every NaN (payload and sign are no contract,
+  D14); ``-0`` and ``+0`` are different values. Integers and bools compare by value.
+* **ulp** — within ``ulp`` units in the last place of the result dtype of the reference (the
+  ULP budget table, ``semantics/ulp.py``); the distance is measured on the format's ordered
+  integer line (``-0`` and ``+0`` are the same point there; ``+inf`` is one step past max
+  finite); NaN and non-NaN never match.
+* **admitted_set** — a tree-policy Reduce (``reductions.admits`` on the op's own input), a
+  MatMul (``matmul.matmul_admits``: the K-order reference with or without FMA, and with
+  ``allow_reassociation`` any order within the rigorous bound), a Reshard completing a
+  Partial(sum) (``admits`` over the devices' pieces).
+* **unspecified** — elements the contract leaves open (float → int out of range) are accepted
+  whatever they hold; the rest compare exactly.
+
+An output is judged by the contract of the op that produces it when every op upstream of that op
+is exact. An output downstream of an inexact op (a transcendental feeding an add, a tree
+reduction feeding a cast, ...) has no contract that composes exactly; it is reported
+``NOT_CHECKED`` naming the upstream op, never silently compared with a tolerance. The program
+generator keeps inexact ops at outputs unless asked otherwise.
+
+A candidate that returns the wrong number of outputs, a wrong shape or dtype, a non-array, or
+raises gets a verdict with status ``ERROR`` saying so — the oracle itself never crashes on a
+candidate's output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.semantics.dtypes import to_bits
+from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded, unshard
+from tilefoundry.semantics.formats import FORMATS, DType, dtype_of
+from tilefoundry.semantics.ir import Call, Expr, GridRegionExpr, Module, Tuple, TupleGetItem
+
+__all__ = [
+    "CONTRACTS_VERSION", "OutputVerdict", "Verdict", "check", "check_candidate",
+    "compare_exact", "compare_ulp", "ordered", "ulp_distance",
+]
+
+CONTRACTS_VERSION = "1"
+PASS, FAIL, ERROR, NOT_CHECKED = "PASS", "FAIL", "ERROR", "NOT_CHECKED"
+
+
+# ---------------------------------------------------------------------------------------------
+# element-level helpers
+# ---------------------------------------------------------------------------------------------
+def _c(x: np.ndarray) -> np.ndarray:
+    """C-contiguous without turning a 0-d array into shape (1,) (np.ascontiguousarray does)."""
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else np.array(x, order="C")
+
+
+def _is_nan(x: np.ndarray) -> np.ndarray:
+    dt = dtype_of(x)
+    if not dt.is_float:
+        return np.zeros(x.shape, bool)
+    with np.errstate(all="ignore"):
+        return np.isnan(x.astype(np.float32))
+
+
+def ordered(x: np.ndarray) -> np.ndarray:
+    """The float patterns of ``x`` on the format's ordered integer line (int64): adjacent
+    representable values differ by 1, ``-0`` and ``+0`` are both 0, ``±inf`` sit one step past
+    ±max finite. NaN patterns map somewhere meaningless: mask them with ``_is_nan``."""
+    dt = dtype_of(x)
+    info = FORMATS[dt]
+    bits = to_bits(_c(x)).astype(np.int64)
+    if not info.has_sign:
+        return bits
+    sign = np.int64(1) << (info.bits - 1)
+    mag = bits & (sign - 1)
+    return np.where(bits & sign, -mag, mag)
+
+
+def ulp_distance(expected: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """Per element: steps between the two values on the ordered line; 0 when both are NaN,
+    ``inf`` when exactly one is NaN."""
+    e, o = np.asarray(expected), np.asarray(observed)
+    d = np.abs(ordered(e) - ordered(o)).astype(np.float64)
+    ne, no = _is_nan(e), _is_nan(o)
+    return np.where(ne & no, 0.0, np.where(ne | no, np.inf, d))
+
+
+def compare_exact(expected: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """Per-element acceptance under the exact contract (NaN class; signed zeros significant)."""
+    e, o = np.asarray(expected), np.asarray(observed)
+    dt = dtype_of(e)
+    if not dt.is_float:
+        return np.asarray(e == o)
+    same = to_bits(_c(e)) == to_bits(_c(o))
+    return same | (_is_nan(e) & _is_nan(o))
+
+
+def compare_ulp(expected: np.ndarray, observed: np.ndarray, budget: float) -> np.ndarray:
+    return ulp_distance(expected, observed) <= budget
+
+
+def _hex(x: np.ndarray, idx: tuple) -> str:
+    dt = dtype_of(x)
+    width = max(1, FORMATS[dt].bits // 4)
+    v = int(to_bits(_c(x))[idx]) if dt is not DType.BOOL else int(x[idx])
+    return f"0x{v:0{width}x}"
+
+
+def _dec(x: np.ndarray, idx: tuple) -> str:
+    v = x[idx]
+    dt = dtype_of(x)
+    if dt.is_float:
+        f = float(np.asarray(v).astype(np.float64))
+        return repr(f) if not (f == 0 and np.signbit(f)) else "-0.0"
+    return str(v.item() if hasattr(v, "item") else v)
+
+
+# ---------------------------------------------------------------------------------------------
+# verdicts
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OutputVerdict:
+    """The judgement of one output. ``worst_index`` is the element with the largest ULP
+    distance among the rejected ones (the first rejected one for non-float outputs)."""
+
+    output: int
+    status: str
+    contract: str
+    mismatches: int = 0
+    total: int = 0
+    worst_index: tuple | None = None
+    expected_hex: str | None = None
+    observed_hex: str | None = None
+    expected: str | None = None
+    observed: str | None = None
+    ulp_distance: float | None = None
+    detail: str = ""
+
+    def line(self) -> str:
+        s = f"output {self.output}: {self.status} under {self.contract}"
+        if self.status == FAIL:
+            s += (f": {self.mismatches}/{self.total} elements rejected; worst at index "
+                  f"{list(self.worst_index or ())}: expected {self.expected} "
+                  f"({self.expected_hex}), observed {self.observed} ({self.observed_hex})")
+            if self.ulp_distance is not None:
+                s += f", {self.ulp_distance:g} ulp apart"
+        if self.detail:
+            s += f" — {self.detail}"
+        return s
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # PASS / FAIL / ERROR
+    outputs: tuple = ()
+    message: str = ""
+    contracts_version: str = CONTRACTS_VERSION
+    reference: Any = field(default=None, repr=False, compare=False)
+
+    def __bool__(self) -> bool:
+        return self.status == PASS
+
+    @property
+    def mismatches(self) -> int:
+        return sum(o.mismatches for o in self.outputs)
+
+    def summary(self) -> str:
+        head = f"{self.status}" + (f": {self.message}" if self.message else "")
+        return "\n".join([head, *(f"  {o.line()}" for o in self.outputs)])
+
+
+def _judge(i: int, contract: str, ok: np.ndarray, e: np.ndarray, o: np.ndarray,
+           detail: str = "") -> OutputVerdict:
+    ok = np.asarray(ok, bool)
+    ok = ok.reshape(e.shape) if ok.size == e.size else np.broadcast_to(ok, e.shape)
+    total = int(ok.size)
+    bad = int((~ok).sum())
+    if not bad:
+        return OutputVerdict(i, PASS, contract, 0, total, detail=detail)
+    dist = None
+    if dtype_of(e).is_float:
+        d = np.where(ok, -1.0, ulp_distance(e, o))
+        worst = tuple(int(j) for j in np.unravel_index(int(np.argmax(d)), d.shape)) \
+            if d.ndim else ()
+        dist = float(d[worst]) if d.ndim else float(d)
+    else:
+        worst = tuple(int(j) for j in np.argwhere(~ok)[0]) if ok.ndim else ()
+    return OutputVerdict(i, FAIL, contract, bad, total, worst, _hex(e, worst), _hex(o, worst),
+                         _dec(e, worst), _dec(o, worst), dist, detail)
+
+
+# ---------------------------------------------------------------------------------------------
+# which contract applies to which output
+# ---------------------------------------------------------------------------------------------
+def _children(e: Expr) -> list[Expr]:
+    if isinstance(e, Call):
+        return list(e.args)
+    if isinstance(e, Tuple):
+        return list(e.fields)
+    if isinstance(e, TupleGetItem):
+        return [e.tuple_value]
+    if isinstance(e, GridRegionExpr):
+        return [*e.init_args, *e.yield_values, e.body]
+    return []
+
+
+def _upstream(root: Expr) -> list[Expr]:
+    seen: dict[int, Expr] = {}
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen[id(n)] = n
+        stack.extend(_children(n))
+        if isinstance(n, Call) and hasattr(n.op, "body") and n.op.body is not None:
+            stack.append(n.op.body)  # a called function's body (calls elaborate structurally)
+    return list(seen.values())
+
+
+def _outputs(fn) -> list[tuple[Expr, int | None]]:
+    """(producing node, tuple index or None) per output of ``fn``."""
+    body = fn.body
+    if isinstance(body, Tuple):
+        return [(f, None) for f in body.fields]
+    t = body.checked_type if body.has_type else None
+    from tilefoundry.semantics.types import TupleType
+
+    if isinstance(t, TupleType):
+        return [(body, i) for i in range(len(t.fields))]
+    return [(body, None)]
+
+
+def _producer(node: Expr, index: int | None) -> tuple[Expr, int | None]:
+    while isinstance(node, TupleGetItem) and index is None:
+        node, index = node.tuple_value, node.index
+    return node, index
+
+
+# ---------------------------------------------------------------------------------------------
+# admitted sets
+# ---------------------------------------------------------------------------------------------
+def _admitted(contract, observed: np.ndarray, node: Call) -> tuple[np.ndarray, str]:
+    from tilefoundry.semantics.matmul import matmul_admits
+    from tilefoundry.semantics.ops.nn import MatMul
+    from tilefoundry.semantics.ops.sharding import Reshard
+    from tilefoundry.semantics.ops.tensor import Reduce
+    from tilefoundry.semantics.reductions import admits
+
+    op = node.op
+    ops = contract.operands
+    if isinstance(op, Reduce):
+        x = ops[0]
+        adm = admits(observed, x, op.kind.value, tuple(op.axes), policy=op.policy)
+        return np.asarray(adm.admitted), adm.detail
+    if isinstance(op, MatMul):
+        adm = matmul_admits(observed, ops[0], ops[1],
+                            allow_reassociation=op.allow_reassociation)
+        return np.asarray(adm.admitted), adm.detail
+    if isinstance(op, Reshard) and isinstance(ops[0], Sharded):
+        src = ops[0]
+        lay = src.layout
+        from tilefoundry.semantics.types import Broadcast, Partial, Split
+
+        if any(isinstance(a, Split) for a in lay.attrs) or \
+                len(set(lay.partials.values())) != 1:
+            raise _NotCheckable("a Reshard completing a Partial of a value that is also Split "
+                                "(or mixes reductions) is judged on exact programs only")
+        data = src.data
+        for i in reversed(range(len(lay.attrs))):
+            if isinstance(lay.attrs[i], Broadcast):
+                data = np.take(data, 0, axis=i)
+        pax = tuple(j for j, a in enumerate(a for a in lay.attrs
+                                            if not isinstance(a, Broadcast))
+                    if isinstance(a, Partial))
+        (red,) = set(lay.partials.values())
+        adm = admits(observed, data, red, pax, policy=contract.policy or "unordered_tree")
+        return np.asarray(adm.admitted), adm.detail
+    raise _NotCheckable(f"no admitted-set check for {type(op).__name__}")
+
+
+class _NotCheckable(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# the entry points
+# ---------------------------------------------------------------------------------------------
+def _as_outputs(v: Any) -> list:
+    return list(v) if isinstance(v, tuple | list) else [v]
+
+
+def _gather(v: Any) -> Any:
+    if isinstance(v, Sharded):
+        return unshard(v)
+    if isinstance(v, tuple | list):
+        return type(v)(_gather(f) for f in v)
+    return v
+
+
+def _validate(expected: list, observed: Any) -> tuple[list | None, str]:
+    got = _as_outputs(observed)
+    if len(got) != len(expected):
+        return None, (f"the candidate returned {len(got)} output(s), the program has "
+                      f"{len(expected)}")
+    out = []
+    for i, (e, o) in enumerate(zip(expected, got, strict=True)):
+        if isinstance(o, Sharded):
+            try:
+                o = unshard(o)
+            except Exception as ex:  # a diverged replica is the candidate's error
+                return None, f"output {i}: {ex}"
+        if isinstance(o, PerDevice) or isinstance(e, PerDevice):
+            return None, f"output {i}: per-device (Local) outputs are not comparable"
+        if not isinstance(o, np.ndarray):
+            return None, (f"output {i}: expected a numpy array, got {type(o).__name__}")
+        if o.dtype == object:
+            return None, f"output {i}: an object array"
+        try:
+            dt_o = dtype_of(o)
+        except Exception:
+            return None, f"output {i}: numpy dtype {o.dtype} is no IR dtype"
+        dt_e = dtype_of(e)
+        if dt_o is not dt_e:
+            return None, (f"output {i}: dtype {dt_o} (storage {o.dtype}), expected {dt_e} "
+                          f"(storage {e.dtype})")
+        if tuple(o.shape) != tuple(e.shape):
+            return None, f"output {i}: shape {tuple(o.shape)}, expected {tuple(e.shape)}"
+        out.append(o)
+    return out, ""
+
+
+def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
+          reference: Any = None) -> Verdict:
+    """Judge ``observed`` (the candidate's outputs: an array, or a tuple / list of arrays;
+    Sharded values are gathered) against the reference under the contracts."""
+    from tilefoundry.semantics.evaluator.core import Evaluation, evaluate
+
+    ev = reference if isinstance(reference, Evaluation) else \
+        evaluate(module, entry, inputs, report=True)
+    expected = [_gather(x) for x in _as_outputs(ev.value)]
+    got, why = _validate(expected, observed)
+    if got is None:
+        return Verdict(ERROR, (), why, reference=ev)
+    from tilefoundry.semantics.typeinfer.core import Session
+    from tilefoundry.semantics.typeinfer.functions import infer_module
+
+    fn = infer_module(module, Session())[entry]
+    if fn.body is None:  # a dispatch prototype: the variant the reference chose
+        from tilefoundry.semantics.evaluator.core import shape_of
+        from tilefoundry.semantics.typeinfer.functions import select_variant
+
+        fn = select_variant(fn, [shape_of(x) for x in inputs])
+    notes: dict[int, list] = {}
+    for call, c in ev.contracts:
+        notes.setdefault(id(call), []).append(c)
+    outs = _outputs(fn)
+    reachable = {id(n) for n in _upstream(fn.body)}
+    # notes made inside called functions belong to their elaborated bodies: an output that
+    # depends on a call is then conservatively downstream of them
+    hidden = any(k not in reachable for k in notes)
+    verdicts = []
+    for i, ((node, index), e, o) in enumerate(zip(outs, expected, got, strict=True)):
+        prod, _ = _producer(node, index)
+        own = notes.get(id(prod), [])
+        ups = _upstream(prod)
+        upstream = [n for n in ups if n is not prod and id(n) in notes]
+        if hidden:
+            from tilefoundry.semantics.ir import Function
+
+            upstream += [n for n in ups if isinstance(n, Call) and isinstance(n.op, Function)]
+        if upstream:
+            names = sorted({type(n.op).__name__ if isinstance(n, Call) else type(n).__name__
+                            for n in upstream})
+            verdicts.append(OutputVerdict(i, NOT_CHECKED, "none", total=int(e.size),
+                                          detail=f"downstream of inexact op(s) {names}: no "
+                                                 f"exact composition of their contracts"))
+            continue
+        verdicts.append(_apply(i, own, prod, e, o))
+    status = FAIL if any(v.status == FAIL for v in verdicts) else PASS
+    return Verdict(status, tuple(verdicts), reference=ev)
+
+
+def _apply(i: int, own: list, prod: Expr, e: np.ndarray, o: np.ndarray) -> OutputVerdict:
+    if not own:
+        return _judge(i, "exact", compare_exact(e, o), e, o)
+    c = own[-1]  # in a loop the last iteration's note is the output's
+    if c.per_device:
+        return OutputVerdict(i, NOT_CHECKED, c.kind, total=int(e.size),
+                             detail=f"{c.op} was evaluated per device; judged on exact "
+                                    f"programs only")
+    if c.kind == "exact":
+        return _judge(i, "exact", compare_exact(e, o), e, o)
+    if c.kind == "ulp":
+        name = f"ulp(<= {c.ulp:g} in {c.dtype}, {c.op})"
+        return _judge(i, name, compare_ulp(e, o, float(c.ulp)), e, o)
+    if c.kind == "unspecified":
+        mask = np.broadcast_to(np.asarray(c.mask, bool), e.shape) if c.mask is not None else \
+            np.zeros(e.shape, bool)
+        return _judge(i, f"unspecified where {int(mask.sum())} element(s) are open",
+                      mask | compare_exact(e, o), e, o)
+    if c.kind == "admitted_set":
+        try:
+            ok, detail = _admitted(c, o, prod)
+        except _NotCheckable as why:
+            return OutputVerdict(i, NOT_CHECKED, f"admitted_set({c.policy})",
+                                 total=int(e.size), detail=str(why))
+        return _judge(i, f"admitted_set({c.policy}, {c.op})", ok, e, o, detail)
+    return OutputVerdict(i, NOT_CHECKED, c.kind, total=int(e.size),
+                         detail=f"unknown contract kind {c.kind!r}")
+
+
+def check_candidate(module: Module, entry: str, inputs: Sequence[Any],
+                    candidate: Callable[[Module, str, list], Any]) -> Verdict:
+    """Run ``candidate(module, entry, inputs)`` and judge what it returns; a candidate that
+    raises gets an ERROR verdict naming the exception."""
+    from tilefoundry.semantics.evaluator.core import evaluate
+
+    ev = evaluate(module, entry, inputs, report=True)
+    try:
+        observed = candidate(module, entry, [np.array(x, copy=True) if isinstance(x, np.ndarray)
+                                             else x for x in inputs])
+    except Exception as ex:  # the candidate's failure is a verdict, never an oracle crash
+        return Verdict(ERROR, (), f"the candidate raised {type(ex).__name__}: {ex}",
+                       reference=ev)
+    try:
+        return check(module, entry, inputs, observed, reference=ev)
+    except Exception as ex:  # malformed candidate output that slipped through validation
+        return Verdict(ERROR, (), f"judging the candidate's output failed: "
+                                  f"{type(ex).__name__}: {ex}", reference=ev)

@@ -1,0 +1,241 @@
+"""Meta-tests of the oracle's contracts (oracle/compare.py).
+
+Issue 'oracle', Must show: "the contracts accept every admitted result and reject planted
+single-ULP, sign-of-zero and NaN-class errors where the contract is exact." Bad input: "A
+candidate that returns the wrong number of outputs, wrong shapes, wrong dtypes, or raises: a
+structured verdict saying so, never a crash of the oracle."
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tilefoundry.oracle.compare import (
+    ERROR,
+    FAIL,
+    NOT_CHECKED,
+    PASS,
+    check,
+    check_candidate,
+    ordered,
+    ulp_distance,
+)
+from tilefoundry.semantics.dtypes import from_bits, to_bits
+from tilefoundry.semantics.evaluator.core import evaluate
+from tilefoundry.semantics.formats import DType
+from tilefoundry.semantics.ir import Call, Function, Module, Tuple, Var
+from tilefoundry.semantics.ops import Binary, BinaryKind, Unary, UnaryKind
+from tilefoundry.semantics.ops.nn import MatMul
+from tilefoundry.semantics.ops.tensor import Cast, Reduce, ReduceKind
+from tilefoundry.semantics.types import TensorType
+
+F32, BF16 = DType.F32, DType.BF16
+NP = {F32: np.float32, BF16: ml_dtypes.bfloat16}
+BITS = {F32: np.uint32, BF16: np.uint16}
+
+
+def elementwise_module(dt: DType, n: int) -> Module:
+    a = Var("a", TensorType((n,), dt))
+    b = Var("b", TensorType((n,), dt))
+    s = Call(Binary(BinaryKind.ADD), (a, b))
+    body = Tuple((Call(Binary(BinaryKind.MUL), (s, b)), Call(Binary(BinaryKind.SUB), (a, b))))
+    return Module((Function("f", (a, b), body, None),))
+
+
+def bit_arrays(dt: DType, n: int):
+    return st.lists(st.integers(0, np.iinfo(BITS[dt]).max), min_size=n, max_size=n).map(
+        lambda v: from_bits(np.array(v, BITS[dt]), dt))
+
+
+def next_up(x: np.ndarray, i: int) -> np.ndarray:
+    """x with element i moved one step up the ordered line (never across NaN)."""
+    y = np.array(x, copy=True)
+    bits = to_bits(y)
+    o = ordered(y)[i] + 1
+    width = bits.dtype.itemsize * 8
+    sign = 1 << (width - 1)
+    bits[i] = o if o >= 0 else (sign | (-o))
+    return from_bits(bits, DType.F32 if y.dtype == np.float32 else DType.BF16)
+
+
+# ---------------------------------------------------------------------------------------------
+# the exact contract
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dt", [F32, BF16])
+@given(data=st.data())
+def test_exact_contract_accepts_the_reference_and_rejects_a_planted_ulp(dt, data):
+    n = 6
+    m = elementwise_module(dt, n)
+    a, b = data.draw(bit_arrays(dt, n)), data.draw(bit_arrays(dt, n))
+    ref = evaluate(m, "f", [a, b])
+    assert check(m, "f", [a, b], ref).status == PASS
+    out = ref[0]
+    finite = np.flatnonzero(np.isfinite(out.astype(np.float32)) &
+                            (np.abs(out.astype(np.float32)) < float(np.finfo(np.float32).max)))
+    if finite.size == 0:
+        return
+    i = int(data.draw(st.sampled_from(list(finite))))
+    planted = next_up(out, i)
+    v = check(m, "f", [a, b], (planted, ref[1]))
+    assert v.status == FAIL and v.outputs[0].status == FAIL and v.outputs[1].status == PASS
+    o = v.outputs[0]
+    assert o.mismatches == 1 and o.worst_index == (i,)
+    # one step on the ordered line: 1 ulp, except +-0 which are one point there (sign flip)
+    assert o.ulp_distance == (0.0 if out.astype(np.float32)[i] == 0 and
+                              planted.astype(np.float32)[i] == 0 else 1.0)
+
+
+def test_exact_contract_rejects_the_sign_of_zero_and_a_nan_class_change():
+    m = elementwise_module(F32, 3)
+    a = np.array([1.0, 2.0, np.inf], np.float32)
+    b = np.array([-1.0, 0.5, -np.inf], np.float32)
+    ref = evaluate(m, "f", [a, b])  # a + b = [+0, 2.5, nan]; (a+b)*b = [-0, 1.25, nan]
+    assert np.signbit(ref[0][0]) and ref[0][0] == 0
+    flipped = ref[0].copy()
+    flipped[0] = np.float32(0.0)
+    v = check(m, "f", [a, b], (flipped, ref[1]))
+    assert v.status == FAIL and v.outputs[0].mismatches == 1
+    assert v.outputs[0].expected == "-0.0" and v.outputs[0].observed == "0.0"
+    assert v.outputs[0].expected_hex == "0x80000000" and v.outputs[0].observed_hex == "0x00000000"
+    finite_for_nan = ref[0].copy()
+    finite_for_nan[2] = np.float32(1.0)
+    v = check(m, "f", [a, b], (finite_for_nan, ref[1]))
+    assert v.status == FAIL and v.outputs[0].worst_index == (2,)
+    assert v.outputs[0].ulp_distance == float("inf")
+    # NaN payload and sign are not part of the contract: another NaN is accepted
+    other_nan = ref[0].copy()
+    other_nan.view(np.uint32)[2] = 0xFFC00123
+    assert check(m, "f", [a, b], (other_nan, ref[1])).status == PASS
+
+
+def test_ulp_distance_on_the_ordered_line():
+    x = np.array([0.0, -0.0, 1.0, np.inf, -np.float32(1e-45)], np.float32)
+    y = np.array([-0.0, np.float32(1e-45), np.nextafter(np.float32(1), np.float32(2)),
+                  np.finfo(np.float32).max, np.float32(1e-45)], np.float32)
+    assert ulp_distance(x, y).tolist() == [0.0, 1.0, 1.0, 1.0, 2.0]
+    assert ulp_distance(np.array([np.nan], np.float32), np.array([np.nan], np.float32))[0] == 0
+    assert ulp_distance(np.array([np.nan], np.float32), np.array([1], np.float32))[0] == np.inf
+
+
+# ---------------------------------------------------------------------------------------------
+# the admitted-set contracts: every admitted result is accepted
+# ---------------------------------------------------------------------------------------------
+def _sum_module(n: int, policy: str) -> Module:
+    x = Var("x", TensorType((n,), F32))
+    r = Call(Reduce((0,), keepdim=False, kind=ReduceKind.SUM, policy=policy), (x,))
+    return Module((Function("s", (x,), r, None),))
+
+
+def _all_tree_sums(v: list[float]) -> set[float]:
+    """Every f32 result of a binary summation tree over every order of v (test-side)."""
+    out: set[float] = set()
+
+    def trees(xs):
+        if len(xs) == 1:
+            yield xs[0]
+            return
+        for k in range(1, len(xs)):
+            for left in trees(xs[:k]):
+                for right in trees(xs[k:]):
+                    yield np.float32(np.float32(left) + np.float32(right))
+    for perm in itertools.permutations(v):
+        out.update(float(t) for t in trees([np.float32(p) for p in perm]))
+    return out
+
+
+def test_every_tree_result_of_an_unordered_sum_is_accepted_and_others_rejected():
+    v = [1.0, 2.0 ** -24, 2.0 ** -24, -1.0]
+    m = _sum_module(4, "unordered_tree")
+    x = np.array(v, np.float32)
+    results = _all_tree_sums(v)
+    assert len(results) > 1  # the order matters for these values
+    for r in results:
+        assert check(m, "s", [x], np.asarray(np.float32(r))).status == PASS, r
+    outside = np.float32(max(results)) * np.float32(4) + np.float32(1)
+    v2 = check(m, "s", [x], np.asarray(outside))
+    assert v2.status == FAIL and "admitted_set(unordered_tree" in v2.outputs[0].contract
+    # fold_left is an exact function: only its own result is accepted
+    mf = _sum_module(4, "fold_left")
+    ref = evaluate(mf, "s", [x])
+    others = results - {float(ref)}
+    assert check(mf, "s", [x], ref).status == PASS
+    assert check(mf, "s", [x], np.asarray(np.float32(next(iter(others))))).status == FAIL
+
+
+@given(perm=st.permutations(list(range(6))))
+def test_matmul_with_reassociation_accepts_any_k_order(perm):
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((2, 6)).astype(np.float32)
+    b = rng.standard_normal((6, 3)).astype(np.float32)
+    av, bv = Var("a", TensorType((2, 6), F32)), Var("b", TensorType((6, 3), F32))
+    m = Module((Function("mm", (av, bv), Call(MatMul(), (av, bv)), None),))
+    p = list(perm)
+    acc = np.zeros((2, 3), np.float32)
+    for k in p:  # a left fold in the permuted K order, f32 all along
+        acc = (acc + a[:, k:k + 1] * b[k:k + 1, :]).astype(np.float32)
+    assert check(m, "mm", [a, b], acc).status == PASS
+    wrong = acc.copy()
+    wrong[0, 0] = wrong[0, 0] + np.float32(1.0)
+    assert check(m, "mm", [a, b], wrong).status == FAIL
+
+
+def test_unspecified_cast_values_accept_anything_but_the_rest_is_exact():
+    x = Var("x", TensorType((4,), F32))
+    m = Module((Function("c", (x,), Call(Cast(DType.I32), (x,)), None),))
+    xs = np.array([1.5, np.nan, 3e10, -2.5], np.float32)
+    ref = evaluate(m, "c", [xs])
+    anything = ref.copy()
+    anything[1], anything[2] = 12345, -7
+    v = check(m, "c", [xs], anything)
+    assert v.status == PASS and "2 element(s) are open" in v.outputs[0].contract
+    anything[0] = 2  # truncation of 1.5 is 1: specified, so exact
+    assert check(m, "c", [xs], anything).status == FAIL
+
+
+def test_output_downstream_of_an_inexact_op_is_not_checked_and_says_why():
+    x = Var("x", TensorType((3,), F32))
+    e = Call(Unary(UnaryKind.EXP), (x,))
+    m = Module((Function("g", (x,), Tuple((e, Call(Binary(BinaryKind.ADD), (e, x)))), None),))
+    xs = np.array([0.0, 1.0, -1.0], np.float32)
+    ref = evaluate(m, "g", [xs])
+    v = check(m, "g", [xs], ref)
+    assert v.outputs[0].status == PASS and v.outputs[0].contract.startswith("ulp(")
+    assert v.outputs[1].status == NOT_CHECKED and "Unary" in v.outputs[1].detail
+
+
+# ---------------------------------------------------------------------------------------------
+# bad candidates: a structured verdict, never a crash
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("candidate", "pattern"), [
+    (lambda m, e, xs: (xs[0],), r"returned 1 output\(s\), the program has 2"),
+    (lambda m, e, xs: (xs[0][:2], xs[0]), r"output 0: shape \(2,\), expected \(3,\)"),
+    (lambda m, e, xs: (xs[0].astype(np.float64), xs[0]), r"output 0: numpy dtype float64"),
+    (lambda m, e, xs: (xs[0].astype(np.int32), xs[0]), r"output 0: dtype i32"),
+    (lambda m, e, xs: ([1.0, 2.0, 3.0], xs[0]), r"output 0: expected a numpy array, got list"),
+    (lambda m, e, xs: 1 / 0, r"the candidate raised ZeroDivisionError"),
+    (lambda m, e, xs: None, r"expected a numpy array, got NoneType|returned 1 output"),
+])
+def test_bad_candidates_get_an_error_verdict(candidate, pattern):
+    m = elementwise_module(F32, 3)
+    xs = [np.ones(3, np.float32), np.ones(3, np.float32)]
+    v = check_candidate(m, "f", xs, candidate)
+    assert v.status == ERROR and not v
+    import re
+
+    assert re.search(pattern, v.message), v.message
+
+
+def test_verdict_summary_names_the_worst_element():
+    m = elementwise_module(F32, 3)
+    xs = [np.array([1, 2, 3], np.float32), np.array([1, 1, 1], np.float32)]
+    ref = evaluate(m, "f", xs)
+    bad = ref[0].copy()
+    bad[2] = np.float32(9.0)
+    text = check(m, "f", xs, (bad, ref[1])).summary()
+    assert "FAIL" in text and "index [2]" in text and "expected 4.0 (0x40800000)" in text
