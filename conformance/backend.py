@@ -1,0 +1,225 @@
+"""The backend protocol: what a backend author implements to be judged by tilefoundry.
+
+A backend is any object with::
+
+    name: str
+    capabilities() -> Capabilities
+    compile(module: Module, entry: str) -> Any          # anything the backend wants to keep
+    run(compiled: Any, inputs: list[np.ndarray]) -> np.ndarray | tuple[np.ndarray, ...]
+
+Inputs are numpy arrays of the parameters' storage dtypes (ml_dtypes for bf16 / fp8 / e8m0),
+rank-0 arrays for scalars, C-contiguous. Outputs are the same kind of arrays, one per result
+(a tuple for tuple results). Backends are loaded with ``--backend package.module:factory`` (the
+factory is called with no arguments) or by name from the ``tilefoundry.backends`` entry-point
+group; ``reference`` is built in.
+
+``Capabilities`` declares what the backend claims to support. A case that needs anything outside
+it is **NOT_SUPPORTED** (naming what is missing), never a FAIL: the conformance report separates
+"wrong" from "not implemented".
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from tilefoundry.errors import InvalidArgumentError
+from tilefoundry.semantics.formats import DType
+from tilefoundry.semantics.ir import Call, Function, Module
+
+__all__ = [
+    "ALL_OVERFLOW", "ALL_POLICIES", "Backend", "Capabilities", "ReferenceBackend",
+    "load_backend", "requirements", "unsupported_reason",
+]
+
+ALL_POLICIES = frozenset({"unordered_tree", "ordered_tree", "fold_left", "fold_right"})
+ALL_OVERFLOW = frozenset({"nonfinite", "saturate"})
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend claims. ``ops`` holds op class names (``"Binary"``, ``"MatMul"``) or
+    ``"Binary.add"``-style names for a single kind; ``None`` means every op."""
+
+    ops: frozenset[str] | None = None
+    dtypes: frozenset[DType] = field(default_factory=lambda: frozenset(DType))
+    policies: frozenset[str] = ALL_POLICIES
+    overflow_modes: frozenset[str] = ALL_OVERFLOW
+    mesh: bool = False
+
+    def to_json(self) -> dict:
+        return {"ops": None if self.ops is None else sorted(self.ops),
+                "dtypes": sorted(d.value for d in self.dtypes),
+                "policies": sorted(self.policies), "overflow_modes": sorted(self.overflow_modes),
+                "mesh": self.mesh}
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    def capabilities(self) -> Capabilities: ...
+
+    def compile(self, module: Module, entry: str) -> Any: ...
+
+    def run(self, compiled: Any, inputs: list[np.ndarray]) -> Any: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# what a program needs
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Requirements:
+    ops: frozenset[str]  # "Class" and "Class.kind" names
+    dtypes: frozenset[DType]
+    policies: frozenset[str]
+    overflow_modes: frozenset[str]
+    mesh: bool
+
+
+def requirements(module: Module) -> Requirements:
+    """Every op, dtype, reduction policy, overflow mode and mesh use of ``module``."""
+    from tilefoundry.semantics.typeinfer.core import Session
+    from tilefoundry.semantics.typeinfer.functions import infer_module
+    from tilefoundry.semantics.types import TensorType, TupleType
+
+    m = infer_module(module, Session())
+    ops: set[str] = set()
+    dts: set[DType] = set()
+    pols: set[str] = set()
+    ovf: set[str] = set()
+    mesh = False
+
+    def see_type(t: Any) -> None:
+        nonlocal mesh
+        if isinstance(t, TensorType):
+            dts.add(t.dtype)
+            mesh = mesh or t.shard is not None
+        elif isinstance(t, TupleType):
+            for f in t.fields:
+                see_type(f)
+
+    from tilefoundry.oracle.reduce import nodes
+
+    fns: list[Function] = []
+    for f in m.functions:
+        fns.append(f)
+        fns.extend(f.variants)
+    for f in fns:
+        for p in f.params:
+            see_type(p.type)
+        if f.body is None:
+            continue
+        stack = [f.body]
+        seen: set[int] = set()
+        while stack:
+            root = stack.pop()
+            for n in nodes(root):
+                if id(n) in seen:
+                    continue
+                seen.add(id(n))
+                if n.has_type:
+                    see_type(n.checked_type)
+                if isinstance(n, Call) and not isinstance(n.op, Function):
+                    name = type(n.op).__name__
+                    ops.add(name)
+                    kind = getattr(n.op, "kind", None)
+                    if hasattr(kind, "value"):
+                        ops.add(f"{name}.{kind.value}")
+                    if getattr(n.op, "policy", None):
+                        pols.add(n.op.policy)
+                    if getattr(n.op, "overflow", None):
+                        ovf.add(n.op.overflow)
+                    if getattr(n.op, "dtype", None) is not None:
+                        dts.add(n.op.dtype)
+                from tilefoundry.semantics.ir import GridRegionExpr
+
+                if isinstance(n, GridRegionExpr):
+                    stack.extend(n.yield_values)
+    return Requirements(frozenset(ops), frozenset(dts), frozenset(pols), frozenset(ovf), mesh)
+
+
+def unsupported_reason(caps: Capabilities, req: Requirements) -> str | None:
+    """Why a backend with ``caps`` cannot run a program needing ``req`` (None: it can)."""
+    if caps.ops is not None:
+        kinds = {o.split(".")[0] for o in req.ops if "." in o}
+        missing = sorted(o for o in req.ops
+                         if ("." in o and o not in caps.ops and o.split(".")[0] not in caps.ops)
+                         or ("." not in o and o not in kinds and o not in caps.ops))
+        if missing:
+            return f"op(s) {missing} not in the backend's capabilities"
+    if req.dtypes - caps.dtypes:
+        return f"dtype(s) {sorted(d.value for d in req.dtypes - caps.dtypes)} not supported"
+    if req.policies - caps.policies:
+        return f"reduction policy(ies) {sorted(req.policies - caps.policies)} not supported"
+    if req.overflow_modes - caps.overflow_modes:
+        return f"overflow mode(s) {sorted(req.overflow_modes - caps.overflow_modes)} not " \
+               f"supported"
+    if req.mesh and not caps.mesh:
+        return "sharded programs (mesh simulation) not supported"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# the built-in reference backend and loading
+# ---------------------------------------------------------------------------------------------
+class ReferenceBackend:
+    """The reference evaluator as a backend: the runner's self-check."""
+
+    name = "reference"
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(ops=None, dtypes=frozenset(d for d in DType
+                                                       if d is not DType.F4E2M1), mesh=True)
+
+    def compile(self, module: Module, entry: str) -> Any:
+        return (module, entry)
+
+    def run(self, compiled: Any, inputs: list[np.ndarray]) -> Any:
+        from tilefoundry.semantics.evaluator.core import evaluate
+
+        module, entry = compiled
+        return evaluate(module, entry, inputs)
+
+
+BUILTIN: dict[str, str] = {
+    "reference": "tilefoundry.conformance.backend:ReferenceBackend",
+}
+
+
+def load_backend(spec: str) -> Backend:
+    """``package.module:factory``, a built-in name, or a ``tilefoundry.backends`` entry point."""
+    if not isinstance(spec, str) or not spec:
+        raise InvalidArgumentError(f"--backend: expected 'package.module:factory' or a name, "
+                                   f"got {spec!r}")
+    target = BUILTIN.get(spec)
+    if target is None and ":" not in spec:
+        from importlib.metadata import entry_points
+
+        eps = [ep for ep in entry_points(group="tilefoundry.backends") if ep.name == spec]
+        if not eps:
+            raise InvalidArgumentError(
+                f"--backend {spec!r}: not a built-in ({sorted(BUILTIN)}), not an entry point "
+                f"of group 'tilefoundry.backends', and not 'package.module:factory'")
+        factory = eps[0].load()
+    else:
+        mod_name, _, attr = (target or spec).partition(":")
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError as e:
+            raise InvalidArgumentError(f"--backend {spec!r}: cannot import {mod_name!r}: {e}") \
+                from None
+        factory = getattr(mod, attr, None)
+        if factory is None:
+            raise InvalidArgumentError(f"--backend {spec!r}: module {mod_name!r} has no "
+                                       f"attribute {attr!r}")
+    backend = factory()
+    for what in ("name", "capabilities", "compile", "run"):
+        if not hasattr(backend, what):
+            raise InvalidArgumentError(f"--backend {spec!r}: the object the factory returned "
+                                       f"has no {what!r} (see conformance/backend.py for the "
+                                       f"protocol)")
+    return backend
