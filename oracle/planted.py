@@ -93,3 +93,8 @@ def buried_program(n_ops: int = 30, seed: int = 0, n: int = 64,
     return module, "buried", inputs
 
 
+
+
+#: importable planted candidates (``tilefoundry.oracle.planted:truncating_mul``) for reproducers
+truncating_mul = truncating_candidate(Binary, BinaryKind.MUL)
+truncating_add = truncating_candidate(Binary, BinaryKind.ADD)
