@@ -19,6 +19,11 @@ Contracts (ARCHITECTURE.md, "Numeric contracts"; decisions in docs/decisions.md)
 * float → int: truncation toward zero; NaN, ±inf and out-of-range sources are *unspecified*:
   ``cast_ex`` reports them in ``unspecified`` and the reference writes 0 there.
 * int → int: two's-complement wraparound. bool → x: 0 / 1. x → bool: ``x != 0`` (NaN → True).
+
+Fast paths (performance only, bit-identical; docs/decisions.md D110): bf16 → f32 is a 16-bit
+shift; f32 → f32 / bf16 / f16 / fp8e4m3 / fp8e5m2 round with the integer bias trick (and one IEEE
+f32 addition for the destination's subnormals), in cache-sized blocks. The engine below is the
+definition; tests/semantics/test_dtypes_fastpath.py holds the fast paths to the exact model.
 """
 
 from __future__ import annotations
@@ -293,6 +298,139 @@ def _float_to_int(d: _Decoded, dst: DType) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------------------------
+# fast paths (performance only: bit-identical to the engine above, see
+# tests/semantics/test_dtypes_fastpath.py and docs/decisions.md D110)
+# ---------------------------------------------------------------------------------------------
+_U32 = np.uint32
+_SIGN32 = _U32(0x80000000)
+_MAG32 = _U32(0x7FFFFFFF)
+_QNAN32 = _U32(0x7FC00000)
+
+#: f32 sources rounded by ``_round_f32_fast``: the IEEE-like layouts whose code just above the
+#: largest finite one is the overflow result (inf, or E4M3FN's NaN), so that overflow is a clamp.
+_FAST_ROUND_DSTS = (DType.F32, DType.BF16, DType.F16, DType.FP8E4M3, DType.FP8E5M2)
+for _d in _FAST_ROUND_DSTS:
+    _i = FORMATS[_d]
+    assert _i.implicit_bit and _i.has_sign and _i.mbits <= 23 and _i.bias <= 127
+    assert (_i.inf_code if _i.inf_code is not None else _i.nan_code) == _i.max_code + 1
+del _d, _i
+
+
+#: Elements per block of the fast paths: every temporary of a block stays in the core's cache,
+#: so an array makes one trip through memory however many integer steps a block takes.
+_BLOCK = 1 << 17
+
+
+def _blocks(n: int):
+    for i in range(0, n, _BLOCK):
+        yield i, min(i + _BLOCK, n)
+
+
+def _has_nan(x: np.ndarray) -> bool:
+    """Whether a float32 array holds a NaN: one reduction, no temporary (numpy's minimum
+    propagates NaN)."""
+    return bool(np.isnan(np.min(x)))
+
+
+def _widen_bf16(x: np.ndarray) -> np.ndarray:
+    """bf16 → f32 exactly: a bf16 pattern is the upper half of the f32 pattern of the same value
+    (same sign, exponent field and bias; the fraction gains 16 zero bits). NaNs become the
+    canonical quiet NaN with their sign, as the engine's widening does."""
+    h = np.ascontiguousarray(x).reshape(-1).view(np.uint16)
+    w = np.empty(h.shape, _U32)
+    wf = w.view(np.float32)
+    for i, j in _blocks(h.size):
+        wb = w[i:j]
+        np.left_shift(h[i:j], _U32(16), out=wb)
+        if _has_nan(wf[i:j]):
+            nan = np.isnan(wf[i:j])
+            wb[nan] = (wb[nan] & _SIGN32) | _QNAN32
+    return wf.reshape(x.shape)
+
+
+def _round_f32_fast(x: np.ndarray, dst: DType, overflow: str, *,
+                    positive_nan: bool = False) -> np.ndarray:
+    """f32 → ``dst`` in ``_FAST_ROUND_DSTS``: the same single rounding as ``_round_codes``.
+
+    Magnitudes in the destination's normal range (and, when the destination has f32's exponent
+    range, everywhere) round by the integer bias trick on the f32 pattern:
+    ``(a + (half - 1) + lsb) >> shift`` is round to nearest, ties to even, at bit ``shift``
+    (a carry out of the fraction increments the exponent, which is the correct next binade, and
+    the unbounded exponent rounds past the largest finite code). Rebiasing the exponent field
+    then gives the destination code. Magnitudes below the destination's smallest normal
+    ``2^emin`` have the fixed quantum ``q = 2^(emin - mbits)``: ``|x| + M`` with
+    ``M = 2^(emin - mbits + 23)`` lies in ``[M, 2M)``, where the f32 grid is exactly ``q``, so
+    the IEEE f32 addition (round to nearest even) rounds ``|x|`` to a multiple of ``q`` and the
+    pattern difference ``bits(|x| + M) - bits(M)`` is that multiple — the subnormal code (or
+    ``2^mbits``, the smallest normal's code, when it rounds up into the normals). A code above
+    ``max_code`` is overflow: ``min(code, max_code + 1)`` gives inf (E4M3FN: NaN) and
+    ``min(code, max_code)`` saturates. NaN → the canonical NaN with the source's sign, as the
+    engine; ``positive_nan``: with a positive sign (``apply_lowp``'s rule, D21).
+    """
+    info = FORMATS[dst]
+    out_t = bits_dtype(dst).type
+    xf = np.ascontiguousarray(x).reshape(-1)
+    u = xf.view(_U32)
+    out = np.empty(u.shape, out_t)
+    mb, bits = info.mbits, info.bits
+    shift = 23 - mb
+    nan_code = out_t(info.nan_code)
+    saturate = overflow == "saturate"
+    m = min(_BLOCK, u.size)
+    t = np.empty(m, _U32)
+    a = np.empty(m, _U32) if info.bias != 127 else None
+    # bf16 saturate: the smallest magnitude that rounds past the largest finite code (its tie)
+    sat_from = _U32(((info.max_code + 1) << shift) - (1 << (shift - 1))) if shift else None
+    for i, j in _blocks(u.size):
+        ub, ob, tb = u[i:j], out[i:j], t[:j - i]
+        if dst is DType.F32:  # identity up to NaN canonicalization and saturation of ±inf
+            np.copyto(ob, ub)
+            if saturate:
+                np.bitwise_and(ub, _MAG32, out=tb)
+                ob[tb == _U32(info.inf_code)] -= out_t(1)  # ±inf -> ±max finite
+        elif a is None:  # f32's exponent range (bf16): f32 subnormals take the same path
+            # The sign bit rides along (bit 31 -> bit 15): a carry reaches it only from a NaN
+            # pattern, and NaNs are rewritten below.
+            np.right_shift(ub, _U32(shift), out=tb)
+            tb &= _U32(1)
+            tb += ub
+            tb += _U32((1 << (shift - 1)) - 1)
+            np.right_shift(tb, _U32(shift), out=ob, casting="unsafe")
+            if saturate:
+                np.bitwise_and(ub, _MAG32, out=tb)
+                ob[tb >= sat_from] -= out_t(1)  # rounds to ±inf -> ±max finite
+        else:
+            ab = a[:j - i]
+            np.bitwise_and(ub, _MAG32, out=ab)
+            np.right_shift(ab, _U32(shift), out=tb)
+            tb &= _U32(1)
+            tb += ab
+            tb += _U32((1 << (shift - 1)) - 1)
+            tb >>= _U32(shift)
+            tb -= _U32((127 - info.bias) << mb)  # wraps below the normal range: replaced next
+            sub = ab < _U32((info.emin + 127) << 23)
+            if sub.any():
+                big_m = np.float32(2.0 ** (info.emin - mb + 23))
+                tb[sub] = (ab[sub].view(np.float32) + big_m).view(_U32) - big_m.view(_U32)
+            # overflow and ±inf (NaN patterns are rewritten below)
+            special = info.max_code if saturate else info.max_code + 1
+            np.minimum(tb, _U32(special), out=tb)
+            np.right_shift(ub, _U32(32 - bits), out=ab)  # the sign, at the destination's bit
+            ab &= _U32(info.sign_bit)
+            tb |= ab
+            np.copyto(ob, tb, casting="unsafe")
+        xb = xf[i:j]
+        if _has_nan(xb):
+            nan = np.isnan(xb)
+            if positive_nan:
+                ob[nan] = nan_code
+            else:
+                sgn = (ub[nan] >> _U32(32 - bits)) & _U32(info.sign_bit)
+                ob[nan] = sgn.astype(out_t) | nan_code
+    return out.reshape(x.shape).view(info.storage)
+
+
+# ---------------------------------------------------------------------------------------------
 # public cast
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -351,9 +489,15 @@ def cast_ex(x: np.ndarray, dtype: DType | str, *, overflow: str = "nonfinite",
         # same single-rounding rule; ints and bool are returned as a copy.
         if FORMATS[src].kind != "float":
             return CastResult(x.copy(), np.zeros(x.shape, bool))
+    if src is DType.F32 and dst in _FAST_ROUND_DSTS:
+        return CastResult(_round_f32_fast(x, dst, overflow), np.zeros(x.shape, bool))
+    if src is DType.BF16 and dst is DType.F32 and overflow == "nonfinite":
+        return CastResult(_widen_bf16(x), np.zeros(x.shape, bool))
     if FORMATS[src].kind == "float" and FORMATS[src].bits <= 16:
         tab = _table(src, dst, overflow, rounding)
         idx = x.view(bits_dtype(src))
+        if FORMATS[dst].kind != "int":  # float / bool destinations: every value is specified
+            return CastResult(tab.values[idx], np.zeros(x.shape, bool))
         return CastResult(tab.values[idx], tab.unspecified[idx])
     return _convert(x, src, dst, overflow, rounding)
 
@@ -370,6 +514,9 @@ def widen_to_f32(x: np.ndarray) -> np.ndarray:
     if not src.is_float:
         raise InvalidArgumentError(
             f"widen_to_f32: expected a float array, got {src}; use cast() for integers")
+    if src is DType.BF16 and np.ndim(x):
+        require_evaluable(src, "cast source")
+        return _widen_bf16(np.asarray(x))
     return cast(x, DType.F32)
 
 
@@ -398,5 +545,7 @@ def apply_lowp(fn: Callable[..., np.ndarray], *xs: np.ndarray,
             f"apply_lowp: fn must compute in float32 and return float32, got {r.dtype}")
     # The sign and payload of a NaN an IEEE operation produces are hardware choices (x86's
     # default NaN is negative, Arm's positive): the reference writes the positive quiet NaN.
+    if r.ndim and dt in _FAST_ROUND_DSTS and overflow in OVERFLOW_MODES:
+        return _round_f32_fast(r, dt, overflow, positive_nan=True)
     r = np.where(np.isnan(r), _POS_QNAN_F32, r)
     return cast(r, dt, overflow=overflow)

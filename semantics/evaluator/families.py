@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from tilefoundry.semantics.evaluator import math, shape, sharding, tensor  # noqa: F401
+from tilefoundry.semantics.evaluator import math, nn, shape, sharding, tensor  # noqa: F401

@@ -41,8 +41,9 @@ from collections.abc import Callable
 import numpy as np
 
 from tilefoundry.semantics.dtypes import DType, apply_lowp, cast, dtype_of, widen_to_f32
-from tilefoundry.semantics.evaluator.registry import EvalCtx, register_eval
+from tilefoundry.semantics.evaluator.registry import EvalCtx, OpContract, register_eval
 from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind
+from tilefoundry.semantics.ulp import budget
 
 __all__ = ["eval_binary", "eval_unary", "round_f64_once"]
 
@@ -213,6 +214,8 @@ def eval_unary(ctx: EvalCtx, args: tuple) -> np.ndarray:
         return np.asarray(np.logical_not(x))
     if dt.is_float:
         if kind in _TRANSCENDENTAL:
+            ctx.note(OpContract(op=f"Unary({kind.value})", kind="ulp", dtype=dt,
+                                ulp=budget(kind.value, dt)))
             return _transcendental(_TRANSCENDENTAL[kind], x)
         return np.asarray(apply_lowp(_FLOAT_UNARY[kind], x))
     fn = _INT_UNARY.get(kind) if dt.is_int else None
