@@ -247,7 +247,7 @@ def _producer(node: Expr, index: int | None) -> tuple[Expr, int | None]:
 # ---------------------------------------------------------------------------------------------
 def _admitted(contract, observed: np.ndarray, node: Call) -> tuple[np.ndarray, str]:
     from tilefoundry.semantics.matmul import matmul_admits
-    from tilefoundry.semantics.ops.nn import MatMul
+    from tilefoundry.semantics.ops.nn import Conv2D, MatMul
     from tilefoundry.semantics.ops.sharding import Reshard
     from tilefoundry.semantics.ops.tensor import Reduce
     from tilefoundry.semantics.reductions import admits
@@ -262,6 +262,17 @@ def _admitted(contract, observed: np.ndarray, node: Call) -> tuple[np.ndarray, s
         adm = matmul_admits(observed, ops[0], ops[1],
                             allow_reassociation=op.allow_reassociation)
         return np.asarray(adm.admitted), adm.detail
+    if isinstance(op, Conv2D):
+        from tilefoundry.semantics.evaluator.nn import (
+            conv2d_matmul_view,
+            conv2d_operands,
+            conv2d_result,
+        )
+
+        a, b, out_shape = conv2d_operands(ops[0], ops[1], ops[2], op.stride, op.padding,
+                                          op.dilation, op.groups)
+        adm = matmul_admits(conv2d_matmul_view(observed, op.groups), a, b)
+        return conv2d_result(np.asarray(adm.admitted), out_shape), adm.detail
     if isinstance(op, Reshard) and isinstance(ops[0], Sharded):
         src = ops[0]
         lay = src.layout

@@ -239,3 +239,28 @@ def test_verdict_summary_names_the_worst_element():
     bad[2] = np.float32(9.0)
     text = check(m, "f", xs, (bad, ref[1])).summary()
     assert "FAIL" in text and "index [2]" in text and "expected 4.0 (0x40800000)" in text
+
+
+def test_conv2d_accepts_any_summation_order_and_rejects_a_changed_element():
+    from tilefoundry.semantics.ops.nn import Conv2D
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 2, 2)).astype(np.float32)
+    bias = rng.standard_normal(3).astype(np.float32)
+    xv, wv, bv = (Var(n, TensorType(a.shape, F32)) for n, a in (("x", x), ("w", w), ("b", bias)))
+    m = Module((Function("conv", (xv, wv, bv), Call(Conv2D(), (xv, wv, bv)), None),))
+    # a test-side convolution in f64, rounded once: a legitimate reassociated result
+    out = np.zeros((1, 3, 3, 3), np.float64)
+    for o in range(3):
+        for i in range(3):
+            for j in range(3):
+                out[0, o, i, j] = (x[0, :, i:i + 2, j:j + 2].astype(np.float64) *
+                                   w[o].astype(np.float64)).sum() + bias[o]
+    f64 = out.astype(np.float32)
+    assert check(m, "conv", [x, w, bias], f64).status == PASS
+    bad = f64.copy()
+    bad[0, 2, 1, 0] += np.float32(0.5)
+    v = check(m, "conv", [x, w, bias], bad)
+    assert v.status == FAIL and v.outputs[0].worst_index == (0, 2, 1, 0)
+    assert v.outputs[0].mismatches == 1
