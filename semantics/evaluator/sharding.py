@@ -202,10 +202,24 @@ def _mesh_of(args: tuple):
     return None
 
 
-def _wrap(t: object, data: np.ndarray, mesh) -> object:
+def _wrap(t: object, data: np.ndarray, mesh, device_varying: bool) -> object:
+    """Stacked per-device results as the value of type ``t``. A plain (unsharded) result type
+    computed from sharded operands says the value is replicated: the devices must agree
+    bit for bit, and the value is the plain array. Only a value derived from ``Local`` is
+    device-varying (``PerDevice``)."""
     if isinstance(t, TensorType) and t.shard is not None:
         return Sharded(t.shard, data)
-    return PerDevice(mesh, data)
+    if device_varying:
+        return PerDevice(mesh, data)
+    from tilefoundry.semantics.dtypes import to_bits
+
+    mesh_rank = len(mesh.axis_extents)
+    flat = data.reshape((-1, *data.shape[mesh_rank:]))
+    bits = to_bits(np.array(flat, order="C"))
+    if not (bits == bits[:1]).all():
+        raise EvaluationError(f"a result typed as unsharded ({t}) differs between devices; "
+                              f"the type rule promised a replicated value")
+    return np.array(flat[0], order="C")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,10 +280,11 @@ def _per_device(ctx: EvalCtx, impl: Callable, args: tuple, mesh):
     _keep_first_device_notes(ctx, notes)
     ext = tuple(mesh.axis_extents)
     t = ctx.out_type
+    varying = any(isinstance(a, PerDevice) for a in args)
     if isinstance(t, TupleType):
         return tuple(_wrap(ft, np.stack([r[i] for r in results]).reshape(
-            (*ext, *np.shape(results[0][i]))), mesh) for i, ft in enumerate(t.fields))
-    return _wrap(t, np.stack(results).reshape((*ext, *np.shape(results[0]))), mesh)
+            (*ext, *np.shape(results[0][i]))), mesh, varying) for i, ft in enumerate(t.fields))
+    return _wrap(t, np.stack(results).reshape((*ext, *np.shape(results[0]))), mesh, varying)
 
 
 def _gather_reduced(x: Sharded, op: Reduce) -> Sharded:
@@ -322,4 +337,5 @@ def _gather_split(ctx: EvalCtx, impl: Callable, args: tuple):
         results.append(np.where(mask, r, neutral).astype(r.dtype))
     _keep_first_device_notes(ctx, notes)
     ext = tuple(lay.mesh.axis_extents)
-    return _wrap(ctx.out_type, np.stack(results).reshape((*ext, *results[0].shape)), lay.mesh)
+    return _wrap(ctx.out_type, np.stack(results).reshape((*ext, *results[0].shape)), lay.mesh,
+                 False)
