@@ -26,6 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tilefoundry.smt.cli import add_parser as add_prove
 
     add_prove(sub)
+    from tilefoundry.conformance.cli import add_parser as add_conformance
+
+    add_conformance(sub)
     return p
 
 

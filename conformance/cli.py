@@ -1,0 +1,187 @@
+"""``tilefoundry conformance``: run / fuzz / list (see docs/conformance.md).
+
+Exit status: 0 when no case is FAIL / CRASH / TIMEOUT / ERROR / XPASS, 1 when one is, 2 for
+a run that could not start (an unloadable backend, malformed capabilities, a bad manifest, an
+unwritable report path: one line on stderr, before any case runs), 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from tilefoundry.errors import TilefoundryError
+
+PROG = "tilefoundry conformance"
+
+
+def _common(p: argparse.ArgumentParser, *, jsonl: str, timeout: float) -> None:
+    p.add_argument("--backend", required=True,
+                   help="'package.module:factory', a built-in name ('reference') or a "
+                        "'tilefoundry.backends' entry point")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--timeout", type=float, default=timeout,
+                   help=f"per-case time limit in seconds (default {timeout:g})")
+    p.add_argument("--seed", type=int, default=0, help="seed of the cases (default 0)")
+    p.add_argument("--jsonl", default=jsonl,
+                   help=f"results, one JSON object per case, appended as cases finish "
+                        f"(default {jsonl})")
+    p.add_argument("--manifest", help="a TOML manifest of xfail / skip / tolerance entries")
+    p.add_argument("--junit", help="write a JUnit XML report here")
+    p.add_argument("--coverage", help="write the op x dtype coverage matrix here (markdown "
+                                      "for *.md, plain text otherwise)")
+    p.add_argument("--repro-dir", help="write a reproducer directory per FAIL under here")
+    p.add_argument("--reduce", type=float, default=0.0, metavar="SECONDS",
+                   help="shrink each FAIL with the oracle's reducer for up to this long "
+                        "(written to <repro>/reduced; needs --repro-dir)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="live progress bar on stderr (default: when stderr is a terminal)")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("conformance", help="judge a backend on the conformance catalog",
+                       description="Judge a backend on the conformance catalog: a verdict per "
+                                   "case, a summary, JSON lines, JUnit XML, a coverage matrix "
+                                   "and a reproducer per failure.")
+    csub = p.add_subparsers(dest="conformance_command")
+    r = csub.add_parser("run", help="run a tier of the catalog against a backend")
+    _common(r, jsonl="tilefoundry-conformance.jsonl", timeout=60.0)
+    r.add_argument("--tier", choices=("quick", "full"), default="quick")
+    r.add_argument("--resume", action="store_true",
+                   help="continue the run recorded in --jsonl: skip the cases it holds")
+    r.add_argument("--cases", action="append", metavar="GLOB",
+                   help="only the case ids matching this fnmatch glob (repeatable)")
+    r.add_argument("--catalog", help="'package.module:function' building the catalog from a "
+                                     "seed (default: the built-in catalog)")
+    r.set_defaults(func=_run)
+    f = csub.add_parser("fuzz", help="run generated programs against a backend for N minutes")
+    _common(f, jsonl="tilefoundry-fuzz.jsonl", timeout=30.0)
+    f.add_argument("--minutes", type=float, required=True, help="how long to draw programs")
+    f.add_argument("--generator", help="'package.module:function' taking a seed and returning "
+                                       "(module, entry, inputs) (default: the oracle's program "
+                                       "generator)")
+    f.set_defaults(func=_fuzz)
+    ls = csub.add_parser("list", help="list the catalog's cases")
+    ls.add_argument("--tier", choices=("quick", "full"), default="full")
+    ls.add_argument("--seed", type=int, default=0)
+    ls.add_argument("--cases", action="append", metavar="GLOB")
+    ls.add_argument("--catalog")
+    ls.set_defaults(func=_list)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _err(msg: str) -> int:
+    print(f"{PROG}: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _prepare(args: argparse.Namespace):
+    from tilefoundry.conformance.manifest import Manifest
+    from tilefoundry.conformance.runner import ConformanceError, _check_writable
+
+    manifest = Manifest.load(args.manifest) if args.manifest else None
+    if args.junit:
+        _check_writable(Path(args.junit), "--junit")
+    if args.coverage:
+        _check_writable(Path(args.coverage), "--coverage")
+    if args.reduce and not args.repro_dir:
+        raise ConformanceError("--reduce needs --repro-dir (the reduced program is written "
+                               "there)")
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    return manifest, progress
+
+
+def _report(args: argparse.Namespace, result, what: str) -> int:
+    from tilefoundry.conformance.report import (
+        failure_lines,
+        summary_table,
+        write_coverage,
+        write_junit,
+    )
+
+    recs = result.records
+    print(f"{PROG} {what}: backend {args.backend!r}, seed {args.seed}, {len(recs)} case(s) in "
+          f"{result.wall_s:.1f} s with -j {args.jobs}")
+    print(summary_table(recs))
+    bad = failure_lines(recs)
+    if bad:
+        print()
+        print(bad)
+    for e in result.unused_manifest:
+        print(f"{PROG}: warning: manifest [[{e.kind}]] entry {e.case!r} matches no case",
+              file=sys.stderr)
+    if result.recycled:
+        print(f"{PROG}: {result.recycled} worker(s) replaced after growing beyond the memory "
+              f"limit (a leaking backend?)", file=sys.stderr)
+    if args.junit:
+        write_junit(recs, args.junit, properties={"backend": args.backend, "seed": args.seed})
+    if args.coverage:
+        write_coverage(recs, args.coverage)
+    c = result.counts()
+    worst = [f"{c[v]} {v}" for v in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS") if c[v]]
+    print(f"\nresult: {'FAIL (' + ', '.join(worst) + ')' if worst else 'PASS'}; results in "
+          f"{result.jsonl}" + (f", reproducers in {args.repro_dir}" if args.repro_dir and
+                               any(r.get('repro') for r in recs) else ""))
+    return result.exit_code
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tilefoundry.conformance import runner
+
+    try:
+        manifest, progress = _prepare(args)
+        result = runner.run(args.backend, args.tier, jobs=args.jobs, timeout_s=args.timeout,
+                            seed=args.seed, out_jsonl=Path(args.jsonl), resume=args.resume,
+                            manifest=manifest, repro_dir=args.repro_dir, progress=progress,
+                            catalog=args.catalog, case_globs=args.cases, reduce_s=args.reduce)
+    except TilefoundryError as e:
+        return _err(str(e))
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted; the finished cases are in {args.jsonl}; continue with "
+              f"--resume", file=sys.stderr)
+        return 130
+    return _report(args, result, "run")
+
+
+def _fuzz(args: argparse.Namespace) -> int:
+    from tilefoundry.conformance import runner
+
+    try:
+        if not args.minutes > 0:
+            raise runner.ConformanceError(f"--minutes: expected a positive number, got "
+                                          f"{args.minutes}")
+        manifest, progress = _prepare(args)
+        gen = runner.load_generator(args.generator)
+        cases = runner.GeneratedCases(gen, args.seed)
+        result = runner.run(args.backend, cases, jobs=args.jobs, timeout_s=args.timeout,
+                            seed=args.seed, out_jsonl=Path(args.jsonl), manifest=manifest,
+                            repro_dir=args.repro_dir, progress=progress,
+                            reduce_s=args.reduce,
+                            deadline=time.monotonic() + 60.0 * args.minutes)
+    except TilefoundryError as e:
+        return _err(str(e))
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted; the finished cases are in {args.jsonl}",
+              file=sys.stderr)
+        return 130
+    return _report(args, result, "fuzz")
+
+
+def _list(args: argparse.Namespace) -> int:
+    from collections import Counter
+
+    from tilefoundry.conformance import runner
+
+    try:
+        cases = runner.select_cases(runner.load_catalog(args.seed, catalog=args.catalog),
+                                    args.tier, args.cases)
+    except TilefoundryError as e:
+        return _err(str(e))
+    for c in cases:
+        print(f"{c.id}\t{c.family}\t{c.tier}\t{','.join(c.ops)}\t{','.join(c.dtypes)}")
+    fams = Counter(c.family for c in cases)
+    print(f"{len(cases)} case(s) in tier {args.tier!r}: "
+          + ", ".join(f"{f} {n}" for f, n in sorted(fams.items())), file=sys.stderr)
+    return 0

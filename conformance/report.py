@@ -1,0 +1,447 @@
+"""Conformance reports: progress bar, summary table, JSON lines, JUnit XML, op × dtype coverage,
+and reproducer directories.
+
+Everything here works on **records** — the per-case dicts the runner appends to its JSON-lines
+file (``type``, ``id``, ``family``, ``verdict``, ``seconds``, ``message``, ``ops``, ``dtypes``;
+for FAIL ``outputs`` with the worst element of each rejected output and ``repro``; for XFAIL /
+XPASS ``raw_verdict`` and ``manifest``; ``tolerance`` when a manifest override accepted it) —
+so a report can be regenerated from a JSON-lines file alone (``read_jsonl``).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.conformance.cases import VERDICTS
+
+__all__ = [
+    "SEVERITY", "Progress", "coverage_matrix", "read_jsonl", "strip_timing", "summary_table",
+    "write_coverage", "write_junit", "write_reproducer",
+]
+
+ABBR = {"PASS": "PASS", "FAIL": "FAIL", "NOT_SUPPORTED": "N/S", "XFAIL": "XFAIL",
+        "XPASS": "XPASS", "CRASH": "CRASH", "TIMEOUT": "T/O", "ERROR": "ERROR"}
+# worst last: what a coverage cell shows when several cases exercise it
+SEVERITY = ("NOT_SUPPORTED", "PASS", "XFAIL", "XPASS", "FAIL", "ERROR", "TIMEOUT", "CRASH")
+TIMING_KEYS = ("seconds",)
+
+
+# =============================================================================================
+# JSON lines
+# =============================================================================================
+def read_jsonl(path: str | Path) -> tuple[dict | None, dict[str, dict]]:
+    """The run header and the case records (by id; the first record of an id wins) of a
+    runner's JSON-lines file. A torn last line is ignored."""
+    header: dict | None = None
+    recs: dict[str, dict] = {}
+    with open(path) as f:
+        lines = f.read().split("\n")
+    for n, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            if n == len(lines) - 1:  # a line cut by a killed runner
+                break
+            raise
+        if obj.get("type") == "run":
+            header = header or obj
+        elif obj.get("type") == "case" and obj.get("id") not in recs:
+            recs[obj["id"]] = obj
+    return header, recs
+
+
+def strip_timing(records: Iterable[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in records]
+
+
+# =============================================================================================
+# terminal
+# =============================================================================================
+class Progress:
+    """A one-line live progress bar on a text stream (plain text, ``\\r``-redrawn, at most ten
+    redraws a second)."""
+
+    def __init__(self, total: int | None, stream: Any = None, enabled: bool = True,
+                 width: int = 24):
+        self.total, self.stream, self.enabled, self.width = total, stream or sys.stderr, \
+            enabled, width
+        self.n = 0
+        self.counts: Counter[str] = Counter()
+        self.t0 = time.monotonic()
+        self._last = 0.0
+        self._drawn = False
+
+    def update(self, verdict: str | None, done: int = 0) -> None:
+        if verdict is not None:
+            self.n += 1
+            self.counts[verdict] += 1
+        self.n += done
+        now = time.monotonic()
+        if self.enabled and (now - self._last >= 0.1 or self.n == self.total):
+            self._last = now
+            self.draw()
+
+    def line(self) -> str:
+        el = time.monotonic() - self.t0
+        bad = " ".join(f"{ABBR[v]} {self.counts[v]}" for v in VERDICTS
+                       if v != "PASS" and self.counts[v])
+        if self.total:
+            frac = min(1.0, self.n / self.total)
+            fill = int(frac * self.width)
+            bar = "#" * fill + "." * (self.width - fill)
+            eta = f" eta {el / frac - el:.0f}s" if 0 < frac < 1 else ""
+            head = f"[{bar}] {self.n}/{self.total} {100 * frac:3.0f}%"
+        else:
+            head, eta = f"{self.n} cases", ""
+        return f"{head}  PASS {self.counts['PASS']}" + (f" {bad}" if bad else "") + \
+            f"  {el:.0f}s{eta}"
+
+    def draw(self) -> None:
+        self.stream.write("\r" + self.line()[:119].ljust(80))
+        self.stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self.enabled:
+            if not self._drawn or self.n != self.total:
+                self.draw()
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def summary_table(records: list[dict]) -> str:
+    """Per op family × verdict counts, with a total row (plain text, aligned)."""
+    fams: dict[str, Counter] = {}
+    for r in records:
+        fams.setdefault(r.get("family", "?"), Counter())[r["verdict"]] += 1
+    total = Counter()
+    for c in fams.values():
+        total.update(c)
+    cols = list(VERDICTS)
+    head = ["family", "cases", *(ABBR[v] for v in cols)]
+    rows = [[f, str(sum(c.values())), *(str(c[v]) if c[v] else "-" for v in cols)]
+            for f, c in sorted(fams.items())]
+    rows.append(["total", str(sum(total.values())),
+                 *(str(total[v]) if total[v] else "-" for v in cols)])
+    w = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
+
+    def fmt(x: list[str]) -> str:
+        return "  ".join(s.ljust(w[0]) if i == 0 else s.rjust(w[i]) for i, s in enumerate(x))
+
+    sep = "  ".join("-" * n for n in w)
+    return "\n".join([fmt(head), sep, *(fmt(x) for x in rows[:-1]), sep, fmt(rows[-1])])
+
+
+def failure_lines(records: list[dict], limit: int = 50) -> str:
+    """One line per FAIL / CRASH / TIMEOUT / ERROR / XPASS record."""
+    bad = [r for r in records if r["verdict"] in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS")]
+    out = [f"{r['verdict']:8} {r['id']}: {r.get('message', '')}"
+           + (f" [repro: {r['repro']}]" if r.get("repro") else "") for r in bad[:limit]]
+    if len(bad) > limit:
+        out.append(f"... and {len(bad) - limit} more (see the JSON-lines file)")
+    return "\n".join(out)
+
+
+# =============================================================================================
+# JUnit XML
+# =============================================================================================
+def write_junit(records: list[dict], path: str | Path, *, name: str = "tilefoundry-conformance",
+                properties: dict | None = None) -> None:
+    """One ``testcase`` per record (classname ``conformance.<family>``, name = the case id):
+    FAIL and XPASS are ``failure``\\ s, CRASH / TIMEOUT / ERROR ``error``\\ s, NOT_SUPPORTED and
+    XFAIL ``skipped`` (with the reason / the expected failure as message)."""
+    c = Counter(r["verdict"] for r in records)
+    failures = c["FAIL"] + c["XPASS"]
+    errors = c["CRASH"] + c["TIMEOUT"] + c["ERROR"]
+    skipped = c["NOT_SUPPORTED"] + c["XFAIL"]
+    t = sum(float(r.get("seconds", 0.0)) for r in records)
+    attrs = {"name": name, "tests": str(len(records)), "failures": str(failures),
+             "errors": str(errors), "skipped": str(skipped), "time": f"{t:.3f}"}
+    root = ET.Element("testsuites", attrs)
+    suite = ET.SubElement(root, "testsuite", attrs)
+    if properties:
+        props = ET.SubElement(suite, "properties")
+        for k, v in properties.items():
+            ET.SubElement(props, "property", {"name": str(k), "value": str(v)})
+    for r in records:
+        tc = ET.SubElement(suite, "testcase", {
+            "classname": f"conformance.{r.get('family', '?')}", "name": r["id"],
+            "time": f"{float(r.get('seconds', 0.0)):.3f}"})
+        v, msg = r["verdict"], r.get("message", "")
+        if v in ("FAIL", "XPASS"):
+            el = ET.SubElement(tc, "failure", {"type": v, "message": msg})
+            el.text = _details(r)
+        elif v in ("CRASH", "TIMEOUT", "ERROR"):
+            el = ET.SubElement(tc, "error", {"type": v, "message": msg})
+            el.text = _details(r)
+        elif v in ("NOT_SUPPORTED", "XFAIL"):
+            ET.SubElement(tc, "skipped", {"type": v, "message": f"{v}: {msg}"})
+    ET.indent(root)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def _details(r: dict) -> str:
+    lines = [f"{r['verdict']}: {r.get('message', '')}"]
+    for o in r.get("outputs", ()):
+        lines.append(f"output {o['output']} ({o['contract']}): {o['mismatches']}/{o['total']} "
+                     f"rejected; worst at {o['worst_index']}: expected {o['expected']} "
+                     f"({o['expected_hex']}), observed {o['observed']} ({o['observed_hex']}), "
+                     f"{o['ulp_distance']} ulp")
+    if r.get("repro"):
+        lines.append(f"reproducer: {r['repro']}/repro.py")
+    return "\n".join(lines)
+
+
+# =============================================================================================
+# op × dtype coverage
+# =============================================================================================
+def _dtype_key(d: str) -> tuple:
+    from tilefoundry.semantics.formats import DType
+
+    order = [x.value for x in DType]
+    return (order.index(d) if d in order else len(order), d)
+
+
+def coverage_matrix(records: list[dict], fmt: str = "text") -> str:
+    """Which op × dtype combinations the records exercised, and the worst verdict of each
+    (a case marks every pair of its ops and dtypes; an op class named next to one of its kinds,
+    ``Reduce`` beside ``Reduce.sum``, is left to the kind's row). Cells read ``<worst verdict> <cases>``;
+    ``-`` is a combination no case touched. ``fmt``: ``text`` or ``markdown``."""
+    cells: dict[tuple[str, str], list[str]] = {}
+    ops: set[str] = set()
+    dts: set[str] = set()
+    for r in records:
+        rops = list(r.get("ops", ()))
+        kinds = {o.split(".")[0] for o in rops if "." in o}
+        for o in rops:
+            if o in kinds:  # "Reduce" next to "Reduce.sum": the kind-level row says it
+                continue
+            ops.add(o)
+            for d in r.get("dtypes", ()):
+                dts.add(d)
+                cells.setdefault((o, d), []).append(r["verdict"])
+    cols = sorted(dts, key=_dtype_key)
+    rows = sorted(ops)
+
+    def cell(o: str, d: str) -> str:
+        vs = cells.get((o, d))
+        if not vs:
+            return "-"
+        worst = max(vs, key=lambda v: SEVERITY.index(v) if v in SEVERITY else 0)
+        return f"{ABBR.get(worst, worst)} {len(vs)}"
+
+    table = [["op", *cols], *([o, *(cell(o, d) for d in cols)] for o in rows)]
+    exercised = sum(1 for vs in cells.values() if any(v != "NOT_SUPPORTED" for v in vs))
+    foot = (f"{exercised} op × dtype combination(s) exercised, {len(cells) - exercised} only "
+            f"NOT_SUPPORTED, over {len(rows)} op(s) and {len(cols)} dtype(s)")
+    if fmt == "markdown":
+        out = ["| " + " | ".join(table[0]) + " |",
+               "|" + "|".join(["---"] + [":-:"] * len(cols)) + "|"]
+        out += ["| " + " | ".join(x) + " |" for x in table[1:]]
+        return "\n".join([*out, "", foot])
+    if fmt != "text":
+        raise ValueError(f"coverage format: expected 'text' or 'markdown', got {fmt!r}")
+    w = [max(len(x[i]) for x in table) for i in range(len(table[0]))]
+    lines = ["  ".join(s.ljust(w[i]) for i, s in enumerate(x)).rstrip() for x in table]
+    return "\n".join([*lines, "", foot])
+
+
+def write_coverage(records: list[dict], path: str | Path) -> None:
+    """The coverage matrix as markdown for ``*.md`` paths, plain text otherwise."""
+    p = Path(path)
+    p.write_text(coverage_matrix(records, "markdown" if p.suffix.lower() in (".md", ".markdown")
+                                 else "text") + "\n")
+
+
+# =============================================================================================
+# reproducers
+# =============================================================================================
+REPRO_PY = '''\
+#!/usr/bin/env python
+"""Reproducer of conformance case {case_id!r} ({family}), seed {seed}.
+
+    python repro.py [--backend SPEC] [--recorded]
+
+re-runs the backend (default: {backend!r}; a 'package.module:factory' must be importable, e.g.
+through PYTHONPATH) on the recorded input bits and judges its outputs with the tilefoundry
+oracle; --recorded judges the recorded observed outputs instead, with no backend. The program is
+module.pkl (its text: program.txt); when that cannot be loaded, program_dsl.py (the DSL source)
+is read, else the case is rebuilt from the catalog by case id and seed. Exit status: 0 PASS, 1 FAIL / ERROR."""
+
+import argparse
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def arrays(prefix, metas):
+    from tilefoundry.semantics.dtypes import from_bits
+
+    return [from_bits(np.load(HERE / f"{{prefix}}_{{i}}.npy"), m["dtype"])
+            for i, m in enumerate(metas)]
+
+
+def load(meta):
+    try:
+        module = pickle.loads((HERE / "module.pkl").read_bytes())
+    except Exception as e:  # an IR change since the pickle was written
+        if (HERE / "program_dsl.py").exists():
+            print(f"module.pkl: {{e}}; reading program_dsl.py", file=sys.stderr)
+            import runpy
+
+            module = runpy.run_path(str(HERE / "program_dsl.py"))["mod"]
+        else:
+            print(f"module.pkl: {{e}}; rebuilding the case from the catalog", file=sys.stderr)
+            from tilefoundry.conformance.runner import load_catalog
+
+            cat = load_catalog(meta["seed"], catalog=meta.get("catalog"))
+            module = cat[meta["id"]].build()[0]
+    if (HERE / "inputs.pkl").exists():
+        inputs = pickle.loads((HERE / "inputs.pkl").read_bytes())
+    else:
+        inputs = arrays("input", meta["inputs"])
+    return module, meta["entry"], inputs
+
+
+def main(argv=None):
+    meta = json.loads((HERE / "case.json").read_text())
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default=meta["backend"])
+    ap.add_argument("--recorded", action="store_true",
+                    help="judge the recorded observed outputs; run no backend")
+    args = ap.parse_args(argv)
+    from tilefoundry.oracle.compare import check
+
+    module, entry, inputs = load(meta)
+    if args.recorded:
+        observed = tuple(arrays("observed", meta["observed"]))
+        observed = observed[0] if len(observed) == 1 and not meta["tuple_result"] else observed
+    else:
+        from tilefoundry.conformance.backend import load_backend
+
+        backend = load_backend(args.backend)
+        compiled = backend.compile(module, entry)
+        observed = backend.run(compiled, [np.array(x, copy=True) if isinstance(x, np.ndarray)
+                                          else x for x in inputs])
+    verdict = check(module, entry, inputs, observed)
+    print(f"case {{meta['id']}} on {{'the recorded outputs' if args.recorded else args.backend}}:")
+    print(verdict.summary())
+    return 0 if verdict.status == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def _bits(x: np.ndarray) -> tuple[np.ndarray, str]:
+    from tilefoundry.semantics.dtypes import to_bits
+    from tilefoundry.semantics.formats import dtype_of
+
+    x = np.ascontiguousarray(x) if np.asarray(x).ndim else np.asarray(x)
+    dt = dtype_of(x)
+    return np.asarray(to_bits(x)).copy(), dt.value
+
+
+def _hex_lines(name: str, x: np.ndarray) -> list[str]:
+    from tilefoundry.semantics.formats import FORMATS, DType
+
+    bits, dt = _bits(x)
+    width = max(1, FORMATS[DType(dt)].bits // 4)
+    flat = [f"{int(b):0{width}x}" for b in bits.reshape(-1)]
+    out = [f"{name}: {dt} shape {list(x.shape)}"]
+    for k in range(0, len(flat), 16):
+        out.append("  " + " ".join(flat[k:k + 16]))
+    return out
+
+
+def _program_source(module: Any) -> tuple[str, str | None]:
+    """(canonical IR text, DSL source or None). The DSL printer is preferred when it exists."""
+    from tilefoundry.semantics.printer import to_text
+
+    text = to_text(module)
+    try:
+        from tilefoundry.semantics.dsl import to_source  # type: ignore[attr-defined]
+
+        return text, to_source(module)
+    except Exception:
+        return text, None
+
+
+def write_reproducer(path: str | Path, *, case_id: str, family: str, seed: int, backend: str,
+                     module: Any, entry: str, inputs: list, verdict: Any, observed: Any,
+                     catalog: str | None = None) -> Path:
+    """A self-contained reproducer directory for a failing case:
+
+    ``program.txt`` (the IR text; ``program_dsl.py`` too when the DSL printer exists),
+    ``module.pkl``, ``input_<i>.npy`` (raw bits, unsigned integers of the storage width) and
+    ``inputs.hex.txt``, ``expected_<i>.npy`` / ``observed_<i>.npy`` (raw bits), ``verdict.txt``
+    (the oracle's summary: contract, worst element, ULP distance), ``case.json`` (id, seed,
+    backend, dtypes and shapes) and ``repro.py``, which re-runs the comparison with only
+    tilefoundry and the backend installed: ``python repro.py --backend SPEC``."""
+    from tilefoundry.oracle.compare import _as_outputs, _gather
+
+    p = Path(path)
+    p.mkdir(parents=True, exist_ok=True)
+    text, dsl = _program_source(module)
+    (p / "program.txt").write_text(text + "\n")
+    if dsl:
+        (p / "program_dsl.py").write_text(dsl if dsl.endswith("\n") else dsl + "\n")
+    (p / "module.pkl").write_bytes(pickle.dumps(module))
+    in_meta: list[dict] = []
+    hexes: list[str] = []
+    plain = all(isinstance(x, np.ndarray) for x in inputs)
+    if not plain:
+        (p / "inputs.pkl").write_bytes(pickle.dumps(list(inputs)))
+    for i, x in enumerate(inputs):
+        if isinstance(x, np.ndarray):
+            bits, dt = _bits(x)
+            np.save(p / f"input_{i}.npy", bits)
+            in_meta.append({"dtype": dt, "shape": list(x.shape)})
+            hexes += _hex_lines(f"input {i}", x)
+        else:
+            in_meta.append({"dtype": None, "type": type(x).__name__})
+    (p / "inputs.hex.txt").write_text("\n".join(hexes) + "\n")
+    ref = verdict.reference.value if verdict.reference is not None else None
+    tuple_result = isinstance(ref, tuple | list)
+    expected = [_gather(x) for x in _as_outputs(ref)] if ref is not None else []
+    got = [_gather(x) for x in _as_outputs(observed)]
+    ex_meta, ob_meta = [], []
+    for i, e in enumerate(expected):
+        bits, dt = _bits(e)
+        np.save(p / f"expected_{i}.npy", bits)
+        ex_meta.append({"dtype": dt, "shape": list(e.shape)})
+    for i, o in enumerate(got):
+        try:
+            bits, dt = _bits(np.asarray(o))
+        except Exception:
+            continue
+        np.save(p / f"observed_{i}.npy", bits)
+        ob_meta.append({"dtype": dt, "shape": list(np.asarray(o).shape)})
+    (p / "verdict.txt").write_text(f"case {case_id} ({family}) on backend {backend}, seed "
+                                   f"{seed}\n{verdict.summary()}\n")
+    meta = {"id": case_id, "family": family, "seed": seed, "backend": backend,
+            "catalog": catalog, "entry": entry, "inputs": in_meta, "expected": ex_meta,
+            "observed": ob_meta, "tuple_result": tuple_result, "status": verdict.status,
+            "contracts_version": verdict.contracts_version}
+    (p / "case.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (p / "repro.py").write_text(REPRO_PY.format(case_id=case_id, family=family, seed=seed,
+                                                backend=backend))
+    return p

@@ -1,0 +1,948 @@
+"""The conformance runner: cases in worker processes, one verdict each, results as JSON lines.
+
+``run(backend_spec, cases, ...)`` judges a backend on a list of cases (or a tier of the catalog):
+
+1. The backend is loaded once in the runner (``load_backend``) to validate it and read its
+   ``capabilities()``; a backend that cannot be loaded, or whose capabilities are malformed, is a
+   one-line ``ConformanceError`` before any case runs. So are an unwritable JSON-lines file or
+   reproducer directory and a resumed file written for another backend or seed.
+2. ``jobs`` long-lived worker processes are forked (the ``fork`` start method: the cases, with
+   their builder closures, are inherited, never pickled). Each worker loads the backend itself,
+   once, by its spec string, then takes case indices from the runner one at a time.
+3. Per case the worker builds ``(module, entry, inputs)``, computes ``requirements(module)`` and
+   answers **NOT_SUPPORTED** naming what is missing when ``unsupported_reason`` says so — the
+   backend is not called. Otherwise it evaluates the reference, calls ``backend.compile`` and
+   ``backend.run`` (on copies of the inputs) and judges the outputs with
+   ``oracle.compare.check``: **PASS**, **FAIL** (the worst element of each rejected output is
+   recorded) or **ERROR** (the backend raised a Python exception, or returned malformed output:
+   wrong count, shape, dtype, a non-array). Errors of the harness itself (a case whose build or
+   reference evaluation raises) are ERROR with a message starting ``harness:``.
+4. A worker that dies while running a case (a segfault, ``os._exit``, SIGKILL) makes that case
+   **CRASH** (the signal or exit status, the phase — ``backend.compile``, ``backend.run``, ... —
+   and the innermost Python frames, which ``faulthandler`` writes to a per-worker file); a case
+   that exceeds ``timeout_s`` (the whole case: build, reference, compile, run, check) is
+   **TIMEOUT**: the runner asks the worker for a traceback (SIGUSR1), kills it, starts a fresh
+   worker and continues. A worker whose resident memory grows beyond ``worker_rss_mb`` after a
+   case is replaced (a leaking backend cannot take the machine down); the count is reported.
+5. The manifest (``manifest.py``) is applied: skip → NOT_SUPPORTED without running, tolerance →
+   an explicit ULP widening inside the worker, xfail → XFAIL / XPASS after the verdict.
+6. Each finished case is appended to the JSON-lines file at once (one object per case) and
+   flushed, so a runner killed at any point loses only the cases in flight. ``resume=True`` reads
+   the file, keeps its header, drops a torn last line and skips the case ids already recorded.
+7. The ``RunResult`` is computed **from the JSON-lines file**, ordered by the case order, so an
+   interrupted and resumed run reports exactly what an uninterrupted one does
+   (``RunResult.report()`` leaves out the timings).
+
+Determinism: the same seed builds the same catalog (the catalog's contract), and each case runs
+with Python's and numpy's global generators seeded from ``(seed, case id)``, so a backend that
+draws random numbers is reproducible too. Nothing in a record depends on timing except
+``seconds``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import faulthandler
+import functools
+import inspect
+import json
+import multiprocessing
+import os
+import random
+import re
+import signal
+import sys
+import tempfile
+import time
+import traceback
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.conformance.backend import (
+    ALL_OVERFLOW,
+    ALL_POLICIES,
+    Capabilities,
+    load_backend,
+    requirements,
+    unsupported_reason,
+)
+from tilefoundry.conformance.cases import TIERS, VERDICTS, Case, Catalog
+from tilefoundry.conformance.manifest import Manifest, ManifestEntry, ManifestError
+from tilefoundry.errors import TilefoundryError
+
+__all__ = [
+    "BAD_VERDICTS", "DEFAULT_CATALOG", "ConformanceError", "GeneratedCases", "Manifest",
+    "ManifestError", "RunResult", "load_catalog", "load_generator", "run", "select_cases",
+    "validate_capabilities",
+]
+
+DEFAULT_CATALOG = "tilefoundry.conformance.catalog:build_catalog"
+BAD_VERDICTS = ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS")
+JSONL_FORMAT = 1
+
+# what a worker is doing (a shared int the runner reads when the worker dies or hangs)
+_PHASES = ("idle", "building the case", "computing its requirements",
+           "evaluating the reference", "backend.compile", "backend.run", "the oracle check",
+           "writing the reproducer", "reducing the failure")
+_IDLE, _BUILD, _REQ, _REF, _COMPILE, _RUN, _CHECK, _REPRO, _REDUCE = range(len(_PHASES))
+
+
+class ConformanceError(TilefoundryError):
+    """A run that cannot start (bad backend, catalog, paths, resume file)."""
+
+
+# =============================================================================================
+# loading: backend capabilities, catalogs, generators
+# =============================================================================================
+def validate_capabilities(caps: Any, spec: str) -> Capabilities:
+    """``caps`` as a Capabilities with frozen sets, or a ConformanceError naming the problem."""
+    from tilefoundry.semantics.formats import DType
+
+    where = f"backend {spec!r}: capabilities()"
+    if not isinstance(caps, Capabilities):
+        raise ConformanceError(f"{where} returned {type(caps).__name__}, expected a "
+                               f"tilefoundry.conformance.backend.Capabilities")
+
+    def strset(v: Any, what: str, allowed: frozenset | None = None) -> frozenset:
+        if isinstance(v, str) or not isinstance(v, set | frozenset | list | tuple) or \
+                not all(isinstance(x, str) for x in v):
+            raise ConformanceError(f"{where}: {what} must be a set of strings, got {v!r}")
+        if allowed is not None and set(v) - allowed:
+            raise ConformanceError(f"{where}: unknown {what} {sorted(set(v) - allowed)} "
+                                   f"(known: {sorted(allowed)})")
+        return frozenset(v)
+
+    ops = None if caps.ops is None else strset(caps.ops, "ops")
+    d = caps.dtypes
+    if isinstance(d, str) or not isinstance(d, set | frozenset | list | tuple) or \
+            not all(isinstance(x, DType) for x in d):
+        raise ConformanceError(f"{where}: dtypes must be a set of DType, got {d!r}")
+    if not isinstance(caps.mesh, bool):
+        raise ConformanceError(f"{where}: mesh must be a bool, got {caps.mesh!r}")
+    return Capabilities(ops=ops, dtypes=frozenset(d),
+                        policies=strset(caps.policies, "policies", ALL_POLICIES),
+                        overflow_modes=strset(caps.overflow_modes, "overflow modes",
+                                              ALL_OVERFLOW),
+                        mesh=caps.mesh)
+
+
+def _load_backend_checked(spec: str) -> tuple[Any, Capabilities]:
+    try:
+        backend = load_backend(spec)
+    except TilefoundryError:
+        raise
+    except Exception as e:  # the factory's own failure
+        raise ConformanceError(f"--backend {spec!r}: loading it raised {type(e).__name__}: "
+                               f"{e}") from None
+    try:
+        caps = backend.capabilities()
+    except Exception as e:
+        raise ConformanceError(f"backend {spec!r}: capabilities() raised "
+                               f"{type(e).__name__}: {e}") from None
+    return backend, validate_capabilities(caps, spec)
+
+
+def _resolve(spec: str, what: str) -> Callable:
+    import importlib
+
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr:
+        raise ConformanceError(f"{what} {spec!r}: expected 'package.module:function'")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise ConformanceError(f"{what} {spec!r}: cannot import {mod_name!r}: {e}") from None
+    fn = getattr(mod, attr, None)
+    if not callable(fn):
+        raise ConformanceError(f"{what} {spec!r}: {mod_name!r} has no function {attr!r}")
+    return fn
+
+
+def load_catalog(seed: int = 0, *, catalog: str | None = None,
+                 backend_caps: Capabilities | None = None) -> Catalog:
+    """The case catalog from ``catalog`` (``module:function``; default: the built-in catalog's
+    ``build_catalog``), called as ``factory(seed)`` — plus ``backend_caps=`` when it takes it."""
+    factory = _resolve(catalog or DEFAULT_CATALOG, "--catalog")
+    kwargs = {}
+    with contextlib.suppress(TypeError, ValueError):
+        if "backend_caps" in inspect.signature(factory).parameters:
+            kwargs["backend_caps"] = backend_caps
+    try:
+        cat = factory(seed, **kwargs)
+    except TilefoundryError:
+        raise
+    except Exception as e:
+        raise ConformanceError(f"building the catalog ({catalog or DEFAULT_CATALOG}) raised "
+                               f"{type(e).__name__}: {e}") from None
+    return cat if isinstance(cat, Catalog) else Catalog(cat)
+
+
+def select_cases(catalog: Catalog, tier: str = "full",
+                 globs: Sequence[str] | None = None) -> list[Case]:
+    """The cases of ``tier`` whose id matches one of ``globs`` (all when none), in order."""
+    import fnmatch
+
+    if tier not in TIERS:
+        raise ConformanceError(f"--tier: expected one of {list(TIERS)}, got {tier!r}")
+    cases = catalog.tier(tier)
+    if globs:
+        cases = [c for c in cases if any(c.id == g or fnmatch.fnmatchcase(c.id, g)
+                                         for g in globs)]
+    return cases
+
+
+def _derive(seed: int, *parts: object) -> int:
+    return zlib.crc32(":".join(str(p) for p in (seed, *parts)).encode())
+
+
+class GeneratedCases(Sequence):
+    """A lazy sequence of generated-program cases: item ``i`` calls ``generator(s_i)`` with a
+    seed derived from ``(seed, i)``; its id is ``fuzz/<seed>/<i>``. Workers inherit the object,
+    so any index can be built on demand (``fuzz`` runs until its deadline)."""
+
+    def __init__(self, generator: Callable[[int], tuple], seed: int = 0, limit: int = 10**9,
+                 family: str = "generated"):
+        self.generator, self.seed, self.limit, self.family = generator, seed, limit, family
+
+    def __len__(self) -> int:
+        return self.limit
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.limit))]
+        if not 0 <= i < self.limit:
+            raise IndexError(i)
+        return Case(id=f"fuzz/{self.seed}/{i:06d}", family=self.family,
+                    build=functools.partial(self.generator, _derive(self.seed, "fuzz", i)),
+                    tier="full")
+
+
+def load_generator(spec: str | None = None) -> Callable[[int], tuple]:
+    """A program generator ``f(seed) -> (module, entry, inputs)``: ``spec`` (``module:function``)
+    or the oracle's program generator (``tilefoundry.oracle.programs``) when it exists."""
+    if spec:
+        return _resolve(spec, "--generator")
+    try:
+        from tilefoundry.oracle import programs  # type: ignore[attr-defined]
+    except ImportError as e:
+        raise ConformanceError(
+            f"fuzz: no program generator: tilefoundry.oracle.programs is not available ({e}); "
+            f"pass --generator package.module:function (a function seed -> (module, entry, "
+            f"inputs))") from None
+    for name in ("generate_case", "random_case", "generate_program", "random_program"):
+        fn = getattr(programs, name, None)
+        if callable(fn):
+            return functools.partial(_adapt_generated, fn, False)
+    fn = getattr(programs, "draw_program", None)
+    if callable(fn):
+        return functools.partial(_adapt_generated, fn, True)
+    raise ConformanceError("fuzz: tilefoundry.oracle.programs has no generator the runner "
+                           "knows (generate_case / draw_program); pass --generator")
+
+
+def _adapt_generated(fn: Callable, wants_source: bool, seed: int) -> tuple:
+    if wants_source:
+        from tilefoundry.oracle.strategies import RandomSource
+
+        got = fn(RandomSource(seed))
+    else:
+        got = fn(seed)
+    if isinstance(got, tuple) and len(got) == 3:
+        return got
+    module = getattr(got, "module", None)
+    entry = getattr(got, "entry", None)
+    inputs = getattr(got, "inputs", None)
+    if module is None or entry is None or inputs is None:
+        raise ConformanceError(f"the program generator returned {type(got).__name__}, not "
+                               f"(module, entry, inputs)")
+    return module, entry, list(inputs)
+
+
+# =============================================================================================
+# the worker
+# =============================================================================================
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this worker when the runner dies (a killed runner leaves no hung
+    workers behind)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, seed: int,
+                 fault_path: str, phase) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
+    _die_with_parent()
+    fh = open(fault_path, "w")  # kept open for faulthandler
+    faulthandler.enable(file=fh, all_threads=False)
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, file=fh, all_threads=True)
+    backend, load_error = None, ""
+    try:
+        backend = load_backend(spec)
+    except Exception as e:
+        load_error = f"loading the backend in the worker raised {type(e).__name__}: {e}"
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            break
+        if task is None:
+            break
+        idx, opts = task
+        try:
+            out = _execute(backend, load_error, caps, cases[idx], seed, opts, phase, conn, idx)
+        except Exception as e:  # a harness bug: report it on the case, keep the worker
+            out = {"verdict": "ERROR", "harness": True,
+                   "message": f"harness: {type(e).__name__}: {_short(str(e))}"}
+        phase.value = _IDLE
+        conn.send(("done", idx, out, _rss_mb()))
+
+
+def _short(s: str, n: int = 2000) -> str:
+    s = " ".join(s.split()) if "\n" in s and len(s) > 200 else s
+    return s if len(s) <= n else s[:n] + f"... ({len(s) - n} more characters)"
+
+
+def _where(e: BaseException) -> str:
+    """``file.py:line`` of the innermost frame of an exception's traceback."""
+    tb = traceback.extract_tb(e.__traceback__)
+    return f" ({os.path.basename(tb[-1].filename)}:{tb[-1].lineno})" if tb else ""
+
+
+def _raised(what: str, e: BaseException) -> str:
+    return _short(f"{what} raised {type(e).__name__}: {e}{_where(e)}")
+
+
+def _copy(x: Any) -> Any:
+    return np.array(x, copy=True) if isinstance(x, np.ndarray) else copy.deepcopy(x)
+
+
+def _seed_rngs(seed: int, case_id: str) -> None:
+    s = _derive(seed, case_id)
+    random.seed(s)
+    np.random.seed(s)
+
+
+def _ops_dtypes(case: Case, req: Any) -> tuple[list[str], list[str]]:
+    if case.ops:
+        ops = list(case.ops)
+    else:  # kind-level names where the op has kinds, class names otherwise
+        kinds = {o.split(".")[0] for o in req.ops if "." in o}
+        ops = sorted(o for o in req.ops if "." in o or o not in kinds)
+    dts = list(case.dtypes) if case.dtypes else sorted(d.value for d in req.dtypes)
+    return ops, dts
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and not np.isfinite(v):
+        return "inf" if v > 0 else ("-inf" if v < 0 else "nan")
+    if isinstance(v, tuple):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def _output_detail(o: Any) -> dict:
+    return {"output": o.output, "contract": o.contract, "mismatches": o.mismatches,
+            "total": o.total, "worst_index": list(o.worst_index or ()),
+            "expected": o.expected, "observed": o.observed, "expected_hex": o.expected_hex,
+            "observed_hex": o.observed_hex, "ulp_distance": _jsonable(o.ulp_distance),
+            "detail": o.detail}
+
+
+def _tolerance(verdict: Any, observed: Any, ulp: int) -> tuple[bool, float]:
+    """Whether every FAIL output of ``verdict`` is a float output within ``ulp`` of the
+    reference (see manifest.py), and the worst distance."""
+    from tilefoundry.oracle.compare import _as_outputs, _gather, ulp_distance
+    from tilefoundry.semantics.formats import dtype_of
+
+    exp = [_gather(x) for x in _as_outputs(verdict.reference.value)]
+    obs = [_gather(x) for x in _as_outputs(observed)]
+    worst = 0.0
+    for ov in verdict.outputs:
+        if ov.status != "FAIL":
+            continue
+        e, o = exp[ov.output], np.asarray(obs[ov.output])
+        if not dtype_of(e).is_float:
+            return False, float("inf")
+        d = ulp_distance(e, o)
+        m = float(d.max()) if d.size else 0.0
+        worst = max(worst, m)
+        if m > ulp:
+            return False, worst
+    return True, worst
+
+
+def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed: int,
+             opts: dict, phase, conn, idx: int) -> dict:
+    from tilefoundry.oracle.compare import check
+    from tilefoundry.semantics.evaluator.core import evaluate
+
+    _seed_rngs(seed, case.id)
+    t0 = time.perf_counter()
+    rec: dict[str, Any] = {}
+
+    def done(verdict: str, message: str = "", **extra: Any) -> dict:
+        rec.update(verdict=verdict, message=message, seconds=time.perf_counter() - t0, **extra)
+        return rec
+
+    phase.value = _BUILD
+    try:
+        module, entry, inputs = case.build()
+    except Exception as e:
+        return done("ERROR", "harness: " + _raised("building the case", e), harness=True)
+    phase.value = _REQ
+    try:
+        req = requirements(module)
+    except Exception as e:
+        return done("ERROR", "harness: " + _raised("type-checking the case's program", e),
+                    harness=True)
+    rec["ops"], rec["dtypes"] = _ops_dtypes(case, req)
+    conn.send(("meta", idx, {"ops": rec["ops"], "dtypes": rec["dtypes"]}))  # for a CRASH
+    why = unsupported_reason(caps, req)
+    if why:
+        return done("NOT_SUPPORTED", why)
+    if backend is None:
+        return done("ERROR", load_error)
+    phase.value = _REF
+    try:
+        ev = evaluate(module, entry, inputs, report=True)
+    except Exception as e:
+        return done("ERROR", "harness: " + _raised("the reference evaluation", e), harness=True)
+    phase.value = _COMPILE
+    try:
+        compiled = backend.compile(module, entry)
+    except Exception as e:
+        return done("ERROR", _raised("backend.compile", e))
+    phase.value = _RUN
+    try:
+        observed = backend.run(compiled, [_copy(x) for x in inputs])
+    except Exception as e:
+        return done("ERROR", _raised("backend.run", e))
+    phase.value = _CHECK
+    try:
+        v = check(module, entry, inputs, observed, reference=ev)
+    except Exception as e:  # malformed output that slipped through the oracle's validation
+        return done("ERROR", _raised("judging the backend's output", e))
+    if v.status == "ERROR":
+        return done("ERROR", "malformed output: " + v.message)
+    not_checked = [o for o in v.outputs if o.status == "NOT_CHECKED"]
+    if not_checked:
+        rec["not_checked"] = len(not_checked)
+    if v.status == "PASS":
+        msg = (f"{len(not_checked)} of {len(v.outputs)} output(s) NOT_CHECKED: "
+               f"{not_checked[0].line()}") if not_checked else ""
+        return done("PASS", msg)
+    fails = [o for o in v.outputs if o.status == "FAIL"]
+    tol = opts.get("tolerance")
+    if tol is not None:
+        ok, worst = _tolerance(v, observed, tol[0])
+        if ok:
+            return done("PASS", f"accepted by the manifest's tolerance override (<= {tol[0]} "
+                                f"ulp; worst {worst:g} ulp): {tol[1]}", tolerance=tol[0])
+    done("FAIL", fails[0].line() + (f" (+{len(fails) - 1} more failing output(s))"
+                                    if len(fails) > 1 else ""),
+         outputs=[_output_detail(o) for o in fails])
+    repro = opts.get("repro")
+    if repro:
+        phase.value = _REPRO
+        try:
+            _write_repro(Path(repro), case, seed, opts, module, entry, inputs, v, observed)
+            rec["repro"] = Path(repro).name
+        except Exception as e:
+            rec["repro_error"] = _raised("writing the reproducer", e)
+        if opts.get("reduce_s", 0) > 0 and "repro" in rec:
+            conn.send(("partial", idx, dict(rec), float(opts["reduce_s"]) + 10.0))
+            phase.value = _REDUCE
+            _reduce_into(Path(repro) / "reduced", backend, case, seed, opts, module, entry,
+                         inputs)
+    return rec
+
+
+def _write_repro(path: Path, case: Case, seed: int, opts: dict, module: Any, entry: str,
+                 inputs: list, verdict: Any, observed: Any) -> None:
+    from tilefoundry.conformance.report import write_reproducer
+
+    write_reproducer(path, case_id=case.id, family=case.family, seed=seed,
+                     backend=opts["backend"], catalog=opts.get("catalog"), module=module,
+                     entry=entry, inputs=inputs, verdict=verdict, observed=observed)
+
+
+def _reduce_into(path: Path, backend: Any, case: Case, seed: int, opts: dict, module: Any,
+                 entry: str, inputs: list) -> None:
+    """Shrink the failing program with the oracle's reducer (the backend re-run on each
+    candidate) and write a second reproducer for the result."""
+    from tilefoundry.oracle.compare import check
+    from tilefoundry.oracle.reduce import reduce_failure
+
+    def still_fails(m: Any, e: str, ins: list) -> bool:
+        try:
+            out = backend.run(backend.compile(m, e), [_copy(x) for x in ins])
+            return check(m, e, ins, out).status == "FAIL"
+        except Exception:
+            return False
+
+    try:
+        r = reduce_failure(module, entry, inputs, still_fails, budget_s=float(opts["reduce_s"]))
+        ins = list(r.inputs)
+        out = backend.run(backend.compile(r.module, r.entry), [_copy(x) for x in ins])
+        v = check(r.module, r.entry, ins, out)
+        if v.status != "FAIL":
+            return
+        _write_repro(path, case, seed, opts, r.module, r.entry, ins, v, out)
+        (path / "reduction.txt").write_text(
+            f"reduced in {r.seconds:.1f} s with {r.checks} checks; {r.op_count} op(s) left\n"
+            + "".join(f"  {s}\n" for s in r.steps))
+    except Exception as e:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "reduction.txt").write_text(_raised("the reducer", e) + "\n")
+
+
+# =============================================================================================
+# the runner side
+# =============================================================================================
+@dataclass
+class _Slot:
+    n: int
+    proc: Any = None
+    conn: Any = None
+    phase: Any = None
+    fault: Path | None = None
+    task: tuple | None = None  # (index, case, started, deadline)
+    partial: dict | None = None
+    meta: dict = field(default_factory=dict)
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
+
+
+def _frames(fault: Path | None) -> str:
+    """The innermost Python frames faulthandler wrote (the dumping thread's stack), up to the
+    runner's own code."""
+    if fault is None:
+        return ""
+    try:
+        text = fault.read_text(errors="replace")
+    except OSError:
+        return ""
+    blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", text)
+    block = next((b for b in blocks if b.lstrip().startswith("Current thread")),
+                 blocks[-1] if blocks else "")
+    out = []
+    for file, line, fn in _FRAME.findall(block):
+        if os.path.basename(file) == "runner.py" and "conformance" in file:
+            break
+        out.append(f"{os.path.basename(file)}:{line} in {fn}")
+        if len(out) == 3:
+            break
+    return " ← ".join(out)
+
+
+class _Pool:
+    def __init__(self, spec: str, cases: Sequence[Case], caps: Capabilities, seed: int,
+                 jobs: int, tmp: Path):
+        self.ctx = multiprocessing.get_context("fork")
+        self.spec, self.cases, self.caps, self.seed, self.tmp = spec, cases, caps, seed, tmp
+        self.slots = [_Slot(n) for n in range(jobs)]
+        self.spawned = 0
+        self.recycled = 0
+
+    def spawn(self, slot: _Slot) -> None:
+        self.spawned += 1
+        parent, child = self.ctx.Pipe()
+        slot.phase = self.ctx.RawValue("i", _IDLE)
+        slot.fault = self.tmp / f"worker-{self.spawned}.txt"
+        slot.proc = self.ctx.Process(
+            target=_worker_main, name=f"tilefoundry-conformance-{self.spawned}",
+            args=(child, self.spec, self.cases, self.caps, self.seed, str(slot.fault),
+                  slot.phase))
+        slot.proc.start()
+        child.close()
+        slot.conn = parent
+
+    def kill(self, slot: _Slot) -> None:
+        if slot.proc is not None:
+            with contextlib.suppress(Exception):
+                slot.proc.kill()
+            slot.proc.join(5)
+            with contextlib.suppress(Exception):
+                slot.proc.close()
+        if slot.conn is not None:
+            with contextlib.suppress(Exception):
+                slot.conn.close()
+        slot.proc = slot.conn = None
+
+    def stop(self) -> None:
+        for s in self.slots:
+            if s.proc is not None and s.task is None:
+                with contextlib.suppress(Exception):
+                    s.conn.send(None)
+        for s in self.slots:
+            if s.proc is not None:
+                if s.task is None:
+                    s.proc.join(2)
+                self.kill(s)
+
+
+def _death(code: int | None) -> str:
+    if code is None:
+        return "the worker stopped answering"
+    if code < 0:
+        try:
+            sig = signal.Signals(-code)
+            return f"the worker was killed by signal {sig.name} ({signal.strsignal(sig)})"
+        except ValueError:
+            return f"the worker was killed by signal {-code}"
+    return f"the worker exited with status {code}"
+
+
+@dataclass
+class RunResult:
+    """The outcome of a run, computed from the JSON-lines file in case order."""
+
+    backend: str
+    seed: int
+    records: list[dict]
+    jsonl: Path
+    header: dict = field(default_factory=dict)
+    wall_s: float = 0.0
+    recycled: int = 0
+    unused_manifest: list = field(default_factory=list)
+    stopped_early: bool = False
+
+    def counts(self) -> dict[str, int]:
+        c = dict.fromkeys(VERDICTS, 0)
+        for r in self.records:
+            c[r["verdict"]] = c.get(r["verdict"], 0) + 1
+        return c
+
+    @property
+    def bad(self) -> list[dict]:
+        return [r for r in self.records if r["verdict"] in BAD_VERDICTS]
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def report(self) -> list[dict]:
+        """The records without timing: what two runs of the same seed must agree on."""
+        from tilefoundry.conformance.report import strip_timing
+
+        return strip_timing(self.records)
+
+    def verdicts(self) -> dict[str, str]:
+        return {r["id"]: r["verdict"] for r in self.records}
+
+
+def _check_writable(path: Path, what: str, directory: bool = False) -> None:
+    try:
+        if directory:
+            path.mkdir(parents=True, exist_ok=True)
+            probe = path / ".tilefoundry-write-test"
+            probe.write_text("")
+            probe.unlink()
+        else:
+            if path.is_dir():
+                raise ConformanceError(f"{what} {path}: is a directory")
+            with open(path, "a"):
+                pass
+    except ConformanceError:
+        raise
+    except OSError as e:
+        raise ConformanceError(f"{what} {path}: cannot write it ({e.strerror or e})") from None
+
+
+def _read_resume(path: Path, spec: str, seed: int) -> tuple[dict | None, dict[str, dict]]:
+    """The header and records of an existing JSON-lines file; a torn last line (the runner was
+    killed while writing it) is cut off so that appending continues cleanly."""
+    from tilefoundry.conformance.report import read_jsonl
+
+    if not path.exists() or path.stat().st_size == 0:
+        return None, {}
+    data = path.read_bytes()
+    if not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        with open(path, "r+b") as f:
+            f.truncate(cut)
+    header, recs = read_jsonl(path)
+    if header is None:
+        raise ConformanceError(f"--resume: {path} has no run header; it was not written by "
+                               f"the conformance runner")
+    if header.get("backend") != spec or header.get("seed") != seed:
+        raise ConformanceError(f"--resume: {path} was written for backend "
+                               f"{header.get('backend')!r} seed {header.get('seed')}, not "
+                               f"backend {spec!r} seed {seed}; use another --jsonl or the "
+                               f"same backend and seed")
+    return header, recs
+
+
+def _warm_imports() -> None:
+    """Import what every case needs before forking, so workers start warm."""
+    import tilefoundry.oracle.compare
+    import tilefoundry.semantics.evaluator.core
+    import tilefoundry.semantics.typeinfer.functions  # noqa: F401
+    from tilefoundry.semantics.evaluator import families  # noqa: F401
+
+
+def _safe_name(case_id: str, taken: set[str]) -> str:
+    s = re.sub(r"[^A-Za-z0-9._+-]+", "_", case_id).strip("._") or "case"
+    if len(s) > 100 or s != case_id:
+        s = f"{s[:90]}-{zlib.crc32(case_id.encode()):08x}"
+    while s in taken:
+        s += "_"
+    taken.add(s)
+    return s
+
+
+def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int = 1,
+        timeout_s: float = 60.0, seed: int = 0, out_jsonl: Path | str,
+        resume: bool = False, manifest: Manifest | None = None,
+        repro_dir: Path | str | None = None, progress: bool = False,
+        catalog: str | None = None, case_globs: Sequence[str] | None = None,
+        reduce_s: float = 0.0, deadline: float | None = None, worker_rss_mb: float = 4096,
+        stream: Any = None) -> RunResult:
+    """Run ``cases`` (a list, a Catalog, a lazy sequence such as ``GeneratedCases``, or a tier
+    name of the catalog ``catalog``) against the backend ``backend_spec``; see the module
+    docstring. ``deadline`` (a ``time.monotonic()`` value) stops handing out new cases;
+    ``reduce_s`` > 0 shrinks each FAIL with the oracle's reducer into ``<repro>/reduced``."""
+    from tilefoundry.conformance.report import Progress, read_jsonl
+
+    t_start = time.monotonic()
+    if jobs < 1:
+        raise ConformanceError(f"-j: expected at least 1 worker, got {jobs}")
+    if not timeout_s > 0:
+        raise ConformanceError(f"--timeout: expected a positive number of seconds, got "
+                               f"{timeout_s}")
+    if "fork" not in multiprocessing.get_all_start_methods():
+        raise ConformanceError("the conformance runner needs the 'fork' start method "
+                               "(Linux, macOS); it is not available here")
+    backend, caps = _load_backend_checked(backend_spec)
+    del backend  # the runner only validates it; workers load their own
+    if isinstance(cases, str):
+        cases = select_cases(load_catalog(seed, catalog=catalog, backend_caps=caps), cases,
+                             case_globs)
+    elif isinstance(cases, Catalog):
+        cases = select_cases(cases, "full", case_globs)
+    elif case_globs:
+        cases = select_cases(Catalog(cases), "full", case_globs)
+    finite = not isinstance(cases, GeneratedCases)
+    if finite:
+        seen: set[str] = set()
+        dup = next((c.id for c in cases if c.id in seen or seen.add(c.id)), None)
+        if dup is not None:
+            raise ConformanceError(f"case id {dup!r} appears twice; case ids must be unique "
+                                   f"(results and --resume are keyed by them)")
+    out_jsonl = Path(out_jsonl)
+    _check_writable(out_jsonl, "--jsonl")
+    repro_dir = Path(repro_dir) if repro_dir is not None else None
+    if repro_dir is not None:
+        _check_writable(repro_dir, "--repro-dir", directory=True)
+    header, done = _read_resume(out_jsonl, backend_spec, seed) if resume else (None, {})
+    unused = manifest.unused([c.id for c in cases]) if manifest is not None and finite else []
+    _warm_imports()
+
+    from tilefoundry import __version__
+    from tilefoundry.oracle.compare import CONTRACTS_VERSION
+
+    f = open(out_jsonl, "a" if resume else "w")
+    stream = sys.stderr if stream is None else stream
+    prog = Progress(len(cases) if finite else None, stream=stream, enabled=progress)
+    order: list[str] = []
+    taken: set[str] = set()
+    tmp = Path(tempfile.mkdtemp(prefix="tilefoundry-conformance-"))
+    pool = _Pool(backend_spec, cases, caps, seed, min(jobs, max(1, len(cases))), tmp)
+    stopped = False
+
+    def emit(rec: dict) -> None:
+        f.write(json.dumps(rec) + "\n")
+        f.flush()
+        prog.update(rec["verdict"])
+
+    def finalize(case: Case, out: dict) -> dict:
+        rec = {"type": "case", "id": case.id, "family": case.family, "verdict": "",
+               "seconds": 0.0, "message": "", "ops": list(case.ops),
+               "dtypes": list(case.dtypes)}
+        rec.update(out)
+        rec["seconds"] = round(float(rec.get("seconds", 0.0)), 4)
+        xf = manifest.xfail_for(case.id) if manifest is not None else None
+        if xf is not None:
+            v = rec["verdict"]
+            if v in xf.verdicts:
+                rec.update(verdict="XFAIL", raw_verdict=v, manifest=f"xfail: {xf.reason}",
+                           message=f"expected failure ({xf.reason}): {v}: {rec['message']}")
+            elif v == "PASS":
+                rec.update(verdict="XPASS", raw_verdict=v, manifest=f"xfail: {xf.reason}",
+                           message=f"unexpected pass: the manifest expects a failure "
+                                   f"({xf.reason}); remove the entry")
+            elif v in BAD_VERDICTS:
+                rec["message"] += f" (the manifest expects {list(xf.verdicts)}: {xf.reason})"
+        return rec
+
+    try:
+        if header is None:
+            if not resume or out_jsonl.stat().st_size == 0:
+                f.write(json.dumps({"type": "run", "format": JSONL_FORMAT,
+                                    "backend": backend_spec, "seed": seed,
+                                    "tilefoundry": __version__,
+                                    "contracts": CONTRACTS_VERSION,
+                                    "capabilities": caps.to_json()}) + "\n")
+                f.flush()
+        prog.update(None, done=len([c for c in (cases if finite else ()) if c.id in done]))
+
+        def tasks() -> Iterator[tuple[int, Case]]:
+            for i in range(len(cases)):
+                c = cases[i]
+                if c.id in done:
+                    order.append(c.id)
+                    continue
+                yield i, c
+
+        it = tasks()
+        exhausted = False
+        while True:
+            # hand out work
+            for slot in pool.slots:
+                if slot.task is not None or exhausted or stopped:
+                    continue
+                if deadline is not None and time.monotonic() >= deadline:
+                    stopped = True
+                    break
+                try:
+                    i, case = next(it)
+                except StopIteration:
+                    exhausted = True
+                    break
+                order.append(case.id)
+                sk = manifest.skip_for(case.id) if manifest is not None else None
+                if sk is not None:
+                    emit(finalize(case, {"verdict": "NOT_SUPPORTED",
+                                         "message": f"skipped by manifest: {sk.reason}",
+                                         "manifest": f"skip: {sk.reason}"}))
+                    continue
+                tol = manifest.tolerance_for(case.id) if manifest is not None else None
+                opts: dict[str, Any] = {"backend": backend_spec, "catalog": catalog,
+                                        "tolerance": (tol.ulp, tol.reason) if tol else None,
+                                        "reduce_s": reduce_s}
+                if repro_dir is not None:
+                    opts["repro"] = str(repro_dir / _safe_name(case.id, taken))
+                if slot.proc is not None and not slot.proc.is_alive():
+                    pool.kill(slot)  # died between cases (a backend thread, a leak)
+                if slot.proc is None:
+                    pool.spawn(slot)
+                try:
+                    slot.conn.send((i, opts))
+                except (BrokenPipeError, OSError):
+                    pool.kill(slot)
+                    pool.spawn(slot)
+                    slot.conn.send((i, opts))
+                now = time.monotonic()
+                slot.task = (i, case, now, now + timeout_s)
+                slot.partial, slot.meta = None, {}
+            busy = [s for s in pool.slots if s.task is not None]
+            if not busy:
+                if exhausted or stopped:
+                    break
+                continue
+            now = time.monotonic()
+            wait_s = max(0.0, min(s.task[3] for s in busy) - now)
+            wait([x for s in busy for x in (s.conn, s.proc.sentinel)], min(wait_s, 0.5))
+            for slot in busy:
+                i, case, started, dl = slot.task
+                msg = None
+                dead_pipe = False
+                try:
+                    if slot.conn.poll():
+                        msg = slot.conn.recv()
+                except (EOFError, OSError):
+                    dead_pipe = True
+                if msg is not None and msg[0] == "meta":
+                    slot.meta = msg[2]
+                    continue
+                if msg is not None and msg[0] == "partial":
+                    slot.partial = msg[2]
+                    slot.task = (i, case, started, dl + msg[3])
+                    continue
+                if msg is not None and msg[0] == "done":
+                    emit(finalize(case, msg[2]))
+                    slot.task = None
+                    if msg[3] > worker_rss_mb:
+                        pool.recycled += 1
+                        pool.kill(slot)
+                    continue
+                elapsed = time.monotonic() - started
+                if dead_pipe or not slot.proc.is_alive():
+                    slot.proc.join(1)
+                    what = _death(slot.proc.exitcode)
+                    phase = _PHASES[slot.phase.value]
+                    where = _frames(slot.fault)
+                    if slot.partial is not None:
+                        out = dict(slot.partial)
+                        out["message"] += f" [{what} while reducing the failure]"
+                    else:
+                        out = {**slot.meta, "verdict": "CRASH", "seconds": elapsed,
+                               "message": f"{what} during {phase}"
+                                          + (f"; innermost frames: {where}" if where else "")}
+                    emit(finalize(case, out))
+                    slot.task = None
+                    pool.kill(slot)
+                elif time.monotonic() >= dl:
+                    phase = _PHASES[slot.phase.value]
+                    with contextlib.suppress(Exception):
+                        os.kill(slot.proc.pid, signal.SIGUSR1)  # faulthandler: dump stacks
+                        t = time.monotonic()
+                        while time.monotonic() - t < 2.0 and not _frames(slot.fault):
+                            time.sleep(0.02)
+                        time.sleep(0.05)  # let the dump finish
+                    where = _frames(slot.fault)
+                    if slot.partial is not None:
+                        out = dict(slot.partial)
+                        out["message"] += " [the reducer ran out of time]"
+                    else:
+                        out = {**slot.meta, "verdict": "TIMEOUT", "seconds": elapsed,
+                               "message": f"exceeded the {timeout_s:g} s limit during {phase}; "
+                                          f"the worker was killed"
+                                          + (f"; innermost frames: {where}" if where else "")}
+                    emit(finalize(case, out))
+                    slot.task = None
+                    pool.kill(slot)
+    finally:
+        pool.stop()
+        f.close()
+        prog.close()
+        with contextlib.suppress(OSError):
+            for p in tmp.iterdir():
+                p.unlink()
+            tmp.rmdir()
+
+    header, recs = read_jsonl(out_jsonl)
+    records = [recs[c] for c in dict.fromkeys(order) if c in recs]
+    return RunResult(backend_spec, seed, records, out_jsonl, header or {},
+                     time.monotonic() - t_start, pool.recycled, unused, stopped)
+
+
+__all__ += ["ManifestEntry"]

@@ -1,0 +1,83 @@
+"""A test backend that misbehaves on purpose, chosen by the entry function's name.
+
+``segv`` segfaults (a NULL read), ``hang`` sleeps far past any test timeout, ``garbage`` returns
+wrong values of the right shape and dtype, ``raise`` raises, ``malformed`` returns the wrong
+shape, ``exit`` calls ``os._exit(3)``, ``ulp1`` returns every float result one ULP up; any other
+entry runs the reference. i8 is declared unsupported. ``FLAKY_DELAY`` (seconds) slows every
+``run`` down (the kill-and-resume test uses it)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+import numpy as np
+
+from tilefoundry.conformance.backend import Capabilities
+from tilefoundry.semantics.dtypes import from_bits, to_bits
+from tilefoundry.semantics.evaluator.core import evaluate
+from tilefoundry.semantics.formats import DType, dtype_of
+
+
+class FlakyBackend:
+    name = "flaky"
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(dtypes=frozenset(d for d in DType
+                                             if d not in (DType.F4E2M1, DType.I8)))
+
+    def compile(self, module, entry):
+        return module, entry
+
+    def run(self, compiled, inputs):
+        module, entry = compiled
+        delay = float(os.environ.get("FLAKY_DELAY", "0"))
+        if delay:
+            time.sleep(delay)
+        if entry == "segv":
+            ctypes.string_at(0)
+        if entry == "hang":
+            time.sleep(60)
+        if entry == "exit":
+            os._exit(3)
+        if entry == "raise":
+            raise ValueError("the flaky backend does not like this program")
+        out = evaluate(module, entry, inputs)
+        if entry == "garbage":
+            return (out.astype(np.float32) * 3 + 1).astype(out.dtype)
+        if entry == "malformed":
+            return out.reshape(-1)[:1]
+        if entry == "ulp1":
+            dt = dtype_of(out)
+            return from_bits(to_bits(out) + np.ones((), to_bits(out).dtype), dt)
+        return out
+
+
+def factory() -> FlakyBackend:
+    return FlakyBackend()
+
+
+class _BadCaps(FlakyBackend):
+    def capabilities(self):
+        return {"ops": None}
+
+
+def bad_caps() -> FlakyBackend:
+    return _BadCaps()
+
+
+class TruncatingBackend(FlakyBackend):
+    """The reference except that bf16 ``mul`` rounds by truncation (oracle/planted.py)."""
+
+    name = "truncating-mul"
+
+    def run(self, compiled, inputs):
+        from tilefoundry.oracle.planted import truncating_candidate
+
+        module, entry = compiled
+        return truncating_candidate()(module, entry, inputs)
+
+
+def truncating() -> TruncatingBackend:
+    return TruncatingBackend()

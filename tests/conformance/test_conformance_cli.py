@@ -1,0 +1,119 @@
+"""``tilefoundry conformance run / fuzz / list``: reports, exit status, and bad input (one line
+on stderr and exit status 2 before any case runs).
+
+Issue 'conformance runner', Bad input: 'An unloadable backend path, a backend whose
+capabilities() is malformed, a manifest with unknown keys, an unwritable report path: a one-line
+error naming the problem and a non-zero exit before any case runs.'"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tilefoundry.cli import main
+from tilefoundry.conformance.runner import ConformanceError, load_generator
+
+CAT = ["--catalog", "synthetic_catalog:build_no_hang"]
+
+
+def cli(*args: str) -> int:
+    return main(["conformance", *args])
+
+
+def test_run_writes_every_report_and_fails_on_failures(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    rc = cli("run", "--backend", "flaky_backend:factory", *CAT, "--tier", "full", "-j", "2",
+             "--timeout", "30", "--junit", "j.xml", "--coverage", "cov.txt", "--repro-dir",
+             "repro", "--no-progress")
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    assert "14 case(s)" in out, out and out.splitlines()[1].startswith("family")
+    assert "CRASH    flaky/segv: the worker was killed by signal SIGSEGV" in out
+    assert "result: FAIL (2 FAIL, 2 CRASH, 2 ERROR)" in out, out
+    lines = (tmp_path / "tilefoundry-conformance.jsonl").read_text().splitlines()
+    assert len(lines) == 15  # the header and one line per case
+    assert ET.parse(tmp_path / "j.xml").getroot().get("tests") == "14"
+    assert "Binary.add" in (tmp_path / "cov.txt").read_text()
+    assert len(list((tmp_path / "repro").iterdir())) == 2  # the two FAILs
+
+
+def test_run_passes_with_exit_status_zero(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    rc = cli("run", "--backend", "reference", *CAT, "--cases", "elementwise/*", "--cases",
+             "cast/*", "--jsonl", "x.jsonl")
+    out = capsys.readouterr().out
+    assert rc == 0 and "5 case(s)" in out and "result: PASS" in out
+
+
+def test_list(capsys):
+    assert cli("list", *CAT, "--tier", "quick", "--cases", "flaky/*") == 0
+    c = capsys.readouterr()
+    assert [x.split("\t")[0] for x in c.out.splitlines()] == ["flaky/segv", "flaky/garbage"]
+    assert "2 case(s) in tier 'quick': flaky 2" in c.err
+
+
+@pytest.mark.parametrize(("args", "pattern"), [
+    (["--backend", "no_such_pkg.mod:factory"], "cannot import 'no_such_pkg.mod'"),
+    (["--backend", "flaky_backend:nope"], "has no attribute 'nope'"),
+    (["--backend", "nonsense"], "not a built-in"),
+    (["--backend", "flaky_backend:bad_caps"], r"capabilities\(\) returned dict"),
+    (["--backend", "reference", "--catalog", "synthetic_catalog:nope"],
+     "has no function 'nope'"),
+    (["--backend", "reference", "--manifest", "BAD"], r"unknown key\(s\) \['owner'\]"),
+    (["--backend", "reference", "--junit", "missing/dir/j.xml"], "--junit missing/dir/j.xml: "
+                                                                  "cannot write it"),
+    (["--backend", "reference", "--coverage", "."], "--coverage .: is a directory"),
+    (["--backend", "reference", "--jsonl", "missing/r.jsonl"], "cannot write it"),
+    (["--backend", "reference", "--repro-dir", "afile/x"], "--repro-dir afile/x"),
+    (["--backend", "reference", "-j", "0"], "at least 1 worker"),
+    (["--backend", "reference", "--reduce", "5"], "--reduce needs --repro-dir"),
+])
+def test_bad_input_is_one_line_and_exit_2_before_any_case(tmp_path, monkeypatch, capsys,
+                                                          args, pattern):
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "BAD").write_text('[[xfail]]\ncase = "a"\nreason = "r"\nowner = "me"\n')
+    (tmp_path / "afile").write_text("")
+    rc = cli("run", *CAT, *["--jsonl" if a == "--jsonl" else a for a in args],
+             *([] if "--jsonl" in args else ["--jsonl", "r.jsonl"]))
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and err.startswith("tilefoundry conformance: error: ")
+    assert re.search(pattern, err), err
+    r = tmp_path / "r.jsonl"
+    assert not r.exists() or r.read_text() == ""  # no case ran
+
+
+def test_resume_of_a_file_from_another_run_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli("run", "--backend", "reference", *CAT, "--cases", "cast/*") == 0
+    capsys.readouterr()
+    assert cli("run", "--backend", "reference", *CAT, "--seed", "7", "--resume") == 2
+    assert "written for backend 'reference' seed 0" in capsys.readouterr().err
+
+
+def test_fuzz_runs_generated_programs_until_the_deadline(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    rc = cli("fuzz", "--backend", "flaky_backend:truncating", "--minutes", "0.03",
+             "--generator", "synthetic_catalog:generate", "--repro-dir", "repro", "--seed", "5")
+    out = capsys.readouterr().out
+    recs = [json.loads(x) for x in (tmp_path / "tilefoundry-fuzz.jsonl").read_text()
+            .splitlines()[1:]]
+    assert len(recs) >= 5 and recs[0]["id"] == "fuzz/5/000000"
+    assert {r["verdict"] for r in recs} <= {"PASS", "FAIL"}
+    # every generated program holds one bf16 mul: the truncating backend fails some
+    assert rc == 1 and "FAIL" in out and any(r["verdict"] == "FAIL" for r in recs)
+    assert cli("fuzz", "--backend", "reference", "--minutes", "0", "--generator",
+               "synthetic_catalog:generate") == 2
+
+
+def test_fuzz_without_a_generator_names_the_gap_or_uses_the_oracles():
+    try:
+        gen = load_generator(None)
+    except ConformanceError as e:
+        assert "--generator" in str(e)
+    else:
+        assert callable(gen)

@@ -1,0 +1,344 @@
+"""The conformance runner: verdicts from worker processes, crash / hang isolation, JSON lines,
+resume after SIGKILL, determinism, manifests, reproducers, reduction, worker recycling.
+
+Issue 'conformance runner', Must show: 'A test backend that segfaults on one case, hangs on
+another and returns garbage on a third: the run finishes, with CRASH / TIMEOUT / FAIL for exactly
+those cases; killing the runner with SIGKILL midway and resuming yields the same final report as
+an uninterrupted run.' The backends and catalogs are synthetic (flaky_backend.py,
+synthetic_catalog.py next to this file; pytest's rootdir-relative import puts this folder on
+sys.path and the forked workers inherit it; subprocesses get it through PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import synthetic_catalog as syn
+
+from tilefoundry.conformance.manifest import Manifest
+from tilefoundry.conformance.report import read_jsonl, strip_timing
+from tilefoundry.conformance.runner import (
+    ConformanceError,
+    GeneratedCases,
+    _read_resume,
+    run,
+)
+
+HERE = Path(__file__).resolve().parent
+FLAKY = "flaky_backend:factory"
+TIMEOUT = 3.0  # for runs with the hang case: short, so the test is quick
+SLACK = 30.0  # for runs without it: generous, so a loaded machine cannot turn a case into TIMEOUT
+
+
+def env(**extra: str) -> dict:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join([str(HERE), *filter(None, [e.get("PYTHONPATH")])])
+    e.update(extra)
+    return e
+
+
+def quick(seed: int = 0):
+    return syn.build_catalog(seed).tier("quick")
+
+
+def no_hang(seed: int = 0):
+    return syn.build_no_hang(seed).tier("full")
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    """Every synthetic case but the hang, on the flaky backend, with reproducers."""
+    d = tmp_path_factory.mktemp("full")
+    res = run(FLAKY, no_hang(), jobs=2, timeout_s=SLACK, seed=0, out_jsonl=d / "r.jsonl",
+              repro_dir=d / "repro")
+    return res, d
+
+
+# =============================================================================================
+# verdicts
+# =============================================================================================
+def test_segfault_hang_and_garbage_are_crash_timeout_fail_and_the_rest_passes(tmp_path):
+    t0 = time.monotonic()
+    res = run(FLAKY, quick(), jobs=2, timeout_s=TIMEOUT, seed=0, out_jsonl=tmp_path / "r.jsonl")
+    assert time.monotonic() - t0 < 20
+    v = res.verdicts()
+    assert {k: x for k, x in v.items() if x != "PASS"} == {
+        "flaky/segv": "CRASH", "flaky/hang": "TIMEOUT", "flaky/garbage": "FAIL"}
+    assert len(v) == len(quick()) and list(v) == [c.id for c in quick()]  # case order
+    rec = {r["id"]: r for r in res.records}
+    assert "SIGSEGV" in rec["flaky/segv"]["message"]
+    assert "during backend.run" in rec["flaky/segv"]["message"]
+    assert "flaky_backend.py" in rec["flaky/segv"]["message"]  # faulthandler's frames
+    assert f"exceeded the {TIMEOUT:g} s limit during backend.run" in \
+        rec["flaky/hang"]["message"]
+    assert "flaky_backend.py" in rec["flaky/hang"]["message"] and \
+        "in run" in rec["flaky/hang"]["message"]
+    (worst,) = rec["flaky/garbage"]["outputs"]
+    assert worst["contract"] == "exact" and worst["mismatches"] == 8
+    assert worst["expected_hex"].startswith("0x") and worst["observed_hex"] != \
+        worst["expected_hex"]
+    assert res.exit_code == 1 and not res.ok
+
+
+def test_errors_crashes_and_not_supported_name_the_problem(full_run):
+    rec = {r["id"]: r for r in full_run[0].records}
+    assert rec["flaky/raise"]["verdict"] == "ERROR"
+    assert "backend.run raised ValueError: the flaky backend does not like" in \
+        rec["flaky/raise"]["message"]
+    assert rec["flaky/malformed"]["verdict"] == "ERROR"
+    assert "shape (1,), expected (8,)" in rec["flaky/malformed"]["message"]
+    assert rec["flaky/exit"]["verdict"] == "CRASH"
+    assert "exited with status 3" in rec["flaky/exit"]["message"]
+    assert rec["flaky/ulp1"]["verdict"] == "FAIL"
+    assert rec["flaky/ulp1"]["outputs"][0]["ulp_distance"] == 1.0
+    assert rec["int/add/i8"]["verdict"] == "NOT_SUPPORTED"
+    assert "i8" in rec["int/add/i8"]["message"]
+    assert rec["planted/buried"]["verdict"] == "PASS"
+    # ops / dtypes: from the case when it names them, from the program otherwise
+    assert rec["elementwise/add/f32"]["ops"] == ["Binary.add"]
+    assert rec["elementwise/max/f16"]["ops"] == ["Binary.max"]
+    assert rec["elementwise/max/f16"]["dtypes"] == ["f16"]
+    assert rec["reduce/sum/f32"]["ops"] == ["Reduce.sum"]
+
+
+def test_not_supported_never_calls_the_backend(tmp_path):
+    """A backend whose compile and run would crash the worker: NOT_SUPPORTED cases never
+    reach it."""
+    cases = [c for c in no_hang() if c.id == "int/add/i8"]
+    res = run("flaky_backend:factory", cases, timeout_s=SLACK, out_jsonl=tmp_path / "r.jsonl")
+    assert res.verdicts() == {"int/add/i8": "NOT_SUPPORTED"}
+
+
+def test_duplicate_case_ids_are_refused(tmp_path):
+    c = quick()[0]
+    with pytest.raises(ConformanceError, match="appears twice"):
+        run("reference", [c, c], out_jsonl=tmp_path / "r.jsonl")
+
+
+def test_reference_backend_passes_the_synthetic_cases(tmp_path):
+    cases = [c for c in no_hang() if not c.id.startswith("flaky/")]
+    res = run("reference", cases, jobs=2, timeout_s=30, out_jsonl=tmp_path / "r.jsonl")
+    assert set(res.verdicts().values()) == {"PASS"} and res.exit_code == 0
+
+
+# =============================================================================================
+# JSON lines, resume, determinism
+# =============================================================================================
+def test_jsonl_has_a_header_and_one_object_per_case(full_run):
+    d = full_run[1]
+    lines = [json.loads(x) for x in (d / "r.jsonl").read_text().splitlines()]
+    assert lines[0]["type"] == "run" and lines[0]["backend"] == FLAKY and lines[0]["seed"] == 0
+    cases = lines[1:]
+    assert sorted(r["id"] for r in cases) == sorted(c.id for c in no_hang())
+    for r in cases:
+        assert {"id", "family", "verdict", "seconds", "message", "ops", "dtypes"} <= set(r)
+
+
+def _proc_with_arg(arg: str) -> list[int]:
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if arg.encode() in (p / "cmdline").read_bytes():
+                    pids.append(int(p.name))
+            except OSError:
+                pass
+    return pids
+
+
+def test_sigkill_midway_then_resume_gives_the_uninterrupted_report(tmp_path):
+    jsonl = tmp_path / "killed.jsonl"
+    args = ["conformance", "run", "--backend", FLAKY, "--catalog",
+            "synthetic_catalog:build_catalog", "--tier", "quick", "--timeout", str(TIMEOUT),
+            "--jsonl", str(jsonl)]
+    p = subprocess.Popen([sys.executable, "-m", "tilefoundry", *args],
+                         env=env(FLAKY_DELAY="0.25"), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    written = 0
+    while time.monotonic() - t0 < 30:
+        if jsonl.exists():
+            written = jsonl.read_text().count('"type": "case"')
+            if written >= 3:
+                break
+        time.sleep(0.02)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert 3 <= written < len(quick()), "killed too late to test a resume"
+    # the killed runner's workers die with it (PR_SET_PDEATHSIG), none is left hanging
+    t1 = time.monotonic()
+    while _proc_with_arg(str(jsonl)) and time.monotonic() - t1 < 3:
+        time.sleep(0.05)
+    assert _proc_with_arg(str(jsonl)) == []
+    # a torn last line (a runner killed mid-write) must not break the resume either
+    with open(jsonl, "a") as f:
+        f.write('{"type": "case", "id": "elementwise/sub/f32", "verd')
+    from tilefoundry.cli import main
+
+    assert main([*args, "--resume", "--no-progress"]) == 1
+    _, recs = read_jsonl(jsonl)
+    assert len(recs) == len(quick())
+    resumed = strip_timing(recs[c.id] for c in quick())
+    fresh = run(FLAKY, quick(), jobs=2, timeout_s=TIMEOUT, seed=0,
+                out_jsonl=tmp_path / "fresh.jsonl")
+    assert resumed == fresh.report()
+    # every case ran exactly once: the resumed run skipped what the killed one finished
+    ids = [json.loads(x)["id"] for x in jsonl.read_text().splitlines()[1:]]
+    assert sorted(ids) == sorted(c.id for c in quick())
+
+
+def test_resume_refuses_another_backend_or_seed_and_skips_finished_cases(tmp_path):
+    cases = [c for c in no_hang() if c.id.startswith("elementwise/")]
+    j = tmp_path / "r.jsonl"
+    first = run("reference", cases[:2], out_jsonl=j, timeout_s=30)
+    assert len(first.records) == 2
+    with pytest.raises(ConformanceError, match="written for backend 'reference' seed 0"):
+        _read_resume(j, FLAKY, 0)
+    with pytest.raises(ConformanceError, match="seed 0, not backend 'reference' seed 1"):
+        run("reference", cases, out_jsonl=j, resume=True, seed=1, timeout_s=30)
+    again = run("reference", cases, out_jsonl=j, resume=True, timeout_s=30)
+    assert [r["id"] for r in again.records] == [c.id for c in cases]
+    assert j.read_text().count('"type": "case"') == len(cases)
+
+
+def test_same_seed_same_cases_and_verdicts(tmp_path):
+    a = run(FLAKY, no_hang(0), jobs=2, timeout_s=SLACK, seed=0, out_jsonl=tmp_path / "a")
+    b = run(FLAKY, no_hang(0), jobs=2, timeout_s=SLACK, seed=0, out_jsonl=tmp_path / "b")
+    assert a.report() == b.report()
+
+    def lines(p: Path) -> list[str]:  # the files themselves, minus timings and line order
+        return sorted(json.dumps(strip_timing([json.loads(x)])[0])
+                      for x in p.read_text().splitlines())
+
+    assert lines(tmp_path / "a") == lines(tmp_path / "b")
+    c = run(FLAKY, no_hang(1), jobs=2, timeout_s=SLACK, seed=1, out_jsonl=tmp_path / "c")
+    assert c.verdicts() == a.verdicts()  # the same cases, other inputs: other failures
+    msg = {r["id"]: r["message"] for r in a.records}
+    assert {r["id"]: r["message"] for r in c.records}["flaky/garbage"] != msg["flaky/garbage"]
+
+
+def test_generated_cases_are_deterministic_and_lazy():
+    g = GeneratedCases(syn.generate, seed=3)
+    assert len(g) >= 10**6 and g[5].id == "fuzz/3/000005"
+    m1, _, i1 = g[5].build()
+    m2, _, i2 = GeneratedCases(syn.generate, seed=3)[5].build()
+    from tilefoundry.semantics.printer import to_text
+
+    assert to_text(m1) == to_text(m2) and all((a == b).all() for a, b in zip(i1, i2, strict=True))
+
+
+# =============================================================================================
+# manifests
+# =============================================================================================
+MANIFEST = """
+[[xfail]]
+case = "flaky/garbage"
+reason = "known wrong subtraction"
+
+[[xfail]]
+case = "elementwise/add/*"
+reason = "thought broken, but it is not"
+
+[[xfail]]
+case = "flaky/raise"
+reason = "expected to crash, it raises instead"
+verdict = "CRASH"
+
+[[xfail]]
+case = "flaky/exit"
+reason = "exits"
+verdict = ["CRASH"]
+
+[[skip]]
+case = "flaky/segv"
+reason = "crashes the CI machine"
+
+[[tolerance]]
+case = "flaky/ulp1"
+reason = "rounds up by one ulp"
+ulp = 1
+
+[[tolerance]]
+case = "flaky/garb*"
+reason = "not enough for garbage"
+ulp = 4
+
+[[skip]]
+case = "no/such/case"
+reason = "stale"
+"""
+
+
+def test_manifest_xfail_xpass_skip_and_tolerance(tmp_path):
+    cases = [c for c in syn.build_catalog(0).tier("full") if c.id != "flaky/hang"]
+    m = Manifest.parse(MANIFEST)
+    res = run(FLAKY, cases, jobs=2, timeout_s=SLACK, out_jsonl=tmp_path / "r.jsonl",
+              manifest=m)
+    rec = {r["id"]: r for r in res.records}
+    g = rec["flaky/garbage"]
+    assert g["verdict"] == "XFAIL" and g["raw_verdict"] == "FAIL"
+    assert "known wrong subtraction" in g["message"] and "8/8 elements" in g["message"]
+    x = rec["elementwise/add/f32"]
+    assert x["verdict"] == "XPASS" and "thought broken" in x["message"]
+    assert rec["flaky/exit"]["verdict"] == "XFAIL"  # the expected kind of failure
+    r = rec["flaky/raise"]  # a failure of another kind than the manifest names
+    assert r["verdict"] == "ERROR" and "manifest expects ['CRASH']" in r["message"]
+    s = rec["flaky/segv"]
+    assert s["verdict"] == "NOT_SUPPORTED" and s["message"] == \
+        "skipped by manifest: crashes the CI machine"
+    u = rec["flaky/ulp1"]
+    assert u["verdict"] == "PASS" and u["tolerance"] == 1 and "worst 1 ulp" in u["message"]
+    assert [e.case for e in res.unused_manifest] == ["no/such/case"]
+    assert res.exit_code == 1  # the XPASS and the ERROR
+    assert {r["verdict"] for r in res.bad} == {"XPASS", "ERROR"}
+
+
+# =============================================================================================
+# reproducers, reduction, leaks
+# =============================================================================================
+def test_fail_gets_a_reproducer_that_replays_without_the_runner(full_run):
+    res, d = full_run
+    rec = {r["id"]: r for r in res.records}
+    rdir = d / "repro" / rec["flaky/garbage"]["repro"]
+    names = {p.name for p in rdir.iterdir()}
+    assert {"program.txt", "module.pkl", "input_0.npy", "input_1.npy", "inputs.hex.txt",
+            "expected_0.npy", "observed_0.npy", "verdict.txt", "case.json",
+            "repro.py"} <= names
+    assert "Binary(kind=sub)" in (rdir / "program.txt").read_text()
+    hexes = (rdir / "inputs.hex.txt").read_text()
+    assert hexes.startswith("input 0: f32 shape [8]")
+    assert "8/8 elements rejected" in (rdir / "verdict.txt").read_text()
+    assert "repro" not in rec["elementwise/add/f32"]
+    replay = [subprocess.run([sys.executable, str(rdir / "repro.py"), *a], env=env(),
+                             capture_output=True, text=True, timeout=60)
+              for a in ([], ["--backend", "reference"], ["--recorded"])]
+    assert replay[0].returncode == 1 and "FAIL" in replay[0].stdout, replay[0].stderr
+    assert replay[1].returncode == 0 and "PASS" in replay[1].stdout, replay[1].stderr
+    assert replay[2].returncode == 1 and "8/8 elements rejected" in replay[2].stdout
+
+
+def test_reduce_shrinks_a_planted_truncation_to_one_mul(tmp_path):
+    cases = [c for c in syn.build_catalog(0).tier("full") if c.id == "planted/buried"]
+    res = run("flaky_backend:truncating", cases, timeout_s=30, out_jsonl=tmp_path / "r.jsonl",
+              repro_dir=tmp_path / "repro", reduce_s=30)
+    (r,) = res.records
+    assert r["verdict"] == "FAIL"
+    red = tmp_path / "repro" / r["repro"] / "reduced"
+    text = (red / "program.txt").read_text()
+    assert "Binary(kind=mul)" in text and text.count("%") <= 2, text
+    assert "1/1 elements rejected" in (red / "verdict.txt").read_text()
+
+
+def test_workers_over_the_memory_limit_are_replaced(tmp_path):
+    cases = [c for c in no_hang() if c.id.startswith("elementwise/")]
+    res = run("reference", cases, timeout_s=30, out_jsonl=tmp_path / "r.jsonl",
+              worker_rss_mb=1e-3)
+    assert set(res.verdicts().values()) == {"PASS"}
+    assert res.recycled == len(cases)
