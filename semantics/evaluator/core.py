@@ -176,7 +176,7 @@ class _Evaluator:
             if impl is None:
                 raise EvaluationError(f"{type(node.op).__name__}: the reference evaluator has "
                                       f"no implementation of this op yet")
-            ctx = EvalCtx(node.op, node, node.checked_type, self.contracts, tuple(args))
+            ctx = EvalCtx(node.op, node, node.checked_type, self.contracts, tuple(args), env)
             if any(is_mesh_value(a) for a in args) and not isinstance(node.op, Reshard | Local):
                 return eval_on_mesh(ctx, impl, tuple(args))
             return impl(ctx, tuple(args))

@@ -8,7 +8,7 @@ loop per element — and decide every edge case explicitly (ARCHITECTURE.md, num
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
@@ -74,6 +74,9 @@ class EvalCtx:
     out_type: Any  # the Call's inferred type (TensorType / TupleType)
     contracts: list = field(default_factory=list)  # (call, OpContract) pairs, appended by note()
     args: tuple = ()  # the operand values of this Call (the contract's operands)
+    #: DimVar bindings of the enclosing function (from its argument shapes): what a symbolic
+    #: extent in an op attribute (Zeros.shape, Reshape.new_shape, TopK.k) resolves against
+    dims: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -275,7 +275,7 @@ def _per_device(ctx: EvalCtx, impl: Callable, args: tuple, mesh):
     notes: list = []
     for n, coord in enumerate(itertools.product(*(range(m) for m in mesh.axis_extents))):
         local = _local_args(args, coord)
-        lctx = EvalCtx(ctx.op, ctx.call, lt, notes if n == 0 else [], local)
+        lctx = EvalCtx(ctx.op, ctx.call, lt, notes if n == 0 else [], local, ctx.dims)
         results.append(impl(lctx, local))
     _keep_first_device_notes(ctx, notes)
     ext = tuple(mesh.axis_extents)
@@ -331,7 +331,7 @@ def _gather_split(ctx: EvalCtx, impl: Callable, args: tuple):
         own = (iv >= lo) & (iv < lo + blk)
         li = np.where(own, iv - lo, 0).astype(iv.dtype)
         local = (np.array(x.data[coord], order="C"), li.astype(np.asarray(idx).dtype))
-        lctx = EvalCtx(ctx.op, ctx.call, lt, notes if n == 0 else [], local)
+        lctx = EvalCtx(ctx.op, ctx.call, lt, notes if n == 0 else [], local, ctx.dims)
         r = impl(lctx, local)
         mask = own.reshape((1,) * axis + own.shape + (1,) * (r.ndim - axis - own.ndim))
         results.append(np.where(mask, r, neutral).astype(r.dtype))

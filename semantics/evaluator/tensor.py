@@ -117,9 +117,11 @@ def _tensor(ctx: EvalCtx, x: object, i: int) -> np.ndarray:
     return x
 
 
-def _env(ctx: EvalCtx, args: tuple) -> dict[str, int]:
-    """DimVar bindings read off the operands: each operand's checked type against its array."""
-    env: dict[str, int] = {}
+def _env(ctx: EvalCtx, args: tuple, *, function_dims: bool = True) -> dict[str, int]:
+    """DimVar bindings: the enclosing function's (its argument shapes; D129) unless
+    ``function_dims`` is False, then those read off the operands (each operand's checked type
+    against its array)."""
+    env: dict[str, int] = dict(ctx.dims) if function_dims else {}
     call = ctx.call
     if call is None:
         return env
@@ -501,7 +503,7 @@ def eval_topk(ctx: EvalCtx, args: tuple) -> tuple[np.ndarray, np.ndarray]:
     if not is_shape_dim(op.k):
         ctx.error(f"k = {op.k!r} is not a ShapeDim")
     n = x.shape[axis]
-    k = _resolve(op.k, _env(ctx, args))  # the DimVars x's own shape binds
+    k = _resolve(op.k, _env(ctx, args, function_dims=False))  # only x's own shape binds k
     t = ctx.out_type
     if k is None and isinstance(t, TupleType) and t.fields and \
             isinstance(t.fields[0], TensorType) and axis < len(t.fields[0].shape):

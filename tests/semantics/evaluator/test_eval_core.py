@@ -122,3 +122,15 @@ def test_structural_ops_through_evaluate():
     out = evaluate(m, "t", [v])
     assert out.shape == (3, 2) and out.astype(np.float32).tolist() == [
         [1.0, 0.5], [448.0, 2.0], [-448.0, 3.0]]
+
+
+def test_symbolic_zeros_shape_resolves_from_the_function_arguments():
+    # docs/decisions.md D129: Zeros has no operands; its symbolic shape is bound by the
+    # enclosing function's parameter shapes
+    from tilefoundry.semantics.ops.tensor import Zeros
+
+    x = Var("x", TensorType((N,), F32))
+    z = Call(Zeros((N,), F32), ())
+    m = Module((Function("f", (x,), add(x, z), None),))
+    out = evaluate(m, "f", [np.arange(7, dtype=np.float32)])
+    assert out.tolist() == list(range(7))
