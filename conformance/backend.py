@@ -187,6 +187,7 @@ class ReferenceBackend:
 
 BUILTIN: dict[str, str] = {
     "reference": "tilefoundry.conformance.backend:ReferenceBackend",
+    "torch": "tilefoundry.conformance.torch_backend:TorchBackend",
 }
 
 
