@@ -46,7 +46,15 @@ from tilefoundry.semantics.evaluator.registry import (
 from tilefoundry.semantics.formats import DType, dtype_of
 from tilefoundry.semantics.ops.math import Binary
 from tilefoundry.semantics.ops.sharding import Local, Reshard
-from tilefoundry.semantics.ops.tensor import Gather, Rank, Reduce, ShapeOf
+from tilefoundry.semantics.ops.tensor import (
+    CacheUpdate,
+    Gather,
+    InsertSlice,
+    Rank,
+    Reduce,
+    Reshape,
+    ShapeOf,
+)
 from tilefoundry.semantics.types import (
     Broadcast,
     Partial,
@@ -248,6 +256,13 @@ def eval_on_mesh(ctx: EvalCtx, impl: Callable, args: tuple):
         args = tuple(Sharded(out_t.shard, d) for d in datas)
     if isinstance(op, Gather) and isinstance(args[0], Sharded):
         return _gather_split(ctx, impl, args)
+    if isinstance(op, Reshape) and isinstance(out_t, TensorType) and out_t.shard is not None:
+        # each device reshapes its block to its local extents (Reshape rules 1 / 2 keep the
+        # C order over the local positions, D130)
+        local = Reshape(tuple(out_t.shard.local_axis_extents()))
+        ctx = EvalCtx(local, ctx.call, out_t, ctx.contracts, ctx.args, ctx.dims)
+    if isinstance(op, InsertSlice | CacheUpdate) and isinstance(args[0], Sharded):
+        return _write_split(ctx, impl, args, mesh)
     return _per_device(ctx, impl, args, mesh)
 
 
@@ -285,6 +300,49 @@ def _per_device(ctx: EvalCtx, impl: Callable, args: tuple, mesh):
         return tuple(_wrap(ft, np.stack([r[i] for r in results]).reshape(
             (*ext, *np.shape(results[0][i]))), mesh, varying) for i, ft in enumerate(t.fields))
     return _wrap(t, np.stack(results).reshape((*ext, *np.shape(results[0]))), mesh, varying)
+
+
+def _natural_axis(lay: ShardLayout, p: int) -> int:
+    """The tensor axis of layout position ``p``, which must be the axis's only position."""
+    a = lay.layout.axis_of_position[p]
+    if isinstance(lay.layout.shape[a], tuple) and len(lay.layout.shape[a]) > 1:
+        raise EvaluationError(f"a write into a destination split on a refined axis "
+                              f"{lay.layout.shape[a]} is not simulated; Reshard the destination "
+                              f"to a natural layout first")
+    return a
+
+
+def _write_split(ctx: EvalCtx, impl: Callable, args: tuple, mesh):
+    """InsertSlice / CacheUpdate into a destination with Splits: the type rule lets a replicated
+    update cover a split axis whole (D138), so each device writes its own block of it."""
+    dst = args[0]
+    upd_i = 1 if isinstance(ctx.op, InsertSlice) else 3
+    splits = [(i, a.position) for i, a in enumerate(dst.layout.attrs) if isinstance(a, Split)]
+    upd = args[upd_i]
+    own = isinstance(upd, Sharded) and all(
+        isinstance(upd.layout.attrs[i], Split) for i, _ in splits)
+    if own or not splits:
+        return _per_device(ctx, impl, args, mesh)
+    lt = local_type(ctx.out_type)
+    results, notes = [], []
+    for n, coord in enumerate(itertools.product(*(range(m) for m in mesh.axis_extents))):
+        local = list(_local_args(args, coord))
+        u = local[upd_i]
+        for i, p in splits:
+            if isinstance(upd, Sharded) and isinstance(upd.layout.attrs[i], Split):
+                continue
+            a = _natural_axis(dst.layout, p)
+            blk = u.shape[a] // mesh.axis_extents[i]
+            sl = [slice(None)] * u.ndim
+            sl[a] = slice(coord[i] * blk, (coord[i] + 1) * blk)
+            u = u[tuple(sl)]
+        local[upd_i] = np.array(u, order="C")
+        lctx = EvalCtx(ctx.op, ctx.call, lt, notes if n == 0 else [], tuple(local), ctx.dims)
+        results.append(impl(lctx, tuple(local)))
+    _keep_first_device_notes(ctx, notes)
+    ext = tuple(mesh.axis_extents)
+    return _wrap(ctx.out_type, np.stack(results).reshape((*ext, *results[0].shape)), mesh,
+                 False)
 
 
 def _gather_reduced(x: Sharded, op: Reduce) -> Sharded:

@@ -105,9 +105,9 @@ __all__ = [
 def _out(x: np.ndarray) -> np.ndarray:
     """A C-contiguous result that owns its data (a view of an operand is copied). Not
     ``np.ascontiguousarray``: it turns a rank-0 array into shape ``(1,)``."""
-    if x.flags.c_contiguous and x.flags.owndata:
+    if isinstance(x, np.ndarray) and x.flags.c_contiguous and x.flags.owndata:
         return x
-    return np.array(x, copy=True, order="C")
+    return np.array(x, copy=True, order="C")  # also a numpy scalar (x[()] of a rank-0 x) -> 0-d
 
 
 def _tensor(ctx: EvalCtx, x: object, i: int) -> np.ndarray:

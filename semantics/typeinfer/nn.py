@@ -204,6 +204,10 @@ def infer_matmul(ctx: Ctx, types: tuple) -> TensorType:
     if dt is DType.BOOL:
         ctx.error("MatMul does not take bool operands", operand=0, rule="MatMul dtypes",
                   fix="insert an explicit cast to an integer or float dtype")
+    if dt is DType.F8E8M0:
+        ctx.error("MatMul does not take f8e8m0 operands: a scale format has no zero to "
+                  "accumulate from and no sign (D137)", operand=0, rule="MatMul dtypes",
+                  fix="insert an explicit cast to f32 (or bf16) first")
     for i, t in ((0, a), (1, b)):
         if t.rank < 2:
             ctx.error(f"operands are [..., M, K] and [..., K, N] (rank >= 2); got rank "
@@ -337,6 +341,10 @@ def infer_conv2d(ctx: Ctx, types: tuple) -> TensorType:
     op: Conv2D = ctx.op
     same_dtype(ctx, [x, w, bias], [0, 1, 2])
     _require_float(ctx, x, 0)
+    if x.dtype is DType.F8E8M0:
+        ctx.error("Conv2D does not take f8e8m0 operands: a scale format has no zero to "
+                  "accumulate from (padding is zero) and no sign (D137)", operand=0,
+                  rule="Conv2D dtypes", fix="insert an explicit cast to f32 (or bf16) first")
     for i, t, rank, form in ((0, x, 4, "NCHW [N, C, H, W]"), (1, w, 4, "OIHW [O, C/groups, kH, kW]"),
                              (2, bias, 1, "[O]")):
         if t.rank != rank:

@@ -33,7 +33,7 @@ import itertools
 import math
 from collections import Counter
 
-from tilefoundry.semantics.formats import DType
+from tilefoundry.semantics.formats import FORMATS, DType
 from tilefoundry.semantics.ir import Constant
 from tilefoundry.semantics.ops.tensor import (
     CacheUpdate,
@@ -265,7 +265,54 @@ def infer_cast(ctx: Ctx, types: tuple):
                   f"int truncates, int -> int wraps around)",
                   rule="Cast overflow (float targets only)",
                   fix="leave overflow at its default 'nonfinite'")
+    if x.shard is not None:
+        for ax, red in x.shard.partials.items():
+            why = cast_partial_reason(x.dtype, op.dtype, red)
+            if why:
+                ctx.error(f"x carries Partial({red}) on mesh axis "
+                          f"{x.shard.mesh.axis_names[ax]} and the cast {x.dtype} -> {op.dtype} "
+                          f"does not commute with {red}: {why}", operand=0,
+                          rule="Cast carries a Partial only where the cast commutes with its "
+                               "reduction (D137)", fix=PARTIAL_FIX)
     return TensorType(tuple(x.shape), op.dtype, _keep_layout(x), x.storage)
+
+
+def cast_partial_reason(src: DType, dst: DType, red: str) -> str | None:
+    """Why ``Cast(src -> dst)`` of a Partial(red) value is not the Partial(red) of the cast pieces
+    (None: it commutes — exactly, or up to rounding for float -> float sums, D72).
+    docs/decisions.md D137; tests/semantics/typeinfer/test_rules_cast_partial.py checks every
+    decision against evaluation (a witness for every rejection)."""
+    fs, fd = FORMATS[src], FORMATS[dst]
+    unsigned_src = src is DType.BOOL or (src.is_int and not fs.signed) or src is DType.F8E8M0
+    if red == "sum":
+        if DType.F8E8M0 in (src, dst):
+            return "f8e8m0 has no zero and no sign: there is no f8e8m0 sum, and its cast of a " \
+                   "negative or zero sum is NaN"
+        if src is DType.BOOL:
+            return "bool has no sum"
+        if dst is DType.BOOL:
+            return "x != 0 is not linear"
+        if src.is_float and dst.is_float:
+            return None  # linear up to rounding (D72)
+        if src.is_float:
+            return "truncation toward zero is not linear (trunc(0.5) + trunc(0.5) != trunc(1))"
+        if dst.is_int and fd.bits <= fs.bits:
+            return None  # wraparound is linear modulo 2^bits of the target
+        return ("the pieces' sum wraps around in the source dtype, their cast does not "
+                "(i8: 100 + 100 = -56, but 100.0 + 100.0 = 200)")
+    # max / min: the cast must be monotone in the -0 < +0 total order, and NaN-free where the
+    # reduction would not produce NaN anyway
+    if dst is DType.F8E8M0 and red == "max" and src is not DType.F8E8M0:
+        return "zero and negative values cast to f8e8m0 NaN, which max propagates"
+    if dst is DType.BOOL and not unsigned_src:
+        return "x != 0 is not monotone for signed values (max(-1, 0) = 0 -> False, but " \
+               "max(True, False) = True)"
+    if src.is_int and dst.is_int:
+        contained = (fd.bits > fs.bits and (fd.signed or not fs.signed)) or \
+            (fd.bits == fs.bits and fd.signed == fs.signed)
+        if not contained:
+            return "wraparound to a narrower or differently signed integer is not monotone"
+    return None
 
 
 # =============================================================================================
@@ -324,6 +371,12 @@ def infer_gather(ctx: Ctx, types: tuple):
                   fix="Reshard x so that the gathered axis is not split, or only it is")
     for a, d in enumerate(shape):
         _static_extent(ctx, d, f"output axis {a}")
+    if on_axis and x.dtype in (DType.BOOL, DType.F8E8M0):
+        ctx.error(f"x has dtype {x.dtype} and a Split on the gathered axis, which makes a "
+                  f"Partial(sum); {x.dtype} has no sum to complete it with", operand=0,
+                  rule="Gather over a split axis gives Partial(sum) (D137)",
+                  fix="Reshard x to Broadcast on that mesh axis, or Cast it to a dtype with a "
+                      "sum first")
     shift = idx.rank - bd - 1
     attrs = {ax: Partial("sum") if p == axis else Split(p if p < axis else p + shift)
              for ax, p in splits}

@@ -523,12 +523,28 @@ def conv_inputs(draw, dt: str | None = None):
     return x, wt, bias, Conv2D(stride, pad, dil, g)
 
 
+F18_SEEN: list[int] = []  # elements where torch's batched conv2d showed F18
+
+
 def check_conv(ledger, x, wt, bias, op):
     dt = next(k for k, v in NP.items() if v == x.dtype)
     ours, contracts = run(op, x, wt, bias)
     assert [(c.kind, c.policy) for c in contracts] == [("admitted_set", "reassociate")]
-    theirs = from_torch(F.conv2d(to_torch(x), to_torch(wt), to_torch(bias), op.stride,
-                                 op.padding, op.dilation, op.groups))
+    def torch_conv(xs):
+        return from_torch(F.conv2d(to_torch(xs), to_torch(wt), to_torch(bias), op.stride,
+                                   op.padding, op.dilation, op.groups))
+
+    theirs = torch_conv(x)
+    if x.shape[0] > 1:
+        # docs/findings.md F18: with batch > 1 torch drops NaN / inf weight taps that read the
+        # zero padding (batch 1 keeps them). Judge the per-sample results and count F18 apart.
+        single = np.concatenate([torch_conv(x[i:i + 1]) for i in range(x.shape[0])])
+        t32, s32 = theirs.astype(np.float32), single.astype(np.float32)
+        differ = ~((t32 == s32) | (np.isnan(t32) & np.isnan(s32)))
+        if differ.any():
+            assert not np.isfinite(wt.astype(np.float32)).all() and any(op.padding)
+            F18_SEEN.append(int(differ.sum()))
+            theirs = single
     assert theirs.shape == ours.shape
     a, b, _ = conv2d_operands(x, wt, bias, op.stride, op.padding, op.dilation, op.groups)
     check_admitted(ledger, "conv2d", dt, conv2d_matmul_view(theirs, op.groups), a, b,

@@ -133,9 +133,10 @@ def values(draw, shape, dt: DType, *, small: bool, positive: bool = False,
                                 allow_subnormal=True, width=32).filter(
                           lambda x: not positive or x > 0))
     v = np.array(draw(st.lists(elems, min_size=n, max_size=n)), np.float32).reshape(shape)
-    if not nonneg_zero:
-        v = np.where((v == 0), np.float32(0.0), v).astype(np.float32)  # no -0
-    return v.astype(NP[dt])
+    v = v.astype(NP[dt])
+    if not nonneg_zero:  # no -0, also none made by the rounding to dt (a tiny negative in bf16)
+        v = np.where(v.astype(np.float32) == 0, np.zeros((), NP[dt]), v).astype(NP[dt])
+    return v
 
 
 def replicate(data: np.ndarray, layout: ShardLayout) -> np.ndarray:
@@ -505,3 +506,53 @@ def test_sharded_input_must_match_the_declared_sharding():
     with pytest.raises(EvaluationError, match=r"parameter x: the value's sharding "
                                               r"\(Broadcast\(\),\)"):
         evaluate(Module((f,), topology=topo), "f", [other])
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/decisions.md D146 findings (from the program generator), fixed
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("shape", "layout", "attrs", "new"), [
+    ((4, 6), (4, (2, 3)), (Split(0),), (4, 2, 3)),   # rule 1: whole positions
+    ((12,), ((2, 6),), (Split(0),), (2, 6)),          # a refined axis, split on its outer position
+    ((12,), (12,), (Split(0),), (6, 2)),              # rule 2: E = A·B with m | A
+])
+def test_reshape_of_a_split_value_reshapes_each_devices_block(shape, layout, attrs, new):
+    from tilefoundry.semantics.ops.tensor import Reshape
+
+    mesh, topo = mesh_of((2,))
+    lay = ShardLayout(mesh, attrs, Layout(layout))
+    x = Var("x", TensorType(shape, F32, lay))
+    r = Call(Reshape(new), (x,))
+    body = Call(Reshard(layout=sl(mesh, (Broadcast(),), new)), (r,))
+    module = Module((Function("f", (x,), body, None),), topology=topo)
+    xv = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+    g, e = check_erasure(module, "f", [xv])
+    assert_same(g, e)
+    assert np.array_equal(e, xv.reshape(new))
+
+
+def test_insert_slice_of_a_replicated_update_into_a_split_destination():
+    mesh, topo = mesh_of((2,))
+    lay = sl(mesh, (Split(1),), (3, 4))
+    dst = Var("dst", TensorType((3, 4), F32, lay))
+    upd = Var("upd", TensorType((1, 4), F32))  # covers the split axis 1 whole
+    o0 = Constant(np.asarray(2, np.int32))
+    o1 = Constant(np.asarray(0, np.int32))
+    w = Call(InsertSlice(), (dst, upd, o0, o1))
+    body = Call(Reshard(layout=sl(mesh, (Broadcast(),), (3, 4))), (w,))
+    module = Module((Function("f", (dst, upd), body, None),), topology=topo)
+    d = np.zeros((3, 4), np.float32)
+    u = np.arange(1, 5, dtype=np.float32).reshape(1, 4)
+    g, e = check_erasure(module, "f", [d, u])
+    assert_same(g, e)
+    assert e[2].tolist() == [1, 2, 3, 4] and not e[:2].any()
+
+
+def test_slice_of_a_rank0_value_stays_an_array():
+    from tilefoundry.semantics.ops.tensor import Slice
+
+    x = Var("x", TensorType((), F32))
+    m = Module((Function("f", (x,), Call(Unary(UnaryKind.NEG), (Call(Slice((), ()), (x,)),)),
+                         None),))
+    out = evaluate(m, "f", [np.asarray(np.float32(2.5))])
+    assert isinstance(out, np.ndarray) and out.shape == () and out == -2.5
