@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PROFILE ?= ci
 
-.PHONY: selfcheck test lint bench install prove
+.PHONY: selfcheck sweeps test lint bench install prove
 
 $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
@@ -17,6 +17,12 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 selfcheck: $(STAMP)
+	rm -f build/conformance-quick.jsonl
+	$(VENV)/bin/tilefoundry conformance run --backend reference --tier quick -j 2 \
+		--jsonl build/conformance-quick.jsonl --junit build/conformance-quick.xml
+	$(VENV)/bin/tilefoundry prove
+
+sweeps: $(STAMP)
 	$(VENV)/bin/tilefoundry selfcheck
 
 test: $(STAMP)
@@ -29,6 +35,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_cast.py
+	$(PY) benchmarks/bench_evaluator.py
+	$(PY) benchmarks/bench_oracle_programs.py
 
 prove: $(STAMP)
 	$(VENV)/bin/tilefoundry prove

@@ -669,6 +669,7 @@ def _check_writable(path: Path, what: str, directory: bool = False) -> None:
         else:
             if path.is_dir():
                 raise ConformanceError(f"{what} {path}: is a directory")
+            path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "a"):
                 pass
     except ConformanceError:
