@@ -62,6 +62,7 @@ from tilefoundry.semantics.ir import (
     Tuple,
     TupleGetItem,
     Var,
+    run_dag,
 )
 from tilefoundry.semantics.ops import ALL_OPS
 from tilefoundry.semantics.types import DimVar, TensorType, TupleType, evaluate_dim, simplify
@@ -205,17 +206,7 @@ class _Interpreter:
         return self.eval(fn.body, values, env)
 
     def eval(self, root: Expr, values: dict[int, Any], env: Mapping[str, int]) -> Any:
-        stack: list[tuple[Expr, bool]] = [(root, False)]
-        while stack:
-            node, ready = stack.pop()
-            if id(node) in values:
-                continue
-            if not ready:
-                stack.append((node, True))
-                stack.extend((c, False) for c in _children(node) if id(c) not in values)
-                continue
-            values[id(node)] = self.node(node, values, env)
-        return values[id(root)]
+        return run_dag(root, values, lambda node: self.node(node, values, env))
 
     def node(self, node: Expr, values: dict[int, Any], env: Mapping[str, int]) -> Any:
         if isinstance(node, Var):
@@ -256,18 +247,6 @@ class _Interpreter:
                 it[id(v)] = c
             carried = [self.eval(y, it, env) for y in node.yield_values]
         return carried[0] if len(carried) == 1 else tuple(carried)
-
-
-def _children(e: Expr) -> list[Expr]:
-    if isinstance(e, Call):
-        return list(e.args)
-    if isinstance(e, Tuple):
-        return list(e.fields)
-    if isinstance(e, TupleGetItem):
-        return [e.tuple_value]
-    if isinstance(e, GridRegionExpr):
-        return list(e.init_args)
-    return []
 
 
 def _shape(v: Any) -> tuple:

@@ -41,6 +41,7 @@ from tilefoundry.semantics.ir import (
     Tuple,
     TupleGetItem,
     Var,
+    operands,
 )
 from tilefoundry.semantics.types import TensorType
 
@@ -67,16 +68,7 @@ class Reduction:
 # ---------------------------------------------------------------------------------------------
 # DAG utilities
 # ---------------------------------------------------------------------------------------------
-def _children(e: Expr) -> list[Expr]:
-    if isinstance(e, Call):
-        return list(e.args)
-    if isinstance(e, Tuple):
-        return list(e.fields)
-    if isinstance(e, TupleGetItem):
-        return [e.tuple_value]
-    if isinstance(e, GridRegionExpr):
-        return list(e.init_args)
-    return []
+_children = operands
 
 
 def _nodes(root: Expr) -> list[Expr]:

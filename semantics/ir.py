@@ -419,3 +419,37 @@ class Module:
 
 def tuple_type_of(fields_: tuple) -> TupleType:
     return TupleType(tuple(fields_))
+
+
+# =============================================================================================
+# DAG walks shared by the evaluator, erasure, the oracle, the reducer and backends
+# =============================================================================================
+def operands(e: Expr) -> list[Expr]:
+    """The value operands of ``e`` in the enclosing scope: a Call's args, a Tuple's fields, a
+    TupleGetItem's tuple, a GridRegionExpr's init args (its body is a scope of its own)."""
+    if isinstance(e, Call):
+        return list(e.args)
+    if isinstance(e, Tuple):
+        return list(e.fields)
+    if isinstance(e, TupleGetItem):
+        return [e.tuple_value]
+    if isinstance(e, GridRegionExpr):
+        return list(e.init_args)
+    return []
+
+
+def run_dag(root: Expr, values: dict[int, Any], compute: Any) -> Any:
+    """Iterative post-order evaluation (deep DAGs do not recurse): ``values`` maps ``id(node)``
+    to known values (parameters, loop-invariant values) and receives ``compute(node)`` of every
+    other node reachable through ``operands``; returns the value of ``root``."""
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if id(node) in values:
+            continue
+        if not ready:
+            stack.append((node, True))
+            stack.extend((c, False) for c in operands(node) if id(c) not in values)
+            continue
+        values[id(node)] = compute(node)
+    return values[id(root)]

@@ -30,6 +30,7 @@ from tilefoundry.semantics.ir import (
     Tuple,
     TupleGetItem,
     Var,
+    run_dag,
 )
 from tilefoundry.semantics.ops.sharding import Local, Reshard
 from tilefoundry.semantics.typeinfer.core import Session, TypeInferError
@@ -144,17 +145,7 @@ class _Evaluator:
         return self.eval_expr(fn.body, values, env)
 
     def eval_expr(self, root: Expr, values: dict[int, Any], env: Mapping[str, int]) -> Any:
-        stack: list[tuple[Expr, bool]] = [(root, False)]
-        while stack:
-            node, ready = stack.pop()
-            if id(node) in values:
-                continue
-            if not ready:
-                stack.append((node, True))
-                stack.extend((c, False) for c in _children(node) if id(c) not in values)
-                continue
-            values[id(node)] = self.eval_node(node, values, env)
-        return values[id(root)]
+        return run_dag(root, values, lambda node: self.eval_node(node, values, env))
 
     def eval_node(self, node: Expr, values: dict[int, Any], env: Mapping[str, int]) -> Any:
         if isinstance(node, Var):
@@ -200,18 +191,6 @@ class _Evaluator:
         if len(carried) == 1:
             return carried[0]
         return tuple(carried)
-
-
-def _children(e: Expr) -> list[Expr]:
-    if isinstance(e, Call):
-        return list(e.args)
-    if isinstance(e, Tuple):
-        return list(e.fields)
-    if isinstance(e, TupleGetItem):
-        return [e.tuple_value]
-    if isinstance(e, GridRegionExpr):
-        return list(e.init_args)
-    return []
 
 
 @dataclass(frozen=True)
