@@ -274,6 +274,9 @@ REPRO_PY = '''\
 
     python repro.py [--backend SPEC] [--recorded]
 
+SPEC: a backend (a built-in name or 'package.module:factory') or a candidate callable
+'package.module:function' taking (module, entry, inputs).
+
 re-runs the backend (default: {backend!r}; a 'package.module:factory' must be importable, e.g.
 through PYTHONPATH) on the recorded input bits and judges its outputs with the tilefoundry
 oracle; --recorded judges the recorded observed outputs instead, with no backend. The program is
@@ -334,12 +337,11 @@ def main(argv=None):
         observed = tuple(arrays("observed", meta["observed"]))
         observed = observed[0] if len(observed) == 1 and not meta["tuple_result"] else observed
     else:
-        from tilefoundry.conformance.backend import load_backend
+        from tilefoundry.oracle.repro import load_candidate
 
-        backend = load_backend(args.backend)
-        compiled = backend.compile(module, entry)
-        observed = backend.run(compiled, [np.array(x, copy=True) if isinstance(x, np.ndarray)
-                                          else x for x in inputs])
+        run = load_candidate(args.backend)  # a backend (name / module:factory) or a callable
+        observed = run(module, entry, [np.array(x, copy=True) if isinstance(x, np.ndarray)
+                                       else x for x in inputs])
     verdict = check(module, entry, inputs, observed)
     print(f"case {{meta['id']}} on {{'the recorded outputs' if args.recorded else args.backend}}:")
     print(verdict.summary())
