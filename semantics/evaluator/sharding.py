@@ -106,6 +106,10 @@ def eval_local(ctx: EvalCtx, args: tuple):
     if not isinstance(x, Sharded):
         ctx.error(f"x is not a sharded value (got {type(x).__name__}); Local exposes the "
                   f"local view of a ShardLayout-typed value")
+    if x.layout.is_fully_broadcast:
+        # every device's local view is the whole value (replicas checked): a plain array, as
+        # erasure treats it (D135)
+        return unshard(x)
     return PerDevice(x.mesh, np.array(x.data, copy=True, order="C"))
 
 
