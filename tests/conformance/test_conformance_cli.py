@@ -62,10 +62,11 @@ def test_list(capsys):
     (["--backend", "reference", "--catalog", "synthetic_catalog:nope"],
      "has no function 'nope'"),
     (["--backend", "reference", "--manifest", "BAD"], r"unknown key\(s\) \['owner'\]"),
-    (["--backend", "reference", "--junit", "missing/dir/j.xml"], "--junit missing/dir/j.xml: "
-                                                                  "cannot write it"),
+    # report folders are created; a path under a regular file cannot be
+    (["--backend", "reference", "--junit", "afile/dir/j.xml"], "--junit afile/dir/j.xml: "
+                                                                "cannot write it"),
     (["--backend", "reference", "--coverage", "."], "--coverage .: is a directory"),
-    (["--backend", "reference", "--jsonl", "missing/r.jsonl"], "cannot write it"),
+    (["--backend", "reference", "--jsonl", "afile/r.jsonl"], "cannot write it"),
     (["--backend", "reference", "--repro-dir", "afile/x"], "--repro-dir afile/x"),
     (["--backend", "reference", "-j", "0"], "at least 1 worker"),
     (["--backend", "reference", "--reduce", "5"], "--reduce needs --repro-dir"),
