@@ -264,3 +264,27 @@ def test_conv2d_accepts_any_summation_order_and_rejects_a_changed_element():
     v = check(m, "conv", [x, w, bias], bad)
     assert v.status == FAIL and v.outputs[0].worst_index == (0, 2, 1, 0)
     assert v.outputs[0].mismatches == 1
+
+
+def test_an_ulp_contract_carries_through_data_movement_only():
+    from tilefoundry.semantics.ops.tensor import Reshape, Transpose
+    from tilefoundry.semantics.ulp import budget
+
+    x = Var("x", TensorType((2, 3), F32))
+    e = Call(Unary(UnaryKind.EXP), (x,))
+    moved = Call(Reshape((6,)), (Call(Transpose((1, 0)), (e,)),))
+    computed = Call(Binary(BinaryKind.ADD), (e, x))
+    m = Module((Function("g", (x,), Tuple((moved, computed)), None),))
+    xs = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
+    ref = evaluate(m, "g", [xs])
+    v = check(m, "g", [xs], ref)
+    assert v.outputs[0].status == PASS and "moved" in v.outputs[0].contract
+    assert v.outputs[1].status == NOT_CHECKED  # arithmetic after exp: no exact composition
+    b = int(budget("exp", F32))
+    off = ref[0].copy()
+    off.view(np.uint32)[4] += np.uint32(b)  # exactly at the budget: accepted
+    assert check(m, "g", [xs], (off, ref[1])).status == PASS
+    off.view(np.uint32)[4] += np.uint32(1)  # one past it: rejected at the moved position
+    v = check(m, "g", [xs], (off, ref[1]))
+    assert v.status == FAIL and v.outputs[0].worst_index == (4,)
+    assert v.outputs[0].ulp_distance == b + 1
