@@ -188,6 +188,7 @@ class ReferenceBackend:
 BUILTIN: dict[str, str] = {
     "reference": "tilefoundry.conformance.backend:ReferenceBackend",
     "torch": "tilefoundry.conformance.torch_backend:TorchBackend",
+    "kernel-interp": "tilefoundry.compiler.backends:KernelInterpBackend",
 }
 
 

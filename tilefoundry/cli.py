@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tilefoundry.conformance.cli import add_parser as add_conformance
 
     add_conformance(sub)
+    from tilefoundry.compiler.cli import add_parser as add_compile
+
+    add_compile(sub)
     return p
 
 

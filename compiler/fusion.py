@@ -1,0 +1,458 @@
+"""Fusion: merge a producer kernel into a consumer of its output (kernel IR → kernel IR).
+
+A producer ``P`` and a later consumer ``C`` (a kernel that loads a buffer ``P`` stores) merge
+into one kernel at ``C``'s place when:
+
+* **domains fit**: after padding the lower-rank domain with trailing extent-1 axes, one domain
+  (the *host*) dominates the other (the *guest*) axis by axis — equal extents, or 1 in the
+  guest. The guest's code runs at the host's top level, so it may not loop (``TileLoop``) and
+  must not span the host's loop axes; a guest axis of extent 1 that the host spreads over the
+  grid is kept in one tile (no instance repeats the guest's writes);
+* **every load in C of a buffer P writes is forwarded**: P stores that buffer once (no other
+  writer in the program), at its top level, with the same access map (strides, offset,
+  indices) as C's load, masked by nothing but the domain edge. The load then reads P's value
+  directly — the same instance computed it, so nothing crosses program instances;
+* **nothing in between conflicts**: no step between P and C reads or writes what P writes, or
+  writes what P reads (P's code moves to C's place);
+* **the merged tile fits**: every axis either kernel reduces stays whole in one tile
+  (``schedule.choose_block`` — a row that does not fit keeps its own kernel).
+
+Fusion never changes a value: instructions move unchanged (each keeps its widen / op / round
+and its reduction policy); only loads of intermediates are replaced by the values that were
+stored. Afterwards stores to temporaries nobody reads are dropped (an intermediate that other
+kernels still read stays materialized), and each kernel is cleaned: common subexpressions
+shared (pure instructions; loads only of buffers the kernel does not store), dead code removed,
+SSA names renumbered. Inside a ``HostLoop`` the body is fused on its own; nothing crosses the
+loop boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import fields, replace
+from typing import Any
+
+from tilefoundry.compiler import kir
+from tilefoundry.compiler.kir import (
+    EdgeMask,
+    HostLoop,
+    Instr,
+    Kernel,
+    Load,
+    Program,
+    Store,
+    TileLoop,
+    iter_instrs,
+)
+from tilefoundry.compiler.schedule import TileConfig, choose_block, reduced_axes
+
+__all__ = ["cleanup_kernel", "fuse"]
+
+
+# =============================================================================================
+# program-wide facts
+# =============================================================================================
+def _walk_steps(steps: Iterable) -> Iterable:
+    for s in steps:
+        yield s
+        if isinstance(s, HostLoop):
+            yield from _walk_steps(s.body)
+
+
+def _writers(steps: Iterable, bm: Mapping[str, kir.Buffer]) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for s in _walk_steps(steps):
+        w = kir._step_io(s, bm)[1] if isinstance(s, Kernel) else \
+            {kir.root_of(n, bm).name for n in (*s.carried, s.var)}
+        for b in w:
+            out.setdefault(b, []).append(s)
+    return out
+
+
+def _readers(program_steps: Iterable, outputs: Iterable[str]) -> dict[str, int]:
+    n: dict[str, int] = {}
+    for o in outputs:
+        n[o] = n.get(o, 0) + 1
+    for s in _walk_steps(program_steps):
+        if isinstance(s, Kernel):
+            for ins in iter_instrs(s.body):
+                if isinstance(ins, Load):
+                    n[ins.buffer] = n.get(ins.buffer, 0) + 1
+        else:
+            for b in (*s.inits, *s.yields):
+                n[b] = n.get(b, 0) + 1
+    return n
+
+
+def _io(step: Any) -> tuple[set[str], set[str]]:
+    return kir._step_io(step)
+
+
+# =============================================================================================
+# per-kernel rewriting
+# =============================================================================================
+def _pad(body: Sequence[Instr], extra: int) -> tuple:
+    if not extra:
+        return tuple(body)
+    out = []
+    for ins in body:
+        if isinstance(ins, Load | Store):
+            ins = replace(ins, strides=ins.strides + (0,) * extra)
+        elif isinstance(ins, TileLoop):
+            ins = replace(ins, body=_pad(ins.body, extra))
+        out.append(ins)
+    return tuple(out)
+
+
+def _prefix(body: Sequence[Instr], tag: str) -> tuple:
+    names: dict[str, str] = {}
+    for ins in iter_instrs(body):
+        for r in ins.results():
+            names[r] = f"%{tag}{r[1:]}"
+        if isinstance(ins, TileLoop):
+            for c in ins.carried:
+                names[c] = f"%{tag}{c[1:]}"
+    return tuple(i.renamed(names) for i in body)
+
+
+def _rename_uses(body: Sequence[Instr], m: Mapping[str, str]) -> tuple:
+    """Replace operand names (not results) through ``m``."""
+    out = []
+    for ins in body:
+        if isinstance(ins, TileLoop):
+            ins = replace(ins, inits=tuple(m.get(n, n) for n in ins.inits),
+                          yields=tuple(m.get(n, n) for n in ins.yields),
+                          body=_rename_uses(ins.body, m))
+        else:
+            keep = {r: r for r in ins.results()}
+            ins = ins.renamed({**m, **keep})
+        out.append(ins)
+    return tuple(out)
+
+
+def _defs(body: Sequence[Instr]) -> dict[str, Instr]:
+    d: dict[str, Instr] = {}
+    for ins in iter_instrs(body):
+        for r in ins.results():
+            d[r] = ins
+    return d
+
+
+def _localize(body: Sequence[Instr], grown: set[int]) -> tuple:
+    """A guest's coordinates along axes of extent 1 (which the host spans) are 0 and its
+    edge masks along them are true: say so before the guest runs on the host's domain."""
+    out = []
+    for ins in body:
+        if isinstance(ins, kir.Coord) and ins.axis in grown:
+            ins = kir.Const(ins.out, 0, "i64")
+        elif isinstance(ins, EdgeMask) and set(ins.axes) & grown:
+            axes = tuple(d for d in ins.axes if d not in grown)
+            ins = replace(ins, axes=axes) if axes else kir.Const(ins.out, True, "bool")
+        out.append(ins)
+    return tuple(out)
+
+
+def _access_key(ins: Load | Store) -> tuple:
+    return (ins.buffer, ins.strides, ins.offset, ins.index)
+
+
+def _replace_loads(body: Sequence[Instr], gone: set[str],
+                   widen: Mapping[str, Instr]) -> tuple:
+    """Drop the loads in ``gone``; replace those in ``widen`` by the given instruction."""
+    out = []
+    for ins in body:
+        if isinstance(ins, Load) and ins.out in gone:
+            continue
+        if isinstance(ins, Load) and ins.out in widen:
+            ins = widen[ins.out]
+        elif isinstance(ins, TileLoop):
+            ins = replace(ins, body=_replace_loads(ins.body, gone, widen))
+        out.append(ins)
+    return tuple(out)
+
+
+def _cse(body: Sequence[Instr], table: dict, canon: dict[str, str],
+         stored: set[str]) -> tuple:
+    out = []
+    for ins in body:
+        ins = _rename_uses((ins,), canon)[0]
+        if isinstance(ins, TileLoop):
+            ins = replace(ins, body=_cse(ins.body, dict(table), canon, stored))
+            out.append(ins)
+            continue
+        if isinstance(ins, Store) or (isinstance(ins, Load) and ins.buffer in stored):
+            out.append(ins)
+            continue
+        key = (type(ins).__name__,
+               *((f.name, getattr(ins, f.name)) for f in fields(ins) if f.name != "out"))
+        hit = table.get(key)
+        if hit is not None:
+            canon[ins.out] = hit
+            continue
+        table[key] = ins.out
+        out.append(ins)
+    return tuple(out)
+
+
+def _dce(body: Sequence[Instr], live: set[str]) -> tuple:
+    out: list[Instr] = []
+    for ins in reversed(body):
+        if isinstance(ins, Store):
+            out.append(ins)
+            live.update(ins.operands())
+            continue
+        if isinstance(ins, TileLoop):
+            has_store = any(isinstance(i, Store) for i in iter_instrs(ins.body))
+            if not has_store and not (set(ins.outs) & live):
+                continue
+            inner_live = set(live) | set(ins.yields)
+            new_body = _dce(ins.body, inner_live)
+            live.update(inner_live)
+            live.update(ins.inits)
+            out.append(replace(ins, body=new_body))
+            continue
+        if set(ins.results()) & live:
+            out.append(ins)
+            live.update(ins.operands())
+    return tuple(reversed(out))
+
+
+def _renumber(body: Sequence[Instr]) -> tuple:
+    names: dict[str, str] = {}
+
+    def visit(seq: Sequence[Instr]) -> None:
+        for ins in seq:
+            for r in ins.results():  # a loop's results first: they head its block
+                names.setdefault(r, f"%{len(names)}")
+            if isinstance(ins, TileLoop):
+                for c in ins.carried:
+                    names.setdefault(c, f"%{len(names)}")
+                visit(ins.body)
+
+    visit(body)
+    return tuple(i.renamed(names) for i in body)
+
+
+def cleanup_kernel(k: Kernel, dead_buffers: set[str] = frozenset()) -> Kernel:
+    """Drop stores to ``dead_buffers``, share common subexpressions, remove dead code,
+    renumber SSA names."""
+    body = tuple(_drop_stores(k.body, dead_buffers))
+    stored = {i.buffer for i in iter_instrs(body) if isinstance(i, Store)}
+    body = _cse(body, {}, {}, stored)
+    body = _dce(body, set())
+    return replace(k, body=_renumber(body))
+
+
+def drop_full_masks(k: Kernel) -> Kernel:
+    """Masks only where the final blocks leave a ragged edge: an edge mask's axes that the
+    block divides are dropped, an all-true mask disappears from loads, stores and reductions
+    (the renderers then emit unmasked code for the common case)."""
+    ragged = {d for d in range(k.rank) if k.domain[d] % k.block[d]}
+    true: set[str] = set()
+    ren: dict[str, str] = {}
+
+    def mask(m: str | None) -> str | None:
+        return None if m is None or m in true else m
+
+    def walk(body: Sequence[Instr]) -> tuple:
+        out: list[Instr] = []
+        for ins in body:
+            ins = _rename_uses((ins,), ren)[0]
+            if isinstance(ins, EdgeMask):
+                axes = tuple(d for d in ins.axes if d in ragged)
+                if not axes:
+                    true.add(ins.out)
+                    ins = kir.Const(ins.out, True, "bool")
+                else:
+                    ins = replace(ins, axes=axes)
+            elif isinstance(ins, kir.Const) and ins.value is True:
+                true.add(ins.out)
+            elif isinstance(ins, kir.BinOp) and ins.kind == "and" and (
+                    ins.a in true or ins.b in true):
+                other = ins.b if ins.a in true else ins.a
+                if other in true:
+                    true.add(ins.out)
+                ren[ins.out] = other
+                continue
+            elif isinstance(ins, Load | Store | kir.Reduce | kir.Dot):
+                ins = replace(ins, mask=mask(ins.mask))
+            elif isinstance(ins, TileLoop):
+                ins = replace(ins, body=walk(ins.body))
+            out.append(ins)
+        return tuple(out)
+
+    return replace(k, body=walk(k.body))
+
+
+def _drop_stores(body: Sequence[Instr], dead: set[str]) -> Iterable[Instr]:
+    for ins in body:
+        if isinstance(ins, Store) and ins.buffer in dead:
+            continue
+        if isinstance(ins, TileLoop):
+            ins = replace(ins, body=tuple(_drop_stores(ins.body, dead)))
+        yield ins
+
+
+# =============================================================================================
+# merging two kernels
+# =============================================================================================
+class _Fuser:
+    def __init__(self, program: Program, cfg: TileConfig):
+        self.p = program
+        self.cfg = cfg
+        self.bm = program.buffer_map()
+        # writers in the unfused program: merging never adds a writer, so single-writer
+        # buffers stay single-writer (conservative for the forwarding rule)
+        self.writers = {b: len(ws) for b, ws in _writers(program.steps, self.bm).items()}
+
+    def io(self, step: Any) -> tuple[set[str], set[str]]:
+        """(roots read, roots written): an alias reads / writes its base's storage."""
+        return kir._step_io(step, self.bm)
+
+    def types(self, k: Kernel, body: tuple, rank: int) -> dict[str, kir.Tile]:
+        extra = rank - k.rank
+        probe = Kernel("probe", k.domain + (1,) * extra, k.block + (1,) * extra, body,
+                       k.loop_axes)
+        return kir._Checker(probe, self.bm, "fusion", strict=False).run()
+
+    def try_merge(self, steps: list, i: int, j: int) -> Kernel | None:
+        P, C = steps[i], steps[j]
+        rp, wp = self.io(P)
+        for s in steps[i + 1:j]:
+            r, w = self.io(s)
+            if (r | w) & wp or w & rp:
+                return None
+        if any(self.writers.get(b, 0) != 1 for b in wp & self.io(C)[0]):
+            return None
+        rank = max(P.rank, C.rank)
+        dp = P.domain + (1,) * (rank - P.rank)
+        dc = C.domain + (1,) * (rank - C.rank)
+        if all(a == b or b == 1 for a, b in zip(dp, dc, strict=True)):
+            host_is_p, host, guest_dom = True, P, dc
+        elif all(a == b or a == 1 for a, b in zip(dp, dc, strict=True)):
+            host_is_p, host, guest_dom = False, C, dp
+        else:
+            return None
+        guest = C if host_is_p else P
+        if guest.loop_axes or host.rank != rank:
+            return None
+        hdom = host.domain
+        if any(guest_dom[d] != 1 for d in host.loop_axes if hdom[d] > 1):
+            return None
+        grown = {d for d in range(rank) if guest_dom[d] == 1 and hdom[d] > 1}
+        for ins in iter_instrs(guest.body):  # a reduction over a guest axis of extent 1
+            axes = ins.axes if isinstance(ins, kir.Reduce) else \
+                (ins.axis,) if isinstance(ins, kir.Dot) else ()
+            if grown & set(axes):  # would reduce the host's whole axis
+                return None
+        single = grown - set(host.loop_axes)
+        pb = _prefix(_pad(P.body, rank - P.rank), "a")
+        cb = _prefix(_pad(C.body, rank - C.rank), "b")
+        if host_is_p:
+            cb = _localize(cb, grown)
+        else:
+            pb = _localize(pb, grown)
+        # forward every load in C of a buffer P writes from P's top-level store
+        pdefs = _defs(pb)
+        stores: dict[tuple, str] = {}
+        for ins in pb:
+            if isinstance(ins, Store):
+                m = pdefs.get(ins.mask) if ins.mask else None
+                if ins.mask is None or isinstance(m, EdgeMask):
+                    stores.setdefault(_access_key(ins), ins.value)
+                else:
+                    stores.setdefault(_access_key(ins), "")
+        tp, tc = self.types(P, pb, rank), self.types(C, cb, rank)
+        fwd: dict[str, str] = {}
+        widen: dict[str, kir.Broadcast] = {}
+        for ins in iter_instrs(cb):
+            if isinstance(ins, Load) and kir.root_of(ins.buffer, self.bm).name in wp:
+                v = stores.get(_access_key(ins))
+                if not v:
+                    return None
+                missing = tc[ins.out].full - tp[v].full
+                if missing:  # the stored value did not vary along axes the load spans
+                    widen[ins.out] = kir.Broadcast(ins.out, v, tuple(sorted(missing)))
+                else:
+                    fwd[ins.out] = v
+        body = pb + _rename_uses(_replace_loads(cb, set(fwd), widen), fwd)
+        loop_blocks = {d: host.block[d] for d in host.loop_axes}
+        probe = Kernel("probe", hdom, host.block, body, host.loop_axes)
+        block = choose_block(hdom, reduced_axes(probe) | single, loop_blocks, self.cfg)
+        if block is None:
+            return None
+        name = _merged_name(P.name, C.name)
+        return Kernel(name, hdom, block, _renumber(body), host.loop_axes)
+
+def _merged_name(p: str, c: str) -> str:
+    """``k0_mul`` + ``k3_add`` -> ``k0..k3_add`` (the range of lowered kernels it holds)."""
+    first = p.split("_", 1)[0].split("..")[0]
+    head, _, hint = c.partition("_")
+    return f"{first}..{head.split('..')[-1]}_{hint}"
+
+
+def _fuse_list(fz: _Fuser, steps: Sequence) -> tuple:
+    out = []
+    for s in steps:
+        if isinstance(s, HostLoop):
+            s = replace(s, body=_fuse_list(fz, s.body))
+        out.append(s)
+    work = list(out)
+    changed = True
+    while changed:
+        changed = False
+        for j, C in enumerate(work):
+            if not isinstance(C, Kernel):
+                continue
+            reads = fz.io(C)[0]
+            for i in range(j - 1, -1, -1):
+                P = work[i]
+                if not isinstance(P, Kernel) or not (fz.io(P)[1] & reads):
+                    continue
+                merged = fz.try_merge(work, i, j)
+                if merged is None:
+                    continue
+                work[j] = merged
+                del work[i]
+                changed = True
+                break
+            if changed:
+                break
+    return tuple(work)
+
+
+def _clean(program: Program) -> Program:
+    readers = _readers(program.steps, program.output_names())
+    bm = program.buffer_map()
+    dead = {b.name for b in program.buffers if b.kind == "temp"
+            and not any(readers.get(x.name, 0) for x in program.buffers
+                        if x.name == b.name or (x.kind == "alias" and x.base == b.name))}
+
+    def steps(seq: Sequence) -> tuple:
+        out = []
+        for s in seq:
+            if isinstance(s, Kernel):
+                s = cleanup_kernel(drop_full_masks(cleanup_kernel(s, dead)))
+                if not any(isinstance(i, Store) for i in iter_instrs(s.body)):
+                    continue
+            else:
+                s = replace(s, body=steps(s.body))
+            out.append(s)
+        return tuple(out)
+
+    new_steps = steps(program.steps)
+    used: set[str] = set(program.inputs) | set(program.output_names())
+    for s in _walk_steps(new_steps):
+        r, w = _io(s)
+        used |= r | w
+    for b in list(used):
+        if b in bm and bm[b].kind == "alias":
+            used.add(bm[b].base)
+    bufs = tuple(b for b in program.buffers if b.name in used)
+    return replace(program, buffers=bufs, steps=new_steps)
+
+
+def fuse(program: Program, cfg: TileConfig | None = None) -> Program:
+    """The ``fuse`` pass (see the module docstring)."""
+    fz = _Fuser(program, cfg or TileConfig())
+    return _clean(replace(program, steps=_fuse_list(fz, program.steps)))

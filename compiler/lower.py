@@ -1,0 +1,545 @@
+"""Lowering: an elaborated, canonical HIR Function (concrete shapes) to a kernel-IR Program.
+
+One registry keyed by op class (``LOWERINGS``; the rules live in ``lower_nn.py`` and
+``lower_tensor.py``); ``NOT_LOWERED`` lists the ops without a rule and why (tests check that the
+two cover ``ALL_OPS``). Each HIR op becomes its own kernel(s)
+here — fusion (``compiler/fusion.py``) merges them afterwards — except the ops that need no
+code: Reshape and an unsharded Reshard are views (buffer aliases), Constants / Zeros are
+constant buffers, Tuple / TupleGetItem are bookkeeping.
+
+The numerics follow the reference evaluator op by op (ARCHITECTURE.md, "Numeric contracts"):
+
+* low-precision float arithmetic is ``widen -> f32 op -> round`` per HIR op (bf16 ``a + b*c`` is
+  two roundings, fused or not); f32 arithmetic is the f32 op; integers wrap in their dtype;
+* transcendentals and the activations (Sigmoid, Tanh, Gelu, Silu) are ``Math`` instructions on
+  the operand dtype (the ULP contract; the interpreter reproduces the reference's correctly
+  rounded value);
+* Reduce widens low-precision floats to an f32 accumulator, carries its policy into the kernel
+  IR, divides by ``f32(n)`` for mean and rounds once; a fiber longer than the tile budget runs a
+  ``TileLoop`` whose carried accumulator seeds the next tile (fold order kept);
+* MatMul is a ``Dot`` over K with an f32 (integers: i64) accumulator in K order, K tiled by a
+  ``TileLoop`` when long, seeded with -0 (exactly the reference's "seed with the first product"),
+  rounded once;
+* SoftMax, RMSNorm and LayerNorm are *wide* kernels: the reference computes them in float64 from
+  the widened inputs and rounds once, and so do they (f64 temporaries, f64 row reductions, one
+  ``round f64 -> dtype``); their contract is the ULP budget, which the f64 summation order cannot
+  approach. They lower to several kernels (row statistics, then the elementwise pass) that
+  fusion merges into one when a row fits a tile.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.compiler import kir
+from tilefoundry.compiler.errors import LoweringError, NotSupportedError
+from tilefoundry.compiler.kir import Buffer, HostLoop, Kernel, Program, TileLoop, c_strides
+from tilefoundry.compiler.schedule import TileConfig, choose_block, prev_pow2
+from tilefoundry.semantics.formats import dtype_of
+from tilefoundry.semantics.ir import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GridRegionExpr,
+    Tuple,
+    TupleGetItem,
+    Var,
+    operands,
+)
+from tilefoundry.semantics.ops import Local
+from tilefoundry.semantics.types import TensorType
+
+__all__ = ["LOWERINGS", "NOT_LOWERED", "lower"]
+
+LowerFn = Callable[["_Lowerer", Call, list], Any]
+LOWERINGS: dict[type, LowerFn] = {}
+
+#: ops without a lowering rule, and why (the backend leaves them out of its capabilities)
+NOT_LOWERED: dict[type, str] = {
+    Local: "per-device views need mesh simulation",
+}
+
+
+def register(*op_classes: type) -> Callable[[LowerFn], LowerFn]:
+    def deco(fn: LowerFn) -> LowerFn:
+        for c in op_classes:
+            LOWERINGS[c] = fn
+        return fn
+
+    return deco
+
+
+# =============================================================================================
+# the kernel builder
+# =============================================================================================
+class KB:
+    """Builds one kernel body; tracks which axes each value spans (for masks)."""
+
+    def __init__(self, lw: _Lowerer, hint: str, domain: tuple[int, ...]):
+        self.lw = lw
+        self.hint = hint
+        self.domain = tuple(int(n) for n in domain)
+        self.root: list = []
+        self.stack: list[list] = [self.root]
+        self.full: dict[str, frozenset] = {}
+        self.n = 0
+        self.loop_blocks: dict[int, int] = {}
+
+    # -- plumbing -------------------------------------------------------------------------
+    def name(self) -> str:
+        self.n += 1
+        return f"%{self.n - 1}"
+
+    def emit(self, ins: kir.Instr, full: frozenset = frozenset()) -> str:
+        self.stack[-1].append(ins)
+        out = getattr(ins, "out", None)
+        if out is not None:
+            self.full[out] = frozenset(d for d in full if self.domain[d] > 1)
+        return out
+
+    def f(self, *names: str | None) -> frozenset:
+        out: frozenset = frozenset()
+        for n in names:
+            if n is not None:
+                out |= self.full[n]
+        return out
+
+    # -- values ---------------------------------------------------------------------------
+    def const(self, value: Any, dtype: str) -> str:
+        if dtype == "bool":
+            value = bool(value)
+        elif kir.is_int(dtype):
+            value = int(value)
+        else:
+            value = float(value)
+        return self.emit(kir.Const(self.name(), value, dtype))
+
+    def coord(self, axis: int) -> str:
+        return self.emit(kir.Coord(self.name(), axis), frozenset({axis}))
+
+    def edge(self, axes: Any) -> str | None:
+        axes = tuple(sorted({d for d in axes if self.domain[d] > 1}))
+        if not axes:
+            return None
+        return self.emit(kir.EdgeMask(self.name(), axes), frozenset(axes))
+
+    def and_masks(self, a: str | None, b: str | None) -> str | None:
+        if a is None or b is None:
+            return a or b
+        return self.binop("and", a, b)
+
+    def load(self, buf: Buffer, strides: Sequence[int], offset: int = 0,
+             index: Sequence[tuple[str, int]] = (), mask: str | None = None,
+             other: Any = 0) -> str:
+        strides = tuple(0 if self.domain[d] <= 1 else int(s) for d, s in enumerate(strides))
+        full = frozenset(d for d, s in enumerate(strides) if s) | self.f(*(n for n, _ in index))
+        m = self.and_masks(self.edge(full), mask)
+        if m is None:
+            other = 0
+        return self.emit(kir.Load(self.name(), buf.name, strides, int(offset), tuple(index), m,
+                                  _other(other, buf.dtype)), full | self.f(m))
+
+    def store(self, buf: Buffer, strides: Sequence[int], value: str, offset: int = 0,
+              index: Sequence[tuple[str, int]] = (), mask: str | None = None) -> None:
+        strides = tuple(0 if self.domain[d] <= 1 else int(s) for d, s in enumerate(strides))
+        full = frozenset(d for d, s in enumerate(strides) if s) | self.f(*(n for n, _ in index))
+        m = self.and_masks(self.edge(full), mask)
+        self.emit(kir.Store(buf.name, strides, value, int(offset), tuple(index), m))
+
+    def widen(self, x: str, frm: str, to: str = "f32") -> str:
+        if frm == to or (to == "f32" and frm == "f64"):
+            return x
+        return self.emit(kir.Widen(self.name(), x, to), self.f(x))
+
+    def round(self, x: str, frm: str, to: str, overflow: str = "nonfinite") -> str:
+        if frm == to:
+            return x
+        return self.emit(kir.Round(self.name(), x, to, overflow), self.f(x))
+
+    def cast(self, x: str, to: str, overflow: str = "nonfinite",
+             rounding: str = "nearest") -> str:
+        return self.emit(kir.Cast(self.name(), x, to, overflow, rounding), self.f(x))
+
+    def binop(self, kind: str, a: str, b: str) -> str:
+        return self.emit(kir.BinOp(self.name(), kind, a, b), self.f(a, b))
+
+    def unop(self, kind: str, x: str) -> str:
+        return self.emit(kir.UnOp(self.name(), kind, x), self.f(x))
+
+    def math(self, fn: str, x: str) -> str:
+        return self.emit(kir.Math(self.name(), fn, x), self.f(x))
+
+    def broadcast(self, x: str, axes: Any) -> str:
+        """``x`` spanning ``axes`` too (a loop's carried seed takes the result's tile)."""
+        axes = tuple(sorted({d for d in axes if self.domain[d] > 1} - self.full[x]))
+        if not axes:
+            return x
+        return self.emit(kir.Broadcast(self.name(), x, axes), self.f(x) | set(axes))
+
+    def select(self, c: str, a: str, b: str) -> str:
+        return self.emit(kir.Select(self.name(), c, a, b), self.f(c, a, b))
+
+    def reduce(self, x: str, axes: Sequence[int], kind: str, policy: str,
+               mask: str | None = None, init: str | None = None) -> str:
+        axes = tuple(sorted(axes))
+        return self.emit(kir.Reduce(self.name(), x, axes, kind, policy, mask, init),
+                         self.f(x) - set(axes))
+
+    def dot(self, a: str, b: str, axis: int, mask: str | None, init: str | None,
+            reassociate: bool) -> str:
+        return self.emit(kir.Dot(self.name(), a, b, axis, mask, init, reassociate),
+                         self.f(a, b) - {axis})
+
+    # -- loops ----------------------------------------------------------------------------
+    def loop(self, axis: int, block: int, inits: Sequence[str], body: Callable[..., list],
+             reverse: bool = False) -> list[str]:
+        """``body(*carried) -> yields`` inside a TileLoop over ``axis``."""
+        self.loop_blocks[axis] = block
+        carried = [self.name() for _ in inits]
+        for c, i in zip(carried, inits, strict=True):
+            self.full[c] = self.full[i]
+        self.stack.append([])
+        yields = [self.broadcast(y, self.full[c]) for y, c in zip(body(*carried), carried,
+                                                                   strict=True)]
+        inner = self.stack.pop()
+        outs = [self.name() for _ in inits]
+        for o, i in zip(outs, inits, strict=True):
+            self.full[o] = self.full[i]
+        self.stack[-1].append(TileLoop(tuple(outs), axis, tuple(carried), tuple(inits),
+                                       tuple(inner), tuple(yields), reverse))
+        return outs
+
+    def finish(self, single: Sequence[int] = ()) -> Kernel:
+        block = choose_block(self.domain, single, self.loop_blocks, self.lw.cfg)
+        if block is None:
+            raise LoweringError(f"{self.hint}: the unsplit axes {sorted(single)} of domain "
+                                f"{self.domain} do not fit a tile")
+        k = Kernel(self.lw.kernel_name(self.hint), self.domain, block, tuple(self.root),
+                   tuple(sorted(self.loop_blocks)))
+        self.lw.steps[-1].append(k)
+        return k
+
+
+def _other(v: Any, dtype: str) -> Any:
+    if dtype == "bool":
+        return bool(v)
+    if kir.is_int(dtype):
+        return int(v)
+    return float(v)
+
+
+# =============================================================================================
+# access maps
+# =============================================================================================
+def bcast_strides(buf: Buffer, domain: tuple[int, ...]) -> tuple[int, ...]:
+    """Strides reading ``buf`` broadcast (numpy rules, right-aligned) over ``domain``."""
+    r, rb = len(domain), len(buf.shape)
+    if rb > r:
+        raise LoweringError(f"buffer {buf.name} {buf.shape} does not broadcast to {domain}")
+    out = [0] * r
+    for j in range(rb):
+        d = j + r - rb
+        n = buf.shape[j]
+        if n == domain[d] and n > 1:
+            out[d] = buf.strides[j]
+        elif n != 1 and n != domain[d]:
+            raise LoweringError(f"buffer {buf.name} {buf.shape} does not broadcast to {domain}")
+    return tuple(out)
+
+
+def _dt(t: Any) -> str:
+    return t.dtype.value
+
+
+# =============================================================================================
+# the lowerer
+# =============================================================================================
+class _Lowerer:
+    def __init__(self, fn: Function, cfg: TileConfig):
+        self.fn = fn
+        self.cfg = cfg
+        self.buffers: dict[str, Buffer] = {}
+        self.steps: list[list] = [[]]
+        self.names: set[str] = set()
+        self.counters: dict[str, int] = {}
+
+    # -- names and buffers ------------------------------------------------------------------
+    def fresh(self, prefix: str) -> str:
+        while True:
+            i = self.counters.get(prefix, 0)
+            self.counters[prefix] = i + 1
+            n = f"{prefix}{i}"
+            if n not in self.names:
+                self.names.add(n)
+                return n
+
+    def kernel_name(self, hint: str) -> str:
+        i = self.counters.get("#kernel", 0)
+        self.counters["#kernel"] = i + 1
+        return f"k{i}_{hint}"
+
+    def add(self, b: Buffer) -> Buffer:
+        self.buffers[b.name] = b
+        self.names.add(b.name)
+        return b
+
+    def temp(self, dtype: str, shape: Sequence[int], prefix: str = "t") -> Buffer:
+        shape = tuple(int(n) for n in shape)
+        return self.add(Buffer(self.fresh(prefix), dtype, shape, c_strides(shape), "temp"))
+
+    def const_buffer(self, value: np.ndarray) -> Buffer:
+        v = np.array(value, copy=True, order="C")
+        dt = dtype_of(v).value
+        return self.add(Buffer(self.fresh("c"), dt, tuple(v.shape), c_strides(v.shape),
+                               "const", data=v))
+
+    def alias(self, src: Buffer, shape: Sequence[int]) -> Buffer:
+        root = src if src.kind != "alias" else self.buffers[src.base]
+        shape = tuple(int(n) for n in shape)
+        if src.strides != c_strides(src.shape) and src.size:
+            raise LoweringError(f"reshape of the non-contiguous buffer {src.name}")
+        return self.add(Buffer(self.fresh("v"), src.dtype, shape, c_strides(shape), "alias",
+                               base=root.name, offset=src.offset if src.kind == "alias" else 0))
+
+    # -- the walk ---------------------------------------------------------------------------
+    def run(self) -> Program:
+        values: dict[int, Any] = {}
+        inputs = []
+        for p in self.fn.params:
+            t = p.checked_type
+            name = p.name if p.name not in self.names else self.fresh(p.name + "_")
+            self.names.add(name)
+            self.add(Buffer(name, _dt(t), tuple(t.shape), c_strides(tuple(t.shape)), "input"))
+            values[id(p)] = self.buffers[name]
+            inputs.append(name)
+        out = self.expr(self.fn.body, values)
+        return Program(self.fn.name, tuple(self.buffers.values()), tuple(inputs),
+                       _names(out), tuple(self.steps[0]))
+
+    def expr(self, root: Expr, values: dict[int, Any]) -> Any:
+        stack: list[tuple[Expr, bool]] = [(root, False)]
+        while stack:
+            node, ready = stack.pop()
+            if id(node) in values:
+                continue
+            if not ready:
+                stack.append((node, True))
+                stack.extend((c, False) for c in operands(node) if id(c) not in values)
+                continue
+            values[id(node)] = self.node(node, values)
+        return values[id(root)]
+
+    def node(self, node: Expr, values: dict[int, Any]) -> Any:
+        if isinstance(node, Var):
+            raise LoweringError(f"Var {node.name} is not bound (a free variable)")
+        if isinstance(node, Constant):
+            return self.const_buffer(node.value)
+        if isinstance(node, Tuple):
+            return tuple(values[id(f)] for f in node.fields)
+        if isinstance(node, TupleGetItem):
+            return values[id(node.tuple_value)][node.index]
+        if isinstance(node, GridRegionExpr):
+            return self.loop(node, values)
+        if isinstance(node, Call):
+            if isinstance(node.op, Function):
+                raise LoweringError("a Call to a Function survived elaboration")
+            rule = LOWERINGS.get(type(node.op))
+            if rule is None:
+                raise NotSupportedError(type(node.op).__name__,
+                                        NOT_LOWERED.get(type(node.op), "no lowering rule"))
+            args = [values[id(a)] for a in node.args]
+            for i, a in enumerate(args):
+                if not isinstance(a, Buffer):
+                    raise NotSupportedError(type(node.op).__name__,
+                                            f"operand {i} is a tuple value")
+            return rule(self, node, args)
+        raise LoweringError(f"cannot lower a {type(node).__name__} node")
+
+    def loop(self, node: GridRegionExpr, values: dict[int, Any]) -> Any:
+        inits = [values[id(a)] for a in node.init_args]
+        if not all(isinstance(b, Buffer) for b in inits):
+            raise NotSupportedError("GridRegionExpr", "a carried tuple value")
+        it = node.induction_var.checked_type
+        var = self.temp(_dt(it), (), "i")
+        carried = [self.temp(b.dtype, b.shape, "carry") for b in inits]
+        inner = dict(values)
+        inner[id(node.induction_var)] = var
+        for c, b in zip(node.carried_args, carried, strict=True):
+            inner[id(c)] = b
+        self.steps.append([])
+        yields = [self.expr(y, inner) for y in node.yield_values]
+        body = self.steps.pop()
+        if not all(isinstance(y, Buffer) for y in yields):
+            raise NotSupportedError("GridRegionExpr", "a yielded tuple value")
+        self.steps[-1].append(HostLoop(self.fresh("loop"), var.name, int(node.start),
+                                       int(node.extent), int(node.step),
+                                       tuple(c.name for c in carried),
+                                       tuple(b.name for b in inits), tuple(body),
+                                       tuple(y.name for y in yields)))
+        return carried[0] if len(carried) == 1 else tuple(carried)
+
+    # -- kernel templates -------------------------------------------------------------------
+    def elementwise(self, hint: str, out_dtype: str, shape: Sequence[int], args: list[Buffer],
+                    compute: Callable[..., str]) -> Buffer:
+        out = self.temp(out_dtype, shape)
+        if out.size == 0:
+            return out
+        kb = KB(self, hint, out.shape)
+        vals = [kb.load(a, bcast_strides(a, out.shape)) for a in args]
+        kb.store(out, bcast_strides(out, out.shape), compute(kb, *vals))
+        kb.finish()
+        return out
+
+    def reduction(self, hint: str, x: Buffer, axes: Sequence[int], kind: str, policy: str,
+                  acc: str, out_dtype: str, pre: Callable[[KB, str], str] | None = None,
+                  post: Callable[[KB, str], str] | None = None, keepdim: bool = True) -> Buffer:
+        """One reduce kernel over ``x``'s axes ``axes`` accumulating in ``acc``."""
+        axes = tuple(sorted(a % max(len(x.shape), 1) for a in axes))
+        kept = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+        shape = kept if keepdim else tuple(n for d, n in enumerate(x.shape) if d not in axes)
+        out = self.temp(out_dtype, shape)
+        if out.size == 0:
+            return out
+        n = math.prod(x.shape[a] for a in axes)
+        if n == 0:
+            raise LoweringError(f"{hint}: reduces zero elements here")  # callers handle it
+        dom = tuple(x.shape)
+        out_strides = tuple(0 if d in axes else s for d, s in
+                            zip(range(len(dom)), _spread(out.strides, dom, axes, keepdim),
+                                strict=True))
+        x_strides = bcast_strides(x, dom)
+
+        def produce(kb: KB) -> tuple[str, str | None]:
+            v = kb.load(x, x_strides)
+            m = kb.edge(kb.f(v))
+            return (pre(kb, v) if pre is not None else v), m
+
+        self.reduce_kernel(hint, dom, axes, kind, policy, acc, produce, post, out, out_strides)
+        return out
+
+    def reduce_kernel(self, hint: str, dom: tuple[int, ...], axes: tuple[int, ...], kind: str,
+                      policy: str, acc: str, produce: Callable[[KB], tuple[str, str | None]],
+                      post: Callable[[KB, str], str] | None, out: Buffer,
+                      out_strides: Sequence[int]) -> None:
+        """A kernel over ``dom`` reducing ``produce(kb)`` (value, lane mask) over ``axes``; the
+        innermost reduced axes that fit ``max_row`` stay whole, the outer ones run nested
+        ``tile_loop``s carrying the accumulator (one lane at a time but the innermost, so the
+        lanes keep their lexicographic order)."""
+        kb = KB(self, hint, dom)
+        red = [a for a in axes if dom[a] > 1]
+        inner_prod = 1
+        loop_axes: list[int] = []
+        for a in reversed(red):  # the innermost reduce axes that fit stay whole
+            if inner_prod * kir.next_pow2(dom[a]) <= self.cfg.max_row:
+                inner_prod *= kir.next_pow2(dom[a])
+            else:
+                loop_axes = [b for b in red if b <= a]
+                break
+
+        def tile(init: str | None) -> str:
+            v, m = produce(kb)
+            return kb.reduce(v, axes, kind, policy, m, init)
+
+        if not loop_axes:
+            r = tile(None)
+        else:
+            seed = kb.broadcast(kb.const(_seed(kind, acc), acc),
+                                [d for d in range(len(dom)) if d not in axes])
+            reverse = policy == "fold_right"
+
+            def nest(i: int, acc_v: str) -> str:
+                a = loop_axes[i]
+                blk = 1 if i < len(loop_axes) - 1 else \
+                    min(kir.next_pow2(dom[a]), prev_pow2(self.cfg.max_row // inner_prod))
+                if i == len(loop_axes) - 1:
+                    return kb.loop(a, blk, [acc_v], lambda c: [tile(c)], reverse)[0]
+                return kb.loop(a, blk, [acc_v], lambda c: [nest(i + 1, c)], reverse)[0]
+
+            r = nest(0, seed)
+        if post is not None:
+            r = post(kb, r)
+        kb.store(out, out_strides, r)
+        kb.finish(single=[a for a in red if a not in loop_axes])
+
+
+def _spread(strides: tuple[int, ...], dom: tuple[int, ...], axes: tuple[int, ...],
+            keepdim: bool) -> tuple[int, ...]:
+    """Output strides placed on the domain axes (reduced axes get 0)."""
+    if keepdim:
+        return strides
+    it = iter(strides)
+    return tuple(0 if d in axes else next(it) for d in range(len(dom)))
+
+
+def _seed(kind: str, acc: str) -> Any:
+    """The exact identity a carried accumulator starts from (-0 for sums: IEEE's exact one)."""
+    if acc == "bool":
+        return kind == "min"
+    if kir.is_int(acc):
+        ii = np.iinfo(kir.numpy_dtype(acc))
+        return {"sum": 0, "abs_max": 0, "max": int(ii.min), "min": int(ii.max)}[kind]
+    return {"sum": -0.0, "max": -math.inf, "min": math.inf, "abs_max": -math.inf}[kind]
+
+
+def _names(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return tuple(_names(x) for x in v)
+    return v.name
+
+
+def lower(fn: Function, cfg: TileConfig | None = None) -> Program:
+    """The ``lower`` pass: one kernel (or a few) per HIR op, no fusion."""
+    return _Lowerer(fn, cfg or TileConfig()).run()
+
+
+# =============================================================================================
+# helpers of the op rules (lower_nn.py, lower_tensor.py)
+# =============================================================================================
+def out_type(node: Call) -> TensorType:
+    t = node.checked_type
+    if not isinstance(t, TensorType):
+        raise LoweringError(f"{type(node.op).__name__}: result type {t} is not a tensor")
+    return t
+
+
+def lowp_apply(kb: KB, dt: str, fn: Callable[..., str], *xs: str) -> str:
+    """widen -> f32 op -> round (f32: just the op)."""
+    wide = [kb.widen(x, dt) for x in xs]
+    return kb.round(fn(*wide), "f32", dt)
+
+
+def wide64(kb: KB, v: str, dt: str) -> str:
+    return kb.widen(v, dt, "f64")
+
+
+def two_sum(kb: KB, a: str, b: str) -> tuple[str, str]:
+    """Knuth's TwoSum in f64: s + e == a + b exactly."""
+    s = kb.binop("add", a, b)
+    bb = kb.binop("sub", s, a)
+    e = kb.binop("add", kb.binop("sub", a, kb.binop("sub", s, bb)), kb.binop("sub", b, bb))
+    return s, e
+
+
+def index_value(kb: KB, v: str, dtype: str) -> str:
+    return v if dtype == "i64" else kb.cast(v, "i64")
+
+
+def scalar_index(kb: KB, b: Buffer) -> str:
+    v = kb.load(b, [0] * len(kb.domain))
+    return v if b.dtype == "i64" else kb.cast(v, "i64")
+
+
+def check_registry() -> list[str]:
+    """Ops of ``ALL_OPS`` with neither a lowering rule nor a NOT_LOWERED reason."""
+    from tilefoundry.semantics.ops import ALL_OPS
+
+    return sorted(o.__name__ for o in ALL_OPS if o not in LOWERINGS and o not in NOT_LOWERED)
+
+
+# the op rules register themselves into LOWERINGS (imported last: they use the names above)
+from tilefoundry.compiler import lower_nn, lower_tensor  # noqa: E402, F401

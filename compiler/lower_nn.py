@@ -1,0 +1,426 @@
+"""Lowering rules of the pointwise, reduction and nn ops (registered into
+``lower.LOWERINGS``): Binary, Unary, ReLU, Sigmoid / Tanh / Gelu / Silu, Cast, Reduce, RMSNorm,
+SoftMax, LayerNorm, MatMul, Conv2D, RoPE. See ``compiler/lower.py`` for the numerics."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tilefoundry.compiler import kir
+from tilefoundry.compiler.errors import LoweringError
+from tilefoundry.compiler.kir import Buffer
+from tilefoundry.compiler.lower import (
+    KB,
+    _dt,
+    _Lowerer,
+    index_value,
+    lowp_apply,
+    out_type,
+    register,
+    two_sum,
+    wide64,
+)
+from tilefoundry.semantics.formats import DType
+from tilefoundry.semantics.ir import Call
+from tilefoundry.semantics.ops import (
+    Binary,
+    Cast,
+    Conv2D,
+    Gelu,
+    LayerNorm,
+    MatMul,
+    Reduce,
+    ReLU,
+    RMSNorm,
+    RoPE,
+    Sigmoid,
+    Silu,
+    SoftMax,
+    Tanh,
+    Unary,
+    UnaryKind,
+)
+from tilefoundry.semantics.reductions import identity
+from tilefoundry.semantics.types import TensorType
+
+_FLOAT_UNOPS = {UnaryKind.NEG: "neg", UnaryKind.ABS: "abs", UnaryKind.CEIL: "ceil",
+                UnaryKind.ROUND: "round", UnaryKind.RELU: "relu", UnaryKind.SQUARE: "square",
+                UnaryKind.SQRT: "sqrt"}
+
+
+_MATH_UNARY = {UnaryKind.EXP: "exp", UnaryKind.LOG: "log", UnaryKind.EXP2: "exp2",
+               UnaryKind.LOG2: "log2", UnaryKind.RSQRT: "rsqrt"}
+
+
+@register(Binary)
+def _binary(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
+    t = out_type(node)
+    k = node.op.kind.value
+    dt = args[0].dtype
+
+    def compute(kb: KB, a: str, b: str) -> str:
+        if kir.is_float(dt):
+            if node.op.kind.is_comparison:
+                return kb.binop(k, kb.widen(a, dt), kb.widen(b, dt))
+            return lowp_apply(kb, dt, lambda x, y: kb.binop(k, x, y), a, b)
+        return kb.binop(k, a, b)
+
+    return lw.elementwise(k, _dt(t), t.shape, args, compute)
+
+
+@register(Unary)
+def _unary(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
+    t = out_type(node)
+    kind = node.op.kind
+    dt = args[0].dtype
+
+    def compute(kb: KB, x: str) -> str:
+        if kind is UnaryKind.LOGICAL_NOT:
+            return kb.unop("not", x)
+        if kind in _MATH_UNARY:
+            return kb.math(_MATH_UNARY[kind], x)
+        if kir.is_float(dt):
+            return lowp_apply(kb, dt, lambda v: kb.unop(_FLOAT_UNOPS[kind], v), x)
+        return kb.unop(_FLOAT_UNOPS[kind], x)
+
+    return lw.elementwise(kind.value, _dt(t), t.shape, args, compute)
+
+
+@register(ReLU)
+def _relu(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
+    t = out_type(node)
+    dt = args[0].dtype
+    return lw.elementwise("relu", dt, t.shape, args,
+                          lambda kb, x: lowp_apply(kb, dt, lambda v: kb.unop("relu", v), x))
+
+
+_ACTIVATIONS = {Sigmoid: "sigmoid", Tanh: "tanh", Silu: "silu"}
+
+
+@register(Sigmoid, Tanh, Silu, Gelu)
+def _activation(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
+    t = out_type(node)
+    fn = f"gelu_{node.op.approximate}" if isinstance(node.op, Gelu) else \
+        _ACTIVATIONS[type(node.op)]
+    return lw.elementwise(fn, args[0].dtype, t.shape, args, lambda kb, x: kb.math(fn, x))
+
+
+@register(Cast)
+def _cast(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
+    t = out_type(node)
+    op = node.op
+    return lw.elementwise("cast", _dt(t), t.shape, args,
+                          lambda kb, x: kb.cast(x, op.dtype.value, op.overflow, op.rounding))
+
+
+@register(Reduce)
+def _reduce(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
+    t = out_type(node)
+    op = node.op
+    (x,) = args
+    dt = x.dtype
+    r = len(x.shape)
+    axes = tuple(sorted({a % r for a in op.axes})) if r else ()
+    kind = op.kind.value
+    n = math.prod(x.shape[a] for a in axes)
+    if math.prod(t.shape) == 0:
+        return lw.temp(dt, t.shape)
+    if n == 0:
+        if kind == "mean":
+            raise LoweringError(f"Reduce(mean) over axes {op.axes} of shape {x.shape} reduces "
+                                f"zero elements: mean has no identity")
+        return lw.const_buffer(np.broadcast_to(identity(kind, DType(dt)), t.shape).copy())
+    if kir.is_float(dt):
+        acc = "f32"
+
+        def pre(kb: KB, v: str) -> str:
+            return kb.widen(v, dt, "f32")
+
+        def post(kb: KB, s: str) -> str:
+            if kind == "mean":
+                s = kb.binop("div", s, kb.const(float(np.float32(n)), "f32"))
+            return kb.round(s, "f32", dt)
+    elif kind == "abs_max" and dt in ("i8", "u8", "i32"):
+        # magnitudes in i64 (|INT_MIN| fits), the maximum cast back (wrapping as the reference)
+        acc, kind = "i64", "max"
+
+        def pre(kb: KB, v: str) -> str:
+            return kb.unop("abs", kb.cast(v, "i64"))
+
+        def post(kb: KB, s: str) -> str:
+            return kb.cast(s, dt)
+    else:
+        acc, pre, post = dt, None, None  # integers wrap in their dtype; bool: any / all
+    if not axes:  # no axes: every element is a fiber of one
+        def one(kb: KB, v: str) -> str:
+            w = pre(kb, v) if pre else v
+            if kind == "abs_max":
+                w = kb.unop("abs", w)
+            return post(kb, w) if post else w
+
+        return lw.elementwise(f"reduce_{kind}", dt, t.shape, [x], one)
+    return lw.reduction(f"reduce_{kind}", x, axes, "sum" if kind == "mean" else kind,
+                        op.policy, acc, dt, pre, post, keepdim=op.keepdim)
+
+
+@register(RMSNorm)
+def _rmsnorm(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
+    t = out_type(node)
+    x, g = args
+    dt = x.dtype
+    if x.size == 0:
+        return lw.temp(dt, t.shape)
+    n = x.shape[-1]
+    eps = float(node.op.eps)
+    ms = lw.reduction("rmsnorm_ms", x, (len(x.shape) - 1,), "sum", "unordered_tree", "f64",
+                      "f64", pre=lambda kb, v: kb.binop("mul", wide64(kb, v, dt), wide64(kb, v, dt)),
+                      post=lambda kb, s: kb.binop("div", s, kb.const(float(n), "f64")))
+
+    def compute(kb: KB, xv: str, m: str, gv: str) -> str:
+        r = kb.binop("div", kb.const(1.0, "f64"),
+                     kb.unop("sqrt", kb.binop("add", m, kb.const(eps, "f64"))))
+        v = kb.binop("mul", kb.binop("mul", wide64(kb, xv, dt), r), wide64(kb, gv, dt))
+        return kb.round(v, "f64", dt)
+
+    return lw.elementwise("rmsnorm", dt, t.shape, [x, ms, g], compute)
+
+
+@register(SoftMax)
+def _softmax(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
+    t = out_type(node)
+    (x,) = args
+    dt = x.dtype
+    if x.size == 0:
+        return lw.temp(dt, t.shape)
+    a = node.op.axis % len(x.shape)
+    m = lw.reduction("softmax_max", x, (a,), "max", "unordered_tree", "f64", "f64",
+                     pre=lambda kb, v: wide64(kb, v, dt))
+    e = lw.elementwise("softmax_exp", "f64", x.shape, [x, m],
+                       lambda kb, v, mv: kb.math("exp", kb.binop("sub", wide64(kb, v, dt), mv)))
+    s = lw.reduction("softmax_sum", e, (a,), "sum", "unordered_tree", "f64", "f64")
+    return lw.elementwise("softmax", dt, t.shape, [e, s],
+                          lambda kb, ev, sv: kb.round(kb.binop("div", ev, sv), "f64", dt))
+
+
+@register(LayerNorm)
+def _layernorm(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
+    """The reference's algorithm (``evaluator/nn.py``): a row holding a non-finite value is
+    NaN; the mean is centred with a compensated (double-double) row sum, ``d = (n·x − S)/n``;
+    ``var = Σ(n·d)² / n³``; ``y = (d · rsqrt(var + eps)) · w + b``, all in f64, one rounding.
+    A row longer than a tile keeps the plain two-pass f64 form (within the ULP contract)."""
+    t = out_type(node)
+    x, g, b = args
+    dt = x.dtype
+    if x.size == 0:
+        return lw.temp(dt, t.shape)
+    last = len(x.shape) - 1
+    n = float(x.shape[-1])
+    eps = float(node.op.eps)
+    if kir.next_pow2(x.shape[-1]) > lw.cfg.max_row:
+        return _layernorm_two_pass(lw, t, x, g, b, eps)
+
+    def finite(kb: KB, v: str) -> str:
+        w = wide64(kb, v, dt)
+        return kb.binop("eq", kb.binop("sub", w, w), kb.const(0.0, "f64"))
+
+    fin = lw.reduction("layernorm_finite", x, (last,), "min", "unordered_tree", "bool", "bool",
+                       pre=finite)
+    wf = lw.elementwise("layernorm_zero", "f64", x.shape, [x, fin],
+                        lambda kb, v, ok: kb.select(ok, wide64(kb, v, dt), kb.const(0.0, "f64")))
+    s_hi = lw.reduction("layernorm_sum_hi", wf, (last,), "sum_hi", "fold_left", "f64", "f64")
+    s_lo = lw.reduction("layernorm_sum_lo", wf, (last,), "sum_lo", "fold_left", "f64", "f64")
+
+    def center(kb: KB, w: str, hi: str, lo: str) -> str:
+        tt, terr = two_sum(kb, kb.binop("mul", kb.const(n, "f64"), w), kb.unop("neg", hi))
+        dev = kb.binop("add", tt, kb.binop("sub", terr, lo))  # n·(x − mean)
+        zero = kb.const(0.0, "f64")
+        return kb.select(kb.binop("eq", dev, zero), zero, dev)  # an exact zero is +0
+
+    dev = lw.elementwise("layernorm_center", "f64", x.shape, [wf, s_hi, s_lo], center)
+    var = lw.reduction("layernorm_var", dev, (last,), "sum", "unordered_tree", "f64", "f64",
+                       pre=lambda kb, v: kb.binop("mul", v, v),
+                       post=lambda kb, s: kb.binop("div", s, kb.const(n ** 3, "f64")))
+
+    def compute(kb: KB, dv: str, vv: str, gv: str, bv: str, ok: str) -> str:
+        r = kb.binop("div", kb.const(1.0, "f64"),
+                     kb.unop("sqrt", kb.binop("add", vv, kb.const(eps, "f64"))))
+        z = kb.binop("mul", kb.binop("div", dv, kb.const(n, "f64")), r)
+        y = kb.binop("add", kb.binop("mul", z, wide64(kb, gv, dt)), wide64(kb, bv, dt))
+        y = kb.select(ok, y, kb.const(math.nan, "f64"))
+        return kb.round(y, "f64", dt)
+
+    return lw.elementwise("layernorm", dt, t.shape, [dev, var, g, b, fin], compute)
+
+
+def _layernorm_two_pass(lw: _Lowerer, t: TensorType, x: Buffer, g: Buffer, b: Buffer,
+                        eps: float) -> Buffer:
+    dt = x.dtype
+    last = len(x.shape) - 1
+    n = float(x.shape[-1])
+    mu = lw.reduction("layernorm_mean", x, (last,), "sum", "unordered_tree", "f64", "f64",
+                      pre=lambda kb, v: wide64(kb, v, dt),
+                      post=lambda kb, s: kb.binop("div", s, kb.const(n, "f64")))
+    d = lw.elementwise("layernorm_center", "f64", x.shape, [x, mu],
+                       lambda kb, v, m: kb.binop("sub", wide64(kb, v, dt), m))
+    var = lw.reduction("layernorm_var", d, (last,), "sum", "unordered_tree", "f64", "f64",
+                       pre=lambda kb, v: kb.binop("mul", v, v),
+                       post=lambda kb, s: kb.binop("div", s, kb.const(n, "f64")))
+
+    def compute(kb: KB, dv: str, vv: str, gv: str, bv: str) -> str:
+        r = kb.binop("div", kb.const(1.0, "f64"),
+                     kb.unop("sqrt", kb.binop("add", vv, kb.const(eps, "f64"))))
+        z = kb.binop("mul", dv, r)
+        y = kb.binop("add", kb.binop("mul", z, wide64(kb, gv, dt)), wide64(kb, bv, dt))
+        return kb.round(y, "f64", dt)
+
+    return lw.elementwise("layernorm", dt, t.shape, [d, var, g, b], compute)
+
+
+@register(MatMul)
+def _matmul(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
+    t = out_type(node)
+    a, b = args
+    dt = a.dtype
+    out = lw.temp(_dt(t), t.shape)
+    if out.size == 0:
+        return out
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    if k == 0:
+        return lw.const_buffer(np.zeros(t.shape, DType(_dt(t)).storage))
+    nb = len(t.shape) - 2
+    batch = tuple(t.shape[:nb])
+    dom = (*batch, m, n, k)
+    kb = KB(lw, "matmul", dom)
+
+    def operand_strides(x: Buffer, row: int, col: int) -> list[int]:
+        s = [0] * len(dom)
+        rb = len(x.shape) - 2
+        for j in range(rb):
+            d = j + nb - rb
+            if x.shape[j] == dom[d] and dom[d] > 1:
+                s[d] = x.strides[j]
+        s[row], s[col] = x.strides[-2], x.strides[-1]
+        return s
+
+    sa = operand_strides(a, nb, nb + 2)
+    sb_ = operand_strides(b, nb + 2, nb + 1)
+    acc = "f32" if kir.is_float(dt) else "i64"
+
+    def tile(init: str | None) -> str:
+        va, vb = kb.load(a, sa), kb.load(b, sb_)
+        if acc == "f32":
+            va, vb = kb.widen(va, dt), kb.widen(vb, dt)
+        else:
+            va, vb = kb.cast(va, "i64"), kb.cast(vb, "i64")
+        return kb.dot(va, vb, nb + 2, kb.edge([nb + 2]), init, node.op.allow_reassociation)
+
+    kax = nb + 2
+    if kir.next_pow2(k) <= lw.cfg.k_block:
+        r = tile(None)
+        single = [kax]
+    else:
+        seed = kb.broadcast(kb.const(-0.0 if acc == "f32" else 0, acc), range(nb + 2))
+        r = kb.loop(kax, lw.cfg.k_block, [seed], lambda c: [tile(c)])[0]
+        single = []
+    r = kb.round(r, "f32", dt) if acc == "f32" else kb.cast(r, dt)
+    kb.store(out, [*out.strides, 0], r)
+    kb.finish(single=single)
+    return out
+
+
+@register(Conv2D)
+def _conv2d(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
+    """Direct convolution over the domain ``(N, O, Ho, Wo, C/g, kH, kW)``: the f32 products
+    ``x[n, g·C/g + c, i·sh + kh·dh − ph, j·sw + kw·dw − pw] · w[o, c, kh, kw]`` folded left over
+    ``(c, kh, kw)`` in C order (the reference's K order), zero padding as +0 lanes that take
+    part, then ``+ bias[o]`` (the reference's last term, ``bias · 1``), one rounding."""
+    t = out_type(node)
+    x, w, bias = args
+    op = node.op
+    dt = x.dtype
+    out = lw.temp(dt, t.shape)
+    if out.size == 0:
+        return out
+    _n, _c, h_, w_ = x.shape
+    o_, cg, kh, kw = w.shape
+    og = o_ // op.groups
+    (sh, sw), (ph, pw), (dh, dw) = op.stride, op.padding, op.dilation
+    dom = (*t.shape, cg, kh, kw)
+    if math.prod((cg, kh, kw)) == 0:  # no taps: the bias alone (the reference's K = 0 + 1)
+        return _bias_only(lw, t, bias, out)
+    sx, sw_ = x.strides, w.strides
+
+    def produce(kb: KB) -> tuple[str, str | None]:
+        index = []
+        if op.groups > 1:
+            g = kb.binop("floordiv", kb.coord(1), kb.const(og, "i64"))
+            index.append((g, cg * sx[1]))
+
+        def inside(a_out: int, a_k: int, s: int, d: int, p: int, n: int) -> str:
+            pos = kb.binop("add", kb.binop("mul", kb.coord(a_out), kb.const(s, "i64")),
+                           kb.binop("sub", kb.binop("mul", kb.coord(a_k), kb.const(d, "i64")),
+                                    kb.const(p, "i64")))
+            return kb.binop("and", kb.binop("ge", pos, kb.const(0, "i64")),
+                            kb.binop("lt", pos, kb.const(n, "i64")))
+
+        live = kb.binop("and", inside(2, 5, sh, dh, ph, h_), inside(3, 6, sw, dw, pw, w_))
+        xs = [sx[0], 0, sh * sx[2], sw * sx[3], sx[1], dh * sx[2], dw * sx[3]]
+        xv = kb.load(x, xs, -ph * sx[2] - pw * sx[3], index, mask=live)
+        wv = kb.load(w, [0, sw_[0], 0, 0, sw_[1], sw_[2], sw_[3]])
+        p = kb.binop("mul", kb.widen(xv, dt), kb.widen(wv, dt))
+        return p, kb.edge([4, 5, 6])
+
+    def post(kb: KB, s: str) -> str:
+        b = kb.load(bias, [0, bias.strides[0], 0, 0, 0, 0, 0])
+        return kb.round(kb.binop("add", s, kb.widen(b, dt)), "f32", dt)
+
+    lw.reduce_kernel("conv2d", dom, (4, 5, 6), "sum", "fold_left", "f32", produce, post, out,
+                     (*out.strides, 0, 0, 0))
+    return out
+
+
+def _bias_only(lw: _Lowerer, t: TensorType, bias: Buffer, out: Buffer) -> Buffer:
+    kb = KB(lw, "conv2d_bias", tuple(t.shape))
+    kb.store(out, out.strides, kb.load(bias, [0, bias.strides[0], 0, 0]))
+    kb.finish()
+    return out
+
+
+@register(RoPE)
+def _rope(lw: _Lowerer, node: Call, args: list[Buffer]) -> tuple[Buffer, Buffer]:
+    """Rotate-half RoPE: ``y = x·cos[pos] + rotate_half(x)·sin[pos]`` in f64 (both products are
+    exact there), rounded once. The cos / sin rows are gathered by ``pos`` (an index term), the
+    two halves of ``x`` are loads at ``±D/2`` masked to their lanes. The reference forms the sum
+    exactly (TwoSum, round to odd); the f64 sum here is within its ULP budget."""
+    q, k, cos, sin, pos = args
+    dt = q.dtype
+    outs = []
+    for x in (q, k):
+        out = lw.temp(dt, x.shape)
+        outs.append(out)
+        if out.size == 0:
+            continue
+        dom = x.shape
+        r = len(dom)
+        sax, dax, h = r - 2, r - 1, x.shape[-1] // 2
+        kb = KB(lw, "rope", dom)
+        sp = [0] * r
+        sp[sax] = pos.strides[0]
+        pv = index_value(kb, kb.load(pos, sp), pos.dtype)
+        rows = []
+        for tab in (cos, sin):
+            st = [0] * r
+            st[dax] = tab.strides[1]
+            rows.append(wide64(kb, kb.load(tab, st, 0, [(pv, tab.strides[0])]), dt))
+        lo = kb.binop("lt", kb.coord(dax), kb.const(h, "i64"))
+        xa = kb.load(x, x.strides, h * x.strides[-1], mask=lo)  # x[d + h] for d < h
+        xb = kb.load(x, x.strides, -h * x.strides[-1], mask=kb.unop("not", lo))  # x[d - h]
+        rot = kb.select(lo, kb.unop("neg", wide64(kb, xa, dt)), wide64(kb, xb, dt))
+        p1 = kb.binop("mul", wide64(kb, kb.load(x, x.strides), dt), rows[0])
+        v = kb.binop("add", p1, kb.binop("mul", rot, rows[1]))
+        kb.store(out, out.strides, kb.round(v, "f64", dt))
+        kb.finish()
+    return outs[0], outs[1]

@@ -1,0 +1,204 @@
+"""The compiler pipeline: ``compile(module, entry, shapes, target)``.
+
+Named passes, in order (``PASSES``), each a function of the pipeline state that can be run and
+printed on its own:
+
+============  =====================================================================  ==========
+pass          does                                                                   prints
+============  =====================================================================  ==========
+typeinfer     ``infer_module``: stamps and checks every function                     HIR module
+elaborate     the entry specialized for the shapes: dispatch resolved, calls         HIR entry
+              inlined, every extent an integer (``hir_passes.elaborate``)
+canonicalize  shape ops folded, identities dropped, CSE                              HIR entry
+lower         one kernel (or a few) per op (``lower.lower``), verified               kernel IR
+fuse          producers merged into consumers (``fusion.fuse``), verified            kernel IR
+render        the target's source (none for ``interp``: it runs the kernel IR)       source
+build         an executable for the target, loaded                                   summary
+============  =====================================================================  ==========
+
+``print_after`` names passes whose output is kept in ``Compiled.printed`` (and written to
+``stream`` when one is given): ``compile(m, "f", [(4, 64), (64,)], print_after={"fuse"})``.
+Targets are a registry (``TARGETS``); ``interp`` (the kernel-IR interpreter) is built in, the
+SIMD C, Triton and CUDA renderers plug in by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from tilefoundry.compiler.errors import LoweringError
+from tilefoundry.compiler.fusion import fuse as fuse_pass
+from tilefoundry.compiler.hir_passes import canonicalize, elaborate, typeinfer
+from tilefoundry.compiler.interp import Interpreter
+from tilefoundry.compiler.kir import Program, to_text, verify
+from tilefoundry.compiler.lower import lower as lower_pass
+from tilefoundry.compiler.schedule import TileConfig
+from tilefoundry.semantics.ir import Function, Module
+from tilefoundry.semantics.printer import function_text
+from tilefoundry.semantics.printer import to_text as module_text
+from tilefoundry.semantics.typeinfer.core import Session
+
+__all__ = ["PASSES", "TARGETS", "Compiled", "Pass", "State", "Target", "compile", "run_passes"]
+
+
+# =============================================================================================
+# targets
+# =============================================================================================
+@dataclass(frozen=True)
+class Target:
+    """A backend the pipeline can finish with: ``render(program) -> source | None`` and
+    ``build(program, source) -> executable`` (an object with ``run(inputs)``)."""
+
+    name: str
+    render: Callable[[Program], str | None]
+    build: Callable[[Program, str | None], Any]
+
+
+TARGETS: dict[str, Target] = {
+    "interp": Target("interp", lambda p: None, lambda p, src: Interpreter(p)),
+}
+
+
+# =============================================================================================
+# state and passes
+# =============================================================================================
+@dataclass
+class State:
+    module: Module
+    entry: str
+    shapes: list[tuple[int, ...]]
+    target: Target
+    cfg: TileConfig = field(default_factory=TileConfig)
+    session: Session = field(default_factory=Session)
+    inferred: Module | None = None
+    hir: Function | None = None
+    program: Program | None = None
+    source: str | None = None
+    executable: Any = None
+
+
+def _typeinfer(s: State) -> None:
+    s.inferred = typeinfer(s.module, s.session)
+
+
+def _elaborate(s: State) -> None:
+    s.hir = elaborate(s.inferred, s.entry, s.shapes, s.session)
+
+
+def _canonicalize(s: State) -> None:
+    s.hir = canonicalize(s.hir)
+
+
+def _lower(s: State) -> None:
+    s.program = lower_pass(s.hir, s.cfg)
+    verify(s.program)
+
+
+def _fuse(s: State) -> None:
+    s.program = fuse_pass(s.program, s.cfg)
+    verify(s.program)
+
+
+def _render(s: State) -> None:
+    s.source = s.target.render(s.program)
+
+
+def _build(s: State) -> None:
+    verify(s.program)
+    s.executable = s.target.build(s.program, s.source)
+
+
+def _hir_text(s: State) -> str:
+    return function_text(s.hir, show_types=True)
+
+
+def _build_text(s: State) -> str:
+    ks = s.program.kernels()
+    return (f"target {s.target.name}: {len(ks)} kernel(s) "
+            f"({', '.join(k.name for k in ks)}); {type(s.executable).__name__} ready\n")
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable[[State], None]
+    show: Callable[[State], str]
+
+
+PASSES: tuple[Pass, ...] = (
+    Pass("typeinfer", _typeinfer, lambda s: module_text(s.inferred, show_types=True)),
+    Pass("elaborate", _elaborate, _hir_text),
+    Pass("canonicalize", _canonicalize, _hir_text),
+    Pass("lower", _lower, lambda s: to_text(s.program)),
+    Pass("fuse", _fuse, lambda s: to_text(s.program)),
+    Pass("render", _render,
+         lambda s: s.source if s.source is not None else
+         f"target {s.target.name}: no source (the kernel IR is executed directly)\n"),
+    Pass("build", _build, _build_text),
+)
+PASS_NAMES = tuple(p.name for p in PASSES)
+
+
+def run_passes(state: State, names: Iterable[str] | None = None, *,
+               print_after: Iterable[str] = (), stream: TextIO | None = None,
+               printed: dict[str, str] | None = None) -> State:
+    """Run the named passes (all by default, always in pipeline order) on ``state``."""
+    want = set(PASS_NAMES if names is None else names)
+    shows = set(print_after)
+    bad = (want | shows) - set(PASS_NAMES)
+    if bad:
+        raise LoweringError(f"unknown pass(es) {sorted(bad)}; passes: {', '.join(PASS_NAMES)}")
+    for p in PASSES:
+        if p.name not in want:
+            continue
+        p.run(state)
+        if p.name in shows:
+            text = p.show(state)
+            if printed is not None:
+                printed[p.name] = text
+            if stream is not None:
+                stream.write(f"// ----- after {p.name} -----\n{text}")
+                if not text.endswith("\n"):
+                    stream.write("\n")
+    return state
+
+
+@dataclass
+class Compiled:
+    """The result of ``compile``: the fused kernel-IR program, its executable and the texts
+    ``print_after`` asked for. Calling it runs the program."""
+
+    entry: str
+    shapes: list[tuple[int, ...]]
+    target: str
+    hir: Function
+    program: Program
+    executable: Any
+    printed: dict[str, str]
+
+    def __call__(self, inputs: Sequence[Any]) -> Any:
+        return self.executable.run(list(inputs))
+
+    @property
+    def kernels(self) -> list:
+        return self.program.kernels()
+
+
+def compile(module: Module, entry: str, shapes: Sequence[Sequence[int]],
+            target: str = "interp", *, print_after: Iterable[str] = (),
+            stream: TextIO | None = None, fuse: bool = True,
+            cfg: TileConfig | None = None) -> Compiled:
+    """Compile ``module[entry]`` for concrete input ``shapes`` (one per parameter) to
+    ``target``. ``fuse=False`` skips the fuse pass (one kernel per op)."""
+    tgt = TARGETS.get(target)
+    if tgt is None:
+        raise LoweringError(f"unknown target {target!r}; targets: {', '.join(sorted(TARGETS))}")
+    state = State(module, entry, [tuple(int(n) for n in s) for s in shapes], tgt,
+                  cfg or TileConfig())
+    printed: dict[str, str] = {}
+    names = [n for n in PASS_NAMES if fuse or n != "fuse"]
+    run_passes(state, names, print_after=print_after, stream=stream, printed=printed)
+    return Compiled(entry, state.shapes, tgt.name, state.hir, state.program, state.executable,
+                    printed)

@@ -1,0 +1,66 @@
+"""Shared helpers of the compiler tests: one-op modules, running the kernel-IR interpreter next
+to the reference evaluator, and the two judgements (bit-exact, within the contract)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.compiler.pipeline import Compiled, compile
+from tilefoundry.compiler.schedule import TileConfig
+from tilefoundry.oracle.compare import check, compare_exact
+from tilefoundry.semantics.evaluator.core import evaluate
+from tilefoundry.semantics.formats import DType
+from tilefoundry.semantics.ir import Call, Function, Module, Var
+from tilefoundry.semantics.types import TensorType
+
+#: small tiles so that ragged edges, several program instances and tile loops all happen
+SMALL = TileConfig(tile_elems=16, max_row=8, k_block=4)
+
+
+def var(name: str, shape: tuple, dtype: DType) -> Var:
+    return Var(name, TensorType(tuple(shape), dtype))
+
+
+def module_of(params: Sequence[Var], body: Any, name: str = "f") -> Module:
+    return Module((Function(name, tuple(params), body, None),))
+
+
+def one_op(op: Any, *arrays: np.ndarray, dtypes: Sequence[DType] | None = None) -> Module:
+    from tilefoundry.semantics.formats import dtype_of
+
+    ps = [var(f"x{i}", a.shape, dtypes[i] if dtypes else dtype_of(a))
+          for i, a in enumerate(arrays)]
+    return module_of(ps, Call(op, tuple(ps)))
+
+
+def run(m: Module, inputs: Sequence[np.ndarray], *, cfg: TileConfig | None = None,
+        fuse: bool = True, entry: str = "f") -> tuple[Any, Compiled]:
+    c = compile(m, entry, [np.shape(x) for x in inputs], cfg=cfg, fuse=fuse)
+    return c([np.array(x, copy=True) for x in inputs]), c
+
+
+def outputs(v: Any) -> list:
+    return list(v) if isinstance(v, tuple) else [v]
+
+
+def assert_bitexact(m: Module, inputs: Sequence[np.ndarray], **kw: Any) -> Compiled:
+    """The interpreter reproduces the reference bit for bit (NaN payloads aside)."""
+    got, c = run(m, inputs, **kw)
+    ref = evaluate(m, "f", [np.array(x, copy=True) for x in inputs])
+    for i, (r, o) in enumerate(zip(outputs(ref), outputs(got), strict=True)):
+        assert o.dtype == r.dtype and o.shape == r.shape, (i, o.dtype, o.shape, r.shape)
+        ok = compare_exact(r, o)
+        assert ok.all(), (f"output {i}: {int((~ok).sum())} element(s) differ; first at "
+                          f"{tuple(np.argwhere(~ok)[0])}: ref {r[~ok][:4]!r} got {o[~ok][:4]!r}")
+    return c
+
+
+def assert_conforms(m: Module, inputs: Sequence[np.ndarray], **kw: Any) -> Compiled:
+    """The interpreter's outputs pass the oracle under the ops' contracts."""
+    got, c = run(m, inputs, **kw)
+    v = check(m, "f", [np.array(x, copy=True) for x in inputs], got)
+    assert v.status == "PASS", v.summary()
+    return c
