@@ -189,6 +189,7 @@ BUILTIN: dict[str, str] = {
     "reference": "tilefoundry.conformance.backend:ReferenceBackend",
     "torch": "tilefoundry.conformance.torch_backend:TorchBackend",
     "kernel-interp": "tilefoundry.compiler.backends:KernelInterpBackend",
+    "simd": "tilefoundry.compiler.simd_backend:SimdBackend",
 }
 
 
