@@ -39,7 +39,15 @@ import numpy as np
 from tilefoundry.semantics.dtypes import to_bits
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded, unshard
 from tilefoundry.semantics.formats import FORMATS, DType, dtype_of
-from tilefoundry.semantics.ir import Call, Expr, GridRegionExpr, Module, Tuple, TupleGetItem
+from tilefoundry.semantics.ir import (
+    Call,
+    Expr,
+    GridRegionExpr,
+    Module,
+    Tuple,
+    TupleGetItem,
+    reachable,
+)
 
 __all__ = [
     "CONTRACTS_VERSION", "OutputVerdict", "Verdict", "check", "check_candidate",
@@ -209,18 +217,15 @@ def _children(e: Expr) -> list[Expr]:
     return []
 
 
+def _upstream_children(n: Expr) -> list[Expr]:
+    kids = _children(n)
+    if isinstance(n, Call) and getattr(n.op, "body", None) is not None:
+        kids.append(n.op.body)  # a called function's body (calls elaborate structurally)
+    return kids
+
+
 def _upstream(root: Expr) -> list[Expr]:
-    seen: dict[int, Expr] = {}
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen[id(n)] = n
-        stack.extend(_children(n))
-        if isinstance(n, Call) and hasattr(n.op, "body") and n.op.body is not None:
-            stack.append(n.op.body)  # a called function's body (calls elaborate structurally)
-    return list(seen.values())
+    return list(reachable(root, _upstream_children))
 
 
 def _outputs(fn) -> list[tuple[Expr, int | None]]:
@@ -371,10 +376,10 @@ def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
     for call, c in ev.contracts:
         notes.setdefault(id(call), []).append(c)
     outs = _outputs(fn)
-    reachable = {id(n) for n in _upstream(fn.body)}
+    reached = {id(n) for n in _upstream(fn.body)}
     # notes made inside called functions belong to their elaborated bodies: an output that
     # depends on a call is then conservatively downstream of them
-    hidden = any(k not in reachable for k in notes)
+    hidden = any(k not in reached for k in notes)
     verdicts = []
     for i, ((node, index), e, o) in enumerate(zip(outs, expected, got, strict=True)):
         prod, _ = _producer(node, index)

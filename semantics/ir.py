@@ -438,6 +438,19 @@ def operands(e: Expr) -> list[Expr]:
     return []
 
 
+def reachable(root: Expr, children: Any = operands):
+    """Every node reachable from ``root`` through ``children``, once each (iterative)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        stack.extend(c for c in children(node) if id(c) not in seen)
+
+
 def run_dag(root: Expr, values: dict[int, Any], compute: Any) -> Any:
     """Iterative post-order evaluation (deep DAGs do not recurse): ``values`` maps ``id(node)``
     to known values (parameters, loop-invariant values) and receives ``compute(node)`` of every

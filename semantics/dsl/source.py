@@ -49,6 +49,7 @@ from tilefoundry.semantics.ir import (
     Tuple,
     TupleGetItem,
     Var,
+    reachable,
     structurally_equal,
 )
 from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary
@@ -360,15 +361,7 @@ def _children(e: Expr) -> list[Expr]:
 
 
 def _walk(root: Expr) -> Iterator[Expr]:
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        yield n
-        stack.extend(_children(n))
+    return reachable(root, _children)
 
 
 def _callees(root: Expr) -> Iterator[Function]:

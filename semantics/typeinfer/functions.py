@@ -38,6 +38,7 @@ from tilefoundry.semantics.ir import (
     Module,
     Op,
     Var,
+    reachable,
 )
 from tilefoundry.semantics.printer import type_str
 from tilefoundry.semantics.typeinfer.core import Session, TypeInferError, infer_expr
@@ -137,15 +138,7 @@ def _expr_children(node: Expr) -> list[Expr]:
 
 def _walk(root: Expr) -> Iterator[Expr]:
     """Every node reachable from ``root`` once (iterative; Functions are leaves)."""
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        yield node
-        stack.extend(c for c in _expr_children(node) if id(c) not in seen)
+    return reachable(root, _expr_children)
 
 
 def _referenced_functions(root: Expr) -> Iterator[Function]:
