@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_cast.py
 	$(PY) benchmarks/bench_evaluator.py
 	$(PY) benchmarks/bench_oracle_programs.py
+	$(PY) benchmarks/bench_compiler.py
 
 prove: $(STAMP)
 	$(VENV)/bin/tilefoundry prove

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from tilefoundry.errors import TilefoundryError
+from tilefoundry.errors import BackendUnsupportedError, TilefoundryError
 
 __all__ = ["CompilerError", "KernelIRError", "LoweringError", "NotSupportedError"]
 
@@ -25,12 +25,13 @@ class KernelIRError(CompilerError, ValueError):
     """A kernel-IR program is malformed (raised by ``kir.verify``)."""
 
 
-class NotSupportedError(CompilerError, NotImplementedError):
-    """Lowering has no rule for an op (the message names the op)."""
+class NotSupportedError(CompilerError, BackendUnsupportedError):
+    """Lowering (or a renderer) has no rule for an op (the message names the op); a
+    conformance case raising it is NOT_SUPPORTED."""
 
-    def __init__(self, op: str, detail: str = ""):
+    def __init__(self, op: str, detail: str = "", *, stage: str = "the kernel-IR lowering"):
         self.op = op
-        super().__init__(f"{op}: not supported by the kernel-IR lowering"
+        super().__init__(f"{op}: not supported by {stage}"
                          + (f" ({detail})" if detail else ""))
 
 

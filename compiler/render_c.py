@@ -1,69 +1,201 @@
-"""Render kernel-IR programs to C (the SIMD C backend's renderer; minimal: elementwise only).
+"""Render kernel-IR programs to C: the SIMD C backend's renderer (docs/decisions.md D187-D192).
 
 ``render(program) -> str`` emits one exported function ``void tf_program(void **roots)``
-taking one pointer per root buffer (``root_names(program)`` gives the order). Each kernel is a
-nest of plain loops over the padded iteration space of its grid (every program instance times
-its tile, exactly the lanes the kernel-IR interpreter computes), the innermost marked
-``#pragma omp simd``; an SSA value is one scalar per lane. The numerics follow
-``compiler/interp.py`` bit for bit: widen / round / cast through ``tf_numerics.h`` (a cast's NaN
-keeps its sign, as ``semantics.dtypes.cast`` does), f32 add / sub / mul / div as the IEEE
-operations (built without fast-math or contraction), min / max NaN-propagating (the positive
-quiet NaN) with -0 < +0, neg / abs / sqrt as ``-x`` / ``fabsf`` / ``sqrtf``. Masked loads read
-``other``; unmasked loads clamp the offset into the buffer as the interpreter does; stores
-write only masked-in lanes inside the buffer.
+taking one pointer per root buffer (``root_names(program)`` gives the order), one static
+function per kernel and the host loops inline.
 
-Anything else (host loops, tile loops, reductions, dots, selects, math functions, integer or
-f64 arithmetic, comparisons, indexed loads / stores, a kernel that loads and stores the same
-storage) raises ``NotSupportedError`` naming the instruction: never a silent fallback.
+**Kernels.** A kernel is a loop over its program instances (``#pragma omp parallel for`` when
+the instances are independent and the work is large enough: rows spread over threads); each
+instance runs the kernel body once for its tile. Every SSA value that is used outside the
+stretch of code that defines it lives in a per-thread scratch array laid out row-major over the
+block extents of the axes the tile spans (a broadcast axis takes no room); constants are C
+scalars. The body is cut into **runs**: maximal sequences of lane-wise instructions (loads,
+stores, arithmetic, conversions, selects, math functions) over the same set of tile axes,
+rendered as one loop nest whose innermost loop carries ``#pragma omp simd``, values inside a
+run being C scalars. Reductions, dots and tile loops are rendered on their own:
+
+* ``Reduce`` keeps its policy. ``fold_left`` / ``fold_right`` (and ``ordered_tree``, of which a
+  left fold is one bracketing in source order) fold the lanes in order, vectorized across the
+  kept lanes; ``unordered_tree`` sums over one contiguous axis run eight interleaved
+  accumulators (vectorized) combined by a balanced tree, which is one of the trees the policy
+  admits; max / min / abs_max are order-independent in value and use the same multi-accumulator
+  loop; integer sums wrap (unsigned arithmetic) and are exact in any order. A float sum starts
+  from -0 (the exact identity of IEEE addition), masked lanes add nothing, and a row with no
+  valid lane is +0 (the interpreter's identity). ``sum_hi`` / ``sum_lo`` are the compensated
+  (TwoSum) left fold of f64 lanes, as ``semantics.evaluator.nn._dd_row_sum``.
+* ``Dot`` folds K in order (the reference's order, admitted whether or not ``reassociate``),
+  vectorized across the output lanes; the f32 products are not contracted into FMAs.
+* ``TileLoop`` is a C loop over the tiles of its axis with the carried tiles in scratch arrays.
+* ``HostLoop`` is a C loop in ``tf_program`` that copies carried buffers through temporaries.
+
+**Numerics** follow ``compiler/interp.py`` (and hence the reference evaluator): widen / round /
+cast through ``tf_numerics.h`` (exhaustively tested against ``semantics.dtypes``); f32 / f64
+arithmetic as the IEEE operations (built without fast-math or contraction); NaN-propagating
+min / max with -0 < +0; integer arithmetic wrapping through unsigned types, ``floordiv`` /
+``mod`` floored with a zero divisor giving 0 (numpy's); f64 → narrower float rounded once
+(round-to-odd at f32, then the target); math functions from libm in double (exp, log, exp2,
+log2, tanh, erfc; sigmoid / silu / gelu by their defining formulas) rounded once to the dtype —
+within the ULP budgets of ``semantics.ulp``, not bit-exact with the reference.
+
+**Memory.** Loads whose offsets may leave the buffer (ragged edges, data-dependent indices)
+clamp the offset into it (masked lanes then read ``other``), as the interpreter does; stores
+write only masked-in lanes inside the buffer. A kernel that loads a storage it also stores reads
+a snapshot taken before the kernel when every load precedes every store (the interpreter's
+all-instances-at-once order); other orders raise ``NotSupportedError``.
+
+Anything the renderer cannot handle raises ``NotSupportedError`` naming the instruction and the
+reason: never a silent fallback.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.errors import NotSupportedError
-from tilefoundry.compiler.kir import Kernel, Program, root_of
+from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
 
-__all__ = ["ENTRY", "render", "root_names"]
+__all__ = ["ENTRY", "PARALLEL_MIN_WORK", "render", "root_names"]
 
 ENTRY = "tf_program"
+#: lane-operations (instances x tile elements x instructions) above which instances of a
+#: kernel with independent instances are spread over OpenMP threads
+PARALLEL_MIN_WORK = 1 << 17
+#: interleaved accumulators of an unordered_tree / extreme-value reduction
+ACCUMULATORS = 8
 
 _CTYPE = {"f32": "float", "f64": "double", "bf16": "uint16_t", "f16": "uint16_t",
           "fp8e4m3": "uint8_t", "fp8e5m2": "uint8_t", "f8e8m0": "uint8_t", "bool": "uint8_t",
           "i8": "int8_t", "u8": "uint8_t", "i32": "int32_t", "i64": "int64_t"}
+_UTYPE = {"i8": "uint8_t", "u8": "uint8_t", "i32": "uint32_t", "i64": "uint64_t",
+          "bool": "uint8_t"}
 _WIDEN = {"bf16": "tf_bf16_to_f32", "f16": "tf_f16_to_f32", "fp8e4m3": "tf_fp8e4m3_to_f32",
           "fp8e5m2": "tf_fp8e5m2_to_f32", "f8e8m0": "tf_f8e8m0_to_f32"}
-_ROUND_DST = ("f32", "bf16", "f16", "fp8e4m3", "fp8e5m2")
+_NARROW_ROUND = ("bf16", "f16", "fp8e4m3", "fp8e5m2")
 _RND = {"nearest": "TF_RN", "up": "TF_RU", "down": "TF_RD"}
 _ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_LOGIC = {"and": "&", "or": "|", "xor": "^"}
+_INT_NAMES = ("i8", "u8", "i32", "i64")
 
-_PRELUDE = """\
-#include <math.h>
+_PRELUDE = r"""#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include "tf_numerics.h"
 
+/* NaN-propagating min / max ordering -0 < +0; a NaN gives the positive quiet NaN */
 static inline float tf__fmin(float a, float b)
 {
     const float tie = signbit(a) ? a : b;
     const float r = a < b ? a : (b < a ? b : tie);
     return (isnan(a) || isnan(b)) ? tf_f32_from_bits(TF_F32_QNAN) : r;
 }
-
 static inline float tf__fmax(float a, float b)
 {
     const float tie = signbit(a) ? b : a;
     const float r = a > b ? a : (b > a ? b : tie);
     return (isnan(a) || isnan(b)) ? tf_f32_from_bits(TF_F32_QNAN) : r;
 }
+static inline double tf__dmin(double a, double b)
+{
+    const double tie = signbit(a) ? a : b;
+    const double r = a < b ? a : (b < a ? b : tie);
+    return (isnan(a) || isnan(b)) ? tf_f64_from_bits(0x7FF8000000000000ull) : r;
+}
+static inline double tf__dmax(double a, double b)
+{
+    const double tie = signbit(a) ? b : a;
+    const double r = a > b ? a : (b > a ? b : tie);
+    return (isnan(a) || isnan(b)) ? tf_f64_from_bits(0x7FF8000000000000ull) : r;
+}
+/* reduction steps: the first NaN met stays; -0 < +0 */
+#define TF__PICKMAX(acc, v) (isnan(acc) ? (acc) : (isnan(v) ? (v) : \
+    (((v) > (acc) || ((v) == (acc) && signbit(acc) && !signbit(v))) ? (v) : (acc))))
+#define TF__PICKMIN(acc, v) (isnan(acc) ? (acc) : (isnan(v) ? (v) : \
+    (((v) < (acc) || ((v) == (acc) && !signbit(acc) && signbit(v))) ? (v) : (acc))))
+
+/* f64 -> float dtypes, rounded once (semantics.evaluator.math.round_f64_once): a NaN gives the
+ * positive quiet NaN */
+static inline float tf__rf64_f32(double v)
+{
+    const float r = (float)v;
+    return isnan(r) ? tf_f32_from_bits(TF_F32_QNAN) : r;
+}
+static inline float tf__rf64_odd(double v)
+{
+    const float r = tf__f64_to_f32_odd(v);
+    return isnan(r) ? tf_f32_from_bits(TF_F32_QNAN) : r;
+}
+
+/* floored integer division and modulo (numpy's): a zero divisor gives 0, MIN / -1 wraps */
+#define TF__FLOORDIV(T, UT)                                                                  \
+    static inline T tf__floordiv_##T(T a, T b)                                               \
+    {                                                                                        \
+        if (b == 0) return 0;                                                                \
+        if (b == -1) return (T)((UT)0 - (UT)a);                                              \
+        T q = (T)(a / b);                                                                    \
+        if ((T)(a % b) != 0 && ((a < 0) != (b < 0))) q = (T)(q - 1);                         \
+        return q;                                                                            \
+    }                                                                                        \
+    static inline T tf__mod_##T(T a, T b)                                                    \
+    {                                                                                        \
+        if (b == 0 || b == -1) return 0;                                                     \
+        T r = (T)(a % b);                                                                    \
+        if (r != 0 && ((r < 0) != (b < 0))) r = (T)(r + b);                                  \
+        return r;                                                                            \
+    }
+TF__FLOORDIV(int8_t, uint8_t)
+TF__FLOORDIV(int32_t, uint32_t)
+TF__FLOORDIV(int64_t, uint64_t)
+static inline uint8_t tf__floordiv_uint8_t(uint8_t a, uint8_t b) { return b ? a / b : 0; }
+static inline uint8_t tf__mod_uint8_t(uint8_t a, uint8_t b) { return b ? a % b : 0; }
+
+/* the math functions in double (semantics.evaluator.nn's formulas) */
+static inline double tf__sigmoid64(double w) { return 1.0 / (1.0 + exp(-w)); }
+static inline double tf__silu64(double w)
+{
+    return w == -INFINITY ? -0.0 : w / (1.0 + exp(-w));
+}
+static inline double tf__gelu_tanh64(double w)
+{
+    const double z = w * (TF__GELU_C0 + TF__GELU_C1 * (w * w));
+    const double v = fabs(w) < TF__TINY ? w * 0.5 : w / (1.0 + exp(-z));
+    return w == -INFINITY ? -0.0 : v;
+}
+static inline double tf__gelu_none64(double w)
+{
+    const double v = fabs(w) < TF__TINY ? w * 0.5 : 0.5 * w * erfc(-w * TF__INV_SQRT2);
+    return w == -INFINITY ? -0.0 : v;
+}
+static inline double tf__rsqrt64(double w) { return 1.0 / sqrt(w); }
 """
 
+_MATH64 = {"exp": "exp", "log": "log", "exp2": "exp2", "log2": "log2", "tanh": "tanh",
+           "rsqrt": "tf__rsqrt64", "sigmoid": "tf__sigmoid64", "silu": "tf__silu64",
+           "gelu_tanh": "tf__gelu_tanh64", "gelu_none": "tf__gelu_none64"}
 
-def _unsupported(ins: object, why: str) -> NotSupportedError:
-    return NotSupportedError(f"simd: {type(ins).__name__}", why)
+
+def _prelude() -> str:
+    from tilefoundry.semantics.evaluator import nn
+
+    consts = {"TF__GELU_C0": nn._GELU_C0, "TF__GELU_C1": nn._GELU_C1,
+              "TF__INV_SQRT2": nn._INV_SQRT2, "TF__TINY": nn._TINY}
+    head = "".join(f"#define {k} {_f64_lit(v)}\n" for k, v in consts.items())
+    return head + _PRELUDE
+
+
+def _f64_lit(v: float) -> str:
+    return f"tf_f64_from_bits(0x{int(np.float64(v).view(np.uint64)):016X}ull)"
+
+
+def _unsupported(what: str, why: str) -> NotSupportedError:
+    return NotSupportedError(f"simd: {what}", why, stage="the SIMD C renderer")
 
 
 def root_names(program: Program) -> list[str]:
@@ -80,186 +212,913 @@ def _root_size(b: kir.Buffer) -> int:
     return b.span
 
 
+def _itemsize(dt: str) -> int:
+    return kir.numpy_dtype(dt).itemsize
+
+
 def _literal(value: object, dt: str) -> str:
     if dt == "f32":
         return f"tf_f32_from_bits(0x{int(np.float32(value).view(np.uint32)):08X}u)"
     if dt == "f64":
-        return f"tf_f64_from_bits(0x{int(np.float64(value).view(np.uint64)):016X}ull)"
+        return _f64_lit(float(value))
     if dt == "bool":
         return "1" if value else "0"
     if kir.is_float(dt):  # a narrow float: its bit pattern
         npdt = kir.numpy_dtype(dt)
         bits = np.asarray(np.asarray(value).astype(npdt)).view(f"u{npdt.itemsize}")
         return f"(({_CTYPE[dt]}){int(bits)}u)"
+    if dt == "i64" and int(value) == -(1 << 63):
+        return "INT64_MIN"
     return f"(({_CTYPE[dt]}){int(value)}ll)"
 
 
-class _KernelC:
-    def __init__(self, k: Kernel, bm: Mapping[str, kir.Buffer], roots: Mapping[str, int]):
-        self.k, self.bm, self.roots = k, bm, roots
-        self.types = kir.kernel_types(k, bm)
-        self.names: dict[str, str] = {}
-        self.lines: list[str] = []
+def _identity(kind: str, dt: str) -> str:
+    """The seed of a reduction (an exact identity of its combining step)."""
+    if dt == "bool":
+        return "1" if kind == "min" else "0"
+    if kir.is_int(dt):
+        if kind == "max":
+            return {"i8": "INT8_MIN", "u8": "0", "i32": "INT32_MIN", "i64": "INT64_MIN"}[dt]
+        if kind == "min":
+            return {"i8": "INT8_MAX", "u8": "UINT8_MAX", "i32": "INT32_MAX",
+                    "i64": "INT64_MAX"}[dt]
+        return "0"
+    c = "f" if dt == "f32" else ""
+    return {"sum": f"-0.0{c}", "max": f"-(({_CTYPE[dt]})INFINITY)",
+            "min": f"(({_CTYPE[dt]})INFINITY)", "abs_max": f"0.0{c}"}[kind]
 
-    def v(self, name: str) -> str:
-        c = self.names.get(name)
-        if c is None:
-            c = self.names[name] = f"v{len(self.names)}_{re.sub(r'[^0-9A-Za-z_]', '', name)}"
-        return c
+
+# =============================================================================================
+# kernels
+# =============================================================================================
+_LANEWISE = (kir.Const, kir.Coord, kir.EdgeMask, kir.Load, kir.Store, kir.Broadcast, kir.Widen,
+             kir.Round, kir.Cast, kir.BinOp, kir.UnOp, kir.Select, kir.Math)
+
+
+@dataclass
+class _Run:
+    axes: tuple[int, ...]
+    instrs: list = field(default_factory=list)
+
+
+class _KernelC:
+    def __init__(self, k: Kernel, bm: Mapping[str, kir.Buffer], roots: Mapping[str, int],
+                 index: int):
+        self.k, self.bm, self.roots, self.kidx = k, bm, roots, index
+        self.types = kir.kernel_types(k, bm)
+        self.ids: dict[str, int] = {}
+        self.consts: dict[str, kir.Const] = {}
+        self.alias: dict[str, str] = {}  # tile-loop outs -> their carried names
+        self.arrays: dict[str, int] = {}  # SSA name -> byte offset in scratch
+        self.aux: list[tuple[str, str, int]] = []  # (C name, C type, elements)
+        self.scratch = 0
+        self.snap: dict[str, str] = {}  # root -> snapshot pointer
+        self.work = 0
+        self.lines: list[str] = []
+        self.uniq = 0
+
+    # -- names ------------------------------------------------------------------------------
+    def cid(self, name: str) -> str:
+        name = self.alias.get(name, name)
+        i = self.ids.get(name)
+        if i is None:
+            i = self.ids[name] = len(self.ids)
+        return f"{i}_{re.sub(r'[^0-9A-Za-z_]', '', name)}"
+
+    def fresh(self, stem: str) -> str:
+        self.uniq += 1
+        return f"{stem}{self.uniq}"
 
     def dt(self, name: str) -> str:
         return self.types[name].dtype
 
-    def decl(self, out: str, expr: str) -> None:
-        self.lines.append(f"const {_CTYPE[self.dt(out)]} {self.v(out)} = {expr};")
+    def full(self, name: str) -> tuple[int, ...]:
+        return tuple(sorted(self.types[name].full))
 
-    def ptr(self, buffer: str) -> tuple[str, int, int]:
-        root = root_of(buffer, self.bm)
-        return f"p{self.roots[root.name]}", _root_size(root), self.bm[buffer].offset
+    def elems(self, axes: Iterable[int]) -> int:
+        return math.prod(self.k.block[d] for d in axes)
 
-    def offset(self, ins: kir.Load | kir.Store) -> str:
-        if ins.index:
-            raise _unsupported(ins, "indexed (data-dependent) addressing")
-        _, _, base = self.ptr(ins.buffer)
-        terms = [str(ins.offset + base)]
-        terms += [f"c{d} * {s}ll" for d, s in enumerate(ins.strides) if s]
-        return " + ".join(terms)
+    def alloc(self, nbytes: int) -> int:
+        off = self.scratch
+        self.scratch += -(-max(nbytes, 1) // 64) * 64
+        return off
 
+    def need_array(self, name: str) -> None:
+        name = self.alias.get(name, name)
+        if name in self.arrays or name in self.consts:
+            return
+        self.arrays[name] = self.alloc(self.elems(self.full(name)) * _itemsize(self.dt(name)))
+
+    def aux_array(self, ctype: str, n: int) -> str:
+        nm = self.fresh("aux")
+        size = {"float": 4, "double": 8, "uint8_t": 1}.get(ctype, 8)
+        self.aux.append((nm, ctype, self.alloc(n * size)))
+        return nm
+
+    # -- references ---------------------------------------------------------------------------
+    def index(self, axes: tuple[int, ...], coords: Mapping[int, str]) -> str:
+        """Row-major element index of a tile spanning ``axes`` at lane ``coords``."""
+        terms, stride = [], 1
+        for d in reversed(axes):
+            terms.append(coords[d] if stride == 1 else f"{coords[d]} * {stride}")
+            stride *= self.k.block[d]
+        return " + ".join(reversed(terms)) if terms else "0"
+
+    def aref(self, name: str, coords: Mapping[int, str]) -> str:
+        """The array element of ``name`` at ``coords`` (axes the value is broadcast on are
+        ignored)."""
+        if name in self.consts:
+            return f"k{self.cid(name)}"
+        real = self.alias.get(name, name)
+        self.need_array(real)
+        return f"v{self.cid(real)}[{self.index(self.full(name), coords)}]"
+
+    # -- structure ----------------------------------------------------------------------------
+    def segments(self, body: Iterable[kir.Instr]) -> list:
+        segs: list = []
+        for ins in body:
+            if isinstance(ins, kir.Const):
+                self.consts[ins.out] = ins
+                continue
+            if isinstance(ins, _LANEWISE):
+                axes = self.lane_axes(ins)
+                if segs and isinstance(segs[-1], _Run) and segs[-1].axes == axes:
+                    segs[-1].instrs.append(ins)
+                else:
+                    segs.append(_Run(axes, [ins]))
+            elif isinstance(ins, kir.TileLoop):
+                for o, c in zip(ins.outs, ins.carried, strict=True):
+                    self.alias[o] = self.alias.get(c, c)
+                segs.append((ins, self.segments(ins.body)))
+            elif isinstance(ins, kir.Reduce | kir.Dot):
+                segs.append(ins)
+            else:
+                raise _unsupported(type(ins).__name__, "no C rendering")
+        return segs
+
+    def lane_axes(self, ins: kir.Instr) -> tuple[int, ...]:
+        if isinstance(ins, kir.Store):
+            axes = {d for d, s in enumerate(ins.strides) if s and self.k.domain[d] > 1}
+            for n, _ in ins.index:
+                axes |= self.types[n].full
+            if ins.mask:
+                axes |= self.types[ins.mask].full
+            return tuple(sorted(axes))
+        return self.full(ins.out)
+
+    def plan_arrays(self, segs: list) -> None:
+        """Values read outside the run defining them live in arrays."""
+        where: dict[str, int] = {}
+
+        def walk(segs: list) -> None:
+            for seg in segs:
+                if isinstance(seg, _Run):
+                    sid = id(seg)
+                    for ins in seg.instrs:
+                        for o in ins.operands():
+                            if where.get(o) != sid:
+                                self.need_array(o) if o not in self.consts else None
+                        for r in ins.results():
+                            where[r] = sid
+                elif isinstance(seg, tuple):
+                    loop, inner = seg
+                    for n in (*loop.inits, *loop.carried):
+                        if n not in self.consts:
+                            self.need_array(n)
+                    walk(inner)
+                    for n in loop.yields:
+                        if n not in self.consts:
+                            self.need_array(n)
+                else:
+                    for o in seg.operands():
+                        if o not in self.consts:
+                            self.need_array(o)
+                    self.need_array(seg.out)
+
+        walk(segs)
+
+    # -- memory checks ------------------------------------------------------------------------
+    def check_storage(self) -> None:
+        """Loads of a storage the kernel also stores read a snapshot (all loads first), as the
+        interpreter's all-instances-at-once order has it."""
+        order: list[tuple[str, str, bool]] = []  # (kind, root, inside a tile loop)
+
+        def walk(body: Iterable[kir.Instr], inside: bool) -> None:
+            for ins in body:
+                if isinstance(ins, kir.Load | kir.Store):
+                    kind = "load" if isinstance(ins, kir.Load) else "store"
+                    order.append((kind, root_of(ins.buffer, self.bm).name, inside))
+                elif isinstance(ins, kir.TileLoop):
+                    walk(ins.body, True)
+
+        walk(self.k.body, False)
+        stored = {r for kind, r, _ in order if kind == "store"}
+        loaded = {r for kind, r, _ in order if kind == "load"}
+        for r in sorted(stored & loaded):
+            seq = [(kind, inside) for kind, rr, inside in order if rr == r]
+            first_store = next(i for i, (kind, _) in enumerate(seq) if kind == "store")
+            if any(kind == "load" for kind, _ in seq[first_store:]) or \
+                    any(inside for _, inside in seq):
+                raise _unsupported("Kernel", f"{self.k.name} reads storage {r} after (or in the "
+                                             f"same tile loop as) writing it")
+            self.snap[r] = f"snap{self.roots[r]}"
+
+    def parallel_safe(self) -> bool:
+        k = self.k
+        for ins in kir.iter_instrs(k.body):
+            if isinstance(ins, kir.Store):
+                if ins.index:
+                    return False
+                for d, s in enumerate(ins.strides):
+                    if s == 0 and k.grid[d] > 1:
+                        return False
+        return True
+
+    # -- the kernel ---------------------------------------------------------------------------
     def render(self) -> str:
         k = self.k
-        if k.loop_axes:
-            raise NotSupportedError("simd: Kernel", f"{k.name}: tile-loop axes")
-        loaded = {root_of(i.buffer, self.bm).name for i in k.body if isinstance(i, kir.Load)}
-        stored = {root_of(i.buffer, self.bm).name for i in k.body if isinstance(i, kir.Store)}
-        if loaded & stored:
-            raise NotSupportedError("simd: Kernel", f"{k.name}: loads and stores the same storage")
-        for ins in k.body:
-            fn = getattr(self, "i_" + type(ins).__name__, None)
-            if fn is None:
-                raise _unsupported(ins, "no C rendering")
-            fn(ins)
+        self.check_storage()
+        segs = self.segments(k.body)
+        self.plan_arrays(segs)
+        body: list[str] = []
+        self.emit(segs, body, "        ")
         r = k.rank
-        head: list[str] = [f"/* kernel {k.name} domain {list(k.domain)} block {list(k.block)} */",
-                           "{"]
-        ind = "    "
-        for d in range(r):
-            n = 1 if k.domain[d] <= 1 else -(-k.domain[d] // k.block[d]) * k.block[d]
-            if d == r - 1:
-                head.append(f"{ind}#pragma omp simd")
-            head.append(f"{ind}for (int64_t c{d} = 0; c{d} < {n}ll; ++c{d}) {{")
+        name = f"tf_k{self.kidx}"
+        out = [f"/* kernel {k.name} domain {list(k.domain)} block {list(k.block)} "
+               f"grid {list(k.grid)} */", f"static void {name}(char *const *P)", "{"]
+        for n, c in self.consts.items():
+            out.append(f"    const {_CTYPE[c.dtype]} k{self.cid(n)} = "
+                       f"{_literal(c.value, c.dtype)};")
+        for root, snap in self.snap.items():
+            i = self.roots[root]
+            nbytes = _root_size(self.bm[root]) * _itemsize(self.bm[root].dtype)
+            out.append(f"    char *const {snap} = (char *)malloc({max(nbytes, 1)});")
+            out.append(f"    if (!{snap}) abort();")
+            out.append(f"    memcpy({snap}, P[{i}], {nbytes});")
+        inst = k.instances
+        par = inst > 1 and self.parallel_safe() and inst * self.work >= PARALLEL_MIN_WORK
+        if par:
+            out.append("    #pragma omp parallel")
+        out.append("    {")
+        if self.scratch:
+            out.append(f"        char *const S = (char *)aligned_alloc(64, {self.scratch});")
+            out.append("        if (!S) abort();")
+        for n, off in self.arrays.items():
+            ct = _CTYPE[self.dt(n)]
+            out.append(f"        {ct} *const v{self.cid(n)} = ({ct} *)(S + {off});")
+        for nm, ct, off in self.aux:
+            out.append(f"        {ct} *const {nm} = ({ct} *)(S + {off});")
+        if par:
+            out.append("        #pragma omp for schedule(static)")
+        out.append(f"        for (int64_t pid = 0; pid < {inst}ll; ++pid) {{")
+        out.append("            int64_t q = pid;")
+        grid = k.grid
+        for d in reversed(range(r)):
+            if d in k.loop_axes:
+                continue
+            if k.domain[d] > 1 and grid[d] > 1:
+                out.append(f"            const int64_t b{d} = (q % {grid[d]}ll) * {k.block[d]}ll; "
+                           f"q /= {grid[d]}ll;")
+            else:
+                out.append(f"            const int64_t b{d} = 0;")
+        out.append("            (void)q;")
+        out.extend("    " + ln for ln in body)
+        out.append("        }")
+        if self.scratch:
+            out.append("        free(S);")
+        out.append("    }")
+        for snap in self.snap.values():
+            out.append(f"    free({snap});")
+        out.append("}")
+        return "\n".join(out)
+
+    # -- emission -----------------------------------------------------------------------------
+    def loops(self, axes: Iterable[int], ind: str, out: list[str], simd: bool = True,
+              var: str = "c") -> str:
+        axes = list(axes)
+        for j, d in enumerate(axes):
+            if simd and j == len(axes) - 1:
+                out.append(f"{ind}#pragma omp simd")
+            out.append(f"{ind}for (int64_t {var}{d} = 0; {var}{d} < {self.k.block[d]}ll; "
+                       f"++{var}{d}) {{")
             ind += "    "
-        body = [ind + ln for ln in self.lines]
-        tail = ["    " * (r - d) + "}" for d in range(r)] + ["}"]
-        return "\n".join(head + body + tail)
+        if not axes:
+            out.append(f"{ind}{{")
+            ind += "    "
+        return ind
 
-    # -- instructions ---------------------------------------------------------------------
-    def i_Const(self, ins: kir.Const) -> None:
-        self.decl(ins.out, _literal(ins.value, ins.dtype))
+    def close(self, axes: Iterable[int], ind: str, out: list[str]) -> None:
+        n = max(len(list(axes)), 1)
+        for j in range(n):
+            out.append(ind[:len(ind) - 4 * (j + 1)] + "}")
 
-    def i_Coord(self, ins: kir.Coord) -> None:
-        self.decl(ins.out, f"c{ins.axis}")
+    def emit(self, segs: list, out: list[str], ind: str) -> None:
+        for seg in segs:
+            if isinstance(seg, _Run):
+                self.emit_run(seg, out, ind)
+            elif isinstance(seg, tuple):
+                self.emit_loop(seg[0], seg[1], out, ind)
+            elif isinstance(seg, kir.Reduce):
+                self.emit_reduce(seg, out, ind)
+            else:
+                self.emit_dot(seg, out, ind)
 
-    def i_EdgeMask(self, ins: kir.EdgeMask) -> None:
-        conds = [f"(c{d} < {self.k.domain[d]}ll)" for d in ins.axes if self.k.domain[d] > 1]
-        self.decl(ins.out, " && ".join(conds) if conds else "1")
+    def emit_run(self, run: _Run, out: list[str], ind: str) -> None:
+        coords = {d: f"c{d}" for d in range(self.k.rank)}
+        local: dict[str, str] = {}
+        lines: list[str] = []
+        self.work += self.elems(run.axes) * len(run.instrs)
 
-    def i_Load(self, ins: kir.Load) -> None:
-        p, size, _ = self.ptr(ins.buffer)
-        off = self.offset(ins)
+        def ref(n: str) -> str:
+            return local[n] if n in local else self.aref(n, coords)
+
+        indexed_store = False
+        for ins in run.instrs:
+            if isinstance(ins, kir.Store):
+                indexed_store |= bool(ins.index)
+                lines.extend(self.store(ins, ref))
+                continue
+            expr, pre = self.lane_expr(ins, ref)
+            lines.extend(pre)
+            t = f"t{self.cid(ins.out)}"
+            lines.append(f"const {_CTYPE[self.dt(ins.out)]} {t} = {expr};")
+            local[ins.out] = t
+            if ins.out in self.arrays:
+                lines.append(f"{self.aref(ins.out, coords)} = {t};")
+        inner = self.loops(run.axes, ind, out, simd=not indexed_store)
+        out.extend(inner + ln for ln in lines)
+        self.close(run.axes, inner, out)
+
+    # -- lane-wise instructions ---------------------------------------------------------------
+    def gcoord(self, d: int) -> str:
+        return f"(b{d} + c{d})" if self.k.domain[d] > 1 else "0"
+
+    def ptr(self, buffer: str, write: bool = False) -> tuple[str, int, int, str]:
+        """(C pointer expression, root size, base element offset, element C type)."""
+        root = root_of(buffer, self.bm)
+        ct = _CTYPE[root.dtype]
+        base = self.snap.get(root.name) if not write else None
+        p = base or f"P[{self.roots[root.name]}]"
+        q = "" if write else "const "
+        return f"(({q}{ct} *){p})", _root_size(root), self.bm[buffer].offset, ct
+
+    def in_bounds(self, ins: kir.Load | kir.Store, base: int, size: int) -> bool:
+        if ins.index:
+            return False
+        lo = hi = base + ins.offset
+        for d, s in enumerate(ins.strides):
+            if not s:
+                continue
+            top = -(-self.k.domain[d] // self.k.block[d]) * self.k.block[d] - 1
+            lo += min(0, s * top)
+            hi += max(0, s * top)
+        return lo >= 0 and hi < size
+
+    def offset_expr(self, ins: kir.Load | kir.Store, base: int, ref) -> str:
+        terms = [f"{base + ins.offset}ll"]
+        terms += [f"{self.gcoord(d)} * {s}ll" for d, s in enumerate(ins.strides) if s]
+        terms += [f"(int64_t){ref(n)} * {s}ll" for n, s in ins.index]
+        return " + ".join(terms)
+
+    def store(self, ins: kir.Store, ref) -> list[str]:
+        p, size, base, _ = self.ptr(ins.buffer, write=True)
         if size == 0:
-            val = _literal(ins.other, self.bm[ins.buffer].dtype)
-            self.decl(ins.out, val)
-            return
-        o = f"o_{self.v(ins.out)}"
-        self.lines.append(f"int64_t {o} = {off};")
-        self.lines.append(f"{o} = {o} < 0 ? 0 : ({o} > {size - 1}ll ? {size - 1}ll : {o});")
-        ct = _CTYPE[self.bm[ins.buffer].dtype]
-        read = f"((const {ct} *){p})[{o}]"
+            return []
+        conds = []
         if ins.mask:
-            other = _literal(ins.other, self.bm[ins.buffer].dtype)
-            read = f"{self.v(ins.mask)} ? {read} : {other}"
-        self.decl(ins.out, read)
+            conds.append(ref(ins.mask))
+        if not self.in_bounds(ins, base, size):
+            conds.append(f"o >= 0 && o < {size}ll")
+        cond = " && ".join(f"({c})" for c in conds) or "1"
+        return [f"{{ const int64_t o = {self.offset_expr(ins, base, ref)}; "
+                f"if ({cond}) {p}[o] = {ref(ins.value)}; }}"]
 
-    def i_Store(self, ins: kir.Store) -> None:
-        p, size, _ = self.ptr(ins.buffer)
-        off = self.offset(ins)
-        ct = _CTYPE[self.bm[ins.buffer].dtype]
-        if self.dt(ins.value) != self.bm[ins.buffer].dtype:
-            raise _unsupported(ins, "value dtype differs from the buffer's")
-        cond = f"(o >= 0 && o < {size}ll)"
+    def lane_expr(self, ins: kir.Instr, ref) -> tuple[str, list[str]]:
+        fn = getattr(self, "l_" + type(ins).__name__)
+        return fn(ins, ref)
+
+    def l_Coord(self, ins: kir.Coord, ref) -> tuple[str, list[str]]:
+        return self.gcoord(ins.axis), []
+
+    def l_EdgeMask(self, ins: kir.EdgeMask, ref) -> tuple[str, list[str]]:
+        conds = [f"({self.gcoord(d)} < {self.k.domain[d]}ll)" for d in ins.axes
+                 if self.k.domain[d] > 1]
+        return "(uint8_t)(" + (" && ".join(conds) if conds else "1") + ")", []
+
+    def l_Load(self, ins: kir.Load, ref) -> tuple[str, list[str]]:
+        p, size, base, _ = self.ptr(ins.buffer)
+        dt = self.bm[ins.buffer].dtype
+        other = _literal(ins.other, dt)
+        if size == 0:
+            return other, []
+        o = f"o{self.cid(ins.out)}"
+        pre = [f"int64_t {o} = {self.offset_expr(ins, base, ref)};"]
+        if not self.in_bounds(ins, base, size):
+            pre.append(f"{o} = {o} < 0 ? 0 : ({o} > {size - 1}ll ? {size - 1}ll : {o});")
         if ins.mask:
-            cond = f"{self.v(ins.mask)} && {cond}"
-        self.lines.append(f"{{ const int64_t o = {off}; if ({cond}) (({ct} *){p})[o] = "
-                          f"{self.v(ins.value)}; }}")
+            ld = f"l{self.cid(ins.out)}"
+            pre.append(f"const {_CTYPE[dt]} {ld} = {p}[{o}];")
+            return f"{ref(ins.mask)} ? {ld} : {other}", pre
+        return f"{p}[{o}]", pre
 
-    def i_Broadcast(self, ins: kir.Broadcast) -> None:
-        self.decl(ins.out, self.v(ins.x))
+    def l_Broadcast(self, ins: kir.Broadcast, ref) -> tuple[str, list[str]]:
+        return ref(ins.x), []
 
-    def widened(self, name: str, ins: object) -> str:
-        src = self.dt(name)
+    def widened(self, x: str, src: str) -> str:
         if src == "f32":
-            return self.v(name)
+            return x
         if src in _WIDEN:
-            return f"{_WIDEN[src]}({self.v(name)})"
-        raise _unsupported(ins, f"widen from {src}")
+            return f"{_WIDEN[src]}({x})"
+        raise _unsupported("Widen", f"widening from {src}")
 
-    def i_Widen(self, ins: kir.Widen) -> None:
-        w = self.widened(ins.x, ins)
-        self.decl(ins.out, f"(double){w}" if ins.to == "f64" else w)
+    def l_Widen(self, ins: kir.Widen, ref) -> tuple[str, list[str]]:
+        src = self.dt(ins.x)
+        if src == "f32" and ins.to == "f64":
+            return f"(double){ref(ins.x)}", []
+        w = self.widened(ref(ins.x), src)
+        return (f"(double){w}" if ins.to == "f64" else w), []
 
-    def rounded(self, w: str, to: str, overflow: str, rounding: str, ins: object) -> str:
+    @staticmethod
+    def round_f32(w: str, to: str, overflow: str, rounding: str = "nearest") -> str:
         sat = "TF_SATURATE" if overflow == "saturate" else "TF_NONFINITE"
-        if to in _ROUND_DST:
+        if to == "f32":
+            return f"tf_f32_to_f32({w}, {sat}, 0)"
+        if to in _NARROW_ROUND:
             return f"tf_f32_to_{to}({w}, {sat}, 0)"
         if to == "f8e8m0":
             return f"tf_f32_to_f8e8m0({w}, {sat}, {_RND[rounding]})"
-        raise _unsupported(ins, f"conversion to {to}")
+        raise _unsupported("Round", f"rounding to {to}")
 
-    def i_Round(self, ins: kir.Round) -> None:
-        if self.dt(ins.x) != "f32":
-            raise _unsupported(ins, f"round from {self.dt(ins.x)}")
-        self.decl(ins.out, self.rounded(self.v(ins.x), ins.to, ins.overflow, "nearest", ins))
+    def l_Round(self, ins: kir.Round, ref) -> tuple[str, list[str]]:
+        x, src = ref(ins.x), self.dt(ins.x)
+        if src == "f32":
+            return self.round_f32(x, ins.to, ins.overflow), []
+        if ins.to == "f32":  # from f64
+            return (f"(float){x}" if ins.overflow == "nonfinite" else
+                    f"tf_f32_to_f32((float){x}, TF_SATURATE, 0)"), []
+        return self.round_f32(f"tf__rf64_odd({x})", ins.to, ins.overflow), []
 
-    def i_Cast(self, ins: kir.Cast) -> None:
-        w = self.widened(ins.x, ins)
-        self.decl(ins.out, self.rounded(w, ins.to, ins.overflow, ins.rounding, ins))
+    def l_Cast(self, ins: kir.Cast, ref) -> tuple[str, list[str]]:
+        return self.cast_expr(ref(ins.x), self.dt(ins.x), ins.to, ins.overflow,
+                              ins.rounding), []
 
-    def i_BinOp(self, ins: kir.BinOp) -> None:
-        if self.dt(ins.a) != "f32" or self.dt(ins.b) != "f32":
-            raise _unsupported(ins, f"{ins.kind} on {self.dt(ins.a)}")
-        a, b = self.v(ins.a), self.v(ins.b)
-        if ins.kind in _ARITH:
-            self.decl(ins.out, f"{a} {_ARITH[ins.kind]} {b}")
-        elif ins.kind in ("min", "max"):
-            self.decl(ins.out, f"tf__f{ins.kind}({a}, {b})")
+    def cast_expr(self, x: str, src: str, dst: str, overflow: str, rounding: str) -> str:
+        sat = "TF_SATURATE" if overflow == "saturate" else "TF_NONFINITE"
+        if src == "bool":
+            x, src = f"(int32_t){x}", "i32"
+        if kir.is_float(src):
+            w = self.widened(x, src)
+            if kir.is_float(dst):
+                return self.round_f32(w, dst, overflow, rounding)
+            if dst == "bool":
+                return f"(uint8_t)({w} != 0.0f)"
+            return f"tf_f32_to_{dst}({w})"
+        # integer source
+        if dst == "bool":
+            return f"(uint8_t)({x} != 0)"
+        if kir.is_int(dst):
+            return f"({_CTYPE[dst]}){x}"
+        wide = "i64" if src == "i64" else "i32"
+        v = f"({_CTYPE[wide]}){x}"
+        if dst == "f32":
+            return f"tf_{wide}_to_f32({v})"
+        if dst == "f8e8m0":
+            return f"tf_{wide}_to_f8e8m0({v}, {sat}, {_RND[rounding]})"
+        return f"tf_{wide}_to_{dst}({v}, {sat})"
+
+    def l_BinOp(self, ins: kir.BinOp, ref) -> tuple[str, list[str]]:
+        a, b, k, dt = ref(ins.a), ref(ins.b), ins.kind, self.dt(ins.a)
+        if k in _CMP:
+            return f"(uint8_t)({a} {_CMP[k]} {b})", []
+        if k in _LOGIC:
+            return f"(uint8_t)({a} {_LOGIC[k]} {b})", []
+        if dt in ("f32", "f64"):
+            if k in _ARITH:
+                return f"{a} {_ARITH[k]} {b}", []
+            if k in ("min", "max"):
+                return f"tf__{'f' if dt == 'f32' else 'd'}{k}({a}, {b})", []
+        elif dt == "bool":
+            if k in ("min", "max"):
+                return f"(uint8_t)({a} {'&' if k == 'min' else '|'} {b})", []
+        elif kir.is_int(dt):
+            ct, ut = _CTYPE[dt], _UTYPE[dt]
+            if k in ("add", "sub", "mul"):
+                return f"({ct})(({ut}){a} {_ARITH[k]} ({ut}){b})", []
+            if k == "min":
+                return f"({a} < {b} ? {a} : {b})", []
+            if k == "max":
+                return f"({a} > {b} ? {a} : {b})", []
+            if k in ("floordiv", "mod"):
+                return f"tf__{k}_{ct}({a}, {b})", []
+        raise _unsupported("BinOp", f"{k} on {dt}")
+
+    def l_UnOp(self, ins: kir.UnOp, ref) -> tuple[str, list[str]]:
+        x, k, dt = ref(ins.x), ins.kind, self.dt(ins.x)
+        if k == "not":
+            return f"(uint8_t)!{x}", []
+        if dt in ("f32", "f64"):
+            f = "f" if dt == "f32" else ""
+            zero = f"0.0{f}"
+            expr = {"neg": f"-{x}", "abs": f"fabs{f}({x})", "ceil": f"ceil{f}({x})",
+                    "round": f"rint{f}({x})", "relu": f"({x} < {zero} ? {zero} : {x})",
+                    "square": f"{x} * {x}", "sqrt": f"sqrt{f}({x})"}.get(k)
+            if expr is not None:
+                return expr, []
+        elif kir.is_int(dt):
+            ct, ut = _CTYPE[dt], _UTYPE[dt]
+            neg = f"({ct})(({ut})0 - ({ut}){x})"
+            expr = {"neg": neg, "abs": x if dt == "u8" else f"({x} < 0 ? {neg} : {x})",
+                    "ceil": x, "round": x, "relu": f"({x} < 0 ? ({ct})0 : {x})",
+                    "square": f"({ct})(({ut}){x} * ({ut}){x})"}.get(k)
+            if expr is not None:
+                return expr, []
+        raise _unsupported("UnOp", f"{k} on {dt}")
+
+    def l_Select(self, ins: kir.Select, ref) -> tuple[str, list[str]]:
+        return f"{ref(ins.cond)} ? {ref(ins.a)} : {ref(ins.b)}", []
+
+    def l_Math(self, ins: kir.Math, ref) -> tuple[str, list[str]]:
+        x, dt = ref(ins.x), self.dt(ins.x)
+        if dt == "f64":
+            return f"{_MATH64[ins.fn]}({x})", []
+        v = f"{_MATH64[ins.fn]}((double){self.widened(x, dt)})"
+        if dt == "f32":
+            return f"tf__rf64_f32({v})", []
+        return self.round_f32(f"tf__rf64_odd({v})", dt, "nonfinite"), []
+
+    # -- reductions ---------------------------------------------------------------------------
+    def emit_reduce(self, ins: kir.Reduce, out: list[str], ind: str) -> None:
+        k = self.k
+        dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
+        xf = set(self.full(ins.x))
+        red = [d for d in ins.axes if d in xf]
+        kept = self.full(ins.out)
+        if ins.mask and not set(self.full(ins.mask)) <= xf | set(ins.axes):
+            raise _unsupported("Reduce", f"{ins.out}: the mask spans axes the operand does not")
+        n = self.elems(red)
+        self.work += n * max(self.elems(kept), 1)
+        ct = _CTYPE[dt]
+        if kind in kir.COMPENSATED:
+            self.reduce_compensated(ins, red, kept, out, ind)
+            return
+        contiguous = len(red) == 1 and max(xf) == red[0] and n >= 2 * ACCUMULATORS
+        order_free = kind in ("max", "min", "abs_max") or not kir.is_float(dt) or \
+            policy == "unordered_tree"
+        seed_init = ins.init is not None and (
+            policy.startswith("fold") or (kir.is_int(dt) and kind in ("sum", "max", "min")) or
+            dt == "bool")
+        track = ins.mask is not None and kind == "sum" and kir.is_float(dt) and ins.init is None
+        coords = {d: f"c{d}" for d in range(k.rank)}
+        res = self.aref(ins.out, coords)
+
+        def value(ind2: str, lines: list[str]) -> str:
+            """Lines computing the lane's (masked) value; returns the C name."""
+            v = self.fresh("x")
+            x = self.aref(ins.x, coords)
+            if kind == "abs_max" and kir.is_float(dt):
+                x = f"fabs{'f' if dt == 'f32' else ''}({x})"
+            elif kind == "abs_max" and kir.is_int(dt):
+                ut = _UTYPE[dt]
+                raw = self.aref(ins.x, coords)
+                x = raw if dt == "u8" else f"({raw} < 0 ? ({ut})0 - ({ut}){raw} : ({ut}){raw})"
+            vt = _UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
+            if ins.mask:
+                ident = "0" if kind == "abs_max" and kir.is_int(dt) else _identity(kind, dt)
+                x = f"{self.aref(ins.mask, coords)} ? ({vt})({x}) : ({vt}){ident}"
+            lines.append(f"{ind2}const {vt} {v} = {x};")
+            return v
+
+        def step(acc: str, v: str) -> str:
+            if kind == "sum":
+                if kir.is_float(dt):
+                    return f"{v} + {acc}" if policy == "fold_right" else f"{acc} + {v}"
+                return f"({ct})(({_UTYPE[dt]}){acc} + ({_UTYPE[dt]}){v})"
+            if dt == "bool":
+                return f"(uint8_t)({acc} {'|' if kind == 'max' else '&'} {v})"
+            if kir.is_float(dt):
+                return f"TF__PICK{'MIN' if kind == 'min' else 'MAX'}({acc}, {v})"
+            if kind == "abs_max":
+                return f"({v} > {acc} ? {v} : {acc})"
+            return f"({v} {'<' if kind == 'min' else '>'} {acc} ? {v} : {acc})"
+
+        at = _UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
+        ident = "0" if kind == "abs_max" and kir.is_int(dt) else _identity(kind, dt)
+
+        def finish(acc: str, anyv: str | None) -> str:
+            """The result from the lanes' accumulation ``acc`` (init combined)."""
+            r = f"({ct}){acc}"
+            if ins.init is not None and not seed_init:
+                init = self.aref(ins.init, coords)
+                if kind == "sum":
+                    r = f"{init} + {acc}"
+                elif kir.is_float(dt):
+                    f = "f" if dt == "f32" else "d"
+                    r = f"tf__{f}{'min' if kind == 'min' else 'max'}({init}, {acc})"
+                else:  # integer abs_max: unsigned magnitudes
+                    ut = _UTYPE[dt]
+                    r = f"(({ut}){init} >= {acc} ? {init} : ({ct}){acc})"
+            if anyv is not None:
+                r = f"{anyv} ? {r} : ({ct})0"
+            return r
+
+        if contiguous and order_free:
+            # several interleaved accumulators over the one contiguous reduced axis
+            d = red[0]
+            A = ACCUMULATORS
+            inner = self.loops(kept, ind, out, simd=False)
+            acc = self.fresh("acc")
+            seed = self.aref(ins.init, coords) if seed_init else ident
+            if seed_init and kind == "abs_max":
+                seed = f"({at}){seed}"
+            out.append(f"{inner}{at} {acc}[{A}];")
+            out.append(f"{inner}for (int j = 0; j < {A}; ++j) {acc}[j] = {seed};")
+            anyv = None
+            if track:
+                anyv = self.fresh("any")
+                out.append(f"{inner}uint8_t {anyv} = 0;")
+            out.append(f"{inner}for (int64_t i = 0; i < {n // A * A}ll; i += {A}) {{")
+            out.append(f"{inner}    for (int j = 0; j < {A}; ++j) {{")
+            out.append(f"{inner}        const int64_t c{d} = i + j;")
+            lines: list[str] = []
+            v = value(inner + "        ", lines)
+            out.extend(lines)
+            out.append(f"{inner}        {acc}[j] = {step(f'{acc}[j]', v)};")
+            if anyv:
+                out.append(f"{inner}        {anyv} |= {self.aref(ins.mask, coords)};")
+            out.append(f"{inner}    }}")
+            out.append(f"{inner}}}")
+            if n % A:
+                out.append(f"{inner}for (int64_t c{d} = {n // A * A}ll; c{d} < {n}ll; ++c{d}) {{")
+                lines = []
+                v = value(inner + "    ", lines)
+                out.extend(lines)
+                out.append(f"{inner}    {acc}[c{d} % {A}] = {step(f'{acc}[c{d} % {A}]', v)};")
+                if anyv:
+                    out.append(f"{inner}    {anyv} |= {self.aref(ins.mask, coords)};")
+                out.append(f"{inner}}}")
+            width = A
+            while width > 1:
+                width //= 2
+                out.append(f"{inner}for (int j = 0; j < {width}; ++j) "
+                           f"{acc}[j] = {step(f'{acc}[2 * j]', f'{acc}[2 * j + 1]')};")
+            out.append(f"{inner}{res} = {finish(f'{acc}[0]', anyv)};")
+            self.close(kept, inner, out)
+            return
+        # a fold over the lanes in order, vectorized across the kept lanes
+        accn = res if at == ct else None
+        if accn is None:
+            acc_arr = self.aux_array(at, max(self.elems(kept), 1))
+            accn = f"{acc_arr}[{self.index(kept, coords)}]"
+        anyv = None
+        if track:
+            any_arr = self.aux_array("uint8_t", max(self.elems(kept), 1))
+            anyv = f"{any_arr}[{self.index(kept, coords)}]"
+        inner = self.loops(kept, ind, out)
+        seed = self.aref(ins.init, coords) if seed_init else ident
+        out.append(f"{inner}{accn} = ({at}){seed};")
+        if anyv:
+            out.append(f"{inner}{anyv} = 0;")
+        self.close(kept, inner, out)
+        rev = policy == "fold_right"
+        ind2 = ind
+        for d in red:
+            if rev:
+                out.append(f"{ind2}for (int64_t c{d} = {k.block[d] - 1}ll; c{d} >= 0; --c{d}) {{")
+            else:
+                out.append(f"{ind2}for (int64_t c{d} = 0; c{d} < {k.block[d]}ll; ++c{d}) {{")
+            ind2 += "    "
+        inner = self.loops(kept, ind2, out)
+        lines = []
+        v = value(inner, lines)
+        out.extend(lines)
+        out.append(f"{inner}{accn} = {step(accn, v)};")
+        if anyv:
+            out.append(f"{inner}{anyv} |= {self.aref(ins.mask, coords)};")
+        self.close(kept, inner, out)
+        for _ in red:
+            ind2 = ind2[:-4]
+            out.append(f"{ind2}}}")
+        if ins.init is not None and not seed_init or anyv or at != ct:
+            inner = self.loops(kept, ind, out)
+            out.append(f"{inner}{res} = {finish(accn, anyv)};")
+            self.close(kept, inner, out)
+
+    def reduce_compensated(self, ins: kir.Reduce, red: list[int], kept: tuple[int, ...],
+                           out: list[str], ind: str) -> None:
+        coords = {d: f"c{d}" for d in range(self.k.rank)}
+        m = max(self.elems(kept), 1)
+        hi = f"{self.aux_array('double', m)}[{self.index(kept, coords)}]"
+        lo = f"{self.aux_array('double', m)}[{self.index(kept, coords)}]"
+        inner = self.loops(kept, ind, out)
+        out.append(f"{inner}{hi} = 0.0; {lo} = 0.0;")
+        self.close(kept, inner, out)
+        ind2 = ind
+        for d in red:
+            out.append(f"{ind2}for (int64_t c{d} = 0; c{d} < {self.k.block[d]}ll; ++c{d}) {{")
+            ind2 += "    "
+        inner = self.loops(kept, ind2, out)
+        w = self.aref(ins.x, coords)
+        body = (f"const double w = {w}; const double s = {hi} + w; const double bb = s - {hi}; "
+                f"const double e = ({hi} - (s - bb)) + (w - bb);")
+        upd = f"{hi} = s; {lo} = {lo} + e;"
+        if ins.mask:
+            out.append(f"{inner}if ({self.aref(ins.mask, coords)}) {{ {body} {upd} }}")
         else:
-            raise _unsupported(ins, f"binary {ins.kind}")
+            out.append(f"{inner}{body} {upd}")
+        self.close(kept, inner, out)
+        for _ in red:
+            ind2 = ind2[:-4]
+            out.append(f"{ind2}}}")
+        inner = self.loops(kept, ind, out)
+        part = "s" if ins.kind == "sum_hi" else "e"
+        out.append(f"{inner}{{ const double s = {hi} + {lo}; const double bb = s - {hi}; "
+                   f"const double e = ({hi} - (s - bb)) + ({lo} - bb); "
+                   f"{self.aref(ins.out, coords)} = {part}; }}")
+        self.close(kept, inner, out)
 
-    def i_UnOp(self, ins: kir.UnOp) -> None:
-        if self.dt(ins.x) != "f32":
-            raise _unsupported(ins, f"{ins.kind} on {self.dt(ins.x)}")
-        x = self.v(ins.x)
-        expr = {"neg": f"-{x}", "abs": f"fabsf({x})", "sqrt": f"sqrtf({x})"}.get(ins.kind)
-        if expr is None:
-            raise _unsupported(ins, f"unary {ins.kind}")
-        self.decl(ins.out, expr)
+    # -- dot ----------------------------------------------------------------------------------
+    def emit_dot(self, ins: kir.Dot, out: list[str], ind: str) -> None:
+        d = ins.axis
+        kept = self.full(ins.out)
+        spans = d in self.types[ins.a].full or d in self.types[ins.b].full
+        n = self.k.block[d] if spans else 1
+        self.work += n * max(self.elems(kept), 1)
+        dt = self.dt(ins.a)
+        coords = {e: f"c{e}" for e in range(self.k.rank)}
+        s = self.aref(ins.out, coords)
+        if dt == "i64":
+            prod = (f"(int64_t)((uint64_t){self.aref(ins.a, coords)} * "
+                    f"(uint64_t){self.aref(ins.b, coords)})")
+            add = f"(int64_t)((uint64_t){s} + (uint64_t)p)"
+        else:
+            prod = f"{self.aref(ins.a, coords)} * {self.aref(ins.b, coords)}"
+            add = f"{s} + p"
+        ct = _CTYPE[dt]
+        started = None
+        if ins.mask and ins.init is None:
+            started = f"{self.aux_array('uint8_t', max(self.elems(kept), 1))}" \
+                      f"[{self.index(kept, coords)}]"
+        first = 0
+        inner = self.loops(kept, ind, out)
+        if ins.init is not None:
+            out.append(f"{inner}{s} = {self.aref(ins.init, coords)};")
+        elif started:
+            out.append(f"{inner}{s} = ({ct})0; {started} = 0;")
+        else:
+            out.append(f"{inner}{{ const int64_t c{d} = 0; (void)c{d}; {s} = {prod}; }}")
+            first = 1
+        self.close(kept, inner, out)
+        if first >= n:
+            return
+        out.append(f"{ind}for (int64_t c{d} = {first}ll; c{d} < {n}ll; ++c{d}) {{")
+        inner = self.loops(kept, ind + "    ", out)
+        out.append(f"{inner}const {ct} p = {prod};")
+        if ins.mask:
+            m = self.aref(ins.mask, coords)
+            if started:
+                out.append(f"{inner}if ({m}) {{ {s} = {started} ? {add} : p; {started} = 1; }}")
+            else:
+                out.append(f"{inner}if ({m}) {s} = {add};")
+        else:
+            out.append(f"{inner}{s} = {add};")
+        self.close(kept, inner, out)
+        out.append(f"{ind}}}")
+
+    # -- tile loops ---------------------------------------------------------------------------
+    def copy_tile(self, dst: str, src: str, like: str, out: list[str], ind: str) -> None:
+        axes = self.full(like)
+        coords = {d: f"c{d}" for d in range(self.k.rank)}
+        inner = self.loops(axes, ind, out)
+        out.append(f"{inner}{self.aref(dst, coords)} = {self.aref(src, coords)};")
+        self.close(axes, inner, out)
+
+    def emit_loop(self, loop: kir.TileLoop, inner_segs: list, out: list[str], ind: str) -> None:
+        d = loop.axis
+        b = self.k.block[d]
+        tiles = -(-self.k.domain[d] // b)
+        for c, i in zip(loop.carried, loop.inits, strict=True):
+            self.copy_tile(c, i, c, out, ind)
+        t = f"t{d}"
+        out.append(f"{ind}for (int64_t {t} = 0; {t} < {tiles}ll; ++{t}) {{")
+        ind2 = ind + "    "
+        tile = f"({tiles - 1}ll - {t})" if loop.reverse else t
+        out.append(f"{ind2}const int64_t b{d} = {tile} * {b}ll; (void)b{d};")
+        self.emit(inner_segs, out, ind2)
+        carried = set(loop.carried)
+        swap = any(self.alias.get(y, y) in carried for y in loop.yields)
+        tmps = []
+        if swap:
+            for y in loop.yields:
+                tmp = self.fresh("%yield")
+                self.types[tmp] = self.types[y]
+                self.need_array(tmp)
+                self.copy_tile(tmp, y, y, out, ind2)
+                tmps.append(tmp)
+        for c, y, tmp in zip(loop.carried, loop.yields, tmps or loop.yields, strict=True):
+            if self.alias.get(y, y) != c:
+                self.copy_tile(c, tmp, c, out, ind2)
+        out.append(f"{ind}}}")
+
+
+# =============================================================================================
+# programs
+# =============================================================================================
+class _ProgramC:
+    def __init__(self, program: Program):
+        self.p = program
+        self.bm = program.buffer_map()
+        self.names = root_names(program)
+        self.roots = {n: i for i, n in enumerate(self.names)}
+        self.funcs: list[str] = []
+        self.nk = 0
+        self.uniq = 0
+
+    def render(self) -> str:
+        body: list[str] = []
+        self.steps(self.p.steps, body, "    ")
+        parts = [_prelude(), f"/* program {self.p.name} */", *self.funcs,
+                 f"void {ENTRY}(void **roots)", "{"]
+        parts.append(f"    char *P[{max(len(self.names), 1)}] = {{0}};")
+        for i, n in enumerate(self.names):
+            parts.append(f"    P[{i}] = (char *)roots[{i}]; /* {n} */")
+        parts.append("    (void)P;")
+        parts.extend(body)
+        parts.append("}")
+        return "\n".join(parts) + "\n"
+
+    def steps(self, seq: Iterable, out: list[str], ind: str) -> None:
+        for s in seq:
+            if isinstance(s, Kernel):
+                if s.instances == 0 or any(n == 0 for n in s.domain):
+                    continue
+                kc = _KernelC(s, self.bm, self.roots, self.nk)
+                self.funcs.append(kc.render())
+                out.append(f"{ind}tf_k{self.nk}(P); /* {s.name} */")
+                self.nk += 1
+            elif isinstance(s, HostLoop):
+                self.host_loop(s, out, ind)
+            else:
+                raise _unsupported(type(s).__name__, "not a step")
+
+    def elem(self, name: str, idx: list[str]) -> str:
+        b = self.bm[name]
+        root = root_of(name, self.bm)
+        off = " + ".join([f"{b.offset}ll"] + [f"{i} * {s}ll" for i, s in
+                                               zip(idx, b.strides, strict=True) if s])
+        return f"(({_CTYPE[root.dtype]} *)P[{self.roots[root.name]}])[{off}]"
+
+    def copy(self, out: list[str], ind: str, src: str | None, dst: str | None, tmp: str,
+             like: str) -> None:
+        """Copy buffer ``src`` into the contiguous temporary ``tmp`` (dst None) or ``tmp`` into
+        buffer ``dst``."""
+        b = self.bm[like]
+        if b.size == 0:
+            return
+        r = len(b.shape)
+        idx = [f"h{j}" for j in range(r)]
+        for j, nn in enumerate(b.shape):
+            out.append(f"{ind}{'    ' * j}for (int64_t h{j} = 0; h{j} < {nn}ll; ++h{j})")
+        flat = " + ".join(f"h{j} * {s}ll" for j, s in enumerate(kir.c_strides(b.shape))) or "0"
+        pad = ind + "    " * r
+        if dst is None:
+            out.append(f"{pad}{tmp}[{flat}] = {self.elem(src, idx)};")
+        else:
+            out.append(f"{pad}{self.elem(dst, idx)} = {tmp}[{flat}];")
+
+    def host_loop(self, s: HostLoop, out: list[str], ind: str) -> None:
+        self.uniq += 1
+        u = self.uniq
+        out.append(f"{ind}{{ /* loop {s.name} */")
+        i2 = ind + "    "
+        tmps = []
+        for j, c in enumerate(s.carried):
+            b = self.bm[c]
+            ct = _CTYPE[b.dtype]
+            tmp = f"hl{u}_{j}"
+            out.append(f"{i2}{ct} *const {tmp} = ({ct} *)malloc({max(b.size, 1)} * "
+                       f"sizeof({ct}));")
+            out.append(f"{i2}if (!{tmp}) abort();")
+            tmps.append(tmp)
+
+        def transfer(srcs: tuple[str, ...], ind3: str) -> None:
+            for src, tmp, c in zip(srcs, tmps, s.carried, strict=True):
+                self.copy(out, ind3, src, None, tmp, c)
+            for tmp, c in zip(tmps, s.carried, strict=True):
+                self.copy(out, ind3, None, c, tmp, c)
+
+        transfer(s.inits, i2)
+        vb = self.bm[s.var]
+        out.append(f"{i2}for (int64_t it = {s.start}ll; it < {s.stop}ll; it += {s.step}ll) {{")
+        i3 = i2 + "    "
+        out.append(f"{i3}{self.elem(s.var, [])} = ({_CTYPE[vb.dtype]})it;")
+        self.steps(s.body, out, i3)
+        transfer(s.yields, i3)
+        out.append(f"{i2}}}")
+        for tmp in tmps:
+            out.append(f"{i2}free({tmp});")
+        out.append(f"{ind}}}")
 
 
 def render(program: Program) -> str:
     """C source of ``program`` (raises ``NotSupportedError`` for what it cannot render)."""
-    bm = program.buffer_map()
-    names = root_names(program)
-    roots = {n: i for i, n in enumerate(names)}
-    parts = [_PRELUDE, f"/* program {program.name} */",
-             f"void {ENTRY}(void **roots)", "{"]
-    for i, n in enumerate(names):
-        parts.append(f"    char *const p{i} = (char *)roots[{i}]; /* {n} */")
-    parts.append("    (void)roots;")
-    for step in program.steps:
-        if not isinstance(step, Kernel):
-            raise NotSupportedError("simd: HostLoop", "host loops are not rendered")
-        if step.instances == 0 or any(n == 0 for n in step.domain):
-            continue
-        parts.append(_KernelC(step, bm, roots).render())
-    parts.append("}")
-    return "\n".join(parts) + "\n"
+    return _ProgramC(program).render()

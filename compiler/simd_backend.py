@@ -1,14 +1,16 @@
-"""The SIMD C backend (``--backend simd``; pipeline target ``simd``), minimal: elementwise only.
+"""The SIMD C backend (``--backend simd``; pipeline target ``simd``).
 
 The pipeline runs as for ``kernel-interp`` (typeinfer, elaborate, canonicalize, lower, fuse);
-``render_c.render`` turns the fused kernel IR into C, ``c_runtime.build.load`` compiles it with
-the IEEE-keeping flags (plus ``-fopenmp-simd``) into the content-hashed cache, and the
-executable calls it through ctypes on the same flat numpy storage the kernel-IR interpreter
-allocates (inputs, temps, consts; outputs read back through the buffers' strides).
+``render_c.render`` turns the fused kernel IR into C (``omp simd`` loops over tiles, program
+instances over OpenMP threads), ``c_runtime.build.load`` compiles it with the IEEE-keeping
+flags plus ``-fopenmp`` into the content-hashed cache, and the executable calls it through
+ctypes on flat numpy storage laid out as the kernel-IR interpreter lays it out (inputs, temps,
+consts; outputs read back through the buffers' strides).
 
-Capabilities are honest and narrow: f32 / bf16 / f16 elementwise add, sub, mul, div, min, max,
-neg, abs, sqrt and Cast. Whatever the renderer cannot handle raises ``NotSupportedError`` when
-the kernels are built; nothing falls back to the interpreter or the reference evaluator.
+Capabilities are those of the lowering (every lowered op, every evaluable dtype, every policy
+and overflow mode; no mesh). What the renderer cannot handle raises ``NotSupportedError``
+(a ``BackendUnsupportedError``: the conformance runner reports NOT_SUPPORTED naming it) before
+any code runs; nothing falls back to the interpreter or the reference evaluator.
 """
 
 from __future__ import annotations
@@ -19,26 +21,24 @@ from typing import Any
 
 import numpy as np
 
+from tilefoundry.compiler import kir
 from tilefoundry.compiler.backends import KernelInterpBackend
 from tilefoundry.compiler.c_runtime.build import load
 from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Program
 from tilefoundry.compiler.pipeline import TARGETS, Target
 from tilefoundry.compiler.render_c import ENTRY, render, root_names
-from tilefoundry.conformance.backend import ALL_OVERFLOW, ALL_POLICIES, Capabilities
-from tilefoundry.semantics.formats import DType
+from tilefoundry.errors import InvalidArgumentError
 
-__all__ = ["SIMD_OPS", "SimdBackend", "SimdExecutable"]
+__all__ = ["EXTRA_FLAGS", "SimdBackend", "SimdExecutable"]
 
-#: the ops (and kinds) whose lowering the renderer handles, verified bit-exact by the tests
-SIMD_OPS = frozenset({"Binary.add", "Binary.sub", "Binary.mul", "Binary.div", "Binary.min",
-                      "Binary.max", "Unary.neg", "Unary.abs", "Unary.sqrt", "Cast"})
-SIMD_DTYPES = frozenset({DType.F32, DType.BF16, DType.F16})
-EXTRA_FLAGS = ("-fopenmp-simd",)
+#: added to the build's IEEE-keeping flags: OpenMP (threads over program instances, and the
+#: ``omp simd`` loop pragmas)
+EXTRA_FLAGS = ("-fopenmp",)
 
 
 class SimdExecutable(Interpreter):
-    """Runs a program's rendered C: the interpreter's storage handling, C for the steps."""
+    """Runs a program's rendered C on flat numpy storage (the interpreter's layout)."""
 
     def __init__(self, program: Program, source: str):
         super().__init__(program)
@@ -49,20 +49,44 @@ class SimdExecutable(Interpreter):
         self.fn.restype = None
         self.order = root_names(program)
 
-    def steps(self, seq: Sequence[Any], st: dict[str, np.ndarray]) -> None:
+    def run(self, inputs: Sequence[np.ndarray]) -> Any:
+        p = self.p
+        if len(inputs) != len(p.inputs):
+            raise InvalidArgumentError(f"program {p.name} takes {len(p.inputs)} inputs "
+                                       f"({', '.join(p.inputs)}), got {len(inputs)}")
+        st: dict[str, np.ndarray] = {}
+        for name, x in zip(p.inputs, inputs, strict=True):
+            b = self.bm[name]
+            x = np.asarray(x)
+            if x.shape != b.shape or x.dtype != kir.numpy_dtype(b.dtype):
+                raise InvalidArgumentError(f"input {name}: expected {b.dtype}{list(b.shape)}, "
+                                           f"got {x.dtype}{list(x.shape)}")
+            # the C code never writes an input (the verifier rejects such stores): no copy
+            st[name] = np.ascontiguousarray(x).reshape(-1)
+        for b in p.buffers:
+            if b.kind == "const":
+                st[b.name] = np.ascontiguousarray(b.data).reshape(-1)
+            elif b.kind == "temp":
+                st[b.name] = np.zeros(b.span, kir.numpy_dtype(b.dtype))
         arrays = [st[n] for n in self.order]
-        for a in arrays:
-            assert a.flags.c_contiguous
         ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
         self.fn(ctypes.cast(ptrs, ctypes.c_void_p))
+        names = p.output_names()
 
-    def run(self, inputs: Sequence[np.ndarray]) -> Any:
-        # copies: the C code may be handed views of the caller's arrays
-        return super().run([np.array(x, copy=True) for x in inputs])
+        def out(o: Any) -> Any:
+            if isinstance(o, tuple):
+                return tuple(out(x) for x in o)
+            b = self.bm[o]
+            own = b.kind == "temp" and names.count(o) == 1 and \
+                b.strides == kir.c_strides(b.shape) and b.span == b.size
+            return st[o].reshape(b.shape) if own else self.read(st, o)
+
+        return out(p.outputs)
 
 
 def _build(program: Program, source: str | None) -> SimdExecutable:
-    assert source is not None
+    if source is None:
+        raise InvalidArgumentError("the simd target builds from rendered C source; got none")
     return SimdExecutable(program, source)
 
 
@@ -70,11 +94,9 @@ TARGETS.setdefault("simd", Target("simd", render, _build))
 
 
 class SimdBackend(KernelInterpBackend):
-    """The SIMD C backend as a conformance backend (``--backend simd``)."""
+    """The SIMD C backend as a conformance backend (``--backend simd``); capabilities are the
+    lowering's (``KernelInterpBackend.capabilities``), the renderer raising
+    ``NotSupportedError`` for the rest."""
 
     name = "simd"
     target = "simd"
-
-    def capabilities(self) -> Capabilities:
-        return Capabilities(ops=SIMD_OPS, dtypes=SIMD_DTYPES, policies=ALL_POLICIES,
-                            overflow_modes=ALL_OVERFLOW, mesh=False)

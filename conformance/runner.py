@@ -75,7 +75,7 @@ from tilefoundry.conformance.backend import (
 )
 from tilefoundry.conformance.cases import TIERS, VERDICTS, Case, Catalog
 from tilefoundry.conformance.manifest import Manifest, ManifestEntry, ManifestError
-from tilefoundry.errors import TilefoundryError
+from tilefoundry.errors import BackendUnsupportedError, TilefoundryError
 
 __all__ = [
     "BAD_VERDICTS", "DEFAULT_CATALOG", "ConformanceError", "GeneratedCases", "Manifest",
@@ -433,11 +433,15 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
     phase.value = _COMPILE
     try:
         compiled = backend.compile(module, entry)
+    except BackendUnsupportedError as e:
+        return done("NOT_SUPPORTED", f"backend.compile: {e}")
     except Exception as e:
         return done("ERROR", _raised("backend.compile", e))
     phase.value = _RUN
     try:
         observed = backend.run(compiled, [_copy(x) for x in inputs])
+    except BackendUnsupportedError as e:
+        return done("NOT_SUPPORTED", f"backend.run: {e}")
     except Exception as e:
         return done("ERROR", _raised("backend.run", e))
     phase.value = _CHECK

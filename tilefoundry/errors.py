@@ -21,6 +21,13 @@ class StorageMismatchError(TilefoundryError, TypeError):
     """A numpy array's storage type does not match the dtype it is declared to hold."""
 
 
+class BackendUnsupportedError(TilefoundryError, NotImplementedError):
+    """A backend cannot run a program (an op, dtype or construct it has no implementation of).
+
+    Raised from a conformance backend's ``compile`` or ``run``, it makes the case NOT_SUPPORTED
+    with the error's message (which names what is missing), never a FAIL or an ERROR."""
+
+
 class EmptyReductionError(TilefoundryError, ValueError):
     """A reduction without an identity (mean) was asked to reduce an axis of no elements."""
 
