@@ -898,7 +898,7 @@ class _KernelC:
         for _ in red:
             ind2 = ind2[:-4]
             out.append(f"{ind2}}}")
-        if ins.init is not None and not seed_init or anyv or at != ct:
+        if (ins.init is not None and not seed_init) or anyv or at != ct:
             inner = self.loops(kept, ind, out)
             out.append(f"{inner}{res} = {finish(accn, anyv)};")
             self.close(kept, inner, out)
