@@ -36,9 +36,16 @@ def one_op(op: Any, *arrays: np.ndarray, dtypes: Sequence[DType] | None = None) 
     return module_of(ps, Call(op, tuple(ps)))
 
 
+#: the pipeline targets the op-by-op suites run against: the kernel-IR interpreter and the SIMD C
+#: backend (same kernel IR, rendered to C)
+TARGETS = ("interp", "simd")
+
+
 def run(m: Module, inputs: Sequence[np.ndarray], *, cfg: TileConfig | None = None,
-        fuse: bool = True, entry: str = "f") -> tuple[Any, Compiled]:
-    c = compile(m, entry, [np.shape(x) for x in inputs], cfg=cfg, fuse=fuse)
+        fuse: bool = True, entry: str = "f", target: str = "interp") -> tuple[Any, Compiled]:
+    import tilefoundry.compiler.simd_backend  # noqa: F401  (registers the simd target)
+
+    c = compile(m, entry, [np.shape(x) for x in inputs], target, cfg=cfg, fuse=fuse)
     return c([np.array(x, copy=True) for x in inputs]), c
 
 
@@ -46,8 +53,45 @@ def outputs(v: Any) -> list:
     return list(v) if isinstance(v, tuple) else [v]
 
 
+def simd_inexact(m: Module) -> str | None:
+    """Why the SIMD C backend is judged by the contract rather than bit for bit on ``m``: math
+    functions come from libm (within their ULP budgets, not correctly rounded), and float tree
+    sums use other members of the admitted set (multi-accumulator trees, folds). None when the
+    C code promises the interpreter's bits."""
+    from tilefoundry.semantics.ir import Call, GridRegionExpr, operands, reachable
+    from tilefoundry.semantics.ops import Gelu, LayerNorm, Reduce, Sigmoid, Silu, SoftMax, Tanh
+    from tilefoundry.semantics.ops import Unary, UnaryKind
+    from tilefoundry.semantics.ops.nn import RoPE
+    from tilefoundry.semantics.typeinfer import infer_module
+
+    libm = {UnaryKind.EXP, UnaryKind.LOG, UnaryKind.EXP2, UnaryKind.LOG2, UnaryKind.RSQRT}
+    inferred = infer_module(m)
+    found: list[str] = []
+
+    def children(e: Any) -> list:  # loop bodies and yields too
+        extra = [e.body, *e.yield_values] if isinstance(e, GridRegionExpr) else []
+        return operands(e) + extra
+
+    for fn in inferred.functions:
+        for node in reachable(fn.body, children):
+            if not isinstance(node, Call):
+                continue
+            op = node.op
+            if isinstance(op, Sigmoid | Tanh | Silu | Gelu | SoftMax | LayerNorm | RoPE) or \
+                    (isinstance(op, Unary) and op.kind in libm):
+                found.append(type(op).__name__)
+            if isinstance(op, Reduce) and op.policy.endswith("tree") and \
+                    op.kind.value in ("sum", "mean") and node.args[0].type.dtype.is_float:
+                found.append(f"Reduce {op.kind.value} {op.policy}")
+    return ", ".join(sorted(set(found))) or None
+
+
 def assert_bitexact(m: Module, inputs: Sequence[np.ndarray], **kw: Any) -> Compiled:
-    """The interpreter reproduces the reference bit for bit (NaN payloads aside)."""
+    """The target reproduces the reference bit for bit (NaN payloads aside); the SIMD C target
+    on a program with libm math or float tree sums is judged by the contract instead
+    (``simd_inexact``)."""
+    if kw.get("target") == "simd" and simd_inexact(m):
+        return assert_conforms(m, inputs, **kw)
     got, c = run(m, inputs, **kw)
     ref = evaluate(m, "f", [np.array(x, copy=True) for x in inputs])
     for i, (r, o) in enumerate(zip(outputs(ref), outputs(got), strict=True)):
@@ -59,7 +103,7 @@ def assert_bitexact(m: Module, inputs: Sequence[np.ndarray], **kw: Any) -> Compi
 
 
 def assert_conforms(m: Module, inputs: Sequence[np.ndarray], **kw: Any) -> Compiled:
-    """The interpreter's outputs pass the oracle under the ops' contracts."""
+    """The target's outputs pass the oracle under the ops' contracts."""
     got, c = run(m, inputs, **kw)
     v = check(m, "f", [np.array(x, copy=True) for x in inputs], got)
     assert v.status == "PASS", v.summary()

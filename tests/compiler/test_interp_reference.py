@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from compiler_helpers import SMALL, assert_bitexact, assert_conforms, module_of, one_op, var
+from compiler_helpers import (
+    SMALL,
+    TARGETS,
+    assert_bitexact,
+    assert_conforms,
+    module_of,
+    one_op,
+    var,
+)
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -71,21 +79,23 @@ _INT_BINARY = [k for k in BinaryKind if not k.is_boolean and k is not BinaryKind
 _BOOL_BINARY = [k for k in BinaryKind if k.is_boolean or k.is_comparison]
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @EXAMPLES
 @given(st.data())
-def test_binary_every_kind_bitexact(data):
+def test_binary_every_kind_bitexact(target, data):
     dt = data.draw(st.sampled_from(EVALUABLE_DTYPES))
     kinds = _FLOAT_BINARY if dt.is_float else _INT_BINARY if dt.is_int else _BOOL_BINARY
     kind = data.draw(st.sampled_from(kinds))
     rshape = data.draw(st.sampled_from([(3, 5), (1, 5), (5,), (3, 1), ()]))
     a = data.draw(arrays(dt, (3, 5)))
     b = data.draw(arrays(dt, rshape))
-    assert_bitexact(typed(one_op(Binary(kind), a, b)), [a, b], cfg=data.draw(CONFIGS))
+    assert_bitexact(typed(one_op(Binary(kind), a, b)), [a, b], cfg=data.draw(CONFIGS), target=target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @EXAMPLES
 @given(st.data())
-def test_unary_every_kind_bitexact(data):
+def test_unary_every_kind_bitexact(target, data):
     dt = data.draw(st.sampled_from(EVALUABLE_DTYPES))
     if dt is DType.BOOL:
         kinds = [UnaryKind.LOGICAL_NOT]
@@ -96,35 +106,38 @@ def test_unary_every_kind_bitexact(data):
         kinds = [k for k in UnaryKind if k is not UnaryKind.LOGICAL_NOT]
     kind = data.draw(st.sampled_from(kinds))
     x = data.draw(arrays(dt, (4, 6)))
-    assert_bitexact(typed(one_op(Unary(kind), x)), [x], cfg=data.draw(CONFIGS))
+    assert_bitexact(typed(one_op(Unary(kind), x)), [x], cfg=data.draw(CONFIGS), target=target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @EXAMPLES
 @given(st.data())
-def test_cast_every_mode_bitexact(data):
+def test_cast_every_mode_bitexact(target, data):
     src = data.draw(st.sampled_from(EVALUABLE_DTYPES))
     dst = data.draw(st.sampled_from(EVALUABLE_DTYPES))
     overflow, rounding = data.draw(st.sampled_from(list(modes(dst))))
     x = data.draw(arrays(src, (37,)))
     if src.is_float and dst.is_int:  # float -> int out of range is unspecified
-        assert_conforms(typed(one_op(Cast(dst, overflow, rounding), x)), [x])
+        assert_conforms(typed(one_op(Cast(dst, overflow, rounding), x)), [x], target=target)
     else:
-        assert_bitexact(typed(one_op(Cast(dst, overflow, rounding), x)), [x])
+        assert_bitexact(typed(one_op(Cast(dst, overflow, rounding), x)), [x], target=target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @EXAMPLES
 @given(st.data())
-def test_activations_bitexact(data):
+def test_activations_bitexact(target, data):
     op = data.draw(st.sampled_from([ReLU(), Sigmoid(), Tanh(), Silu(), Gelu("tanh"),
                                     Gelu("none")]))
     dt = data.draw(st.sampled_from(FLOAT_DTYPES))
     x = data.draw(arrays(dt, (5, 7)))
-    assert_bitexact(typed(one_op(op, x)), [x], cfg=data.draw(CONFIGS))
+    assert_bitexact(typed(one_op(op, x)), [x], cfg=data.draw(CONFIGS), target=target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_reduce_every_kind_policy_and_axes(data):
+def test_reduce_every_kind_policy_and_axes(target, data):
     dt = data.draw(st.sampled_from(EVALUABLE_DTYPES))
     kind = data.draw(st.sampled_from(list(ReduceKind)))
     policy = data.draw(st.sampled_from(["unordered_tree", "ordered_tree", "fold_left",
@@ -140,14 +153,15 @@ def test_reduce_every_kind_policy_and_axes(data):
     looped = cfg is not None and n > cfg.max_row
     if dt.is_float and kind in (ReduceKind.SUM, ReduceKind.MEAN) and looped and \
             policy in ("unordered_tree", "ordered_tree"):
-        assert_conforms(m, [x], cfg=cfg)  # a tile loop is another tree of the admitted set
+        assert_conforms(m, [x], cfg=cfg, target=target)  # a tile loop is another tree of the admitted set
     else:
-        assert_bitexact(m, [x], cfg=cfg)
+        assert_bitexact(m, [x], cfg=cfg, target=target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_row_ops_softmax_rmsnorm_layernorm(data):
+def test_row_ops_softmax_rmsnorm_layernorm(target, data):
     dt = data.draw(st.sampled_from([DType.F32, DType.BF16, DType.F16, DType.FP8E4M3]))
     which = data.draw(st.sampled_from(["softmax", "rmsnorm", "layernorm"]))
     shape = data.draw(st.sampled_from([(3, 5), (2, 3, 12), (6, 1), (1, 17)]))
@@ -165,14 +179,15 @@ def test_row_ops_softmax_rmsnorm_layernorm(data):
     m = typed(one_op(op, *ins))
     last_axis = which != "softmax" or op.axis % len(shape) == len(shape) - 1
     if cfg is None and last_axis:
-        assert_bitexact(m, ins)  # the reference's own f64 algorithm, one rounding
+        assert_bitexact(m, ins, target=target)  # the reference's own f64 algorithm, one rounding
     else:
-        assert_conforms(m, ins, cfg=cfg)
+        assert_conforms(m, ins, cfg=cfg, target=target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @EXAMPLES
 @given(st.data())
-def test_matmul_k_order_bitexact_also_when_k_is_tiled(data):
+def test_matmul_k_order_bitexact_also_when_k_is_tiled(target, data):
     dt = data.draw(st.sampled_from([DType.F32, DType.BF16, DType.F16, DType.FP8E5M2,
                                     DType.I32, DType.I8]))
     b_, m_, k_, n_ = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 5)),
@@ -180,12 +195,13 @@ def test_matmul_k_order_bitexact_also_when_k_is_tiled(data):
     a = data.draw(arrays(dt, (b_, m_, k_)))
     b = data.draw(arrays(dt, (k_, n_)))
     reassoc = data.draw(st.booleans())
-    assert_bitexact(typed(one_op(MatMul(reassoc), a, b)), [a, b], cfg=data.draw(CONFIGS))
+    assert_bitexact(typed(one_op(MatMul(reassoc), a, b)), [a, b], cfg=data.draw(CONFIGS), target=target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @EXAMPLES
 @given(st.data())
-def test_structural_ops_bitexact(data):
+def test_structural_ops_bitexact(target, data):
     dt = data.draw(st.sampled_from(EVALUABLE_DTYPES))
     which = data.draw(st.sampled_from(["transpose", "reshape", "slice", "concat", "stack",
                                        "gather", "insert", "cache", "zeros"]))
@@ -227,12 +243,13 @@ def test_structural_ops_bitexact(data):
         assume(dt is not DType.F8E8M0)  # the format has no zero
         p = var("x", x.shape, dt)
         m, ins = module_of([p], Tuple((Call(Zeros((2, 3), dt), ()), p))), [x]
-    assert_bitexact(typed(m), ins, cfg=cfg)
+    assert_bitexact(typed(m), ins, cfg=cfg, target=target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @EXAMPLES
 @given(st.data())
-def test_conv2d_k_order_bitexact(data):
+def test_conv2d_k_order_bitexact(target, data):
     dt = data.draw(st.sampled_from([DType.F32, DType.BF16, DType.F16]))
     groups = data.draw(st.sampled_from([1, 2]))
     c, o = 2 * groups, 2 * groups
@@ -243,29 +260,31 @@ def test_conv2d_k_order_bitexact(data):
     op = Conv2D(tuple(data.draw(st.integers(1, 2)) for _ in range(2)),
                 tuple(data.draw(st.integers(0, 2)) for _ in range(2)),
                 tuple(data.draw(st.integers(1, 2)) for _ in range(2)), groups)
-    assert_bitexact(typed(one_op(op, x, w, b)), [x, w, b], cfg=data.draw(CONFIGS))
+    assert_bitexact(typed(one_op(op, x, w, b)), [x, w, b], cfg=data.draw(CONFIGS), target=target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @EXAMPLES
 @given(st.data())
-def test_rope_within_its_budget(data):
+def test_rope_within_its_budget(target, data):
     dt = data.draw(st.sampled_from([DType.F32, DType.BF16, DType.F16]))
     q, k = data.draw(arrays(dt, (2, 3, 6))), data.draw(arrays(dt, (1, 3, 6)))
     cos, sin = data.draw(arrays(dt, (5, 6))), data.draw(arrays(dt, (5, 6)))
     pos = np.asarray(data.draw(st.lists(st.integers(0, 4), min_size=3, max_size=3)), np.int32)
     assert_conforms(typed(one_op(RoPE(), q, k, cos, sin, pos)), [q, k, cos, sin, pos],
-                    cfg=data.draw(CONFIGS))
+                    cfg=data.draw(CONFIGS), target=target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @EXAMPLES
 @given(st.data())
-def test_topk_by_rank_bitexact(data):
+def test_topk_by_rank_bitexact(target, data):
     dt = data.draw(st.sampled_from(EVALUABLE_DTYPES))
     x = data.draw(arrays(dt, (3, 10)))
     axis = data.draw(st.sampled_from([0, 1, -1]))
     k = data.draw(st.integers(0, x.shape[axis]))
     op = TopK(k, axis, data.draw(st.booleans()), data.draw(st.booleans()))
-    assert_bitexact(typed(one_op(op, x)), [x], cfg=data.draw(CONFIGS))
+    assert_bitexact(typed(one_op(op, x)), [x], cfg=data.draw(CONFIGS), target=target)
 
 
 _CHAIN = [(Binary(BinaryKind.ADD), 2), (Binary(BinaryKind.MUL), 2), (Binary(BinaryKind.SUB), 2),
@@ -274,9 +293,10 @@ _CHAIN = [(Binary(BinaryKind.ADD), 2), (Binary(BinaryKind.MUL), 2), (Binary(Bina
           (Unary(UnaryKind.SQRT), 1)]
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @EXAMPLES
 @given(st.data())
-def test_fused_elementwise_chains_keep_every_rounding(data):
+def test_fused_elementwise_chains_keep_every_rounding(target, data):
     """A chain of elementwise ops fuses into one kernel and stays bit-exact: every op still
     widens, computes in f32 and rounds to the dtype (bf16 a + b*c is round(a + round(b*c)))."""
     dt = data.draw(st.sampled_from([DType.BF16, DType.F16, DType.FP8E4M3, DType.F32]))
@@ -288,11 +308,12 @@ def test_fused_elementwise_chains_keep_every_rounding(data):
         op, arity = data.draw(st.sampled_from(_CHAIN))
         args = tuple(data.draw(st.sampled_from(vals)) for _ in range(arity))
         vals.append(Call(op, args))
-    c = assert_bitexact(module_of(ps, vals[-1]), ins, cfg=data.draw(CONFIGS))
+    c = assert_bitexact(module_of(ps, vals[-1]), ins, cfg=data.draw(CONFIGS), target=target)
     assert len(c.kernels) == 1, [k.name for k in c.kernels]
 
 
-def test_bf16_a_plus_b_times_c_rounds_twice_in_one_kernel():
+@pytest.mark.parametrize("target", TARGETS)
+def test_bf16_a_plus_b_times_c_rounds_twice_in_one_kernel(target):
     import ml_dtypes
 
     from tilefoundry.semantics.dtypes import cast, widen_to_f32
@@ -302,7 +323,7 @@ def test_bf16_a_plus_b_times_c_rounds_twice_in_one_kernel():
     ps = [var(n, (4096,), DType.BF16) for n in "abc"]
     m = module_of(ps, Call(Binary(BinaryKind.ADD),
                            (ps[0], Call(Binary(BinaryKind.MUL), (ps[1], ps[2])))))
-    comp = assert_bitexact(m, [a, b, c])
+    comp = assert_bitexact(m, [a, b, c], target=target)
     assert len(comp.kernels) == 1
     bc = cast(widen_to_f32(b) * widen_to_f32(c), DType.BF16)
     want = cast(widen_to_f32(a) + widen_to_f32(bc), DType.BF16)
@@ -312,8 +333,9 @@ def test_bf16_a_plus_b_times_c_rounds_twice_in_one_kernel():
     assert not np.array_equal(got.view(np.uint16), once.view(np.uint16))  # the test can fail
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dt", [DType.F32, DType.BF16, DType.I32])
-def test_grid_region_loops_with_carried_values(dt):
+def test_grid_region_loops_with_carried_values(dt, target):
     x = var("x", (3, 4), dt)
     i, acc = Var("i"), Var("acc")
     step = Call(Binary(BinaryKind.ADD), (acc, Call(Binary(BinaryKind.MUL), (acc, x))))
@@ -322,37 +344,40 @@ def test_grid_region_loops_with_carried_values(dt):
     m = module_of([x], Tuple((loop, total)))
     v = np.arange(12).reshape(3, 4) % 3 - 1
     xs = v.astype(np.float32).astype(DType(dt).storage) if dt.is_float else v.astype(np.int32)
-    assert_bitexact(m, [xs])
-    assert_bitexact(m, [xs], cfg=SMALL)
+    assert_bitexact(m, [xs], target=target)
+    assert_bitexact(m, [xs], cfg=SMALL, target=target)
 
 
-def test_long_rows_loop_and_stay_within_the_contract():
+@pytest.mark.parametrize("target", TARGETS)
+def test_long_rows_loop_and_stay_within_the_contract(target):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3, 300)).astype(np.float32)
     cfg = TileConfig(tile_elems=64, max_row=32, k_block=8)
     for policy in ("fold_left", "fold_right"):
-        c = assert_bitexact(one_op(Reduce((1,), True, ReduceKind.SUM, policy), x), [x], cfg=cfg)
+        c = assert_bitexact(one_op(Reduce((1,), True, ReduceKind.SUM, policy), x), [x], cfg=cfg, target=target)
         assert c.kernels[0].loop_axes == (1,)
     assert_conforms(one_op(Reduce((1,), True, ReduceKind.SUM, "unordered_tree"), x), [x],
-                    cfg=cfg)
+                    cfg=cfg, target=target)
     for op, ins in ((SoftMax(-1), [x]), (RMSNorm(1e-6), [x, x[0]]),
                     (LayerNorm(1e-5), [x, x[0], x[1]])):
-        assert_conforms(one_op(op, *ins), ins, cfg=cfg)
+        assert_conforms(one_op(op, *ins), ins, cfg=cfg, target=target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int32, np.int64])
-def test_integer_abs_max_keeps_int_min_across_tile_loops(dt):
+def test_integer_abs_max_keeps_int_min_across_tile_loops(dt, target):
     x = np.arange(-40, 40).astype(dt).reshape(2, 40)
     x[0, 7] = np.iinfo(dt).min  # |INT_MIN| wraps to INT_MIN, and is the largest magnitude
     for axes in ((1,), (0, 1)):
         m = one_op(Reduce(axes, True, ReduceKind.ABS_MAX, "fold_left"), x)
-        assert_bitexact(m, [x])
-        assert_bitexact(m, [x], cfg=TileConfig(tile_elems=8, max_row=4))
+        assert_bitexact(m, [x], target=target)
+        assert_bitexact(m, [x], cfg=TileConfig(tile_elems=8, max_row=4), target=target)
 
 
-def test_constants_and_rank0_values():
+@pytest.mark.parametrize("target", TARGETS)
+def test_constants_and_rank0_values(target):
     x = var("x", (), DType.F32)
     one = Constant(np.array(1.5, np.float32))
     m = module_of([x], Call(Binary(BinaryKind.MUL), (x, one)))
-    assert_bitexact(m, [np.array(-0.0, np.float32)])
+    assert_bitexact(m, [np.array(-0.0, np.float32)], target=target)
     assert isinstance(m.functions[0].params[0].type, TensorType)

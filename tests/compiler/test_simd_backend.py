@@ -1,45 +1,36 @@
-"""The SIMD C backend (minimal, elementwise): every claimed op x dtype is bit-exact with the
-reference evaluator (the oracle's PASS) and with the kernel-IR interpreter (identical bits), on
-hypothesis-drawn bit patterns weighted toward the special values; what it cannot render is
-NOT_SUPPORTED, never a fallback."""
+"""The SIMD C backend: the renderer's structure (threads, accumulators, snapshots), its numerics
+on the cases the op-by-op suite (test_interp_reference.py, run for both targets) does not pin,
+and its bad-input behaviour: NOT_SUPPORTED naming the construct, a failing C compile raising
+``CCompileError`` with the source kept; never a fallback to the interpreter or the reference."""
 
 from __future__ import annotations
 
 import json
 
+import ml_dtypes
 import numpy as np
 import pytest
-from compiler_helpers import SMALL, module_of, one_op, var
+from compiler_helpers import SMALL, assert_bitexact, assert_conforms, module_of, one_op, var
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tilefoundry.compiler import kir
+from tilefoundry.compiler.backends import KernelInterpBackend
+from tilefoundry.compiler.c_runtime.build import CCompileError
 from tilefoundry.compiler.errors import NotSupportedError
-from tilefoundry.compiler.pipeline import compile
-from tilefoundry.compiler.render_c import render
-from tilefoundry.compiler.simd_backend import SIMD_DTYPES, SIMD_OPS, SimdBackend
+from tilefoundry.compiler.interp import Interpreter
+from tilefoundry.compiler.pipeline import TARGETS, Target, compile
+from tilefoundry.compiler.render_c import ACCUMULATORS, PARALLEL_MIN_WORK, render
+from tilefoundry.compiler.simd_backend import SimdBackend, SimdExecutable
+from tilefoundry.errors import BackendUnsupportedError
 from tilefoundry.oracle.compare import check
 from tilefoundry.oracle.strategies import special_codes
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call
-from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind
-from tilefoundry.semantics.ops.tensor import Cast
+from tilefoundry.semantics.ops import Binary, BinaryKind, Reduce, ReduceKind, Unary, UnaryKind
 
-DTS = (DType.F32, DType.BF16, DType.F16)
-SHAPE = (5, 9)  # ragged under SMALL tiles: several instances, masked edges
-BINARY = ("add", "sub", "mul", "div", "min", "max")
-UNARY = ("neg", "abs", "sqrt")
 BACKEND = SimdBackend(cfg=SMALL)
-
-
-
-def _arrays(dt: DType, n_arrays: int) -> st.SearchStrategy:
-    npdt = np.dtype(dt.storage)
-    width = npdt.itemsize * 8
-    code = st.one_of(st.sampled_from(special_codes(dt)), st.integers(0, 2 ** width - 1))
-    n = int(np.prod(SHAPE))
-    one = st.lists(code, min_size=n, max_size=n).map(
-        lambda c: np.array(c, f"u{npdt.itemsize}").view(npdt).reshape(SHAPE))
-    return st.tuples(*[one] * n_arrays)
+POLICIES = ("fold_left", "fold_right", "ordered_tree", "unordered_tree")
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -47,84 +38,217 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a.view(u), b.view(u))
 
 
-def _judge(m, inputs) -> None:
-    got = BACKEND.run(BACKEND.compile(m, "f"), [x.copy() for x in inputs])
-    v = check(m, "f", [x.copy() for x in inputs], got)
-    assert v.status == "PASS", v.summary()
-    interp = compile(m, "f", [x.shape for x in inputs], cfg=SMALL)([x.copy() for x in inputs])
-    assert _same_bits(got, interp)
+def test_capabilities_are_the_lowerings() -> None:
+    """Every lowered op and dtype is claimed; what the renderer cannot do raises at run."""
+    assert BACKEND.capabilities() == KernelInterpBackend().capabilities()
 
 
-def test_capabilities_are_the_tested_set() -> None:
-    caps = BACKEND.capabilities()
-    assert caps.ops == SIMD_OPS == {f"Binary.{k}" for k in BINARY} | \
-        {f"Unary.{k}" for k in UNARY} | {"Cast"}
-    assert caps.dtypes == SIMD_DTYPES == set(DTS)
+# ---------------------------------------------------------------------------------------------
+# structure of the rendered C
+# ---------------------------------------------------------------------------------------------
+def test_unordered_tree_sum_uses_interleaved_accumulators_fold_does_not() -> None:
+    x = np.zeros((4, 1000), np.float32)
+    src = {p: compile(one_op(Reduce((1,), False, ReduceKind.SUM, p), x), "f", [x.shape],
+                      "simd").executable.source for p in POLICIES}
+    assert f"[{ACCUMULATORS}];" in src["unordered_tree"]
+    for p in ("fold_left", "fold_right", "ordered_tree"):
+        assert f"[{ACCUMULATORS}];" not in src[p], p
+    assert "--c1" in src["fold_right"] and "--c1" not in src["fold_left"]  # lanes reversed
 
 
-@pytest.mark.parametrize("dt", DTS, ids=str)
-@pytest.mark.parametrize("kind", BINARY)
-@settings(max_examples=8, deadline=None)
+def test_rows_spread_over_threads_only_when_large_and_independent() -> None:
+    big = np.zeros((256, 1024), np.float32)
+    small = np.zeros((2, 8), np.float32)
+    add = Binary(BinaryKind.ADD)
+    assert "#pragma omp parallel" in compile(one_op(add, big, big), "f", [big.shape] * 2,
+                                             "simd").executable.source
+    assert big.size * 2 >= PARALLEL_MIN_WORK
+    assert "#pragma omp parallel" not in compile(one_op(add, small, small), "f",
+                                                 [small.shape] * 2, "simd").executable.source
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("cfg", [None, SMALL], ids=["default", "small-tiles"])
+def test_sum_of_negative_zeros_stays_negative_zero(policy: str, cfg) -> None:
+    """The accumulators start at -0 (x + -0 == x for every x): a +0 seed would turn an all -0
+    row into +0, which no summation order produces."""
+    x = np.full((3, 19), -0.0, np.float32)
+    m = one_op(Reduce((1,), False, ReduceKind.SUM, policy), x)
+    got = compile(m, "f", [x.shape], "simd", cfg=cfg)([x])
+    assert got.view(np.uint32).tolist() == [0x80000000] * 3
+    assert_conforms(m, [x], target="simd", cfg=cfg)
+
+
+@pytest.mark.parametrize("policy", ["unordered_tree", "ordered_tree"])
+@settings(max_examples=15, deadline=None)
 @given(data=st.data())
-def test_binary_bitexact(kind: str, dt: DType, data) -> None:
-    a, b = data.draw(_arrays(dt, 2))
-    _judge(one_op(Binary(BinaryKind(kind)), a, b), [a, b])
+def test_tree_sums_are_admitted_members(policy: str, data) -> None:
+    """Long rows (multi-accumulator tree, fold) with special values: the oracle admits them."""
+    codes = st.one_of(st.sampled_from(special_codes(DType.BF16)), st.integers(0, 0xFFFF))
+    n = data.draw(st.sampled_from([17, 200, 1000]))
+    x = np.array(data.draw(st.lists(codes, min_size=3 * n, max_size=3 * n)),
+                 np.uint16).view(ml_dtypes.bfloat16).reshape(3, n)
+    m = one_op(Reduce((1,), False, ReduceKind.SUM, policy), x)
+    assert_conforms(m, [x], target="simd")
+    assert_conforms(m, [x], target="simd", cfg=SMALL)
 
 
-@pytest.mark.parametrize("dt", DTS, ids=str)
-@pytest.mark.parametrize("kind", UNARY)
-@settings(max_examples=8, deadline=None)
-@given(data=st.data())
-def test_unary_bitexact(kind: str, dt: DType, data) -> None:
-    (a,) = data.draw(_arrays(dt, 1))
-    _judge(one_op(Unary(UnaryKind(kind)), a), [a])
+# ---------------------------------------------------------------------------------------------
+# hand-built kernels: what lowering does not produce today
+# ---------------------------------------------------------------------------------------------
+def _program(body: tuple, buffers: tuple, domain=(7,), block=(4,), inputs=("a", "b"),
+             outputs="o") -> kir.Program:
+    k = kir.Kernel("k", domain, block, body)
+    return kir.Program("p", buffers, inputs, outputs, (k,))
 
 
-@pytest.mark.parametrize("overflow", ["nonfinite", "saturate"])
-@pytest.mark.parametrize("dst", DTS, ids=str)
-@pytest.mark.parametrize("src", DTS, ids=str)
-@settings(max_examples=5, deadline=None)
-@given(data=st.data())
-def test_cast_bitexact(src: DType, dst: DType, overflow: str, data) -> None:
-    (a,) = data.draw(_arrays(src, 1))
-    _judge(one_op(Cast(dst, overflow), a), [a])
+def _run_both(p: kir.Program, inputs: list) -> tuple[np.ndarray, np.ndarray]:
+    kir.verify(p)
+    want = Interpreter(p).run([x.copy() for x in inputs])
+    got = SimdExecutable(p, render(p)).run([x.copy() for x in inputs])
+    return want, got
 
 
-@settings(max_examples=8, deadline=None)
-@given(data=st.data())
-def test_fused_chain_broadcast_bitexact(data) -> None:
-    """sqrt(|min(a * b + a, b)|) - (-a) with b broadcast along rows, bf16: one fused kernel."""
-    a, b2 = data.draw(_arrays(DType.BF16, 2))
-    b = np.ascontiguousarray(b2[0])
-    x, y = var("a", SHAPE, DType.BF16), var("b", SHAPE[1:], DType.BF16)
-    c = lambda k, *xs: Call(Binary(BinaryKind(k)), xs)  # noqa: E731
-    u = lambda k, x: Call(Unary(UnaryKind(k)), (x,))  # noqa: E731
-    body = c("sub", u("sqrt", u("abs", c("min", c("add", c("mul", x, y), x), y))), u("neg", x))
-    m = module_of([x, y], body)
-    assert len(compile(m, "f", [SHAPE, SHAPE[1:]], "simd", cfg=SMALL).kernels) == 1
-    _judge(m, [a, b])
+@pytest.mark.parametrize("dt,info", [("i8", np.iinfo(np.int8)), ("i32", np.iinfo(np.int32)),
+                                     ("i64", np.iinfo(np.int64)), ("u8", np.iinfo(np.uint8))])
+@pytest.mark.parametrize("kind", ["floordiv", "mod", "add", "sub", "mul", "min", "max"])
+def test_integer_binops_wrap_and_floor_like_the_interpreter(dt: str, info, kind: str) -> None:
+    """Floored division / modulo with zero, -1 and MIN operands; wrapping add / sub / mul."""
+    npdt = kir.numpy_dtype(dt)
+    vals = sorted(v for v in {int(info.min), int(info.min) + 1, -7, -1, 0, 1, 3, 7,
+                              int(info.max) - 1, int(info.max)} if info.min <= v <= info.max)
+    a = np.array([x for x in vals for _ in vals], npdt)
+    b = np.array([y for _ in vals for y in vals], npdt)
+    n = a.size
+    bufs = (kir.Buffer("a", dt, (n,), (1,), "input"), kir.Buffer("b", dt, (n,), (1,), "input"),
+            kir.Buffer("o", dt, (n,), (1,)))
+    body = (kir.EdgeMask("%m", (0,)), kir.Load("%a", "a", (1,), mask="%m"),
+            kir.Load("%b", "b", (1,), mask="%m"), kir.BinOp("%r", kind, "%a", "%b"),
+            kir.Store("o", (1,), "%r", mask="%m"))
+    want, got = _run_both(_program(body, bufs, (n,), (8,)), [a, b])
+    assert _same_bits(want, got), (a[want != got][:5], b[want != got][:5])
 
 
-def test_unsupported_raises_not_supported() -> None:
-    a = np.ones(SHAPE, np.float32)
-    m = one_op(Unary(UnaryKind.EXP), a)
-    with pytest.raises(NotSupportedError, match="Math"):
-        compile(m, "f", [SHAPE], "simd", cfg=SMALL)
-    prog = compile(one_op(Binary(BinaryKind.LT), a, a), "f", [SHAPE, SHAPE]).program
-    with pytest.raises(NotSupportedError):
-        render(prog)
+def test_comparisons_select_and_logic() -> None:
+    a = np.array([np.nan, -0.0, 0.0, 1.0, -np.inf, 2.0, np.nan], np.float32)
+    b = np.array([np.nan, 0.0, -0.0, np.nan, -np.inf, 3.0, 1.0], np.float32)
+    bufs = (kir.Buffer("a", "f32", (7,), (1,), "input"),
+            kir.Buffer("b", "f32", (7,), (1,), "input"), kir.Buffer("o", "f32", (7,), (1,)))
+    body = [kir.EdgeMask("%m", (0,)), kir.Load("%a", "a", (1,), mask="%m"),
+            kir.Load("%b", "b", (1,), mask="%m")]
+    names = []
+    for i, k in enumerate(("eq", "ne", "lt", "le", "gt", "ge")):
+        body.append(kir.BinOp(f"%c{i}", k, "%a", "%b"))
+        names.append(f"%c{i}")
+    body += [kir.BinOp("%x", "xor", "%c0", "%c1"), kir.BinOp("%y", "and", "%x", "%c3"),
+             kir.BinOp("%z", "or", "%y", "%c4"), kir.UnOp("%nz", "not", "%z"),
+             kir.Select("%r", "%nz", "%a", "%b"), kir.Store("o", (1,), "%r", mask="%m")]
+    want, got = _run_both(_program(tuple(body), bufs), [a, b])
+    assert _same_bits(want, got)
 
 
-def test_conformance_quick(tmp_path) -> None:
+def test_in_place_kernel_reads_a_snapshot() -> None:
+    """o[i] = o[6 - i] + 1 in one kernel: every load sees the storage before the kernel (the
+    interpreter's all-instances-at-once order), not the lanes already written."""
+    bufs = (kir.Buffer("a", "f32", (7,), (1,), "input"), kir.Buffer("o", "f32", (7,), (1,)))
+    copy = kir.Kernel("init", (7,), (8,), (kir.EdgeMask("%m", (0,)),
+                                          kir.Load("%a", "a", (1,), mask="%m"),
+                                          kir.Store("o", (1,), "%a", mask="%m")))
+    flip = kir.Kernel("flip", (7,), (2,), (
+        kir.EdgeMask("%m", (0,)), kir.Load("%x", "o", (-1,), offset=6, mask="%m"),
+        kir.Const("%one", 1.0, "f32"), kir.BinOp("%y", "add", "%x", "%one"),
+        kir.Store("o", (1,), "%y", mask="%m")))
+    p = kir.Program("p", bufs, ("a",), "o", (copy, flip))
+    a = np.arange(7, dtype=np.float32)
+    want, got = _run_both(p, [a])
+    assert got.tolist() == (a[::-1] + 1).tolist() and _same_bits(want, got)
+    assert "memcpy(snap" in render(p)
+
+
+def test_store_then_load_of_one_storage_is_not_supported() -> None:
+    bufs = (kir.Buffer("a", "f32", (8,), (1,), "input"), kir.Buffer("o", "f32", (8,), (1,)))
+    k = kir.Kernel("roundtrip", (8,), (4,), (
+        kir.Load("%a", "a", (1,)), kir.Store("o", (1,), "%a"),
+        kir.Load("%b", "o", (-1,), offset=7), kir.Store("o", (1,), "%b")))
+    p = kir.Program("p", bufs, ("a",), "o", (k,))
+    kir.verify(p)
+    with pytest.raises(NotSupportedError, match="roundtrip reads storage o after"):
+        render(p)
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------------------------
+def test_not_supported_is_a_backend_unsupported_error_and_the_runner_says_so(tmp_path) -> None:
+    """A renderer refusal is NOT_SUPPORTED in the runner, naming the construct; never an ERROR
+    and never a fallback."""
+    from tilefoundry.conformance.catalog import build_catalog
     from tilefoundry.conformance.runner import run
 
+    assert issubclass(NotSupportedError, BackendUnsupportedError)
+    cases = [c for c in build_catalog(0).tier("quick") if c.id.startswith("spec/binary/")][:3]
+    assert cases
     out = tmp_path / "r.jsonl"
-    run("simd", "quick", out_jsonl=out, jobs=1, timeout_s=60)
+    run("test_simd_backend:RefusingBackend", cases=cases, out_jsonl=out, jobs=1, timeout_s=60)
+    recs = [json.loads(ln) for ln in out.read_text().splitlines()]
+    recs = [r for r in recs if "verdict" in r]
+    assert len(recs) == len(cases)
+    for r in recs:
+        assert r["verdict"] == "NOT_SUPPORTED", r
+        assert "simd: Frobnicate" in r["message"] and "SIMD C renderer" in r["message"], r
+
+
+class RefusingBackend(SimdBackend):
+    """A SIMD backend whose renderer refuses everything (for the runner test above)."""
+
+    name = "refusing"
+
+    def run(self, compiled, inputs):
+        raise NotSupportedError("simd: Frobnicate", "a construct the renderer lacks",
+                                stage="the SIMD C renderer")
+
+
+def test_failing_c_compile_raises_ccompileerror_with_the_source_kept(monkeypatch) -> None:
+    real = TARGETS["simd"]
+    monkeypatch.setitem(TARGETS, "simd", Target("simd", lambda p: real.render(p) +
+                                                "\nthis is not C;\n", real.build))
+    a = np.ones((4,), np.float32)
+    with pytest.raises(CCompileError) as ei:
+        compile(one_op(Unary(UnaryKind.NEG), a), "f", [a.shape], "simd")
+    err = ei.value
+    assert err.source_path is not None and err.source_path.exists()
+    assert "this is not C" in err.source_path.read_text()
+    assert err.stderr and err.returncode not in (0, None)
+
+
+def test_conformance_quick_tier_subset(tmp_path) -> None:
+    """A slice of the quick tier through the runner (the whole tier is measured in the issue
+    note): PASS or NOT_SUPPORTED (sharded), nothing else."""
+    from tilefoundry.conformance.catalog import build_catalog
+    from tilefoundry.conformance.runner import run
+
+    cases = build_catalog(0).tier("quick")[::6]
+    out = tmp_path / "r.jsonl"
+    run("simd", cases=cases, out_jsonl=out, jobs=2, timeout_s=120)
     verdicts: dict[str, int] = {}
     for line in out.read_text().splitlines():
         rec = json.loads(line)
         if "verdict" in rec:
             verdicts[rec["verdict"]] = verdicts.get(rec["verdict"], 0) + 1
-    bad = {k: n for k, n in verdicts.items() if k in ("FAIL", "CRASH", "ERROR")}
-    assert not bad, (bad, verdicts)
-    assert verdicts.get("PASS", 0) > 0 and verdicts.get("NOT_SUPPORTED", 0) > 0, verdicts
+    assert set(verdicts) <= {"PASS", "NOT_SUPPORTED"}, verdicts
+    assert verdicts.get("PASS", 0) > 0.9 * len(cases), verdicts
+
+
+def test_fused_chain_with_broadcast_is_one_bitexact_kernel() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 9)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((9,)).astype(ml_dtypes.bfloat16)
+    x, y = var("a", (5, 9), DType.BF16), var("b", (9,), DType.BF16)
+    c = lambda k, *xs: Call(Binary(BinaryKind(k)), xs)  # noqa: E731
+    u = lambda k, x: Call(Unary(UnaryKind(k)), (x,))  # noqa: E731
+    body = c("sub", u("sqrt", u("abs", c("min", c("add", c("mul", x, y), x), y))), u("neg", x))
+    m = module_of([x, y], body)
+    comp = assert_bitexact(m, [a, b], target="simd", cfg=SMALL)
+    assert len(comp.kernels) == 1
+    v = check(m, "f", [a, b], BACKEND.run(BACKEND.compile(m, "f"), [a, b]))
+    assert v.status == "PASS", v.summary()
