@@ -59,8 +59,17 @@ def simd_inexact(m: Module) -> str | None:
     sums use other members of the admitted set (multi-accumulator trees, folds). None when the
     C code promises the interpreter's bits."""
     from tilefoundry.semantics.ir import Call, GridRegionExpr, operands, reachable
-    from tilefoundry.semantics.ops import Gelu, LayerNorm, Reduce, Sigmoid, Silu, SoftMax, Tanh
-    from tilefoundry.semantics.ops import Unary, UnaryKind
+    from tilefoundry.semantics.ops import (
+        Gelu,
+        LayerNorm,
+        Reduce,
+        Sigmoid,
+        Silu,
+        SoftMax,
+        Tanh,
+        Unary,
+        UnaryKind,
+    )
     from tilefoundry.semantics.ops.nn import RoPE
     from tilefoundry.semantics.typeinfer import infer_module
 
