@@ -89,6 +89,42 @@ _PRELUDE = r"""#include <math.h>
 #include <string.h>
 #include "tf_numerics.h"
 
+#if defined(TF_LIBMVEC) && defined(__GLIBC__)
+/* glibc's libmvec has vector variants of these; declared under new names whose assembler name
+ * is the libm one, GCC calls _ZGV*_exp and friends from the omp simd loops (glibc declares
+ * them itself only under -ffast-math, which this build does not use) */
+#define TF__VEC __attribute__((__simd__("notinbranch")))
+TF__VEC double tf__vexp(double) __asm__("exp");
+TF__VEC double tf__vlog(double) __asm__("log");
+TF__VEC double tf__vexp2(double) __asm__("exp2");
+TF__VEC double tf__vlog2(double) __asm__("log2");
+TF__VEC double tf__vtanh(double) __asm__("tanh");
+TF__VEC double tf__verfc(double) __asm__("erfc");
+#define TF_EXP tf__vexp
+#define TF_LOG tf__vlog
+#define TF_EXP2 tf__vexp2
+#define TF_LOG2 tf__vlog2
+#define TF_TANH tf__vtanh
+#define TF_ERFC tf__verfc
+#else
+#define TF_EXP exp
+#define TF_LOG log
+#define TF_EXP2 exp2
+#define TF_LOG2 log2
+#define TF_TANH tanh
+#define TF_ERFC erfc
+#endif
+
+/* the f32 value of round-to-bf16 (nonfinite overflow; a NaN keeps its sign) without the 16-bit
+ * pattern: tf_bf16_to_f32(tf_f32_to_bf16(x, TF_NONFINITE, 0)) bit for bit */
+static inline float tf__rnd_bf16(float x)
+{
+    const uint32_t u = tf_f32_bits(x);
+    const uint32_t a = u & 0x7FFFFFFFu;
+    const uint32_t r = ((a + 0x7FFFu + ((a >> 16) & 1u)) & 0xFFFF0000u) | (u & 0x80000000u);
+    return tf_f32_from_bits(a > TF_F32_INF ? ((u & 0x80000000u) | TF_F32_QNAN) : r);
+}
+
 /* NaN-propagating min / max ordering -0 < +0; a NaN gives the positive quiet NaN */
 static inline float tf__fmin(float a, float b)
 {
@@ -157,26 +193,27 @@ static inline uint8_t tf__floordiv_uint8_t(uint8_t a, uint8_t b) { return b ? a 
 static inline uint8_t tf__mod_uint8_t(uint8_t a, uint8_t b) { return b ? a % b : 0; }
 
 /* the math functions in double (semantics.evaluator.nn's formulas) */
-static inline double tf__sigmoid64(double w) { return 1.0 / (1.0 + exp(-w)); }
+static inline double tf__sigmoid64(double w) { return 1.0 / (1.0 + TF_EXP(-w)); }
 static inline double tf__silu64(double w)
 {
-    return w == -INFINITY ? -0.0 : w / (1.0 + exp(-w));
+    return w == -INFINITY ? -0.0 : w / (1.0 + TF_EXP(-w));
 }
 static inline double tf__gelu_tanh64(double w)
 {
     const double z = w * (TF__GELU_C0 + TF__GELU_C1 * (w * w));
-    const double v = fabs(w) < TF__TINY ? w * 0.5 : w / (1.0 + exp(-z));
+    const double v = fabs(w) < TF__TINY ? w * 0.5 : w / (1.0 + TF_EXP(-z));
     return w == -INFINITY ? -0.0 : v;
 }
 static inline double tf__gelu_none64(double w)
 {
-    const double v = fabs(w) < TF__TINY ? w * 0.5 : 0.5 * w * erfc(-w * TF__INV_SQRT2);
+    const double v = fabs(w) < TF__TINY ? w * 0.5 : 0.5 * w * TF_ERFC(-w * TF__INV_SQRT2);
     return w == -INFINITY ? -0.0 : v;
 }
 static inline double tf__rsqrt64(double w) { return 1.0 / sqrt(w); }
 """
 
-_MATH64 = {"exp": "exp", "log": "log", "exp2": "exp2", "log2": "log2", "tanh": "tanh",
+_MATH64 = {"exp": "TF_EXP", "log": "TF_LOG", "exp2": "TF_EXP2", "log2": "TF_LOG2",
+           "tanh": "TF_TANH",
            "rsqrt": "tf__rsqrt64", "sigmoid": "tf__sigmoid64", "silu": "tf__silu64",
            "gelu_tanh": "tf__gelu_tanh64", "gelu_none": "tf__gelu_none64"}
 
@@ -526,11 +563,28 @@ class _KernelC:
     def emit_run(self, run: _Run, out: list[str], ind: str) -> None:
         coords = {d: f"c{d}" for d in range(self.k.rank)}
         local: dict[str, str] = {}
+        wide: dict[str, str] = {}  # bf16 values of this run -> their f32 value
         lines: list[str] = []
         self.work += self.elems(run.axes) * len(run.instrs)
 
+        innermost = run.axes[-1] if run.axes else None
+        hoisted: dict[str, str] = {}
+        hoist_lines: list[str] = []
+
         def ref(n: str) -> str:
-            return local[n] if n in local else self.aref(n, coords)
+            """A scalar of this run, or an array element; array values that do not vary along
+            the innermost axis are read once before the innermost loop (GCC vectorizes a
+            loop calling libmvec functions only with loop-invariant loads hoisted)."""
+            if n in local:
+                return local[n]
+            if n in self.consts or innermost is None or \
+                    innermost in self.types[self.alias.get(n, n)].full:
+                return self.aref(n, coords)
+            h = hoisted.get(n)
+            if h is None:
+                h = hoisted[n] = f"h{self.cid(n)}"
+                hoist_lines.append(f"const {_CTYPE[self.dt(n)]} {h} = {self.aref(n, coords)};")
+            return h
 
         indexed_store = False
         for ins in run.instrs:
@@ -538,16 +592,36 @@ class _KernelC:
                 indexed_store |= bool(ins.index)
                 lines.extend(self.store(ins, ref))
                 continue
-            expr, pre = self.lane_expr(ins, ref)
+            if isinstance(ins, kir.Round) and self.dt(ins.x) == "f32" and ins.to == "bf16" \
+                    and ins.overflow == "nonfinite":
+                # keep the rounded value in f32 for a widen in this run (no 16-bit round trip)
+                w = f"w{self.cid(ins.out)}"
+                lines.append(f"const float {w} = tf__rnd_bf16({ref(ins.x)});")
+                wide[ins.out] = w
+                expr, pre = f"(uint16_t)(tf_f32_bits({w}) >> 16)", []
+            elif isinstance(ins, kir.Widen) and ins.x in wide:
+                w = wide[ins.x]
+                expr, pre = (f"(double){w}" if ins.to == "f64" else w), []
+            else:
+                expr, pre = self.lane_expr(ins, ref)
             lines.extend(pre)
             t = f"t{self.cid(ins.out)}"
             lines.append(f"const {_CTYPE[self.dt(ins.out)]} {t} = {expr};")
             local[ins.out] = t
             if ins.out in self.arrays:
                 lines.append(f"{self.aref(ins.out, coords)} = {t};")
-        inner = self.loops(run.axes, ind, out, simd=not indexed_store)
+        if innermost is None:
+            inner = self.loops((), ind, out)
+            out.extend(inner + ln for ln in lines)
+            self.close((), inner, out)
+            return
+        # the outer loops (or a plain block) scope the hoisted names to this run
+        outer = self.loops(run.axes[:-1], ind, out, simd=False)
+        out.extend(outer + ln for ln in hoist_lines)
+        inner = self.loops(run.axes[-1:], outer, out, simd=not indexed_store)
         out.extend(inner + ln for ln in lines)
-        self.close(run.axes, inner, out)
+        self.close(run.axes[-1:], inner, out)
+        self.close(run.axes[:-1], outer, out)
 
     # -- lane-wise instructions ---------------------------------------------------------------
     def gcoord(self, d: int) -> str:

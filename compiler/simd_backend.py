@@ -16,6 +16,8 @@ any code runs; nothing falls back to the interpreter or the reference evaluator.
 from __future__ import annotations
 
 import ctypes
+import functools
+import platform
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,11 +32,27 @@ from tilefoundry.compiler.pipeline import TARGETS, Target
 from tilefoundry.compiler.render_c import ENTRY, render, root_names
 from tilefoundry.errors import InvalidArgumentError
 
-__all__ = ["EXTRA_FLAGS", "SimdBackend", "SimdExecutable"]
+__all__ = ["EXTRA_FLAGS", "SimdBackend", "SimdExecutable", "build_options"]
 
 #: added to the build's IEEE-keeping flags: OpenMP (threads over program instances, and the
 #: ``omp simd`` loop pragmas)
 EXTRA_FLAGS = ("-fopenmp",)
+
+
+@functools.cache
+def _libmvec() -> bool:
+    """glibc's vector math library is there (x86-64 Linux): the math calls vectorize."""
+    import ctypes.util
+
+    return platform.system() == "Linux" and platform.machine() == "x86_64" and \
+        ctypes.util.find_library("mvec") is not None
+
+
+def build_options() -> dict:
+    """The ``c_runtime.build.load`` keywords of a rendered program."""
+    if _libmvec():
+        return {"extra_flags": (*EXTRA_FLAGS, "-DTF_LIBMVEC=1"), "libs": ("-lmvec",)}
+    return {"extra_flags": EXTRA_FLAGS}
 
 
 class SimdExecutable(Interpreter):
@@ -43,7 +61,7 @@ class SimdExecutable(Interpreter):
     def __init__(self, program: Program, source: str):
         super().__init__(program)
         self.source = source
-        self.lib = load(source, extra_flags=EXTRA_FLAGS)
+        self.lib = load(source, **build_options())
         self.fn = getattr(self.lib, ENTRY)
         self.fn.argtypes = (ctypes.c_void_p,)
         self.fn.restype = None

@@ -249,14 +249,15 @@ def _source_of(source: str | os.PathLike) -> tuple[str, Path | None]:
 
 def build(source: str | os.PathLike, *, include_dirs: Sequence[str | os.PathLike] = (),
           extra_flags: Sequence[str] = (), cc: str | None = None,
-          march: str = MARCH) -> BuildResult:
+          march: str = MARCH, libs: Sequence[str] = ()) -> BuildResult:
     """Compile ``source`` (C text, or a path-like naming a ``.c`` file) to a shared object in
-    the cache, unless its key is already there. Raises ``CCompileError`` on failure."""
+    the cache, unless its key is already there. ``libs`` (``-lNAME``) are linked after the
+    source, before ``-lm``. Raises ``CCompileError`` on failure."""
     text, file = _source_of(source)
     tc = toolchain(cc, march)
     incs, search = _include_args(include_dirs, file)
     flags = [*DEFAULT_FLAGS, f"-march={march}", *extra_flags]
-    key = build_key(text, flags=flags, tc=tc, include_dirs=incs, file=file)
+    key = build_key(text, flags=[*flags, *libs], tc=tc, include_dirs=incs, file=file)
     root = cache_dir() / "c"
     root.mkdir(parents=True, exist_ok=True)
     so = root / f"{key}.so"
@@ -273,7 +274,7 @@ def build(source: str | os.PathLike, *, include_dirs: Sequence[str | os.PathLike
         else:
             _write_atomic(snapshot, text.encode())
     tmp = root / f".{key}.{os.getpid()}.{uuid.uuid4().hex}.so.tmp"
-    argv = [tc.path, *flags, *search, "-o", str(tmp), str(snapshot), "-lm"]
+    argv = [tc.path, *flags, *search, "-o", str(tmp), str(snapshot), *libs, "-lm"]
     for hook in list(COMPILE_HOOKS):
         hook(argv)
     try:
