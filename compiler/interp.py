@@ -213,11 +213,14 @@ class Interpreter:
             elif b.kind == "temp":
                 st[b.name] = np.zeros(b.span, kir.numpy_dtype(b.dtype))
         self.steps(p.steps, st)
+        return self._outputs(p.outputs, st)
 
-        def out(o: Any) -> Any:
-            return tuple(out(x) for x in o) if isinstance(o, tuple) else self.read(st, o)
-
-        return out(p.outputs)
+    def _outputs(self, o: Any, st: Mapping[str, np.ndarray]) -> Any:
+        # a method, not a recursive closure (a self-referencing closure is a reference cycle
+        # that keeps every buffer of the call alive until the cyclic GC runs)
+        if isinstance(o, tuple):
+            return tuple(self._outputs(x, st) for x in o)
+        return self.read(st, o)
 
     def steps(self, seq: Sequence[Any], st: dict[str, np.ndarray]) -> None:
         for s in seq:

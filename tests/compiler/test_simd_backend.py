@@ -252,3 +252,30 @@ def test_fused_chain_with_broadcast_is_one_bitexact_kernel() -> None:
     assert len(comp.kernels) == 1
     v = check(m, "f", [a, b], BACKEND.run(BACKEND.compile(m, "f"), [a, b]))
     assert v.status == "PASS", v.summary()
+
+
+def test_rnd_bf16_shortcut_is_round_then_widen_on_every_f32_pattern() -> None:
+    """``tf__rnd_bf16`` (the renderer keeps a bf16 result in f32 for the next op) equals
+    ``tf_bf16_to_f32(tf_f32_to_bf16(x, TF_NONFINITE, 0))`` on all 2^32 f32 bit patterns."""
+    import ctypes
+
+    from tilefoundry.compiler.c_runtime.build import load
+    from tilefoundry.compiler.render_c import _prelude
+    from tilefoundry.compiler.simd_backend import build_options
+
+    src = _prelude() + """
+uint64_t tf_test_rnd_bf16(void)
+{
+    uint64_t bad = 0;
+    #pragma omp parallel for reduction(+ : bad) schedule(static)
+    for (int64_t i = 0; i < (1ll << 32); ++i) {
+        const float x = tf_f32_from_bits((uint32_t)i);
+        bad += tf_f32_bits(tf__rnd_bf16(x)) !=
+               tf_f32_bits(tf_bf16_to_f32(tf_f32_to_bf16(x, TF_NONFINITE, 0)));
+    }
+    return bad;
+}
+"""
+    fn = load(src, **build_options()).tf_test_rnd_bf16
+    fn.restype = ctypes.c_uint64
+    assert fn() == 0
