@@ -4,9 +4,10 @@
 taking one pointer per root buffer (``root_names(program)`` gives the order), one static
 function per kernel and the host loops inline.
 
-**Kernels.** A kernel is a loop over its program instances (``#pragma omp parallel for`` when
-the instances are independent and the work is large enough: rows spread over threads); each
-instance runs the kernel body once for its tile. Every SSA value that is used outside the
+**Kernels.** A kernel is a loop over its program instances, cut into one contiguous share per
+thread (``tf__parallel``: pthreads created and joined per call) when the instances are
+independent and the work is large enough — rows spread over threads; each instance runs the
+kernel body once for its tile. Every SSA value that is used outside the
 stretch of code that defines it lives in a per-thread scratch array laid out row-major over the
 block extents of the axes the tile spans (a broadcast axis takes no room); constants are C
 scalars. The body is cut into **runs**: maximal sequences of lane-wise instructions (loads,
@@ -87,7 +88,55 @@ _PRELUDE = r"""#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sched.h>
 #include "tf_numerics.h"
+
+/* Program instances over threads: pthreads created and joined within the call (no persistent
+ * pool, so a process that forks after running a kernel has nothing left to inherit; libgomp's
+ * pool hangs a forked child). Threads: $TILEFOUNDRY_NUM_THREADS, else the CPUs this process may
+ * run on. */
+typedef void (*tf__range_fn)(char *const *P, char *const *Q, int64_t lo, int64_t hi);
+struct tf__job { tf__range_fn fn; char *const *P; char *const *Q; int64_t lo, hi; };
+static void *tf__run_job(void *arg)
+{
+    const struct tf__job *j = (const struct tf__job *)arg;
+    j->fn(j->P, j->Q, j->lo, j->hi);
+    return NULL;
+}
+static int tf__threads(void)
+{
+    const char *env = getenv("TILEFOUNDRY_NUM_THREADS");
+    if (env && *env) {
+        const long v = strtol(env, NULL, 10);
+        return v < 1 ? 1 : (v > 64 ? 64 : (int)v);
+    }
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        const int n = CPU_COUNT(&set);
+        return n < 1 ? 1 : (n > 64 ? 64 : n);
+    }
+    return 1;
+}
+static void tf__parallel(tf__range_fn fn, char *const *P, char *const *Q, int64_t n)
+{
+    int t = tf__threads();
+    if ((int64_t)t > n) t = (int)n;
+    if (t <= 1) { fn(P, Q, 0, n); return; }
+    pthread_t th[64];
+    struct tf__job jobs[64];
+    int started[64];
+    for (int i = 0; i < t; ++i) {
+        jobs[i].fn = fn; jobs[i].P = P; jobs[i].Q = Q;
+        jobs[i].lo = n * i / t; jobs[i].hi = n * (i + 1) / t;
+    }
+    for (int i = 1; i < t; ++i) started[i] = pthread_create(&th[i], NULL, tf__run_job, &jobs[i]) == 0;
+    fn(P, Q, jobs[0].lo, jobs[0].hi);
+    for (int i = 1; i < t; ++i) {
+        if (started[i]) pthread_join(th[i], NULL);
+        else fn(P, Q, jobs[i].lo, jobs[i].hi); /* no thread: run the share here */
+    }
+}
 
 #if defined(TF_LIBMVEC) && defined(__GLIBC__)
 /* glibc's libmvec has vector variants of these; declared under new names whose assembler name
@@ -224,7 +273,7 @@ def _prelude() -> str:
     consts = {"TF__GELU_C0": nn._GELU_C0, "TF__GELU_C1": nn._GELU_C1,
               "TF__INV_SQRT2": nn._INV_SQRT2, "TF__TINY": nn._TINY}
     head = "".join(f"#define {k} {_f64_lit(v)}\n" for k, v in consts.items())
-    return head + _PRELUDE
+    return "#define _GNU_SOURCE 1 /* sched_getaffinity */\n" + head + _PRELUDE
 
 
 def _f64_lit(v: float) -> str:
@@ -458,7 +507,7 @@ class _KernelC:
                     any(inside for _, inside in seq):
                 raise _unsupported("Kernel", f"{self.k.name} reads storage {r} after (or in the "
                                              f"same tile loop as) writing it")
-            self.snap[r] = f"snap{self.roots[r]}"
+            self.snap[r] = f"Q[{self.roots[r]}]"
 
     def parallel_safe(self) -> bool:
         k = self.k
@@ -481,21 +530,14 @@ class _KernelC:
         self.emit(segs, body, "        ")
         r = k.rank
         name = f"tf_k{self.kidx}"
+        inst = k.instances
         out = [f"/* kernel {k.name} domain {list(k.domain)} block {list(k.block)} "
-               f"grid {list(k.grid)} */", f"static void {name}(char *const *P)", "{"]
+               f"grid {list(k.grid)} */",
+               f"static void {name}_range(char *const *P, char *const *Q, int64_t lo, "
+               f"int64_t hi)", "{", "    (void)Q;"]
         for n, c in self.consts.items():
             out.append(f"    const {_CTYPE[c.dtype]} k{self.cid(n)} = "
                        f"{_literal(c.value, c.dtype)};")
-        for root, snap in self.snap.items():
-            i = self.roots[root]
-            nbytes = _root_size(self.bm[root]) * _itemsize(self.bm[root].dtype)
-            out.append(f"    char *const {snap} = (char *)malloc({max(nbytes, 1)});")
-            out.append(f"    if (!{snap}) abort();")
-            out.append(f"    memcpy({snap}, P[{i}], {nbytes});")
-        inst = k.instances
-        par = inst > 1 and self.parallel_safe() and inst * self.work >= PARALLEL_MIN_WORK
-        if par:
-            out.append("    #pragma omp parallel")
         out.append("    {")
         if self.scratch:
             out.append(f"        char *const S = (char *)aligned_alloc(64, {self.scratch});")
@@ -505,9 +547,7 @@ class _KernelC:
             out.append(f"        {ct} *const v{self.cid(n)} = ({ct} *)(S + {off});")
         for nm, ct, off in self.aux:
             out.append(f"        {ct} *const {nm} = ({ct} *)(S + {off});")
-        if par:
-            out.append("        #pragma omp for schedule(static)")
-        out.append(f"        for (int64_t pid = 0; pid < {inst}ll; ++pid) {{")
+        out.append("        for (int64_t pid = lo; pid < hi; ++pid) {")
         out.append("            int64_t q = pid;")
         grid = k.grid
         for d in reversed(range(r)):
@@ -524,8 +564,26 @@ class _KernelC:
         if self.scratch:
             out.append("        free(S);")
         out.append("    }")
-        for snap in self.snap.values():
-            out.append(f"    free({snap});")
+        out.append("}")
+        # the launcher: snapshots, then the instances (over threads when that is safe)
+        out += [f"static void {name}(char *const *P)", "{"]
+        q = "(char *const *)0"
+        if self.snap:
+            q = "Q"
+            out.append(f"    char *Q[{len(self.roots)}] = {{0}};")
+        for root in self.snap:
+            i = self.roots[root]
+            nbytes = _root_size(self.bm[root]) * _itemsize(self.bm[root].dtype)
+            out.append(f"    Q[{i}] = (char *)malloc({max(nbytes, 1)});")
+            out.append(f"    if (!Q[{i}]) abort();")
+            out.append(f"    memcpy(Q[{i}], P[{i}], {nbytes});")
+        par = inst > 1 and self.parallel_safe() and inst * self.work >= PARALLEL_MIN_WORK
+        if par:
+            out.append(f"    tf__parallel({name}_range, P, {q}, {inst}ll);")
+        else:
+            out.append(f"    {name}_range(P, {q}, 0, {inst}ll);")
+        for root in self.snap:
+            out.append(f"    free(Q[{self.roots[root]}]);")
         out.append("}")
         return "\n".join(out)
 

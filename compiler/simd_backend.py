@@ -2,8 +2,9 @@
 
 The pipeline runs as for ``kernel-interp`` (typeinfer, elaborate, canonicalize, lower, fuse);
 ``render_c.render`` turns the fused kernel IR into C (``omp simd`` loops over tiles, program
-instances over OpenMP threads), ``c_runtime.build.load`` compiles it with the IEEE-keeping
-flags plus ``-fopenmp`` into the content-hashed cache, and the executable calls it through
+instances over per-call pthreads), ``c_runtime.build.load`` compiles it with the IEEE-keeping
+flags plus ``-fopenmp-simd -pthread`` (and glibc's libmvec where present) into the
+content-hashed cache, and the executable calls it through
 ctypes on flat numpy storage laid out as the kernel-IR interpreter lays it out (inputs, temps,
 consts; outputs read back through the buffers' strides).
 
@@ -34,9 +35,9 @@ from tilefoundry.errors import InvalidArgumentError
 
 __all__ = ["EXTRA_FLAGS", "SimdBackend", "SimdExecutable", "build_options"]
 
-#: added to the build's IEEE-keeping flags: OpenMP (threads over program instances, and the
-#: ``omp simd`` loop pragmas)
-EXTRA_FLAGS = ("-fopenmp",)
+#: added to the build's IEEE-keeping flags: the ``omp simd`` loop pragmas (no OpenMP runtime:
+#: threads are pthreads created per call, D188) and pthreads
+EXTRA_FLAGS = ("-fopenmp-simd", "-pthread")
 
 
 @functools.cache
