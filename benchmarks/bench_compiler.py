@@ -34,7 +34,10 @@ each program is compared bit for bit with the kernel-IR interpreter (``target="i
 small input (4096 elements for the chains, 64 x 256 for the rows).
 
 torch runs with ``--torch-threads`` threads (default: all cores); the C code runs with the
-OpenMP threads ``OMP_NUM_THREADS`` gives (unset: all cores); numpy is single-threaded.
+threads ``TILEFOUNDRY_NUM_THREADS`` gives (unset: the CPUs the process may use); numpy is
+single-threaded. The chains also report a "storage preallocated" line: the C kernel called on
+storage allocated once, next to numpy writing every result into one preallocated array
+(``out=``) — the compute alone, without either side's output allocation.
 """
 
 from __future__ import annotations
@@ -326,7 +329,7 @@ def main() -> None:
     except ImportError:  # pragma: no cover
         torch = None
 
-    omp = os.environ.get("OMP_NUM_THREADS")
+    omp = os.environ.get("TILEFOUNDRY_NUM_THREADS")
     with tempfile.TemporaryDirectory(prefix="tf-bench-cache-") as tmp:
         root = Path(tmp)
         os.environ["TILEFOUNDRY_CACHE"] = str(root / "main")
@@ -336,7 +339,7 @@ def main() -> None:
         say(f"tilefoundry SIMD C target vs peers; median of {args.repeat} after 1 warm-up; "
                 f"seed {args.seed}; {os.cpu_count()} cores")
         say(f"torch threads = {torch.get_num_threads() if torch else 'n/a (no torch)'}, "
-                f"OMP_NUM_THREADS = {omp if omp is not None else 'unset (all cores)'}, "
+                f"TILEFOUNDRY_NUM_THREADS = {omp if omp is not None else 'unset (all cores)'}, "
                 f"numpy single-threaded")
         say(f"C compiler: {tc.version.splitlines()[0] if tc.version else tc.path} "
                 f"(toolchain probe {t_probe:.3f} s, once per process, not counted below)")
