@@ -968,25 +968,25 @@ class _KernelC:
             if track:
                 anyv = self.fresh("any")
                 out.append(f"{inner}uint8_t {anyv} = 0;")
+
+            def update(slot: str, ind2: str) -> None:
+                """Fold lane c{d} into accumulator ``slot``."""
+                lines: list[str] = []
+                v = value(ind2, lines)
+                out.extend(lines)
+                out.append(f"{ind2}{acc}[{slot}] = {step(f'{acc}[{slot}]', v)};")
+                if anyv:
+                    out.append(f"{ind2}{anyv} |= {self.aref(ins.mask, coords)};")
+
             out.append(f"{inner}for (int64_t i = 0; i < {n // A * A}ll; i += {A}) {{")
             out.append(f"{inner}    for (int j = 0; j < {A}; ++j) {{")
             out.append(f"{inner}        const int64_t c{d} = i + j;")
-            lines: list[str] = []
-            v = value(inner + "        ", lines)
-            out.extend(lines)
-            out.append(f"{inner}        {acc}[j] = {step(f'{acc}[j]', v)};")
-            if anyv:
-                out.append(f"{inner}        {anyv} |= {self.aref(ins.mask, coords)};")
+            update("j", inner + "        ")
             out.append(f"{inner}    }}")
             out.append(f"{inner}}}")
-            if n % A:
+            if n % A:  # the tail lanes, each into the accumulator of its residue
                 out.append(f"{inner}for (int64_t c{d} = {n // A * A}ll; c{d} < {n}ll; ++c{d}) {{")
-                lines = []
-                v = value(inner + "    ", lines)
-                out.extend(lines)
-                out.append(f"{inner}    {acc}[c{d} % {A}] = {step(f'{acc}[c{d} % {A}]', v)};")
-                if anyv:
-                    out.append(f"{inner}    {anyv} |= {self.aref(ins.mask, coords)};")
+                update(f"c{d} % {A}", inner + "    ")
                 out.append(f"{inner}}}")
             width = A
             while width > 1:
