@@ -24,6 +24,7 @@ SIMD C, Triton and CUDA renderers plug in by name.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -40,7 +41,7 @@ from tilefoundry.semantics.printer import function_text
 from tilefoundry.semantics.printer import to_text as module_text
 from tilefoundry.semantics.typeinfer.core import Session
 
-__all__ = ["PASSES", "TARGETS", "Compiled", "Pass", "State", "Target", "compile", "run_passes"]
+__all__ = ["LAZY_TARGETS", "PASSES", "TARGETS", "Compiled", "Pass", "State", "Target", "compile", "run_passes"]
 
 
 # =============================================================================================
@@ -55,6 +56,9 @@ class Target:
     render: Callable[[Program], str | None]
     build: Callable[[Program, str | None], Any]
 
+
+#: targets whose module registers them on import (loaded by ``compile`` on first use)
+LAZY_TARGETS: dict[str, str] = {"simd": "tilefoundry.compiler.simd_backend"}
 
 TARGETS: dict[str, Target] = {
     "interp": Target("interp", lambda p: None, lambda p, src: Interpreter(p)),
@@ -192,9 +196,12 @@ def compile(module: Module, entry: str, shapes: Sequence[Sequence[int]],
             cfg: TileConfig | None = None) -> Compiled:
     """Compile ``module[entry]`` for concrete input ``shapes`` (one per parameter) to
     ``target``. ``fuse=False`` skips the fuse pass (one kernel per op)."""
+    if target not in TARGETS and target in LAZY_TARGETS:
+        importlib.import_module(LAZY_TARGETS[target])  # registers itself in TARGETS
     tgt = TARGETS.get(target)
     if tgt is None:
-        raise LoweringError(f"unknown target {target!r}; targets: {', '.join(sorted(TARGETS))}")
+        raise LoweringError(f"unknown target {target!r}; targets: "
+                           f"{', '.join(sorted(set(TARGETS) | set(LAZY_TARGETS)))}")
     state = State(module, entry, [tuple(int(n) for n in s) for s in shapes], tgt,
                   cfg or TileConfig())
     printed: dict[str, str] = {}
