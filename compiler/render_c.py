@@ -462,8 +462,8 @@ class _KernelC:
                     sid = id(seg)
                     for ins in seg.instrs:
                         for o in ins.operands():
-                            if where.get(o) != sid:
-                                self.need_array(o) if o not in self.consts else None
+                            if where.get(o) != sid and o not in self.consts:
+                                self.need_array(o)
                         for r in ins.results():
                             where[r] = sid
                 elif isinstance(seg, tuple):

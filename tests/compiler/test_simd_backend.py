@@ -98,6 +98,28 @@ def test_a_process_forked_after_running_threaded_kernels_can_run_them() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+@pytest.mark.parametrize("which", ["softmax", "rmsnorm", "layernorm", "matmul"])
+def test_threaded_row_kernels_with_scratch_conform_and_match_one_thread(which, monkeypatch):
+    """Row kernels large enough to run on several threads, each thread with its own scratch
+    arrays: the oracle accepts them and one thread gives the same bits."""
+    from tilefoundry.semantics.ops import LayerNorm, MatMul, RMSNorm, SoftMax
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((128, 512)).astype(ml_dtypes.bfloat16)
+    w = (1 + 0.1 * rng.standard_normal(512)).astype(ml_dtypes.bfloat16)
+    op, ins = {"softmax": (SoftMax(-1), [x]), "rmsnorm": (RMSNorm(1e-6), [x, w]),
+               "layernorm": (LayerNorm(1e-5), [x, w, w]),
+               "matmul": (MatMul(False), [x, x.T[:, :64].copy()])}[which]
+    m = one_op(op, *ins)
+    c = compile(m, "f", [a.shape for a in ins], "simd")
+    assert "tf__parallel(" in c.executable.source
+    many = c(ins)
+    v = check(m, "f", ins, many)
+    assert v.status == "PASS", v.summary()
+    monkeypatch.setenv("TILEFOUNDRY_NUM_THREADS", "1")
+    assert _same_bits(many, c(ins))
+
+
 def test_thread_count_follows_the_environment(monkeypatch) -> None:
     """TILEFOUNDRY_NUM_THREADS=1 runs the instances in order on the calling thread; the result
     is the same bits (instances are independent)."""
