@@ -154,13 +154,7 @@ def kernel_only(compiled: Compiled, inputs: list[np.ndarray]):
     import ctypes
 
     ex = compiled.executable
-    st = {n: np.ascontiguousarray(x).reshape(-1) for n, x in zip(ex.p.inputs, inputs,
-                                                                  strict=True)}
-    for b in ex.p.buffers:
-        if b.kind == "const":
-            st[b.name] = np.ascontiguousarray(b.data).reshape(-1)
-        elif b.kind == "temp":
-            st[b.name] = np.zeros(b.span, _np_dtype(b.dtype))
+    st = ex.storage(inputs)
     arrays = [st[n] for n in ex.order]
     ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
     arg = ctypes.cast(ptrs, ctypes.c_void_p)
@@ -169,12 +163,6 @@ def kernel_only(compiled: Compiled, inputs: list[np.ndarray]):
         ex.fn(arg)
 
     return call
-
-
-def _np_dtype(dt: str) -> np.dtype:
-    from tilefoundry.compiler.kir import numpy_dtype
-
-    return numpy_dtype(dt)
 
 
 def bits(a) -> np.ndarray:

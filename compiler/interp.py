@@ -167,6 +167,13 @@ class Interpreter:
         self.p = program
         self.bm = program.buffer_map()
         self.roots = {b.name: root_of(b.name, self.bm) for b in program.buffers}
+        # the per-run storage plan, computed once
+        bm = self.bm
+        self._inputs = [(n, bm[n].shape, kir.numpy_dtype(bm[n].dtype)) for n in program.inputs]
+        self._consts = {b.name: np.ascontiguousarray(b.data).reshape(-1)
+                        for b in program.buffers if b.kind == "const"}
+        self._temps = [(b.name, b.span, kir.numpy_dtype(b.dtype)) for b in program.buffers
+                       if b.kind == "temp"]
 
     # -- storage ------------------------------------------------------------------------------
     def _view(self, st: Mapping[str, np.ndarray], name: str) -> np.ndarray:
@@ -194,26 +201,29 @@ class Interpreter:
                                                 writeable=True)
             v[...] = np.asarray(value, flat.dtype).view(bits.dtype)
 
-    def run(self, inputs: Sequence[np.ndarray]) -> Any:
+    def storage(self, inputs: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        """Flat storage of every root buffer for one run: the inputs (checked; not copied when
+        contiguous — no step writes an input), the consts, zeroed temporaries."""
         p = self.p
         if len(inputs) != len(p.inputs):
             raise InvalidArgumentError(f"program {p.name} takes {len(p.inputs)} inputs "
                                        f"({', '.join(p.inputs)}), got {len(inputs)}")
-        st: dict[str, np.ndarray] = {}
-        for name, x in zip(p.inputs, inputs, strict=True):
-            b = self.bm[name]
+        st: dict[str, np.ndarray] = dict(self._consts)
+        for (name, shape, npdt), x in zip(self._inputs, inputs, strict=True):
             x = np.asarray(x)
-            if x.shape != b.shape or x.dtype != kir.numpy_dtype(b.dtype):
+            if x.shape != shape or x.dtype != npdt:
+                b = self.bm[name]
                 raise InvalidArgumentError(f"input {name}: expected {b.dtype}{list(b.shape)}, "
                                            f"got {x.dtype}{list(x.shape)}")
             st[name] = np.ascontiguousarray(x).reshape(-1)
-        for b in p.buffers:
-            if b.kind == "const":
-                st[b.name] = np.ascontiguousarray(b.data).reshape(-1)
-            elif b.kind == "temp":
-                st[b.name] = np.zeros(b.span, kir.numpy_dtype(b.dtype))
-        self.steps(p.steps, st)
-        return self._outputs(p.outputs, st)
+        for name, span, npdt in self._temps:
+            st[name] = np.zeros(span, npdt)
+        return st
+
+    def run(self, inputs: Sequence[np.ndarray]) -> Any:
+        st = self.storage(inputs)
+        self.steps(self.p.steps, st)
+        return self._outputs(self.p.outputs, st)
 
     def _outputs(self, o: Any, st: Mapping[str, np.ndarray]) -> Any:
         # a method, not a recursive closure (a self-referencing closure is a reference cycle

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import platform
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -67,44 +67,21 @@ class SimdExecutable(Interpreter):
         self.fn.argtypes = (ctypes.c_void_p,)
         self.fn.restype = None
         self.order = root_names(program)
-        # the per-call plan, computed once: input checks, storage to allocate, outputs
+        # outputs that are whole contiguous temporaries are returned without a copy
         bm = self.bm
-        self._inputs = [(n, bm[n].shape, kir.numpy_dtype(bm[n].dtype)) for n in program.inputs]
-        self._consts = {b.name: np.ascontiguousarray(b.data).reshape(-1)
-                        for b in program.buffers if b.kind == "const"}
-        self._temps = [(b.name, b.span, kir.numpy_dtype(b.dtype)) for b in program.buffers
-                       if b.kind == "temp"]
         names = program.output_names()
         self._own = {n for n in names if bm[n].kind == "temp" and names.count(n) == 1 and
                      bm[n].strides == kir.c_strides(bm[n].shape) and bm[n].span == bm[n].size}
         self._ptrs = ctypes.c_void_p * max(len(self.order), 1)
 
-    def run(self, inputs: Sequence[np.ndarray]) -> Any:
-        p = self.p
-        if len(inputs) != len(self._inputs):
-            raise InvalidArgumentError(f"program {p.name} takes {len(p.inputs)} inputs "
-                                       f"({', '.join(p.inputs)}), got {len(inputs)}")
-        st: dict[str, np.ndarray] = dict(self._consts)
-        for (name, shape, npdt), x in zip(self._inputs, inputs, strict=True):
-            x = np.asarray(x)
-            if x.shape != shape or x.dtype != npdt:
-                b = self.bm[name]
-                raise InvalidArgumentError(f"input {name}: expected {b.dtype}{list(b.shape)}, "
-                                           f"got {x.dtype}{list(x.shape)}")
-            # the C code never writes an input (the verifier rejects such stores): no copy
-            st[name] = np.ascontiguousarray(x).reshape(-1)
-        for name, span, npdt in self._temps:
-            st[name] = np.zeros(span, npdt)
+    def steps(self, seq: Sequence[Any], st: dict[str, np.ndarray]) -> None:
+        """The whole program is one C call (``tf_program``) on the roots' storage."""
         arrays = [st[n] for n in self.order]
         self.fn(ctypes.cast(self._ptrs(*[a.ctypes.data for a in arrays]), ctypes.c_void_p))
 
-        return self._collect(p.outputs, st)
-
-    def _collect(self, o: Any, st: dict[str, np.ndarray]) -> Any:
-        # a method, not a recursive closure: a closure referring to itself is a reference
-        # cycle that would keep ``st`` (every buffer of the call) alive until the cyclic GC
+    def _outputs(self, o: Any, st: Mapping[str, np.ndarray]) -> Any:
         if isinstance(o, tuple):
-            return tuple(self._collect(x, st) for x in o)
+            return tuple(self._outputs(x, st) for x in o)
         return st[o].reshape(self.bm[o].shape) if o in self._own else self.read(st, o)
 
 

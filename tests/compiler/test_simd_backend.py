@@ -57,7 +57,7 @@ def test_unordered_tree_sum_uses_interleaved_accumulators_fold_does_not() -> Non
 
 
 def test_rows_spread_over_threads_only_when_large_and_independent() -> None:
-    big = np.zeros((256, 1024), np.float32)
+    big = np.zeros((1024, 1024), np.float32)
     small = np.zeros((2, 8), np.float32)
     add = Binary(BinaryKind.ADD)
     assert "tf__parallel(tf_k0_range" in compile(one_op(add, big, big), "f", [big.shape] * 2,
@@ -74,7 +74,7 @@ def test_a_process_forked_after_running_threaded_kernels_can_run_them() -> None:
     import os
 
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((256, 1024)).astype(np.float32)
+    x = rng.standard_normal((1024, 1024)).astype(np.float32)
     c = compile(one_op(Binary(BinaryKind.MUL), x, x), "f", [x.shape] * 2, "simd")
     assert "tf__parallel(" in c.executable.source
     want = c([x, x])
@@ -105,8 +105,8 @@ def test_threaded_row_kernels_with_scratch_conform_and_match_one_thread(which, m
     from tilefoundry.semantics.ops import LayerNorm, MatMul, RMSNorm, SoftMax
 
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((128, 512)).astype(ml_dtypes.bfloat16)
-    w = (1 + 0.1 * rng.standard_normal(512)).astype(ml_dtypes.bfloat16)
+    x = rng.standard_normal((256, 1024)).astype(ml_dtypes.bfloat16)
+    w = (1 + 0.1 * rng.standard_normal(1024)).astype(ml_dtypes.bfloat16)
     op, ins = {"softmax": (SoftMax(-1), [x]), "rmsnorm": (RMSNorm(1e-6), [x, w]),
                "layernorm": (LayerNorm(1e-5), [x, w, w]),
                "matmul": (MatMul(False), [x, x.T[:, :64].copy()])}[which]
@@ -124,7 +124,7 @@ def test_thread_count_follows_the_environment(monkeypatch) -> None:
     """TILEFOUNDRY_NUM_THREADS=1 runs the instances in order on the calling thread; the result
     is the same bits (instances are independent)."""
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((256, 1024)).astype(np.float32)
+    x = rng.standard_normal((1024, 1024)).astype(np.float32)
     c = compile(one_op(Binary(BinaryKind.DIV), x, x + 1), "f", [x.shape] * 2, "simd")
     many = c([x, x + 1])
     monkeypatch.setenv("TILEFOUNDRY_NUM_THREADS", "1")
