@@ -773,6 +773,7 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
 
     from tilefoundry import __version__
     from tilefoundry.oracle.compare import CONTRACTS_VERSION
+    from tilefoundry.versions import environment
 
     f = open(out_jsonl, "a" if resume else "w")
     stream = sys.stderr if stream is None else stream
@@ -815,7 +816,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                                     "backend": backend_spec, "seed": seed,
                                     "tilefoundry": __version__,
                                     "contracts": CONTRACTS_VERSION,
-                                    "capabilities": caps.to_json()}) + "\n")
+                                    "capabilities": caps.to_json(),
+                                    "versions": environment()}) + "\n")
                 f.flush()
         prog.update(None, done=len([c for c in (cases if finite else ()) if c.id in done]))
 

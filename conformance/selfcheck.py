@@ -32,8 +32,12 @@ def summarize(rows: list[sw.SweepRow]) -> tuple[str, int]:
 
 
 def run_selfcheck(seed: int = 0, f32_samples: int = 200_000, workers: int = 2) -> int:
+    from tilefoundry.versions import format_environment
+
     problems = 0
     t0 = time.perf_counter()
+    print("== Versions (peer findings are keyed by them)")
+    print(format_environment())
     sections = [
         ("Exhaustive casts (every f16/bf16/fp8/e8m0/i8/u8/bool pattern, every destination and "
          "mode)", lambda: sw.cast_sweep()),

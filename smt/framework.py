@@ -23,14 +23,9 @@ from typing import Any
 
 import z3
 
-from tilefoundry.errors import TilefoundryError
+from tilefoundry.smt import DEFAULT_RLIMIT, ProveError
 
-DEFAULT_RLIMIT = 20_000_000
 OUTCOMES = ("proved", "counterexample", "failed", "error", "report")
-
-
-class ProveError(TilefoundryError, ValueError):
-    """Bad input to the prover: an unknown obligation name, an unloadable module file."""
 
 
 @dataclass

@@ -16,7 +16,10 @@ def _selfcheck(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tilefoundry", description=__doc__)
-    p.add_argument("--version", action="version", version=f"tilefoundry {tilefoundry.__version__}")
+    p.add_argument("--version", action="store_true",
+                   help="print the version (with --verbose: the Python, platform and peer "
+                        "versions and torch's CPU capability) and exit")
+    p.add_argument("--verbose", action="store_true", help="with --version: every version")
     sub = p.add_subparsers(dest="command")
     sc = sub.add_parser("selfcheck", help="run the numerics sweeps and print their summary")
     sc.add_argument("--seed", type=int, default=0, help="seed of the random f32 samples")
@@ -38,6 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.version:
+        print(f"tilefoundry {tilefoundry.__version__}")
+        if args.verbose:
+            from tilefoundry.versions import format_environment
+
+            print(format_environment())
+        return 0
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
