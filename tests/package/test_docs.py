@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ["docs/user-guide.md"]
+PAGES = ["docs/user-guide.md", "docs/contracts.md"]
 
 
 @pytest.mark.parametrize("page", PAGES)
