@@ -1,17 +1,25 @@
 # Quick start (see README): `make selfcheck` runs the main job, `make test` runs the test suite.
-# Each target creates .venv and installs the package with what it needs on first use.
+# Each target creates .venv and installs the package with what it needs on first use, pinned by
+# the committed lock requirements/lock.txt (`make lock` refreshes it; `make test-latest` runs the
+# suite against the newest versions pyproject.toml allows, in .venv-latest).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+LOCK := requirements/lock.txt
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha1sum | cut -c1-12)
 PROFILE ?= ci
+PIP := -m pip install -q --disable-pip-version-check
+# make test-latest PINS='ml_dtypes==0.6.0': the newest versions but these
+PINS ?=
+LATEST := .venv-latest
 
-.PHONY: selfcheck sweeps test lint bench install prove
+.PHONY: selfcheck sweeps test test-latest lint bench install prove lock
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	rm -f $(VENV)/.installed-*
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,torch]'
+	$(PY) $(PIP) -c $(LOCK) --upgrade setuptools
+	$(PY) $(PIP) -c $(LOCK) -e '.[dev,torch]'
 	touch $@
 
 install: $(STAMP)
@@ -26,9 +34,22 @@ sweeps: $(STAMP)
 	$(VENV)/bin/tilefoundry selfcheck
 
 test: $(STAMP)
-	TILEFOUNDRY_PROFILE=$(PROFILE) $(PY) -m pytest -q
+	TILEFOUNDRY_LOCKED=1 TILEFOUNDRY_PROFILE=$(PROFILE) $(PY) -m pytest -q
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/tilefoundry prove
+
+test-latest:
+	rm -rf $(LATEST)
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python $(PIP) --upgrade setuptools
+	$(LATEST)/bin/python $(PIP) --upgrade --upgrade-strategy eager -e '.[dev,torch]' $(PINS)
+	$(LATEST)/bin/tilefoundry --version --verbose
+	TILEFOUNDRY_PROFILE=$(PROFILE) $(LATEST)/bin/python -m pytest -q
+	$(LATEST)/bin/ruff check .
+	$(LATEST)/bin/tilefoundry prove
+
+lock: $(STAMP)
+	$(PY) requirements/lockfile.py refresh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

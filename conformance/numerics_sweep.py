@@ -25,7 +25,9 @@ from tilefoundry.semantics.dtypes import (
     DType,
     apply_lowp,
     bits_dtype,
+    cast,
     cast_ex,
+    dtype_of,
     from_bits,
     to_bits,
 )
@@ -102,14 +104,40 @@ def cast_sweep(*, with_exact: bool = True, with_peers: bool = True,
                 if (overflow, rounding) == ("nonfinite", "nearest") and dst.is_float:
                     for p in available:
                         got = peers.run_peer(p, x, dst)
-                        if got is None:
-                            continue
-                        want, counts = peers.model(p, x, dst)
-                        counts["unexplained"] = int((~peers.same_class(got, want)).sum())
-                        row.peer[p] = counts
+                        if got is not None:
+                            row.peer[p] = judge_peer_cast(p, x, dst, got)
                 row.seconds = time.perf_counter() - t0
                 rows.append(row)
     return rows
+
+
+def judge_peer_cast(peer: str, x: np.ndarray, dst: DType, got: np.ndarray,
+                    ours: np.ndarray | None = None) -> dict[str, int]:
+    """Judge a peer's ``cast(x, dst)``: per-deviation counts of the documented divergences (for
+    the installed version), ``undocumented``: elements where the peer differs from its model and
+    the exact model says the peer is wrong (findings, recorded in ``peers.FINDINGS``), and
+    ``ours_wrong``: elements where the exact model says the reference is wrong (our errors).
+    ``ours`` defaults to the reference's ``cast``; tests plant a wrong one."""
+    src = dtype_of(x)
+    ours = cast(x, dst) if ours is None else ours
+    want, counts = peers.model(peer, x, dst)
+    path = f"{peer_code_path(peer)}: {src}->{dst}"
+    for name, n in counts.items():
+        peers.FINDINGS.record(peer, path, name, n)
+    # elements the model did not predict: either the peer has an undocumented divergence or the
+    # reference (which the model is built on) is wrong; the exact model decides which
+    off = ~peers.same_class(got, want)
+    # elements where the peer agrees with its model, but the reference disagrees with the
+    # peer where no deviation explains it: also decided by the exact model
+    off |= ~peers.same_class(want, ours)
+    j = peers.judge(peer, path, off, lambda idx: peers.exact_cast_agrees(x, dst, ours, idx))
+    counts["undocumented"] = j.peer_wrong
+    counts["ours_wrong"] = int(j.ours_wrong.size)
+    return counts
+
+
+def peer_code_path(peer: str) -> str:
+    return {"torch": "torch.Tensor.to (CPU)", "ml_dtypes": "numpy astype"}.get(peer, peer)
 
 
 def _peer_available(peer: str) -> bool:

@@ -1,0 +1,93 @@
+"""The locked test environment (issue 14): requirements/lock.txt pins every package `make test`
+installs, matches pyproject.toml both ways, and a mismatch names the package and the refresh
+command."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("lockfile", ROOT / "requirements" / "lockfile.py")
+lockfile = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(lockfile)
+
+
+def test_the_lock_matches_pyproject():
+    assert lockfile.check() == []
+
+
+@pytest.mark.skipif(os.environ.get("TILEFOUNDRY_LOCKED") != "1",
+                    reason="only `make test` installs from the lock (make test-latest does not)")
+def test_the_installed_environment_is_the_locked_one():
+    assert lockfile.check(installed_must_match=True) == []
+
+
+def test_torch_is_pinned_to_the_cpu_build():
+    pins = lockfile.read_lock()
+    assert str(pins["torch"]) == "2.13.0+cpu"
+    assert {"numpy", "ml-dtypes", "z3-solver", "hypothesis", "sympy", "pytest", "ruff",
+            "mpmath", "packaging"} <= set(pins)
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A copy of pyproject.toml and the lock the check reads instead of the real ones."""
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copy(lockfile.LOCK, tmp_path / "lock.txt")
+    real = lockfile.direct_requirements
+    monkeypatch.setattr(lockfile, "direct_requirements",
+                        lambda: real(tmp_path / "pyproject.toml"))
+    return tmp_path
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_a_dependency_added_to_pyproject_only_is_named(project):
+    _edit(project / "pyproject.toml", '"sympy>=1.12",', '"sympy>=1.12",\n    "attrs>=23",')
+    problems = lockfile.check(project / "lock.txt")
+    assert problems and all(p.startswith("attrs: ") and "make lock" in p for p in problems)
+    assert any(p.startswith("attrs: required by pyproject.toml (attrs>=23) but not pinned")
+               for p in problems)
+
+
+def test_a_pin_added_to_the_lock_only_is_named(project):
+    with open(project / "lock.txt", "a") as f:
+        f.write("attrs==25.1.0\n")
+    problems = lockfile.check(project / "lock.txt")
+    assert problems == [p for p in problems if p.startswith("attrs: pinned in lock.txt but "
+                                                            "nothing in pyproject.toml requires")]
+    assert len(problems) == 1 and "make lock" in problems[0]
+
+
+def test_a_transitive_pin_removed_from_the_lock_is_named(project):
+    _edit(project / "lock.txt", "sortedcontainers==", "# sortedcontainers==")
+    problems = lockfile.check(project / "lock.txt")
+    assert len(problems) == 1 and problems[0].startswith("sortedcontainers: needed by hypothesis")
+
+
+def test_a_pin_outside_the_range_is_named(project):
+    _edit(project / "pyproject.toml", '"ml_dtypes>=0.5",', '"ml_dtypes>=0.5,<0.7",')
+    pinned = str(lockfile.read_lock(project / "lock.txt")["ml-dtypes"])
+    problems = lockfile.check(project / "lock.txt")
+    if pinned.startswith("0.7"):
+        assert len(problems) == 1 and "does not admit" in problems[0]
+        assert problems[0].startswith("ml_dtypes: lock.txt pins 0.7")
+    else:  # the lock was refreshed below 0.7: the edit must then be accepted
+        assert problems == []
+
+
+def test_a_malformed_line_is_named(project):
+    with open(project / "lock.txt", "a") as f:
+        f.write("numpy>=2\n")
+    with pytest.raises(lockfile.LockError, match=re.escape("'numpy>=2' is not 'name==version'")):
+        lockfile.check(project / "lock.txt")
