@@ -32,3 +32,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Print the peer findings of the session (divergences the exact model blamed on a peer,
+    keyed by the peer's version and code path) and write them to build/peer-findings.json."""
+    import json
+    import sys
+    from pathlib import Path
+
+    peers = sys.modules.get("tilefoundry.conformance.peers")
+    if peers is None or not peers.FINDINGS:
+        return
+    terminalreporter.section("peer findings (the peer was wrong; not failures)")
+    terminalreporter.write_line(peers.FINDINGS.report())
+    out = Path(config.rootpath) / "build" / "peer-findings.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps([{"peer": k.peer, "version": k.version, "code_path": k.code_path,
+                                "class": k.klass, "elements": n}
+                               for k, n in sorted(peers.FINDINGS.items(), key=str)], indent=1))
