@@ -120,16 +120,14 @@ def judge_peer_cast(peer: str, x: np.ndarray, dst: DType, got: np.ndarray,
     ``ours`` defaults to the reference's ``cast``; tests plant a wrong one."""
     src = dtype_of(x)
     ours = cast(x, dst) if ours is None else ours
-    want, counts = peers.model(peer, x, dst)
+    want, counts, documented = peers.model_with_mask(peer, x, dst)
     path = f"{peer_code_path(peer)}: {src}->{dst}"
     for name, n in counts.items():
         peers.FINDINGS.record(peer, path, name, n)
     # elements the model did not predict: either the peer has an undocumented divergence or the
-    # reference (which the model is built on) is wrong; the exact model decides which
-    off = ~peers.same_class(got, want)
-    # elements where the peer agrees with its model, but the reference disagrees with the
-    # peer where no deviation explains it: also decided by the exact model
-    off |= ~peers.same_class(want, ours)
+    # reference (which the model is built on) is wrong; the exact model decides which. Also
+    # where the peer and the reference differ outside every documented deviation.
+    off = ~peers.same_class(got, want) | (~peers.same_class(got, ours) & ~documented)
     j = peers.judge(peer, path, off, lambda idx: peers.exact_cast_agrees(x, dst, ours, idx))
     counts["undocumented"] = j.peer_wrong
     counts["ours_wrong"] = int(j.ours_wrong.size)

@@ -154,7 +154,15 @@ def model(peer: str, x: np.ndarray, dst: DType,
 
     Later deviations of the list take precedence where masks overlap.
     """
+    out, counts, _ = model_with_mask(peer, x, dst, version)
+    return out, counts
+
+
+def model_with_mask(peer: str, x: np.ndarray, dst: DType, version: str | None = None
+                    ) -> tuple[np.ndarray, dict[str, int], np.ndarray]:
+    """``model`` plus the mask of the elements a documented deviation changes."""
     src = dtype_of(x)
+    changed_any = np.zeros(np.shape(x), bool)
     version = peer_version(peer) if version is None else version
     out = cast(x, dst).copy()
     counts: dict[str, int] = {}
@@ -165,8 +173,9 @@ def model(peer: str, x: np.ndarray, dst: DType,
         # a deviation only counts where it changes the contract's result
         changed = mask & (to_bits(vals) != to_bits(out))
         counts[dev.name] = int(changed.sum())
+        changed_any |= changed
         out[mask] = vals[mask]
-    return out, counts
+    return out, counts, changed_any
 
 
 # ---------------------------------------------------------------------------------------------
