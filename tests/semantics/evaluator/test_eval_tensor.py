@@ -2,8 +2,14 @@
 
 Reshape / Transpose / Slice / Concat / Stack are cross-checked bit-exactly against torch CPU on
 random shapes and random bit patterns (bf16, f32, i32; NaN payloads included: these ops move
-bits, they never compute). Cast is checked against ``dtypes.cast`` (the bit-exact contract) on
-planted cases; Zeros on its ``+0`` bit patterns and on its decided errors.
+bits, they never compute). torch is judged, never trusted (issue 14): the same op done by numpy
+on the operands' raw bits (unsigned-integer views, independent of torch and of the evaluator)
+is the model. Our result must have the model's shape and dtype; where torch and the evaluator
+differ, the model decides — ours wrong fails, torch wrong is a finding in ``peers.FINDINGS``
+(keyed by torch's version and CPU capability and the torch call), not a failure. The planted
+meta-tests show a wrong evaluator result still fails. Cast is checked against ``dtypes.cast``
+(the bit-exact contract) on planted cases; Zeros on its ``+0`` bit patterns and on its decided
+errors.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from tilefoundry.conformance import peers
 from tilefoundry.errors import UnsupportedDTypeError
 from tilefoundry.semantics.dtypes import DType, cast, cast_ex, dtype_of, to_bits
 from tilefoundry.semantics.evaluator import tensor as _tensor_impls  # noqa: F401  (registers)
@@ -73,11 +80,42 @@ def from_torch(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
-def same_bits(ours: np.ndarray, ref: torch.Tensor) -> None:
+def raw(x: np.ndarray) -> np.ndarray:
+    """The elements' bits as unsigned integers (a numpy view; shares no code with torch or the
+    evaluator), any rank including 0."""
+    x = np.array(x, copy=True, order="C")
+    return x.view(f"u{x.dtype.itemsize}")
+
+
+def judged(what: str, ours: np.ndarray, ref: torch.Tensor, model: np.ndarray, dtype: np.dtype,
+           *, findings: peers.Findings | None = None) -> peers.Judgement:
+    """Judge the evaluator's ``ours`` and torch's ``ref`` (the torch call ``what``) by
+    ``model``, the op done by numpy on the operands' raw bits (operands of ``dtype``).
+
+    Our shape and dtype must be the model's (these ops keep the operands' dtype). Where torch's bits differ from ours (or torch's
+    shape or dtype is not the model's: every element), the model decides: an element of ours
+    that is not the model's fails; torch wrong is recorded as a finding.
+    """
+    dt = dtype_of(ours)
+    code_path = f"{what} (CPU) {dt}"
+    assert ours.shape == model.shape, f"{what}: the evaluator's shape {ours.shape}, the " \
+        f"model's {model.shape}"
+    assert ours.dtype == dtype, f"{what}: the evaluator's dtype {ours.dtype}, the operands' " \
+        f"{dtype}"
+    mine = raw(ours).reshape(-1)
+    want = model.reshape(-1)
     theirs = from_torch(ref)
-    assert ours.shape == theirs.shape
-    assert ours.dtype == theirs.dtype
-    np.testing.assert_array_equal(to_bits(ours), to_bits(np.ascontiguousarray(theirs)))
+    if theirs.shape != model.shape or theirs.dtype != dtype:
+        disagree = np.ones(ours.shape, bool)  # torch delivered no conforming element
+        klass = "wrong-shape-or-dtype"
+    else:
+        disagree = raw(theirs) != raw(ours)
+        klass = "undocumented"
+    j = peers.judge("torch", code_path, disagree, lambda idx: mine[idx] == want[idx],
+                    klass=klass, findings=findings)
+    j.assert_ours_right(f"{code_path}: the evaluator", show=lambda idx: str(
+        [(int(i), hex(int(mine[i])), hex(int(want[i]))) for i in idx]))
+    return j
 
 
 @st.composite
@@ -106,7 +144,8 @@ def test_reshape_matches_torch(data):
         rem //= d
     new.append(rem)
     new = data.draw(st.permutations(new))
-    same_bits(run(Reshape(tuple(new)), x), to_torch(x).reshape(new))
+    judged("Tensor.reshape", run(Reshape(tuple(new)), x), to_torch(x).reshape(new),
+           raw(x).reshape(new), x.dtype)
 
 
 @given(st.data())
@@ -115,7 +154,8 @@ def test_transpose_matches_torch(data):
     perm = tuple(data.draw(st.permutations(range(x.ndim))))
     if data.draw(st.booleans()):
         perm = tuple(p - x.ndim for p in perm)  # negative axes
-    same_bits(run(Transpose(perm), x), to_torch(x).permute(perm))
+    judged("Tensor.permute", run(Transpose(perm), x), to_torch(x).permute(perm),
+           raw(x).transpose(perm), x.dtype)
 
 
 @given(st.data())
@@ -131,7 +171,7 @@ def test_slice_matches_torch(data):
         steps = [1] * x.ndim
     ours = run(Slice(tuple(begin), tuple(end), strides), x)
     idx = tuple(slice(b, e, t) for b, e, t in zip(begin, end, steps, strict=True))
-    same_bits(ours, to_torch(x)[idx])
+    judged("Tensor slicing", ours, to_torch(x)[idx], raw(x)[idx], x.dtype)
 
 
 @given(st.data())
@@ -144,7 +184,8 @@ def test_concat_matches_torch(data):
         shape = list(base)
         shape[axis] = data.draw(st.integers(0, 4))
         xs.append(data.draw(arrays(dt, tuple(shape))))
-    same_bits(run(Concat(axis), *xs), torch.cat([to_torch(x) for x in xs], dim=axis))
+    judged("torch.cat", run(Concat(axis), *xs), torch.cat([to_torch(x) for x in xs], dim=axis),
+           np.concatenate([raw(x) for x in xs], axis=axis), NP[dt])
 
 
 @given(st.data())
@@ -153,7 +194,59 @@ def test_stack_matches_torch(data):
     shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4))
     xs = [data.draw(arrays(dt, shape)) for _ in range(data.draw(st.integers(1, 4)))]
     axis = data.draw(st.integers(-len(shape) - 1, len(shape)))
-    same_bits(run(Stack(axis), *xs), torch.stack([to_torch(x) for x in xs], dim=axis))
+    judged("torch.stack", run(Stack(axis), *xs), torch.stack([to_torch(x) for x in xs], dim=axis),
+           np.stack([raw(x) for x in xs], axis=axis), NP[dt])
+
+
+# ---------------------------------------------------------------------------------------------
+# planted errors: a wrong evaluator result fails; a wrong torch result is a finding
+# ---------------------------------------------------------------------------------------------
+def _planted_operand() -> np.ndarray:
+    bits = np.array([[0x3F800000, 0x7FC00123, 0x80000000], [0xFF800000, 0x00000001, 0x40490FDB]],
+                    np.uint32)
+    return bits.view(np.float32)
+
+
+@pytest.mark.parametrize("wrong", ["one-element", "nan-payload", "shape", "dtype"])
+def test_planted_wrong_evaluator_result_fails(wrong):
+    """Meta-test: the evaluator's Transpose made wrong — one element's bits, a NaN's payload
+    (these ops move bits: a payload is part of the result), its shape or its dtype — while torch
+    is right: the model convicts ours."""
+    x = _planted_operand()
+    ours = run(Transpose((1, 0)), x).copy()
+    if wrong == "one-element":
+        ours.view(np.uint32)[2, 1] ^= 1
+    elif wrong == "nan-payload":
+        ours.view(np.uint32)[1, 0] ^= 0x100  # still a NaN
+        assert np.isnan(ours[1, 0])
+    elif wrong == "shape":
+        ours = np.ascontiguousarray(ours.reshape(2, 3))
+    else:
+        ours = ours.view(np.int32)
+    match = {"shape": "the evaluator's shape", "dtype": "the evaluator's dtype"}.get(
+        wrong, "reference is wrong on 1 element")
+    with pytest.raises(AssertionError, match=match):
+        judged("Tensor.permute", ours, to_torch(x).permute((1, 0)), raw(x).transpose((1, 0)),
+               x.dtype, findings=peers.Findings())
+
+
+def test_planted_wrong_torch_result_is_a_finding_not_a_failure():
+    x = _planted_operand()
+    theirs = to_torch(x).permute((1, 0)).contiguous().clone()
+    theirs.view(torch.int32)[2, 1] ^= 1
+    ledger = peers.Findings()
+    j = judged("Tensor.permute", run(Transpose((1, 0)), x), theirs, raw(x).transpose((1, 0)),
+               x.dtype, findings=ledger)
+    assert j.disagreements == 1 and j.peer_wrong == 1 and j.ours_wrong.size == 0
+    (key,) = ledger
+    assert ledger[key] == 1 and key.klass == "undocumented"
+    assert key.code_path == "Tensor.permute (CPU) f32"
+    assert key.version == peers.peer_version_label("torch")
+    # a torch result of the wrong shape: every element is torch's error, none ours
+    ledger = peers.Findings()
+    j = judged("Tensor.permute", run(Transpose((1, 0)), x), to_torch(x),
+               raw(x).transpose((1, 0)), x.dtype, findings=ledger)
+    assert j.peer_wrong == 6 and [k.klass for k in ledger] == ["wrong-shape-or-dtype"]
 
 
 # ---------------------------------------------------------------------------------------------
