@@ -31,7 +31,7 @@ candidate's output.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,8 @@ __all__ = [
 
 CONTRACTS_VERSION = "1"
 PASS, FAIL, ERROR, NOT_CHECKED = "PASS", "FAIL", "ERROR", "NOT_CHECKED"
+#: an output with elements whose enclosure admits every value (never a PASS)
+UNJUDGED = "UNJUDGED"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,13 +354,24 @@ def _validate(expected: list, observed: Any) -> tuple[list | None, str]:
 
 
 def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
-          reference: Any = None) -> Verdict:
+          reference: Any = None, enclose: bool = False) -> Verdict:
     """Judge ``observed`` (the candidate's outputs: an array, or a tuple / list of arrays;
-    Sharded values are gathered) against the reference under the contracts."""
+    Sharded values are gathered) against the reference under the contracts.
+
+    ``enclose=True`` judges every output downstream of an inexact op by its sound enclosure
+    (``oracle/enclosure.py``) instead of reporting it NOT_CHECKED: an element outside its
+    enclosure FAILs, an output with elements whose enclosure admits everything is UNJUDGED
+    (never a PASS)."""
     from tilefoundry.semantics.evaluator.core import Evaluation, evaluate
 
-    ev = reference if isinstance(reference, Evaluation) else \
-        evaluate(module, entry, inputs, report=True)
+    encs = None
+    if enclose:
+        from tilefoundry.oracle.enclosure_eval import evaluate_enclosed
+
+        ev, encs = evaluate_enclosed(module, entry, inputs)
+    else:
+        ev = reference if isinstance(reference, Evaluation) else \
+            evaluate(module, entry, inputs, report=True)
     expected = [_gather(x) for x in _as_outputs(ev.value)]
     got, why = _validate(expected, observed)
     if got is None:
@@ -390,6 +403,9 @@ def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
             from tilefoundry.semantics.ir import Function
 
             upstream += [n for n in ups if isinstance(n, Call) and isinstance(n.op, Function)]
+        if upstream and encs is not None:
+            verdicts.append(_judge_enclosure(i, encs[i], e, o))
+            continue
         if upstream:
             moved = _through_movement(prod, index, notes)
             if moved is not None:  # an ulp contract carried through data movement only
@@ -402,8 +418,42 @@ def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
                                                  f"exact composition of their contracts"))
             continue
         verdicts.append(_apply(i, own, prod, e, o))
-    status = FAIL if any(v.status == FAIL for v in verdicts) else PASS
+    status = FAIL if any(v.status == FAIL for v in verdicts) else \
+        UNJUDGED if any(v.status == UNJUDGED for v in verdicts) else PASS
     return Verdict(status, tuple(verdicts), reference=ev)
+
+
+def _judge_enclosure(i: int, enc: Any, e: np.ndarray, o: np.ndarray) -> OutputVerdict:
+    """An output downstream of an inexact op, judged by its enclosure."""
+    from tilefoundry.oracle.enclosure import Enc
+    from tilefoundry.oracle.enclosure_eval import SHARDED
+
+    total = int(e.size)
+    if enc is None:  # no freedom reached this output's value: it is exact
+        return _judge(i, "exact (no freedom reaches it)", compare_exact(e, o), e, o)
+    if enc == SHARDED:
+        return OutputVerdict(i, UNJUDGED, "enclosure", total=total, mismatches=0,
+                             detail=f"{total} element(s) unjudged: a sharded value downstream "
+                                    f"of an inexact op is not enclosed")
+    assert isinstance(enc, Enc)
+    ok = np.asarray(enc.contains(o), bool).reshape(e.shape)
+    unb = np.asarray(enc.unbounded(), bool).reshape(e.shape)
+    w = enc.width_ulps().reshape(e.shape)[~unb]
+    widths = (f"width median {float(np.median(w)):g} / max {float(w.max()):g} ulp"
+              if w.size else "no bounded element")
+    name = f"enclosure({enc.cause or 'composed'}; {widths})"
+    if not ok.all():
+        v = _judge(i, name, ok, e, o)
+        bad = v.worst_index or ()
+        lo, hi = enc.lo.reshape(e.shape), enc.hi.reshape(e.shape)
+        nan = enc.nan.reshape(e.shape)
+        return replace(v, detail=(f"enclosure at {list(bad)}: [{_dec(lo, bad)}, {_dec(hi, bad)}]"
+                                  f"{' or NaN' if nan[bad] else ''}"))
+    if unb.any():
+        return OutputVerdict(i, UNJUDGED, name, total=total,
+                             detail=f"{int(unb.sum())} of {total} element(s) unjudged (their "
+                                    f"enclosure admits every value: {enc.cause})")
+    return OutputVerdict(i, PASS, name, 0, total)
 
 
 _MOVEMENT = ("Reshape", "Transpose", "Slice", "Concat", "Stack", "Gather", "Reshard", "Local",

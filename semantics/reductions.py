@@ -341,18 +341,32 @@ def _f32_dir(v: np.ndarray, up: bool) -> np.ndarray:
     return np.where(fix, np.nextafter(r, _F32(np.inf if up else -np.inf)), r)
 
 
-def _bound_admits(leaves: np.ndarray, k: int, rw: np.ndarray, target: DType, *,
-                  divisor: int | None = None, eta: float = 0.0,
-                  strict_zero: bool = True) -> np.ndarray:
-    """Rigorous membership test for any tree over ``leaves`` (exact values in f64, fiber last).
+@dataclass(frozen=True)
+class BoundInterval:
+    """What ``bound_interval`` proves about any tree over some leaves, per fiber: results lie in
+    ``[lo_t, hi_t]`` (in the target dtype, widened to f32/f64) where ``nonempty``; NaN is
+    possible where ``nan_ok``; ±inf where ``pinf_v`` / ``ninf_v``. ``lo``/``hi``/``vstar``/
+    ``wstar``: the f32 ends before the final rounding (for the zero-sign rule)."""
 
-    Any f32 evaluation v satisfies |v − S| ≤ γ(k)·Σ|leaf| + 2·n·eta (S the exact sum; ``eta``
-    is the absolute error of an underflowing product) unless a partial overflows. Sums in f64
-    err by at most γ64(n−1)·Σ|leaf|; with the f64 roundings of B and S ± B that stays below
-    8·(n+2)·2^-53·Σ|leaf|, which B adds. The admitted f32 values [lo, hi] then go through the
-    monotone maps v -> fl(v / divisor) -> cast(·, target); a NaN end (fp8e4m3 overflow) bounds
-    nothing and admits NaN.
-    """
+    lo_t: np.ndarray
+    hi_t: np.ndarray
+    nan_ok: np.ndarray
+    pinf_v: np.ndarray
+    ninf_v: np.ndarray
+    nonempty: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    vstar: np.ndarray
+    wstar: np.ndarray
+    neg_t: np.ndarray
+    pos_t: np.ndarray
+
+
+def bound_interval(leaves: np.ndarray, k: int, target: DType, *, divisor: int | None = None,
+                   eta: float = 0.0) -> BoundInterval:
+    """The interval every tree over ``leaves`` (exact values in f64, fiber last) lands in; see
+    ``_bound_admits`` for the bound. Shared by the membership test and the oracle's
+    enclosures (``oracle/enclosure.py``)."""
     n = leaves.shape[-1]
     with np.errstate(all="ignore"):
         nan_in = np.isnan(leaves).any(-1)
@@ -381,6 +395,27 @@ def _bound_admits(leaves: np.ndarray, k: int, rw: np.ndarray, target: DType, *,
         nan_ok = nan_v | (nonempty & (np.isnan(lo_t) | np.isnan(hi_t)))
         lo_t = np.where(np.isnan(lo_t), np.where(lo > 0, np.inf, -np.inf), lo_t)
         hi_t = np.where(np.isnan(hi_t), np.where(hi > 0, np.inf, -np.inf), hi_t)
+    return BoundInterval(lo_t, hi_t, nan_ok, pinf_v, ninf_v, nonempty, lo, hi, vstar, wstar,
+                         neg_t, pos_t)
+
+
+def _bound_admits(leaves: np.ndarray, k: int, rw: np.ndarray, target: DType, *,
+                  divisor: int | None = None, eta: float = 0.0,
+                  strict_zero: bool = True) -> np.ndarray:
+    """Rigorous membership test for any tree over ``leaves`` (exact values in f64, fiber last).
+
+    Any f32 evaluation v satisfies |v − S| ≤ γ(k)·Σ|leaf| + 2·n·eta (S the exact sum; ``eta``
+    is the absolute error of an underflowing product) unless a partial overflows. Sums in f64
+    err by at most γ64(n−1)·Σ|leaf|; with the f64 roundings of B and S ± B that stays below
+    8·(n+2)·2^-53·Σ|leaf|, which B adds. The admitted f32 values [lo, hi] then go through the
+    monotone maps v -> fl(v / divisor) -> cast(·, target); a NaN end (fp8e4m3 overflow) bounds
+    nothing and admits NaN.
+    """
+    bi = bound_interval(leaves, k, target, divisor=divisor, eta=eta)
+    lo_t, hi_t, nan_ok, nonempty = bi.lo_t, bi.hi_t, bi.nan_ok, bi.nonempty
+    pinf_v, ninf_v, lo, hi, vstar, wstar = bi.pinf_v, bi.ninf_v, bi.lo, bi.hi, bi.vstar, bi.wstar
+    neg_t, pos_t = bi.neg_t, bi.pos_t
+    with np.errstate(all="ignore"):
         ok = nonempty & (lo_t <= rw) & (rw <= hi_t)
         if strict_zero:  # a tree gives -0 only from all -0 leaves, or a tiny value rounding
             all_negzero = np.all((leaves == 0) & np.signbit(leaves), -1)

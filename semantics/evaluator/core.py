@@ -209,6 +209,14 @@ def evaluate(module: Module, entry: str, inputs: Sequence[np.ndarray], *,
 
     Returns the result value (an array, or a tuple for tuple results); with ``report=True`` an
     ``Evaluation`` holding the value and the per-Call contracts."""
+    value, ev = run(module, entry, inputs)
+    return Evaluation(value, tuple(ev.contracts)) if report else value
+
+
+def run(module: Module, entry: str, inputs: Sequence[np.ndarray],
+        evaluator: type[_Evaluator] = _Evaluator) -> tuple[Any, _Evaluator]:
+    """``evaluate``'s driver: the result value and the evaluator that computed it (a subclass
+    may compute more beside each value: the oracle's enclosures do)."""
     # importing the families registers their implementations
     from tilefoundry.semantics.evaluator import families  # noqa: F401
 
@@ -224,6 +232,5 @@ def evaluate(module: Module, entry: str, inputs: Sequence[np.ndarray], *,
             raise EvaluationError(f"dispatch of @{fn.name}: {e}") from None
         fn = chosen
     args = _check_inputs(fn, list(inputs))
-    ev = _Evaluator(session)
-    value = ev.call_function(fn, args)
-    return Evaluation(value, tuple(ev.contracts)) if report else value
+    ev = evaluator(session)
+    return ev.call_function(fn, args), ev

@@ -1,0 +1,238 @@
+"""Sound enclosures: per element, a set containing every result an execution admitted by the
+contracts could produce, computed beside the reference value for every value of a program.
+
+A contract's freedom (a tree reduction's admitted set, a matmul's reassociation, a
+transcendental's ULP budget, an unspecified float -> int element) enters as an enclosure of the
+op's result; every op downstream maps its operands' enclosures to its result's (one rule per op
+class, ``ENCLOSURES``, with a completeness test). A value no freedom reaches has no enclosure
+(``None``): it is exact, and the oracle compares it bit for bit.
+
+An enclosure (``Enc``) holds, per element, the real part ``[lo, hi]`` (in the value's own dtype;
+``real`` false where it is empty), and ``nan``: whether NaN is admitted. Signed zeros are not
+distinguished inside an interval (−0 and +0 are the same real), so an enclosed output's zero
+sign is not judged — see docs/contracts.md.
+
+Soundness of the rules rests on one fact: every exact op of the contract is a correctly rounded
+(round-to-nearest-even) function, and rounding is monotone, so a function monotone in each
+operand reaches its extremes over a box at the box's corners, and the reference's own kernel
+evaluated at the corners gives them, rounded as an execution would round them. Non-monotone
+functions add their critical points (abs, square: 0; silu, gelu: their minimum); bilinear ones
+(mul, div away from 0) reach extremes at corners as well. A NaN at a corner whose operands are
+not NaN means the box crosses the domain (log of a negative, inf − inf, 0 · inf, a divisor
+straddling 0): the result is then everything (``full``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.semantics.dtypes import DType, cast, dtype_of, from_bits
+from tilefoundry.semantics.formats import FORMATS
+
+#: op class -> rule(ctx, encs, args, value, contracts) -> Enc | tuple[Enc | None, ...] | None
+ENCLOSURES: dict[type, Callable[..., Any]] = {}
+
+
+def register_enclosure(*op_classes: type):
+    def deco(fn):
+        for c in op_classes:
+            if c in ENCLOSURES:
+                raise ValueError(f"enclosure rule for {c.__name__} registered twice")
+            ENCLOSURES[c] = fn
+        return fn
+
+    return deco
+
+
+# ---------------------------------------------------------------------------------------------
+# the enclosure type
+# ---------------------------------------------------------------------------------------------
+def _f64(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    dt = dtype_of(x)
+    if dt.is_float and dt is not DType.F32:
+        return cast(x, DType.F32).astype(np.float64)
+    return x.astype(np.float64)
+
+
+def _isnan(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    return np.isnan(_f64(x)) if dtype_of(x).is_float else np.zeros(x.shape, bool)
+
+
+def _extreme(dt: DType, sign: int) -> np.ndarray:
+    """The largest (sign +1) / smallest (-1) value of a dtype, as a 0-d array of it."""
+    info = FORMATS[dt]
+    st = info.storage
+    if dt is DType.BOOL:
+        return np.asarray(sign > 0)
+    if dt.is_int:
+        ii = np.iinfo(st)
+        return np.asarray(ii.max if sign > 0 else ii.min, st)
+    if info.has_inf:
+        return cast(np.asarray(np.inf * sign, np.float32), dt)
+    if not info.has_sign and sign < 0:  # f8e8m0: code 0 is the smallest value, 2^-127
+        return from_bits(np.zeros((), np.uint8), dt)
+    return cast(np.asarray(_max_finite(dt) * sign, np.float32), dt)
+
+
+def _max_finite(dt: DType) -> float:
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(FORMATS[dt].storage).max)
+
+
+def ordered(x: np.ndarray) -> np.ndarray:
+    from tilefoundry.oracle.compare import ordered as _ordered
+
+    return _ordered(x)
+
+
+def from_ordered(o: np.ndarray, dt: DType) -> np.ndarray:
+    """The inverse of ``compare.ordered`` (clamped to the format's ordered range)."""
+    info = FORMATS[dt]
+    lo_o = int(ordered(_extreme(dt, -1).reshape(1))[0]) if dt.is_float else None
+    hi_o = int(ordered(_extreme(dt, 1).reshape(1))[0]) if dt.is_float else None
+    if not dt.is_float:
+        return np.asarray(o).astype(info.storage)
+    o = np.clip(np.asarray(o, np.int64), lo_o, hi_o)
+    if not info.has_sign:
+        bits = o
+    else:
+        sign = np.int64(1) << (info.bits - 1)
+        bits = np.where(o < 0, sign | (-o), o)
+    from tilefoundry.semantics.dtypes import bits_dtype
+
+    return from_bits(bits.astype(np.uint64).astype(bits_dtype(dt)), dt)
+
+
+@dataclass
+class Enc:
+    """Per element: the real interval ``[lo, hi]`` where ``real``, plus NaN where ``nan``."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    nan: np.ndarray
+    real: np.ndarray
+    cause: str = ""  # the freedom that made it (for reports)
+
+    @property
+    def dtype(self) -> DType:
+        return dtype_of(self.lo)
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.lo.shape)
+
+    @staticmethod
+    def point(v: np.ndarray) -> Enc:
+        v = np.asarray(v)
+        n = _isnan(v)
+        return Enc(v, v, n, ~n)
+
+    @staticmethod
+    def full(dt: DType, shape: tuple, cause: str = "") -> Enc:
+        lo = np.broadcast_to(_extreme(dt, -1), shape).copy()
+        hi = np.broadcast_to(_extreme(dt, 1), shape).copy()
+        return Enc(lo, hi, np.full(shape, dt.is_float), np.ones(shape, bool), cause)
+
+    def unbounded(self) -> np.ndarray:
+        """Elements whose enclosure admits every value of the dtype: unjudged."""
+        dt = self.dtype
+        if dt is DType.BOOL:
+            return self.real & (self.lo != self.hi)
+        lo_e, hi_e = _extreme(dt, -1), _extreme(dt, 1)
+        full = self.real & (_f64(self.lo) <= _f64(lo_e)) & (_f64(self.hi) >= _f64(hi_e))
+        return full & (self.nan | ~dt.is_float)
+
+    def contains(self, o: np.ndarray) -> np.ndarray:
+        o = np.asarray(o)
+        on = _isnan(o)
+        ow = _f64(o)
+        inside = self.real & (_f64(self.lo) <= ow) & (ow <= _f64(self.hi))
+        return np.where(on, self.nan, inside)
+
+    def width_ulps(self) -> np.ndarray:
+        """Per element, the real part's width in ulps of the dtype (0 for a point; float)."""
+        if not self.dtype.is_float:
+            return np.where(self.real, _f64(self.hi) - _f64(self.lo), 0.0)
+        return np.where(self.real, (ordered(self.hi) - ordered(self.lo)).astype(np.float64), 0.0)
+
+    def widen_ulps(self, k: float) -> Enc:
+        if k <= 0 or not self.dtype.is_float:
+            return self
+        kk = math.ceil(k)
+        lo = from_ordered(ordered(self.lo) - kk, self.dtype)
+        hi = from_ordered(ordered(self.hi) + kk, self.dtype)
+        return Enc(np.where(self.real, lo, self.lo), np.where(self.real, hi, self.hi),
+                   self.nan, self.real, self.cause)
+
+
+def hull(a: Enc, b: Enc) -> Enc:
+    lo = np.where(~a.real, b.lo, np.where(~b.real | (_f64(a.lo) <= _f64(b.lo)), a.lo, b.lo))
+    hi = np.where(~a.real, b.hi, np.where(~b.real | (_f64(a.hi) >= _f64(b.hi)), a.hi, b.hi))
+    return Enc(lo, hi, a.nan | b.nan, a.real | b.real, a.cause or b.cause)
+
+
+def as_enc(e: Enc | None, v: np.ndarray) -> Enc:
+    return Enc.point(v) if e is None else e
+
+
+def from_candidates(cands: list[np.ndarray], nan_in: np.ndarray, dt: DType,
+                    cause: str = "") -> Enc:
+    """The hull of corner evaluations ``cands`` (arrays of ``dt``). A NaN candidate where the
+    operands were not NaN (``nan_in`` false) crosses the domain: that element is everything."""
+    vals = np.stack([_f64(c) for c in cands])
+    isn = np.isnan(vals)
+    with np.errstate(all="ignore"):
+        lo_w = np.where(isn, np.inf, vals).min(0)
+        hi_w = np.where(isn, -np.inf, vals).max(0)
+    real = ~isn.all(0)
+    crossed = isn.any(0) & ~nan_in
+    stack = np.stack(cands)
+    ilo = np.where(isn, np.inf, vals).argmin(0)
+    ihi = np.where(isn, -np.inf, vals).argmax(0)
+    lo = np.take_along_axis(stack, ilo[None], 0)[0]
+    hi = np.take_along_axis(stack, ihi[None], 0)[0]
+    del lo_w, hi_w
+    e = Enc(lo, hi, isn.any(0), real, cause)
+    if crossed.any():
+        f = Enc.full(dt, e.shape, cause)
+        e = Enc(np.where(crossed, f.lo, e.lo), np.where(crossed, f.hi, e.hi), e.nan | crossed,
+                e.real | crossed, cause)
+    return e
+
+
+def corners(fn: Callable[..., np.ndarray], encs: list[Enc], extra: list[list[np.ndarray]] |
+            None = None) -> tuple[list[np.ndarray], np.ndarray]:
+    """Evaluate ``fn`` at every corner of the operands' boxes (an empty real part is NaN
+    there), plus ``extra`` points per operand; returns the candidates and the NaN-input mask."""
+    pts = []
+    nan_in = np.zeros(np.broadcast_shapes(*(e.shape for e in encs)), bool)
+    for i, e in enumerate(encs):
+        dt = e.dtype
+        if dt.is_float:
+            nanv = cast(np.asarray(np.nan, np.float32), dt)
+            lo = np.where(e.real, e.lo, nanv)
+            hi = np.where(e.real, e.hi, nanv)
+        else:
+            lo, hi = e.lo, e.hi
+        p = [lo, hi] + (extra[i] if extra else [])
+        pts.append(p)
+        nan_in = nan_in | ~e.real
+    cands = []
+    with np.errstate(all="ignore"):
+        for combo in itertools.product(*pts):
+            cands.append(np.asarray(fn(*combo)))
+    shape = np.broadcast_shapes(*(c.shape for c in cands))
+    return [np.broadcast_to(c, shape) for c in cands], np.broadcast_to(nan_in, shape)
+
+
+def with_nan(e: Enc, nan: np.ndarray) -> Enc:
+    return Enc(e.lo, e.hi, e.nan | np.broadcast_to(nan, e.shape), e.real, e.cause)

@@ -1,0 +1,630 @@
+"""The enclosure rule of every op class (``ENCLOSURES``), grouped by op family.
+
+A rule gets a ``Site`` (the op, a fresh evaluation context to run the reference's own kernel
+at box corners, the operand enclosures — ``None`` for an exact operand —, the operand values,
+the reference result and the contracts this call noted) and returns the result's enclosure:
+an ``Enc``, ``None`` (the result is exact), or a tuple of them for tuple results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.oracle.enclosure import (
+    Enc,
+    _f64,
+    _isnan,
+    as_enc,
+    corners,
+    from_candidates,
+    from_ordered,
+    ordered,
+    register_enclosure,
+    with_nan,
+)
+from tilefoundry.semantics.dtypes import DType, cast, dtype_of
+from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
+from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind
+from tilefoundry.semantics.ops.nn import (
+    Conv2D,
+    Gelu,
+    LayerNorm,
+    MatMul,
+    ReLU,
+    RMSNorm,
+    RoPE,
+    Sigmoid,
+    Silu,
+    SoftMax,
+    Tanh,
+)
+from tilefoundry.semantics.ops.shape import ShapeCompose, ShapeExtract
+from tilefoundry.semantics.ops.sharding import Local, Reshard
+from tilefoundry.semantics.ops.tensor import (
+    CacheUpdate,
+    Cast,
+    Concat,
+    Gather,
+    InsertSlice,
+    Rank,
+    Reduce,
+    ReduceKind,
+    Reshape,
+    ShapeOf,
+    Slice,
+    Stack,
+    TopK,
+    Transpose,
+    Zeros,
+)
+
+
+@dataclass
+class Site:
+    op: Any
+    call: Any
+    out_type: Any
+    dims: Any
+    encs: list  # Enc | None per operand
+    args: tuple
+    value: Any
+    contracts: list  # OpContract noted by this call
+
+    def impl(self, *args) -> Any:
+        """The reference kernel on other operand values (its notes are discarded)."""
+        ctx = EvalCtx(self.op, self.call, self.out_type, [], tuple(args), self.dims)
+        return EVALUATORS[type(self.op)](ctx, tuple(args))
+
+    def enc(self, i: int) -> Enc:
+        return as_enc(self.encs[i], np.asarray(self.args[i]))
+
+    @property
+    def ulp(self) -> float:
+        return max([float(c.ulp) for c in self.contracts if c.kind == "ulp"] or [0.0])
+
+    @property
+    def exact_inputs(self) -> bool:
+        return all(e is None for e in self.encs)
+
+
+def _to_dt(v64: np.ndarray, dt: DType) -> np.ndarray:
+    """f64 values to ``dt`` by round-to-nearest through f32 (within one ulp of ``dt``)."""
+    with np.errstate(all="ignore"):
+        f = np.asarray(v64, np.float64).astype(np.float32)
+    return f if dt is DType.F32 else cast(f, dt)
+
+
+def _full_like(v: np.ndarray, cause: str) -> Enc:
+    return Enc.full(dtype_of(np.asarray(v)), tuple(np.shape(v)), cause)
+
+
+def _ulp_source(s: Site, cause: str) -> Enc:
+    """The freedom of a ULP-budget op on exact inputs: the reference ± budget ulps."""
+    return Enc.point(np.asarray(s.value)).widen_ulps(s.ulp) if s.ulp else None
+
+
+def _outward(v64_lo: np.ndarray, v64_hi: np.ndarray, dt: DType, nan: np.ndarray,
+             real: np.ndarray, cause: str) -> Enc:
+    """Round f64 bounds (within 2^-40 relative of the true bounds) outward onto ``dt``."""
+    with np.errstate(all="ignore"):
+        slo = v64_lo - np.abs(v64_lo) * 2.0 ** -40 - 1e-300
+        shi = v64_hi + np.abs(v64_hi) * 2.0 ** -40 + 1e-300
+        lo = _to_dt(slo, dt)
+        hi = _to_dt(shi, dt)
+    lo = from_ordered(ordered(lo) - 1, dt)
+    hi = from_ordered(ordered(hi) + 1, dt)
+    bad = np.isnan(v64_lo) | np.isnan(v64_hi)
+    e = Enc(lo, hi, nan | bad, real, cause)
+    if bad.any():
+        f = Enc.full(dt, e.shape, cause)
+        e = Enc(np.where(bad, f.lo, e.lo), np.where(bad, f.hi, e.hi), e.nan, e.real | bad,
+                cause)
+    return e
+
+
+# ---------------------------------------------------------------------------------------------
+# math: Binary, Unary
+# ---------------------------------------------------------------------------------------------
+_CMP = {BinaryKind.EQ, BinaryKind.NE, BinaryKind.LT, BinaryKind.LE, BinaryKind.GT,
+        BinaryKind.GE}
+_INT_WRAP = {BinaryKind.ADD, BinaryKind.SUB, BinaryKind.MUL, BinaryKind.DIV}
+
+
+def _compare(kind: BinaryKind, a: Enc, b: Enc, shape) -> Enc:
+    al, ah, bl, bh = _f64(a.lo), _f64(a.hi), _f64(b.lo), _f64(b.hi)
+    both = a.real & b.real
+    if kind is BinaryKind.LT:
+        sure_t, may_t = both & (ah < bl), both & (al < bh)
+    elif kind is BinaryKind.LE:
+        sure_t, may_t = both & (ah <= bl), both & (al <= bh)
+    elif kind is BinaryKind.GT:
+        sure_t, may_t = both & (al > bh), both & (ah > bl)
+    elif kind is BinaryKind.GE:
+        sure_t, may_t = both & (al >= bh), both & (ah >= bl)
+    else:
+        overlap = both & (al <= bh) & (bl <= ah)
+        point = both & (al == ah) & (bl == bh) & (al == bl)
+        sure_t, may_t = point, overlap
+        if kind is BinaryKind.NE:
+            sure_t, may_t = both & ~overlap, ~point
+    nan = a.nan | b.nan | ~a.real | ~b.real  # a NaN operand: False (True for ne)
+    if kind is BinaryKind.NE:
+        may_t = may_t | nan
+        sure_t = sure_t & ~(a.nan | b.nan)
+    else:
+        sure_t = sure_t & ~nan
+        may_f_nan = nan
+        del may_f_nan
+    lo = np.broadcast_to(sure_t, shape).copy()
+    hi = np.broadcast_to(may_t | sure_t, shape).copy()
+    return Enc(lo, hi, np.zeros(shape, bool), np.ones(shape, bool), a.cause or b.cause)
+
+
+@register_enclosure(Binary)
+def _binary(s: Site):
+    kind = s.op.kind
+    a, b = s.enc(0), s.enc(1)
+    v = np.asarray(s.value)
+    dt = a.dtype
+    if kind in _CMP:
+        return _compare(kind, a, b, v.shape)
+    if dt.is_int and kind in _INT_WRAP | {BinaryKind.MIN, BinaryKind.MAX} and \
+            kind not in (BinaryKind.MIN, BinaryKind.MAX):
+        return _full_like(v, "integer arithmetic on an enclosed operand (wraps)")
+    if dt.is_float and kind is BinaryKind.DIV:
+        straddle = b.real & (_f64(b.lo) <= 0) & (_f64(b.hi) >= 0) & ~(
+            (_f64(b.lo) == 0) & (_f64(b.hi) == 0))
+    else:
+        straddle = None
+    cands, nan_in = corners(s.impl, [a, b])
+    e = from_candidates(cands, nan_in, dtype_of(v), a.cause or b.cause)
+    if dt.is_float:
+        e = with_nan(e, np.broadcast_to(a.nan, v.shape) | np.broadcast_to(b.nan, v.shape))
+    if straddle is not None and np.any(straddle):
+        f = _full_like(v, "division by an interval containing 0")
+        m = np.broadcast_to(straddle, v.shape)
+        e = Enc(np.where(m, f.lo, e.lo), np.where(m, f.hi, e.hi), e.nan | m, e.real | m, e.cause)
+    return e
+
+
+#: critical points of non-monotone elementwise functions (their extrema inside the domain)
+_CRIT = {UnaryKind.ABS: (0.0,), UnaryKind.SQUARE: (0.0,)}
+_SILU_MIN, _GELU_MIN, _GELU_TANH_MIN = -1.2784645427610738, -0.7517915246935645, -0.7522
+
+
+def _crit_points(x: Enc, crits: tuple[float, ...]) -> list[np.ndarray]:
+    """The grid points of x's dtype around each critical point, clipped into x's interval."""
+    dt = x.dtype
+    out = []
+    lo, hi = _f64(x.lo), _f64(x.hi)
+    for c in crits:
+        cv = cast(np.full(x.shape, c, np.float32), dt) if dt.is_float else \
+            np.full(x.shape, c).astype(x.lo.dtype)
+        base = ordered(cv) if dt.is_float else None
+        for k in (-2, -1, 0, 1, 2):
+            p = from_ordered(base + k, dt) if dt.is_float else cv
+            pw = _f64(p)
+            inside = (pw >= lo) & (pw <= hi)
+            out.append(np.where(inside, p, x.lo))
+    return out
+
+
+def _elementwise_unary(s: Site, crits: tuple[float, ...] = ()) -> Enc | None:
+    x = s.enc(0)
+    v = np.asarray(s.value)
+    if s.exact_inputs:
+        return _ulp_source(s, str(s.op))
+    dt = x.dtype
+    if dt.is_int and x.lo.dtype.kind == "i" and np.any(x.real & (x.lo == np.iinfo(x.lo.dtype)
+                                                                  .min)):
+        return _full_like(v, "integer unary at the minimum (wraps)")
+    extra = [_crit_points(x, crits)] if crits else None
+    cands, nan_in = corners(s.impl, [x], extra)
+    e = from_candidates(cands, nan_in, dtype_of(v), x.cause)
+    if dt.is_float:
+        e = with_nan(e, x.nan)
+    return e.widen_ulps(s.ulp)
+
+
+@register_enclosure(Unary)
+def _unary(s: Site):
+    return _elementwise_unary(s, _CRIT.get(s.op.kind, ()))
+
+
+@register_enclosure(ReLU, Sigmoid, Tanh)
+def _monotone_nn(s: Site):
+    return _elementwise_unary(s)
+
+
+@register_enclosure(Silu)
+def _silu(s: Site):
+    return _elementwise_unary(s, (_SILU_MIN,))
+
+
+@register_enclosure(Gelu)
+def _gelu(s: Site):
+    return _elementwise_unary(s, (_GELU_MIN, _GELU_TANH_MIN))
+
+
+# ---------------------------------------------------------------------------------------------
+# Cast
+# ---------------------------------------------------------------------------------------------
+@register_enclosure(Cast)
+def _cast(s: Site):
+    v = np.asarray(s.value)
+    unspec = [c for c in s.contracts if c.kind == "unspecified" and c.mask is not None]
+    x = s.enc(0)
+    dst = dtype_of(v)
+    if s.exact_inputs:
+        e = None
+    else:
+        cands, nan_in = corners(s.impl, [x])
+        e = from_candidates(cands, nan_in, dst, x.cause)
+        if dst.is_float:
+            e = with_nan(e, x.nan)
+        elif x.dtype.is_float:  # NaN or out-of-range sources are unspecified: anything
+            lim = np.iinfo(v.dtype) if dst is not DType.BOOL else None
+            if lim is not None:
+                out = x.nan | ~x.real | (_f64(x.lo) <= lim.min - 1.0) | \
+                    (_f64(x.hi) >= lim.max + 1.0)
+            else:
+                out = x.nan | ~x.real
+            f = _full_like(v, "float -> int of a possibly out-of-range value")
+            e = Enc(np.where(out, f.lo, e.lo), np.where(out, f.hi, e.hi), e.nan, e.real | out,
+                    e.cause)
+    for c in unspec:
+        m = np.broadcast_to(np.asarray(c.mask, bool), v.shape)
+        base = e if e is not None else Enc.point(v)
+        f = _full_like(v, "unspecified float -> int element")
+        e = Enc(np.where(m, f.lo, base.lo), np.where(m, f.hi, base.hi), base.nan | (
+            m & f.nan), base.real | m, "unspecified")
+    return e
+
+
+# ---------------------------------------------------------------------------------------------
+# Reduce, MatMul, Conv2D: the admitted sets
+# ---------------------------------------------------------------------------------------------
+def _tree_bounds(leaves_lo: np.ndarray, leaves_hi: np.ndarray, k: int, target: DType,
+                 divisor: int | None, eta: float, cause: str) -> Enc:
+    """Every tree over leaves anywhere in [leaves_lo, leaves_hi] (f64, fiber last) lands in the
+    returned enclosure: a tree is monotone in its leaves, and ``bound_interval`` bounds every
+    tree over fixed leaves."""
+    from tilefoundry.semantics.reductions import bound_interval
+
+    blo = bound_interval(leaves_lo, k, target, divisor=divisor, eta=eta)
+    bhi = bound_interval(leaves_hi, k, target, divisor=divisor, eta=eta)
+    lo64 = np.where(blo.nonempty, blo.lo_t, np.where(blo.pinf_v, np.inf, -np.inf))
+    hi64 = np.where(bhi.nonempty, bhi.hi_t, np.where(bhi.ninf_v, -np.inf, np.inf))
+    lo, hi = _to_dt(lo64, target), _to_dt(hi64, target)  # exact: already on the target grid
+    nan = blo.nan_ok | bhi.nan_ok
+    real = np.ones(lo.shape, bool)
+    return Enc(lo, hi, nan, real, cause)
+
+
+def _fiber_last(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    keep = [a for a in range(x.ndim) if a not in axes]
+    y = np.transpose(x, keep + list(axes))
+    return y.reshape(*y.shape[:len(keep)], -1)
+
+
+@register_enclosure(Reduce)
+def _reduce(s: Site):
+    op = s.op
+    v = np.asarray(s.value)
+    x = s.enc(0)
+    dt = x.dtype
+    axes = tuple(sorted(a % max(x.lo.ndim, 1) for a in op.axes)) if x.lo.ndim else ()
+    tree = dt.is_float and op.kind in (ReduceKind.SUM, ReduceKind.MEAN) and \
+        not op.policy.startswith("fold")
+    if s.exact_inputs and not tree:
+        return None
+    if dt.is_int and op.kind in (ReduceKind.SUM, ReduceKind.MEAN):
+        return _full_like(v, "integer sum of enclosed values (wraps)")
+    if tree:
+        lo, hi = _fiber_last(_f64(x.lo), axes), _fiber_last(_f64(x.hi), axes)
+        n = lo.shape[-1]
+        if n == 0:
+            return None
+        nan_in = _fiber_last(x.nan | ~x.real, axes).any(-1)
+        lo = np.where(_fiber_last(x.real, axes), lo, np.nan)
+        hi = np.where(_fiber_last(x.real, axes), hi, np.nan)
+        e = _tree_bounds(lo, hi, n - 1, dtype_of(v),
+                         n if op.kind is ReduceKind.MEAN else None, 0.0,
+                         f"Reduce({op.kind.value}, {op.policy})")
+        e = with_nan(e, nan_in)
+        return Enc(e.lo.reshape(v.shape), e.hi.reshape(v.shape), e.nan.reshape(v.shape),
+                   e.real.reshape(v.shape), e.cause)
+    # fold policies, max / min / abs_max: monotone in every element
+    if op.kind is ReduceKind.ABS_MAX:
+        xa = _elementwise_abs(x)
+        cands, _ = corners(s.impl, [xa])
+        nan_fiber = None
+    else:
+        cands, _ = corners(s.impl, [x])
+    nan_fiber = np.asarray(np.any(x.nan | ~x.real, axis=axes, keepdims=op.keepdim)) \
+        if x.lo.ndim else (x.nan | ~x.real)
+    nan_fiber = np.broadcast_to(nan_fiber, v.shape) if nan_fiber.size == v.size else \
+        nan_fiber.reshape(v.shape)
+    e = from_candidates(cands, nan_fiber, dtype_of(v), x.cause)
+    return with_nan(e, nan_fiber)
+
+
+def _elementwise_abs(x: Enc) -> Enc:
+    lo, hi = _f64(x.lo), _f64(x.hi)
+    straddle = (lo <= 0) & (hi >= 0)
+    zero = np.zeros_like(x.lo)
+    alo = np.where(straddle, zero, np.where(lo > 0, x.lo, -x.hi))
+    ahi = np.where(np.abs(lo) >= np.abs(hi), -x.lo if x.dtype.is_float or x.lo.dtype.kind ==
+                   "u" else np.abs(x.lo), x.hi)
+    ahi = np.where(np.abs(lo) >= np.abs(hi), np.abs(x.lo), np.abs(x.hi))
+    return Enc(alo.astype(x.lo.dtype), ahi.astype(x.lo.dtype), x.nan, x.real, x.cause)
+
+
+def _products(a: Enc, b: Enc) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (..., m, n, k): the f64 product intervals of a (..., m, k) and b (..., k, n) (exact
+    products of f32-representable values) and NaN-possible leaves."""
+    with np.errstate(all="ignore"):
+        al, ah = _f64(a.lo)[..., :, None, :], _f64(a.hi)[..., :, None, :]
+        bl = np.swapaxes(_f64(b.lo), -1, -2)[..., None, :, :]
+        bh = np.swapaxes(_f64(b.hi), -1, -2)[..., None, :, :]
+        c = np.stack(np.broadcast_arrays(al * bl, al * bh, ah * bl, ah * bh))
+        isn = np.isnan(c)
+        lo = np.where(isn, np.inf, c).min(0)
+        hi = np.where(isn, -np.inf, c).max(0)
+        an = (a.nan | ~a.real)[..., :, None, :]
+        bn = np.swapaxes(b.nan | ~b.real, -1, -2)[..., None, :, :]
+        nan = isn.any(0) | an | bn
+    return lo, hi, np.broadcast_to(nan, lo.shape)
+
+
+def _matmul_enc(a: Enc, b: Enc, out_dt: DType, cause: str) -> Enc:
+    from tilefoundry.semantics.matmul import ETA_F32
+
+    lo, hi, nan = _products(a, b)
+    k = lo.shape[-1]
+    if k == 0:
+        return None
+    lo = np.where(nan, 0.0, lo)
+    hi = np.where(nan, 0.0, hi)
+    e = _tree_bounds(lo, hi, k, out_dt, None, ETA_F32, cause)
+    return with_nan(e, nan.any(-1))
+
+
+@register_enclosure(MatMul)
+def _matmul(s: Site):
+    v = np.asarray(s.value)
+    if s.exact_inputs and not s.contracts:
+        return None
+    e = _matmul_enc(s.enc(0), s.enc(1), dtype_of(v), "MatMul")
+    if e is None:
+        return None
+    return Enc(*(np.broadcast_to(t, v.shape).copy() for t in (e.lo, e.hi, e.nan, e.real)),
+               e.cause)
+
+
+@register_enclosure(Conv2D)
+def _conv2d(s: Site):
+    from tilefoundry.semantics.evaluator.nn import conv2d_operands, conv2d_result
+
+    v = np.asarray(s.value)
+    if s.exact_inputs and not s.contracts:
+        return None
+    op = s.op
+    ex, ew, eb = s.enc(0), s.enc(1), s.enc(2)
+    parts = []
+    for attr in ("lo", "hi"):
+        parts.append(conv2d_operands(getattr(ex, attr), getattr(ew, attr), getattr(eb, attr),
+                                     op.stride, op.padding, op.dilation, op.groups))
+    flags = conv2d_operands(*(np.where(e.nan | ~e.real, 1.0, 0.0).astype(np.float32)
+                              for e in (ex, ew, eb)), op.stride, op.padding, op.dilation,
+                            op.groups)
+    (alo, blo, shape), (ahi, bhi, _) = parts
+    a = Enc(alo, ahi, flags[0] != 0, np.ones(alo.shape, bool))
+    b = Enc(blo, bhi, flags[1] != 0, np.ones(blo.shape, bool))
+    e = _matmul_enc(a, b, dtype_of(v), "Conv2D")
+    if e is None:
+        return None
+    return Enc(*(conv2d_result(t, shape) for t in (e.lo, e.hi, e.nan, e.real)), "Conv2D")
+
+
+# ---------------------------------------------------------------------------------------------
+# normalizations and RoPE: interval arithmetic in f64, rounded outward, widened by the budget
+# ---------------------------------------------------------------------------------------------
+def _iv(e: Enc) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lo, hi = _f64(e.lo), _f64(e.hi)
+    bad = e.nan | ~e.real | ~np.isfinite(lo) | ~np.isfinite(hi)
+    return np.where(bad, 0.0, lo), np.where(bad, 0.0, hi), bad
+
+
+def _imul(al, ah, bl, bh):
+    c = np.stack([al * bl, al * bh, ah * bl, ah * bh])
+    return c.min(0), c.max(0)
+
+
+def _isq(al, ah):
+    lo = np.where((al <= 0) & (ah >= 0), 0.0, np.minimum(al * al, ah * ah))
+    return lo, np.maximum(al * al, ah * ah)
+
+
+def _row_op(s: Site, fn) -> Enc | None:
+    v = np.asarray(s.value)
+    if s.exact_inputs:
+        return _ulp_source(s, type(s.op).__name__)
+    with np.errstate(all="ignore"):
+        lo, hi, bad = fn(s)
+    bad = np.broadcast_to(bad, v.shape)
+    e = _outward(lo, hi, dtype_of(v), np.zeros(v.shape, bool), np.ones(v.shape, bool),
+                 type(s.op).__name__)
+    f = _full_like(v, f"{type(s.op).__name__} of a non-finite / NaN enclosed row")
+    e = Enc(np.where(bad, f.lo, e.lo), np.where(bad, f.hi, e.hi), e.nan | bad, e.real,
+            e.cause)
+    return e.widen_ulps(s.ulp)
+
+
+@register_enclosure(SoftMax)
+def _softmax(s: Site):
+    def fn(s):
+        ax = s.op.axis % np.ndim(s.value)
+        lo, hi, bad = (np.moveaxis(t, ax, -1) for t in _iv(s.enc(0)))
+        m = hi.max(-1, keepdims=True)
+        el, eh = np.exp(lo - m), np.exp(hi - m)
+        sl, sh = el.sum(-1, keepdims=True), eh.sum(-1, keepdims=True)
+        ylo = el / (el + (sh - eh))
+        yhi = eh / (eh + (sl - el))
+        rowbad = np.broadcast_to(bad.any(-1, keepdims=True), bad.shape)
+        return (np.moveaxis(ylo, -1, ax), np.moveaxis(yhi, -1, ax),
+                np.moveaxis(rowbad, -1, ax))
+
+    return _row_op(s, fn)
+
+
+def _rms_or_ln(s: Site, centered: bool):
+    xl, xh, xb = _iv(s.enc(0))
+    gl, gh, gb = _iv(s.enc(1))
+    n = xl.shape[-1]
+    eps = float(s.op.eps)
+    if centered:
+        bl, bh, bb = _iv(s.enc(2))
+        mul, muh = xl.mean(-1, keepdims=True), xh.mean(-1, keepdims=True)
+        dl, dh = xl - muh, xh - mul
+        ql, qh = _isq(dl, dh)
+    else:
+        dl, dh = xl, xh
+        ql, qh = _isq(xl, xh)
+        bl = bh = 0.0
+        bb = False
+    vl, vh = ql.sum(-1, keepdims=True) / n + eps, qh.sum(-1, keepdims=True) / n + eps
+    rl, rh = 1.0 / np.sqrt(vh), 1.0 / np.sqrt(vl)
+    yl, yh = _imul(dl, dh, rl, rh)
+    yl, yh = _imul(yl, yh, gl, gh)
+    bad = np.broadcast_to(xb.any(-1, keepdims=True), xb.shape) | gb | bb
+    return yl + bl, yh + bh, bad
+
+
+@register_enclosure(RMSNorm)
+def _rmsnorm(s: Site):
+    return _row_op(s, lambda s: _rms_or_ln(s, False))
+
+
+@register_enclosure(LayerNorm)
+def _layernorm(s: Site):
+    return _row_op(s, lambda s: _rms_or_ln(s, True))
+
+
+@register_enclosure(RoPE)
+def _rope(s: Site):
+    outs = s.value
+    if s.exact_inputs:
+        return tuple(Enc.point(np.asarray(o)).widen_ulps(s.ulp) if s.ulp else None
+                     for o in outs)
+    res = []
+    pos = np.asarray(s.args[4]).astype(np.int64)
+    cl, ch, cb = _iv(s.enc(2))
+    sl, sh, sb = _iv(s.enc(3))
+    if s.encs[4] is not None:
+        return tuple(_full_like(o, "RoPE with enclosed positions") for o in outs)
+    cl, ch, cb, sl, sh, sb = (t[pos] for t in (cl, ch, cb, sl, sh, sb))
+    for i, o in enumerate(outs):
+        xl, xh, xb = _iv(s.enc(i))
+        h = xl.shape[-1] // 2
+        rl = np.concatenate([-xh[..., h:], xl[..., :h]], -1)
+        rh = np.concatenate([-xl[..., h:], xh[..., :h]], -1)
+        rb = np.concatenate([xb[..., h:], xb[..., :h]], -1)
+        with np.errstate(all="ignore"):
+            p1l, p1h = _imul(xl, xh, cl, ch)
+            p2l, p2h = _imul(rl, rh, sl, sh)
+        bad = xb | rb | cb | sb
+        ov = np.asarray(o)
+        e = _outward(p1l + p2l, p1h + p2h, dtype_of(ov), np.zeros(ov.shape, bool),
+                     np.ones(ov.shape, bool), "RoPE")
+        f = _full_like(ov, "RoPE of a non-finite enclosed element")
+        bad = np.broadcast_to(bad, ov.shape)
+        e = Enc(np.where(bad, f.lo, e.lo), np.where(bad, f.hi, e.hi), e.nan | bad, e.real,
+                e.cause)
+        res.append(e.widen_ulps(s.ulp))
+    return tuple(res)
+
+
+# ---------------------------------------------------------------------------------------------
+# data movement: the reference kernel moves each part of the enclosure
+# ---------------------------------------------------------------------------------------------
+#: operand positions that carry data (the others are indices / offsets / shapes)
+_DATA = {Gather: (0,), InsertSlice: (0, 1), CacheUpdate: (0, 3)}
+
+
+def _flag(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """A bool mask as values of ``like``'s dtype (1 / 0), so a movement kernel moves it."""
+    dt = dtype_of(like)
+    if dt is DType.BOOL:
+        return np.asarray(mask, bool)
+    if dt.is_float:
+        return cast(np.where(mask, 1.0, 0.0).astype(np.float32), dt)
+    return np.asarray(mask).astype(like.dtype)
+
+
+def _unflag(x: np.ndarray) -> np.ndarray:
+    return _f64(np.asarray(x)) != 0
+
+
+@register_enclosure(Reshape, Transpose, Slice, Concat, Stack, Gather, InsertSlice, CacheUpdate)
+def _movement(s: Site):
+    data = _DATA.get(type(s.op), tuple(range(len(s.args))))
+    v = np.asarray(s.value)
+    if any(e is not None for i, e in enumerate(s.encs) if i not in data):
+        return _full_like(v, f"{type(s.op).__name__} with an enclosed index / offset")
+    if all(s.encs[i] is None for i in data):
+        return None
+    parts = {}
+    for attr in ("lo", "hi", "nan", "real"):
+        args = list(s.args)
+        for i in data:
+            e = s.enc(i)
+            t = getattr(e, attr)
+            args[i] = t if attr in ("lo", "hi") else _flag(t, np.asarray(s.args[i]))
+        r = np.asarray(s.impl(*args))
+        parts[attr] = r if attr in ("lo", "hi") else _unflag(r)
+    cause = next(e.cause for e in s.encs if e is not None)
+    return Enc(parts["lo"], parts["hi"], parts["nan"], parts["real"], cause)
+
+
+@register_enclosure(TopK)
+def _topk(s: Site):
+    vals, idx = s.value
+    if s.exact_inputs:
+        return None
+    x = s.enc(0)
+    lo_v, _ = s.impl(np.where(x.real, x.lo, x.lo), *s.args[1:])
+    hi_v, _ = s.impl(x.hi, *s.args[1:])
+    # the k-th order statistic is monotone in every element
+    nan_any = np.any(x.nan | ~x.real)
+    lo_v, hi_v = np.asarray(lo_v), np.asarray(hi_v)
+    swap = _f64(lo_v) > _f64(hi_v)
+    ev = Enc(np.where(swap, hi_v, lo_v), np.where(swap, lo_v, hi_v),
+             np.full(lo_v.shape, bool(nan_any)), np.ones(lo_v.shape, bool), x.cause)
+    if nan_any:
+        ev = _full_like(np.asarray(vals), "TopK over possibly-NaN elements")
+    width = np.any(_f64(x.lo) != _f64(x.hi)) or nan_any
+    ei = _full_like(np.asarray(idx), "TopK indices of enclosed (non-point) values") if width \
+        else None
+    return (ev, ei)
+
+
+# ---------------------------------------------------------------------------------------------
+# shapes and zeros are exact; sharded values are not enclosed (yet)
+# ---------------------------------------------------------------------------------------------
+@register_enclosure(ShapeOf, Rank, ShapeExtract, ShapeCompose, Zeros)
+def _exact(s: Site):
+    return None
+
+
+@register_enclosure(Reshard, Local)
+def _sharded(s: Site):
+    if s.exact_inputs:
+        return None  # a Partial completion on exact inputs: judged by its admitted set
+    return "sharded"
+
+
+__all__ = ["Site", "_isnan"]
