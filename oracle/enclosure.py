@@ -56,9 +56,10 @@ def register_enclosure(*op_classes: type):
 def _f64(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     dt = dtype_of(x)
-    if dt.is_float and dt is not DType.F32:
-        return cast(x, DType.F32).astype(np.float64)
-    return x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        if dt.is_float and dt is not DType.F32:
+            return cast(x, DType.F32).astype(np.float64)
+        return x.astype(np.float64)
 
 
 def _isnan(x: np.ndarray) -> np.ndarray:

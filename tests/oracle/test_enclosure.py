@@ -1,0 +1,226 @@
+"""Sound enclosures (issue 15): outputs downstream of an inexact op are judged, not skipped.
+
+Wrong answers composed from primitives must FAIL with the element, its enclosure and the
+distance; legal executions the contracts admit (another tree order, a transcendental within its
+ULP budget) must PASS. Candidates here are computed independently of the reference (numpy f32
+arithmetic in an explicit order), never from its output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tilefoundry.oracle import enclosure_eval  # noqa: F401  (registers the rules)
+from tilefoundry.oracle.compare import FAIL, PASS, UNJUDGED, check
+from tilefoundry.oracle.enclosure import ENCLOSURES
+from tilefoundry.semantics.dtypes import cast
+from tilefoundry.semantics.evaluator import families  # noqa: F401  (registers)
+from tilefoundry.semantics.evaluator.core import evaluate
+from tilefoundry.semantics.evaluator.registry import EVALUATORS
+from tilefoundry.semantics.formats import DType
+from tilefoundry.semantics.ir import Call, Constant, Function, Module, Var
+from tilefoundry.semantics.ops import Binary, BinaryKind, Unary, UnaryKind
+from tilefoundry.semantics.ops.tensor import Reduce, ReduceKind
+from tilefoundry.semantics.types import TensorType
+from tilefoundry.semantics.ulp import budget
+
+F32, BF16 = DType.F32, DType.BF16
+
+
+def b(kind, x, y):
+    return Call(Binary(kind), (x, y))
+
+
+def u(kind, x):
+    return Call(Unary(kind), (x,))
+
+
+def red(kind, x):
+    return Call(Reduce((1,), True, kind), (x,))
+
+
+def rmsnorm_module(dt=F32, n=64, rows=8, eps=1e-6):
+    x, w = Var("x", TensorType((rows, n), dt)), Var("w", TensorType((n,), dt))
+    ms = red(ReduceKind.MEAN, b(BinaryKind.MUL, x, x))
+    e = Constant(cast(np.array(eps, np.float32), dt).reshape(()))
+    y = b(BinaryKind.MUL, b(BinaryKind.MUL, u(UnaryKind.RSQRT, b(BinaryKind.ADD, ms, e)), x), w)
+    return Module((Function("f", (x, w), y, None),))
+
+
+def softmax_module(dt=F32, n=64, rows=8):
+    x = Var("x", TensorType((rows, n), dt))
+    ex = u(UnaryKind.EXP, b(BinaryKind.SUB, x, red(ReduceKind.MAX, x)))
+    return Module((Function("f", (x,), b(BinaryKind.DIV, ex, red(ReduceKind.SUM, ex)), None),))
+
+
+def sum_exp_module(dt=BF16, n=64, rows=8):
+    x = Var("x", TensorType((rows, n), dt))
+    return Module((Function("f", (x,), u(UnaryKind.EXP, red(ReduceKind.SUM, x)), None),))
+
+
+RNG = np.random.default_rng(15)
+X = RNG.standard_normal((8, 64)).astype(np.float32)
+W = RNG.standard_normal(64).astype(np.float32)
+XB = cast((RNG.standard_normal((8, 64)) * 0.05).astype(np.float32), BF16)
+
+EXAMPLES = {
+    "rmsnorm": (rmsnorm_module(), [X, W]),
+    "softmax": (softmax_module(), [X]),
+    "bf16-sum-exp": (sum_exp_module(), [XB]),
+}
+
+
+def test_every_op_class_has_an_enclosure_rule():
+    missing = sorted(c.__name__ for c in EVALUATORS if c not in ENCLOSURES)
+    assert missing == []
+    assert set(ENCLOSURES) == set(EVALUATORS)
+
+
+@pytest.mark.parametrize("name", list(EXAMPLES))
+def test_all_zeros_composed_from_primitives_fails_with_element_enclosure_and_distance(name):
+    """The issue's three examples: an all-zeros candidate was a PASS (NOT_CHECKED)."""
+    m, ins = EXAMPLES[name]
+    ref = evaluate(m, "f", ins)
+    v = check(m, "f", ins, np.zeros_like(ref), enclose=True)
+    assert v.status == FAIL
+    o = v.outputs[0]
+    assert o.contract.startswith("enclosure(") and o.mismatches == o.total == ref.size
+    line = o.line()
+    assert "worst at index" in line and "ulp apart" in line and "enclosure at [" in line
+    # the reference itself is inside its own enclosure
+    assert check(m, "f", ins, ref, enclose=True).status == PASS
+    # without enclosures the same candidate is not judged (the gap this closes)
+    assert check(m, "f", ins, np.zeros_like(ref)).status == PASS
+
+
+# ---------------------------------------------------------------------------------------------
+# independent candidates: numpy f32 in an explicit order
+# ---------------------------------------------------------------------------------------------
+def fold(v: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Row sums in f32, left to right in ``order`` (one admitted tree of unordered_tree)."""
+    acc = v[:, order[0]].astype(np.float32)
+    for j in order[1:]:
+        acc = (acc + v[:, j]).astype(np.float32)
+    return acc[:, None]
+
+
+def softmax_candidate(x, order, nudge=0, with_max=True):
+    m = x.max(1, keepdims=True) if with_max else np.float32(0)
+    e = np.exp((x - m).astype(np.float32)).astype(np.float32)
+    if nudge:
+        e = np.nextafter(e, np.float32(np.inf) if nudge > 0 else np.float32(-np.inf))
+    return (e / fold(e, order)).astype(np.float32)
+
+
+def rmsnorm_candidate(x, w, order, eps=1e-6, eps_after_root=False, f16_mid=False):
+    sq = (x * x).astype(np.float32)
+    ms = (fold(sq, order) / np.float32(x.shape[1])).astype(np.float32)
+    if eps_after_root:
+        r = (1 / np.sqrt(ms.astype(np.float64)) + eps).astype(np.float32)
+    else:
+        r = (1 / np.sqrt((ms + np.float32(eps)).astype(np.float64))).astype(np.float32)
+    rx = (r * x).astype(np.float16 if f16_mid else np.float32).astype(np.float32)
+    return (rx * w).astype(np.float32)
+
+
+ORDERS = [np.arange(64), np.arange(64)[::-1], np.random.default_rng(1).permutation(64)]
+
+
+@pytest.mark.parametrize("k", range(len(ORDERS)))
+def test_legal_tree_orders_and_budget_nudges_pass(k):
+    """Another summation order of the tree sums, and exp one ulp off (within its budget of
+    {exp} ulps) feeding the division: legal executions, PASS."""
+    m, ins = EXAMPLES["softmax"]
+    assert budget("exp", F32) >= 1
+    for nudge in (0, 1, -1):
+        cand = softmax_candidate(X, ORDERS[k], nudge)
+        assert check(m, "f", ins, cand, enclose=True).status == PASS, (k, nudge)
+    m, ins = EXAMPLES["rmsnorm"]
+    assert check(m, "f", ins, rmsnorm_candidate(X, W, ORDERS[k]), enclose=True).status == PASS
+    m, ins = EXAMPLES["bf16-sum-exp"]
+    s = fold(XB.astype(np.float32), ORDERS[k])  # f32 accumulation, rounded once to bf16
+    cand = cast(np.exp(cast(cast(s, BF16), F32).astype(np.float64)).astype(np.float32), BF16)
+    assert check(m, "f", ins, cand, enclose=True).status == PASS
+
+
+def _wrong(name: str) -> tuple[Module, list, np.ndarray]:
+    o = ORDERS[0]
+    if name == "constant-ones":
+        m, ins = EXAMPLES["softmax"]
+        return m, ins, np.ones_like(evaluate(m, "f", ins))
+    if name == "wrong-sign":
+        m, ins = EXAMPLES["rmsnorm"]
+        return m, ins, -evaluate(m, "f", ins)
+    if name == "softmax-without-max-subtraction":
+        x = (X * 40).astype(np.float32)  # exp(x) overflows f32 without the max subtracted
+        return softmax_module(), [x], softmax_candidate(x, o, with_max=False)
+    if name == "rmsnorm-eps-after-the-root":
+        x = (X * 1e-3).astype(np.float32)  # mean(x^2) ~ eps: where the placement shows
+        return rmsnorm_module(), [x, W], rmsnorm_candidate(x, W, o, eps_after_root=True)
+    if name == "f16-in-the-middle-of-an-f32-chain":
+        return rmsnorm_module(), [X, W], rmsnorm_candidate(X, W, o, f16_mid=True)
+    if name == "bf16-accumulated-sum-feeding-exp":
+        # one large element, then many small ones: a bf16 accumulator swamps them
+        xb = cast(np.concatenate([np.full((8, 1), 2.0), np.full((8, 63), 0.01)], 1)
+                  .astype(np.float32), BF16)
+        acc = xb[:, :1].astype(np.float32)
+        for j in range(1, 64):  # every partial rounded to bf16
+            acc = cast(cast(acc + xb[:, j:j + 1].astype(np.float32), BF16), F32)
+        cand = cast(np.exp(acc.astype(np.float64)).astype(np.float32), BF16)
+        return sum_exp_module(), [xb], cand
+    raise KeyError(name)
+
+
+WRONG = ["constant-ones", "wrong-sign", "softmax-without-max-subtraction",
+         "rmsnorm-eps-after-the-root", "f16-in-the-middle-of-an-f32-chain",
+         "bf16-accumulated-sum-feeding-exp"]
+
+
+@pytest.mark.parametrize("name", WRONG)
+def test_planted_wrong_answers_fail(name):
+    m, ins, cand = _wrong(name)
+    v = check(m, "f", ins, cand, enclose=True)
+    assert v.status == FAIL, v.summary()
+    assert v.outputs[0].mismatches >= 1
+
+
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 4, 17, 64]))
+def test_random_legal_executions_lie_in_the_enclosure(seed, n):
+    """Soundness: random tree orders (as folds in a random order) and random within-budget
+    perturbations of exp, on random rows, are always inside the enclosure."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((3, n)) * rng.choice([0.1, 1.0, 20.0])).astype(np.float32)
+    m = softmax_module(n=n, rows=3)
+    e = np.exp((x - x.max(1, keepdims=True)).astype(np.float32)).astype(np.float32)
+    k = int(budget("exp", F32))
+    steps = rng.integers(-k, k + 1, e.shape)
+    for _ in range(int(np.abs(steps).max(initial=0))):
+        up = steps > 0
+        dn = steps < 0
+        e = np.where(up, np.nextafter(e, np.float32(np.inf)), e)
+        e = np.where(dn, np.nextafter(e, np.float32(-np.inf)), e)
+        steps = steps - up + dn
+    cand = (e / fold(e, rng.permutation(n))).astype(np.float32)
+    v = check(m, "f", [x], cand, enclose=True)
+    assert v.status == PASS, v.summary()
+
+
+def test_an_overflowing_chain_is_unjudged_not_passed():
+    """exp(x)² overflows to inf and inf - inf is NaN: a box crossing the domain admits every
+    value, so that element is unjudged and the output UNJUDGED (never PASS), whatever the
+    candidate returns; the other element stays judged."""
+    x = Var("x", TensorType((2,), F32))
+    ex = u(UnaryKind.EXP, x)
+    sq = b(BinaryKind.MUL, ex, ex)
+    m = Module((Function("f", (x,), b(BinaryKind.SUB, sq, sq), None),))
+    xs = np.array([44.5, 1.0], np.float32)  # exp(44.5)^2 ~ 4.4e38 > f32 max
+    ref = evaluate(m, "f", [xs])
+    v = check(m, "f", [xs], ref, enclose=True)
+    assert v.status == UNJUDGED and v.outputs[0].status == UNJUDGED
+    assert "1 of 2 element(s) unjudged" in v.outputs[0].detail
+    wrong = ref.copy()
+    wrong[1] = 1.0  # the judged element: exp(1)^2 - exp(1)^2 is within a few ulps of 0
+    assert check(m, "f", [xs], wrong, enclose=True).status == FAIL
