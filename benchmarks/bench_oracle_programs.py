@@ -12,7 +12,10 @@ Generates ``--n`` small programs from consecutive seeds ``--seed, --seed + 1, ..
 * **type inference**: ``infer_module`` from scratch (what the volume test pays per program);
 * **reference evaluation**: ``evaluate(module, entry, inputs)`` — which runs its own type
   inference first, as every caller of the reference does — reported as programs/s (issue 7
-  target: >= 100 programs/s on this machine) and reachable ops/s.
+  target: >= 100 programs/s on this machine) and reachable ops/s;
+* **judging with enclosures**: the oracle's enclosing evaluation plus ``check`` of the
+  reference's outputs, as the runner judges a case, reported as a ratio to the reference
+  evaluation alone (issue 15 target: <= 3x).
 
 Times are medians of ``--repeat`` runs over the same programs (the machine is shared), plus the
 process CPU time of the median run. Every program must evaluate (an error is reported and
@@ -87,6 +90,28 @@ def main() -> None:
 
     batches = iter([generate() for _ in range(args.repeat)])
     e_wall, e_cpu, _ = timed(lambda: eval_all(next(batches)), args.repeat)
+
+    # the oracle judging the reference's own outputs: the enclosing evaluation (the reference
+    # with every value's enclosure beside it) plus the comparison (issue 15: <= 3x the
+    # reference evaluation alone)
+    from tilefoundry.oracle.compare import check
+    from tilefoundry.oracle.enclosure_eval import evaluate_enclosed
+
+    refs = [evaluate(p.module, p.entry, list(p.inputs)) for p in generate()]
+    judged = {"errors": 0}
+
+    def judge_all(ps: list) -> None:
+        judged["errors"] = 0
+        for p, ref in zip(ps, refs, strict=True):
+            try:
+                with np.errstate(all="ignore"):
+                    ev, _ = evaluate_enclosed(p.module, p.entry, list(p.inputs))
+                    check(p.module, p.entry, list(p.inputs), ref, reference=ev)
+            except Exception:
+                judged["errors"] += 1
+
+    batches = iter([generate() for _ in range(args.repeat)])
+    j_wall, j_cpu, _ = timed(lambda: judge_all(next(batches)), args.repeat)
     n = args.n
     print(f"{n} generated programs (seeds {args.seed}..{args.seed + n - 1}, max_ops="
           f"{args.max_ops}, {n_sharded} sharded), {n_ops} reachable ops "
@@ -98,6 +123,10 @@ def main() -> None:
     print(f"  reference eval    : {n / e_wall:8.1f} programs/s  ({e_wall * 1e3 / n:.2f} ms each, "
           f"CPU {e_cpu * 1e3 / n:.2f} ms; {n_ops / e_wall:.0f} ops/s)  target >= 100 "
           f"programs/s: {'met' if n / e_wall >= 100 else 'NOT met'}")
+    print(f"  judge (enclosures): {n / j_wall:8.1f} programs/s  ({j_wall * 1e3 / n:.2f} ms each, "
+          f"CPU {j_cpu * 1e3 / n:.2f} ms): {j_wall / e_wall:.2f}x the reference evaluation "
+          f"alone (target <= 3x: {'met' if j_wall / e_wall <= 3 else 'NOT met'}); "
+          f"{judged['errors']} error(s)")
     print(f"  evaluation errors : {len(errors)}")
     for seed, msg in errors[:10]:
         print(f"    seed {seed}: {msg[:200]}")

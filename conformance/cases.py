@@ -20,7 +20,8 @@ from tilefoundry.errors import InvalidArgumentError
 
 __all__ = ["TIERS", "VERDICTS", "Case", "Catalog"]
 
-VERDICTS = ("PASS", "FAIL", "NOT_SUPPORTED", "XFAIL", "XPASS", "CRASH", "TIMEOUT", "ERROR")
+VERDICTS = ("PASS", "UNJUDGED", "FAIL", "NOT_SUPPORTED", "XFAIL", "XPASS", "CRASH", "TIMEOUT",
+            "ERROR")
 TIERS = ("quick", "full")
 
 

@@ -96,6 +96,7 @@ def _prepare(args: argparse.Namespace):
 def _report(args: argparse.Namespace, result, what: str) -> int:
     from tilefoundry.conformance.report import (
         failure_lines,
+        judged_line,
         summary_table,
         write_coverage,
         write_junit,
@@ -105,6 +106,7 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
     print(f"{PROG} {what}: backend {args.backend!r}, seed {args.seed}, {len(recs)} case(s) in "
           f"{result.wall_s:.1f} s with -j {args.jobs}")
     print(summary_table(recs))
+    print(judged_line(recs))
     bad = failure_lines(recs)
     if bad:
         print()
@@ -121,7 +123,10 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
         write_coverage(recs, args.coverage)
     c = result.counts()
     worst = [f"{c[v]} {v}" for v in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS") if c[v]]
-    print(f"\nresult: {'FAIL (' + ', '.join(worst) + ')' if worst else 'PASS'}; results in "
+    verdict = "FAIL (" + ", ".join(worst) + ")" if worst else \
+        f"UNJUDGED ({c['UNJUDGED']} case(s) not fully judged; no failures)" if c["UNJUDGED"] \
+        else "PASS"
+    print(f"\nresult: {verdict}; results in "
           f"{result.jsonl}" + (f", reproducers in {args.repro_dir}" if args.repro_dir and
                                any(r.get('repro') for r in recs) else ""))
     return result.exit_code

@@ -25,14 +25,14 @@ import numpy as np
 from tilefoundry.conformance.cases import VERDICTS
 
 __all__ = [
-    "SEVERITY", "Progress", "coverage_matrix", "read_jsonl", "strip_timing", "summary_table",
+    "SEVERITY", "Progress", "coverage_matrix", "judged_line", "read_jsonl", "strip_timing", "summary_table",
     "write_coverage", "write_junit", "write_reproducer",
 ]
 
-ABBR = {"PASS": "PASS", "FAIL": "FAIL", "NOT_SUPPORTED": "N/S", "XFAIL": "XFAIL",
+ABBR = {"PASS": "PASS", "UNJUDGED": "UNJ", "FAIL": "FAIL", "NOT_SUPPORTED": "N/S", "XFAIL": "XFAIL",
         "XPASS": "XPASS", "CRASH": "CRASH", "TIMEOUT": "T/O", "ERROR": "ERROR"}
 # worst last: what a coverage cell shows when several cases exercise it
-SEVERITY = ("NOT_SUPPORTED", "PASS", "XFAIL", "XPASS", "FAIL", "ERROR", "TIMEOUT", "CRASH")
+SEVERITY = ("NOT_SUPPORTED", "PASS", "UNJUDGED", "XFAIL", "XPASS", "FAIL", "ERROR", "TIMEOUT", "CRASH")
 TIMING_KEYS = ("seconds",)
 
 
@@ -144,6 +144,16 @@ def summary_table(records: list[dict]) -> str:
     return "\n".join([fmt(head), sep, *(fmt(x) for x in rows[:-1]), sep, fmt(rows[-1])])
 
 
+def judged_line(records: list[dict]) -> str:
+    """Output elements judged / unjudged over the records that were judged at all."""
+    el = sum(int(r.get("elements", 0)) for r in records)
+    un = sum(int(r.get("unjudged", 0)) for r in records)
+    if not el:
+        return "output elements: none judged"
+    return (f"output elements: {el:,}, judged {el - un:,} ({100 * (el - un) / el:.2f} %), "
+            f"unjudged {un:,}")
+
+
 def failure_lines(records: list[dict], limit: int = 50) -> str:
     """One line per FAIL / CRASH / TIMEOUT / ERROR / XPASS record."""
     bad = [r for r in records if r["verdict"] in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS")]
@@ -165,7 +175,7 @@ def write_junit(records: list[dict], path: str | Path, *, name: str = "tilefound
     c = Counter(r["verdict"] for r in records)
     failures = c["FAIL"] + c["XPASS"]
     errors = c["CRASH"] + c["TIMEOUT"] + c["ERROR"]
-    skipped = c["NOT_SUPPORTED"] + c["XFAIL"]
+    skipped = c["NOT_SUPPORTED"] + c["XFAIL"] + c["UNJUDGED"]
     t = sum(float(r.get("seconds", 0.0)) for r in records)
     attrs = {"name": name, "tests": str(len(records)), "failures": str(failures),
              "errors": str(errors), "skipped": str(skipped), "time": f"{t:.3f}"}
@@ -186,7 +196,7 @@ def write_junit(records: list[dict], path: str | Path, *, name: str = "tilefound
         elif v in ("CRASH", "TIMEOUT", "ERROR"):
             el = ET.SubElement(tc, "error", {"type": v, "message": msg})
             el.text = _details(r)
-        elif v in ("NOT_SUPPORTED", "XFAIL"):
+        elif v in ("NOT_SUPPORTED", "XFAIL", "UNJUDGED"):  # UNJUDGED: not judged, not passed
             ET.SubElement(tc, "skipped", {"type": v, "message": f"{v}: {msg}"})
     ET.indent(root)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

@@ -397,7 +397,7 @@ def _tolerance(verdict: Any, observed: Any, ulp: int) -> tuple[bool, float]:
 def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed: int,
              opts: dict, phase, conn, idx: int) -> dict:
     from tilefoundry.oracle.compare import check
-    from tilefoundry.semantics.evaluator.core import evaluate
+    from tilefoundry.oracle.enclosure_eval import evaluate_enclosed
 
     _seed_rngs(seed, case.id)
     t0 = time.perf_counter()
@@ -427,7 +427,7 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
         return done("ERROR", load_error)
     phase.value = _REF
     try:
-        ev = evaluate(module, entry, inputs, report=True)
+        ev, _ = evaluate_enclosed(module, entry, inputs)
     except Exception as e:
         return done("ERROR", "harness: " + _raised("the reference evaluation", e), harness=True)
     phase.value = _COMPILE
@@ -451,13 +451,15 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
         return done("ERROR", _raised("judging the backend's output", e))
     if v.status == "ERROR":
         return done("ERROR", "malformed output: " + v.message)
-    not_checked = [o for o in v.outputs if o.status == "NOT_CHECKED"]
-    if not_checked:
-        rec["not_checked"] = len(not_checked)
+    rec["elements"] = sum(o.total for o in v.outputs)
+    rec["unjudged"] = sum(o.unjudged for o in v.outputs)
+    rec["methods"] = sorted({o.contract.split("(")[0].split(" ")[0] for o in v.outputs})
     if v.status == "PASS":
-        msg = (f"{len(not_checked)} of {len(v.outputs)} output(s) NOT_CHECKED: "
-               f"{not_checked[0].line()}") if not_checked else ""
-        return done("PASS", msg)
+        return done("PASS")
+    if v.status == "UNJUDGED":  # nothing rejected, but not everything could be judged
+        unj = [o for o in v.outputs if o.status == "UNJUDGED"]
+        return done("UNJUDGED", f"{rec['unjudged']} of {rec['elements']} element(s) unjudged "
+                                f"in {len(unj)} output(s): {unj[0].line()}")
     fails = [o for o in v.outputs if o.status == "FAIL"]
     tol = opts.get("tolerance")
     if tol is not None:

@@ -19,9 +19,10 @@ and judges every output under the contract the semantics defines for it
 
 An output is judged by the contract of the op that produces it when every op upstream of that op
 is exact. An output downstream of an inexact op (a transcendental feeding an add, a tree
-reduction feeding a cast, ...) has no contract that composes exactly; it is reported
-``NOT_CHECKED`` naming the upstream op, never silently compared with a tolerance. The program
-generator keeps inexact ops at outputs unless asked otherwise.
+reduction feeding a cast, ...) is judged by its sound enclosure (``oracle/enclosure.py``): the
+set of every result an execution the contracts admit could produce, never a tolerance. What no
+enclosure bounds (an element admitting every value, a sharded value downstream of an inexact
+op) is ``UNJUDGED`` — never a PASS.
 
 A candidate that returns the wrong number of outputs, a wrong shape or dtype, a non-array, or
 raises gets a verdict with status ``ERROR`` saying so — the oracle itself never crashes on a
@@ -55,9 +56,11 @@ __all__ = [
 ]
 
 CONTRACTS_VERSION = "1"
-PASS, FAIL, ERROR, NOT_CHECKED = "PASS", "FAIL", "ERROR", "NOT_CHECKED"
-#: an output with elements whose enclosure admits every value (never a PASS)
+PASS, FAIL, ERROR = "PASS", "FAIL", "ERROR"
+#: an output (or some of its elements) the oracle could not judge: its enclosure admits every
+#: value, or no contract decides it. Never a PASS: a verdict with an UNJUDGED output is UNJUDGED.
 UNJUDGED = "UNJUDGED"
+NOT_CHECKED = UNJUDGED  # the former name (those outputs used to count as PASS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,6 +153,7 @@ class OutputVerdict:
     observed: str | None = None
     ulp_distance: float | None = None
     detail: str = ""
+    unjudged: int = 0  # elements not judged (UNJUDGED outputs)
 
     def line(self) -> str:
         s = f"output {self.output}: {self.status} under {self.contract}"
@@ -159,6 +163,8 @@ class OutputVerdict:
                   f"({self.expected_hex}), observed {self.observed} ({self.observed_hex})")
             if self.ulp_distance is not None:
                 s += f", {self.ulp_distance:g} ulp apart"
+        if self.status == UNJUDGED and not self.detail:
+            s += f": {self.unjudged} of {self.total} element(s) unjudged"
         if self.detail:
             s += f" — {self.detail}"
         return s
@@ -354,24 +360,28 @@ def _validate(expected: list, observed: Any) -> tuple[list | None, str]:
 
 
 def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
-          reference: Any = None, enclose: bool = False) -> Verdict:
+          reference: Any = None, enclose: bool = True) -> Verdict:
     """Judge ``observed`` (the candidate's outputs: an array, or a tuple / list of arrays;
     Sharded values are gathered) against the reference under the contracts.
 
-    ``enclose=True`` judges every output downstream of an inexact op by its sound enclosure
-    (``oracle/enclosure.py``) instead of reporting it NOT_CHECKED: an element outside its
-    enclosure FAILs, an output with elements whose enclosure admits everything is UNJUDGED
-    (never a PASS)."""
+    Every output downstream of an inexact op is judged by its sound enclosure
+    (``oracle/enclosure.py``): an element outside its enclosure FAILs, an output with elements
+    whose enclosure admits everything is UNJUDGED (never a PASS). ``reference``: an
+    ``Evaluation`` already computed (with its enclosures: ``enclosure_eval.evaluate_enclosed``).
+    ``enclose=False`` skips the enclosures: those outputs are then UNJUDGED."""
     from tilefoundry.semantics.evaluator.core import Evaluation, evaluate
 
-    encs = None
-    if enclose:
+    encs = reference.enclosures if isinstance(reference, Evaluation) else None
+    if enclose and encs is None:
         from tilefoundry.oracle.enclosure_eval import evaluate_enclosed
 
         ev, encs = evaluate_enclosed(module, entry, inputs)
+    elif isinstance(reference, Evaluation):
+        ev = reference
     else:
-        ev = reference if isinstance(reference, Evaluation) else \
-            evaluate(module, entry, inputs, report=True)
+        ev = evaluate(module, entry, inputs, report=True)
+    if not enclose:
+        encs = None
     expected = [_gather(x) for x in _as_outputs(ev.value)]
     got, why = _validate(expected, observed)
     if got is None:
@@ -413,7 +423,8 @@ def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
                 continue
             names = sorted({type(n.op).__name__ if isinstance(n, Call) else type(n).__name__
                             for n in upstream})
-            verdicts.append(OutputVerdict(i, NOT_CHECKED, "none", total=int(e.size),
+            verdicts.append(OutputVerdict(i, UNJUDGED, "none", total=int(e.size),
+                                          unjudged=int(e.size),
                                           detail=f"downstream of inexact op(s) {names}: no "
                                                  f"exact composition of their contracts"))
             continue
@@ -432,7 +443,7 @@ def _judge_enclosure(i: int, enc: Any, e: np.ndarray, o: np.ndarray) -> OutputVe
     if enc is None:  # no freedom reached this output's value: it is exact
         return _judge(i, "exact (no freedom reaches it)", compare_exact(e, o), e, o)
     if enc == SHARDED:
-        return OutputVerdict(i, UNJUDGED, "enclosure", total=total, mismatches=0,
+        return OutputVerdict(i, UNJUDGED, "enclosure", total=total, unjudged=total,
                              detail=f"{total} element(s) unjudged: a sharded value downstream "
                                     f"of an inexact op is not enclosed")
     assert isinstance(enc, Enc)
@@ -450,7 +461,7 @@ def _judge_enclosure(i: int, enc: Any, e: np.ndarray, o: np.ndarray) -> OutputVe
         return replace(v, detail=(f"enclosure at {list(bad)}: [{_dec(lo, bad)}, {_dec(hi, bad)}]"
                                   f"{' or NaN' if nan[bad] else ''}"))
     if unb.any():
-        return OutputVerdict(i, UNJUDGED, name, total=total,
+        return OutputVerdict(i, UNJUDGED, name, total=total, unjudged=int(unb.sum()),
                              detail=f"{int(unb.sum())} of {total} element(s) unjudged (their "
                                     f"enclosure admits every value: {enc.cause})")
     return OutputVerdict(i, PASS, name, 0, total)
@@ -519,7 +530,7 @@ def _apply(i: int, own: list, prod: Expr, e: np.ndarray, o: np.ndarray) -> Outpu
         return _judge(i, "exact", compare_exact(e, o), e, o)
     c = own[-1]  # in a loop the last iteration's note is the output's
     if c.per_device:
-        return OutputVerdict(i, NOT_CHECKED, c.kind, total=int(e.size),
+        return OutputVerdict(i, UNJUDGED, c.kind, total=int(e.size), unjudged=int(e.size),
                              detail=f"{c.op} was evaluated per device; judged on exact "
                                     f"programs only")
     if c.kind == "exact":
@@ -536,10 +547,10 @@ def _apply(i: int, own: list, prod: Expr, e: np.ndarray, o: np.ndarray) -> Outpu
         try:
             ok, detail = _admitted(c, o, prod)
         except _NotCheckable as why:
-            return OutputVerdict(i, NOT_CHECKED, f"admitted_set({c.policy})",
-                                 total=int(e.size), detail=str(why))
+            return OutputVerdict(i, UNJUDGED, f"admitted_set({c.policy})",
+                                 total=int(e.size), unjudged=int(e.size), detail=str(why))
         return _judge(i, f"admitted_set({c.policy}, {c.op})", ok, e, o, detail)
-    return OutputVerdict(i, NOT_CHECKED, c.kind, total=int(e.size),
+    return OutputVerdict(i, UNJUDGED, c.kind, total=int(e.size), unjudged=int(e.size),
                          detail=f"unknown contract kind {c.kind!r}")
 
 
@@ -547,9 +558,9 @@ def check_candidate(module: Module, entry: str, inputs: Sequence[Any],
                     candidate: Callable[[Module, str, list], Any]) -> Verdict:
     """Run ``candidate(module, entry, inputs)`` and judge what it returns; a candidate that
     raises gets an ERROR verdict naming the exception."""
-    from tilefoundry.semantics.evaluator.core import evaluate
+    from tilefoundry.oracle.enclosure_eval import evaluate_enclosed
 
-    ev = evaluate(module, entry, inputs, report=True)
+    ev, _ = evaluate_enclosed(module, entry, inputs)
     try:
         observed = candidate(module, entry, [np.array(x, copy=True) if isinstance(x, np.ndarray)
                                              else x for x in inputs])

@@ -186,7 +186,7 @@ def as_enc(e: Enc | None, v: np.ndarray) -> Enc:
 
 
 def from_candidates(cands: list[np.ndarray], nan_in: np.ndarray, dt: DType,
-                    cause: str = "") -> Enc:
+                    cause: str = "", where: str = "") -> Enc:
     """The hull of corner evaluations ``cands`` (arrays of ``dt``). A NaN candidate where the
     operands were not NaN (``nan_in`` false) crosses the domain: that element is everything."""
     vals = np.stack([_f64(c) for c in cands])
@@ -204,9 +204,10 @@ def from_candidates(cands: list[np.ndarray], nan_in: np.ndarray, dt: DType,
     del lo_w, hi_w
     e = Enc(lo, hi, isn.any(0), real, cause)
     if crossed.any():
-        f = Enc.full(dt, e.shape, cause)
+        why = f"{where or 'an op'} on a box crossing its domain (inf - inf, 0 * inf, ...)"
+        f = Enc.full(dt, e.shape, why)
         e = Enc(np.where(crossed, f.lo, e.lo), np.where(crossed, f.hi, e.hi), e.nan | crossed,
-                e.real | crossed, cause)
+                e.real | crossed, why)
     return e
 
 
@@ -232,6 +233,8 @@ def corners(fn: Callable[..., np.ndarray], encs: list[Enc], extra: list[list[np.
         for combo in itertools.product(*pts):
             cands.append(np.asarray(fn(*combo)))
     shape = np.broadcast_shapes(*(c.shape for c in cands))
+    if nan_in.shape != shape:  # a reduction / movement: the caller decides NaN inputs per fiber
+        nan_in = np.zeros(shape, bool)
     return [np.broadcast_to(c, shape) for c in cands], np.broadcast_to(nan_in, shape)
 
 

@@ -34,6 +34,9 @@ class EnclosingEvaluator(_Evaluator):
             for vi, ei in zip(v, es, strict=True):
                 self._set(vi, ei)
             return
+        if isinstance(e, Enc) and e.shape != tuple(np.shape(v)):
+            raise AssertionError(f"enclosure of shape {e.shape} for a value of shape "
+                                 f"{np.shape(v)} (an enclosure rule's bug)")
         if e is not None:
             self._encs[id(v)] = (v, e)
 
@@ -69,7 +72,8 @@ def evaluate_enclosed(module: Module, entry: str, inputs: Sequence[np.ndarray]
     enclosure: None (exact), an ``Enc``, or ``SHARDED``."""
     value, ev = run(module, entry, inputs, EnclosingEvaluator)
     outs = list(value) if isinstance(value, tuple | list) else [value]
-    return Evaluation(value, tuple(ev.contracts)), [ev.enc_of(o) for o in outs]
+    encs = [ev.enc_of(o) for o in outs]
+    return Evaluation(value, tuple(ev.contracts), encs), encs
 
 
 __all__ = ["SHARDED", "Enc", "EnclosingEvaluator", "evaluate_enclosed"]

@@ -27,6 +27,7 @@ from tilefoundry.oracle.enclosure import (
 )
 from tilefoundry.semantics.dtypes import DType, cast, dtype_of
 from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
+from tilefoundry.semantics.formats import FORMATS
 from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind
 from tilefoundry.semantics.ops.nn import (
     Conv2D,
@@ -78,6 +79,11 @@ class Site:
         ctx = EvalCtx(self.op, self.call, self.out_type, [], tuple(args), self.dims)
         return EVALUATORS[type(self.op)](ctx, tuple(args))
 
+    @property
+    def name(self) -> str:
+        kind = getattr(self.op, "kind", None)
+        return type(self.op).__name__ + (f"({kind.value})" if kind is not None else "")
+
     def enc(self, i: int) -> Enc:
         return as_enc(self.encs[i], np.asarray(self.args[i]))
 
@@ -103,7 +109,11 @@ def _full_like(v: np.ndarray, cause: str) -> Enc:
 
 def _ulp_source(s: Site, cause: str) -> Enc:
     """The freedom of a ULP-budget op on exact inputs: the reference ± budget ulps."""
-    return Enc.point(np.asarray(s.value)).widen_ulps(s.ulp) if s.ulp else None
+    if not s.ulp:
+        return None
+    e = Enc.point(np.asarray(s.value)).widen_ulps(s.ulp)
+    e.cause = f"{s.name} within {s.ulp:g} ulp"
+    return e
 
 
 def _outward(v64_lo: np.ndarray, v64_hi: np.ndarray, dt: DType, nan: np.ndarray,
@@ -114,10 +124,13 @@ def _outward(v64_lo: np.ndarray, v64_hi: np.ndarray, dt: DType, nan: np.ndarray,
         shi = v64_hi + np.abs(v64_hi) * 2.0 ** -40 + 1e-300
         lo = _to_dt(slo, dt)
         hi = _to_dt(shi, dt)
-    lo = from_ordered(ordered(lo) - 1, dt)
-    hi = from_ordered(ordered(hi) + 1, dt)
+    # a bound the format cannot hold (fp8e4m3 overflow, f8e8m0 of a value <= 0) rounds to NaN:
+    # NaN is then admitted and that end is the format's extreme
+    lo_nan, hi_nan = _isnan(lo), _isnan(hi)
+    lo = np.where(lo_nan, Enc.full(dt, ()).lo, from_ordered(ordered(lo) - 1, dt))
+    hi = np.where(hi_nan, Enc.full(dt, ()).hi, from_ordered(ordered(hi) + 1, dt))
     bad = np.isnan(v64_lo) | np.isnan(v64_hi)
-    e = Enc(lo, hi, nan | bad, real, cause)
+    e = Enc(lo, hi, nan | bad | lo_nan | hi_nan, real, cause)
     if bad.any():
         f = Enc.full(dt, e.shape, cause)
         e = Enc(np.where(bad, f.lo, e.lo), np.where(bad, f.hi, e.hi), e.nan, e.real | bad,
@@ -180,7 +193,7 @@ def _binary(s: Site):
     else:
         straddle = None
     cands, nan_in = corners(s.impl, [a, b])
-    e = from_candidates(cands, nan_in, dtype_of(v), a.cause or b.cause)
+    e = from_candidates(cands, nan_in, dtype_of(v), a.cause or b.cause, s.name)
     if dt.is_float:
         e = with_nan(e, np.broadcast_to(a.nan, v.shape) | np.broadcast_to(b.nan, v.shape))
     if straddle is not None and np.any(straddle):
@@ -221,12 +234,24 @@ def _elementwise_unary(s: Site, crits: tuple[float, ...] = ()) -> Enc | None:
     if dt.is_int and x.lo.dtype.kind == "i" and np.any(x.real & (x.lo == np.iinfo(x.lo.dtype)
                                                                   .min)):
         return _full_like(v, "integer unary at the minimum (wraps)")
+    below = None
+    if dt.is_float and getattr(s.op, "kind", None) in _DOMAIN_FROM_ZERO:
+        # NaN below 0, monotone from 0 on: the part of the box below 0 admits NaN only
+        lo64 = _f64(x.lo)
+        below = x.real & (lo64 < 0)
+        zero = np.zeros_like(x.lo)
+        x = Enc(np.where(below, zero, x.lo), np.where(below & (_f64(x.hi) < 0), zero, x.hi),
+                x.nan | below, x.real & ~(below & (_f64(x.hi) < 0)), x.cause)
     extra = [_crit_points(x, crits)] if crits else None
     cands, nan_in = corners(s.impl, [x], extra)
-    e = from_candidates(cands, nan_in, dtype_of(v), x.cause)
+    e = from_candidates(cands, nan_in, dtype_of(v), x.cause, s.name)
     if dt.is_float:
         e = with_nan(e, x.nan)
     return e.widen_ulps(s.ulp)
+
+
+#: sqrt, log, log2, rsqrt: NaN for x < 0, monotone on [0, inf]
+_DOMAIN_FROM_ZERO = {UnaryKind.SQRT, UnaryKind.LOG, UnaryKind.LOG2, UnaryKind.RSQRT}
 
 
 @register_enclosure(Unary)
@@ -262,10 +287,19 @@ def _cast(s: Site):
         e = None
     else:
         cands, nan_in = corners(s.impl, [x])
-        e = from_candidates(cands, nan_in, dst, x.cause)
         if dst.is_float:
-            e = with_nan(e, x.nan)
-        elif x.dtype.is_float:  # NaN or out-of-range sources are unspecified: anything
+            # a cast is monotone where it is not NaN; NaN only beyond the format's range (an
+            # fp8e4m3 overflow, an f8e8m0 of a value <= 0): that end of the box admits NaN
+            # and the real part extends to the format's extreme on that side
+            lo_c, hi_c = cands
+            ext = Enc.full(dst, ())
+            tail_lo, tail_hi = _isnan(lo_c) & ~nan_in, _isnan(hi_c) & ~nan_in
+            cands = [np.where(tail_lo, ext.lo, lo_c), np.where(tail_hi, ext.hi, hi_c)]
+            e = from_candidates(cands, nan_in, dst, x.cause, s.name)
+            e = with_nan(e, x.nan | tail_lo | tail_hi)
+        else:
+            e = from_candidates(cands, nan_in, dst, x.cause, s.name)
+        if not dst.is_float and x.dtype.is_float:  # NaN / out-of-range sources: unspecified
             lim = np.iinfo(v.dtype) if dst is not DType.BOOL else None
             if lim is not None:
                 out = x.nan | ~x.real | (_f64(x.lo) <= lim.min - 1.0) | \
@@ -296,11 +330,31 @@ def _tree_bounds(leaves_lo: np.ndarray, leaves_hi: np.ndarray, k: int, target: D
 
     blo = bound_interval(leaves_lo, k, target, divisor=divisor, eta=eta)
     bhi = bound_interval(leaves_hi, k, target, divisor=divisor, eta=eta)
-    lo64 = np.where(blo.nonempty, blo.lo_t, np.where(blo.pinf_v, np.inf, -np.inf))
-    hi64 = np.where(bhi.nonempty, bhi.hi_t, np.where(bhi.ninf_v, -np.inf, np.inf))
+    # the finite part where the leaves are finite; ±inf where a leaf is or a partial may
+    # overflow (bound_interval's pinf_v / ninf_v), taken from the upper / lower leaves
+    lo64 = np.where(blo.ninf_v, -np.inf, np.where(blo.nonempty, blo.lo_t, np.inf))
+    hi64 = np.where(bhi.pinf_v, np.inf, np.where(bhi.nonempty, bhi.hi_t, -np.inf))
+    lo64, hi64 = np.where(np.isnan(lo64), -np.inf, lo64), np.where(np.isnan(hi64), np.inf, hi64)
+    real = lo64 <= hi64
+    if not FORMATS[target].has_inf:  # an overflow is NaN there; the finite part stays bounded
+        over = np.isinf(lo64) | np.isinf(hi64)
+        ext = Enc.full(target, ())
+        lo64 = np.where(np.isinf(lo64), _f64(ext.lo), lo64)
+        hi64 = np.where(np.isinf(hi64), _f64(ext.hi), hi64)
+    else:
+        over = np.zeros(lo64.shape, bool)
     lo, hi = _to_dt(lo64, target), _to_dt(hi64, target)  # exact: already on the target grid
-    nan = blo.nan_ok | bhi.nan_ok
-    real = np.ones(lo.shape, bool)
+    # one leaf at +inf (or an overflowing positive partial) and another at -inf: NaN
+    with np.errstate(all="ignore"):
+        may_pinf = (leaves_hi == np.inf).any(-1) | bhi.pinf_v | (
+            np.where(np.isfinite(leaves_hi), np.maximum(leaves_hi, 0), 0).sum(-1) * (1 + 2.0 ** -20)
+            * (1 + k * 2.0 ** -23) >= 2.0 ** 128)
+        may_ninf = (leaves_lo == -np.inf).any(-1) | blo.ninf_v | (
+            np.where(np.isfinite(leaves_lo), np.maximum(-leaves_lo, 0), 0).sum(-1) * (1 + 2.0 ** -20)
+            * (1 + k * 2.0 ** -23) >= 2.0 ** 128)
+    nan = blo.nan_ok | bhi.nan_ok | (may_pinf & may_ninf) | _isnan(lo) | _isnan(hi) | over
+    lo = np.where(_isnan(lo), Enc.full(target, ()).lo, lo)
+    hi = np.where(_isnan(hi), Enc.full(target, ()).hi, hi)
     return Enc(lo, hi, nan, real, cause)
 
 
@@ -348,7 +402,7 @@ def _reduce(s: Site):
         if x.lo.ndim else (x.nan | ~x.real)
     nan_fiber = np.broadcast_to(nan_fiber, v.shape) if nan_fiber.size == v.size else \
         nan_fiber.reshape(v.shape)
-    e = from_candidates(cands, nan_fiber, dtype_of(v), x.cause)
+    e = from_candidates(cands, nan_fiber, dtype_of(v), x.cause, s.name)
     return with_nan(e, nan_fiber)
 
 
@@ -363,34 +417,48 @@ def _elementwise_abs(x: Enc) -> Enc:
     return Enc(alo.astype(x.lo.dtype), ahi.astype(x.lo.dtype), x.nan, x.real, x.cause)
 
 
-def _products(a: Enc, b: Enc) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per (..., m, n, k): the f64 product intervals of a (..., m, k) and b (..., k, n) (exact
-    products of f32-representable values) and NaN-possible leaves."""
+def _products(a: Enc, b: Enc):
+    """Per (..., m, n, k): the f64 intervals of the products of a (..., m, k) and b (..., k, n)
+    (exact: products of f32-representable values), from the operands' real parts; plus the
+    leaves that may be NaN (an operand may be), that cross the domain (inf · 0 at a corner),
+    and that are certainly NaN (an operand has no real part)."""
     with np.errstate(all="ignore"):
-        al, ah = _f64(a.lo)[..., :, None, :], _f64(a.hi)[..., :, None, :]
-        bl = np.swapaxes(_f64(b.lo), -1, -2)[..., None, :, :]
-        bh = np.swapaxes(_f64(b.hi), -1, -2)[..., None, :, :]
+        al = np.where(a.real, _f64(a.lo), 0.0)[..., :, None, :]
+        ah = np.where(a.real, _f64(a.hi), 0.0)[..., :, None, :]
+        bl = np.swapaxes(np.where(b.real, _f64(b.lo), 0.0), -1, -2)[..., None, :, :]
+        bh = np.swapaxes(np.where(b.real, _f64(b.hi), 0.0), -1, -2)[..., None, :, :]
         c = np.stack(np.broadcast_arrays(al * bl, al * bh, ah * bl, ah * bh))
         isn = np.isnan(c)
         lo = np.where(isn, np.inf, c).min(0)
         hi = np.where(isn, -np.inf, c).max(0)
-        an = (a.nan | ~a.real)[..., :, None, :]
-        bn = np.swapaxes(b.nan | ~b.real, -1, -2)[..., None, :, :]
-        nan = isn.any(0) | an | bn
-    return lo, hi, np.broadcast_to(nan, lo.shape)
+    shape = lo.shape
+
+    def leaves(m_a, m_b):
+        return np.broadcast_to(m_a[..., :, None, :] | np.swapaxes(m_b, -1, -2)[..., None, :, :],
+                               shape)
+
+    maybe_nan = leaves(a.nan, b.nan)
+    dead = leaves(~a.real, ~b.real)
+    return lo, hi, maybe_nan, isn.any(0) & ~dead, dead
 
 
-def _matmul_enc(a: Enc, b: Enc, out_dt: DType, cause: str) -> Enc:
+def _matmul_enc(a: Enc, b: Enc, out_dt: DType, cause: str) -> Enc | None:
     from tilefoundry.semantics.matmul import ETA_F32
 
-    lo, hi, nan = _products(a, b)
+    lo, hi, maybe_nan, cross, dead = _products(a, b)
     k = lo.shape[-1]
     if k == 0:
         return None
-    lo = np.where(nan, 0.0, lo)
-    hi = np.where(nan, 0.0, hi)
-    e = _tree_bounds(lo, hi, k, out_dt, None, ETA_F32, cause)
-    return with_nan(e, nan.any(-1))
+    skip = cross | dead
+    e = _tree_bounds(np.where(skip, 0.0, lo), np.where(skip, 0.0, hi), k, out_dt, None,
+                     ETA_F32, cause)
+    crossed, died = cross.any(-1), dead.any(-1)
+    e = with_nan(e, maybe_nan.any(-1) | crossed | died)
+    if crossed.any():
+        f = Enc.full(out_dt, e.shape, cause)
+        e = Enc(np.where(crossed, f.lo, e.lo), np.where(crossed, f.hi, e.hi), e.nan, e.real,
+                cause)
+    return Enc(e.lo, e.hi, e.nan, e.real & ~(died & ~crossed), cause)
 
 
 @register_enclosure(MatMul)
@@ -418,12 +486,18 @@ def _conv2d(s: Site):
     for attr in ("lo", "hi"):
         parts.append(conv2d_operands(getattr(ex, attr), getattr(ew, attr), getattr(eb, attr),
                                      op.stride, op.padding, op.dilation, op.groups))
-    flags = conv2d_operands(*(np.where(e.nan | ~e.real, 1.0, 0.0).astype(np.float32)
-                              for e in (ex, ew, eb)), op.stride, op.padding, op.dilation,
-                            op.groups)
+    def moved(mask_of):  # a flag per operand element, moved like the values (the appended
+        # ones column of a and the padding are never flagged)
+        fa, fb, _ = conv2d_operands(*(np.where(mask_of(e), 1.0, 0.0).astype(np.float32)
+                                      for e in (ex, ew, eb)), op.stride, op.padding,
+                                    op.dilation, op.groups)
+        fa[..., -1] = 0.0
+        return fa != 0, fb != 0
+
     (alo, blo, shape), (ahi, bhi, _) = parts
-    a = Enc(alo, ahi, flags[0] != 0, np.ones(alo.shape, bool))
-    b = Enc(blo, bhi, flags[1] != 0, np.ones(blo.shape, bool))
+    (na, nb), (da, db) = moved(lambda e: e.nan), moved(lambda e: ~e.real)
+    a = Enc(alo, ahi, na, ~da)
+    b = Enc(blo, bhi, nb, ~db)
     e = _matmul_enc(a, b, dtype_of(v), "Conv2D")
     if e is None:
         return None
@@ -434,9 +508,23 @@ def _conv2d(s: Site):
 # normalizations and RoPE: interval arithmetic in f64, rounded outward, widened by the budget
 # ---------------------------------------------------------------------------------------------
 def _iv(e: Enc) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The real part in f64 (0 where unusable) and the elements whose real part is infinite
+    or empty (those make the interval formulas meaningless). NaN possibilities are handled by
+    the caller (``_row_nan``)."""
     lo, hi = _f64(e.lo), _f64(e.hi)
-    bad = e.nan | ~e.real | ~np.isfinite(lo) | ~np.isfinite(hi)
-    return np.where(bad, 0.0, lo), np.where(bad, 0.0, hi), bad
+    bad = e.real & (~np.isfinite(lo) | ~np.isfinite(hi))
+    return np.where(bad | ~e.real, 0.0, lo), np.where(bad | ~e.real, 0.0, hi), bad
+
+
+def _row_nan(encs: list[Enc], shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """A row op propagates NaN to its whole row (softmax, LayerNorm, RMSNorm): the rows that
+    may be NaN, and those that certainly are (an element with no real part)."""
+    may = np.zeros(shape, bool)
+    dead = np.zeros(shape, bool)
+    for e in encs:
+        may = may | np.broadcast_to((e.nan | ~e.real).any(-1, keepdims=True), shape)
+        dead = dead | np.broadcast_to((~e.real).any(-1, keepdims=True), shape)
+    return may, dead
 
 
 def _imul(al, ah, bl, bh):
@@ -454,12 +542,12 @@ def _row_op(s: Site, fn) -> Enc | None:
     if s.exact_inputs:
         return _ulp_source(s, type(s.op).__name__)
     with np.errstate(all="ignore"):
-        lo, hi, bad = fn(s)
-    bad = np.broadcast_to(bad, v.shape)
-    e = _outward(lo, hi, dtype_of(v), np.zeros(v.shape, bool), np.ones(v.shape, bool),
-                 type(s.op).__name__)
-    f = _full_like(v, f"{type(s.op).__name__} of a non-finite / NaN enclosed row")
-    e = Enc(np.where(bad, f.lo, e.lo), np.where(bad, f.hi, e.hi), e.nan | bad, e.real,
+        lo, hi, bad, may_nan, dead = fn(s)
+    bad = np.broadcast_to(bad, v.shape) & ~dead
+    e = _outward(lo, hi, dtype_of(v), np.broadcast_to(may_nan, v.shape).copy(),
+                 ~np.broadcast_to(dead, v.shape), s.name)
+    f = _full_like(v, f"{s.name} of a row with an infinite enclosed element")
+    e = Enc(np.where(bad, f.lo, e.lo), np.where(bad, f.hi, e.hi), e.nan | bad, e.real | bad,
             e.cause)
     return e.widen_ulps(s.ulp)
 
@@ -475,8 +563,10 @@ def _softmax(s: Site):
         ylo = el / (el + (sh - eh))
         yhi = eh / (eh + (sl - el))
         rowbad = np.broadcast_to(bad.any(-1, keepdims=True), bad.shape)
-        return (np.moveaxis(ylo, -1, ax), np.moveaxis(yhi, -1, ax),
-                np.moveaxis(rowbad, -1, ax))
+        x = s.enc(0)
+        moved = Enc(*(np.moveaxis(t, ax, -1) for t in (x.lo, x.hi, x.nan, x.real)))
+        may, dead = _row_nan([moved], rowbad.shape)
+        return tuple(np.moveaxis(t, -1, ax) for t in (ylo, yhi, rowbad, may, dead))
 
     return _row_op(s, fn)
 
@@ -500,8 +590,13 @@ def _rms_or_ln(s: Site, centered: bool):
     rl, rh = 1.0 / np.sqrt(vh), 1.0 / np.sqrt(vl)
     yl, yh = _imul(dl, dh, rl, rh)
     yl, yh = _imul(yl, yh, gl, gh)
-    bad = np.broadcast_to(xb.any(-1, keepdims=True), xb.shape) | gb | bb
-    return yl + bl, yh + bh, bad
+    shape = np.broadcast_shapes(xb.shape, np.shape(gb))
+    bad = np.broadcast_to(xb.any(-1, keepdims=True), shape) | gb | bb
+    encs = [s.enc(i) for i in range(len(s.args))]
+    may, dead = _row_nan(encs[:1], shape)
+    for e in encs[1:]:  # weight / bias: elementwise
+        may, dead = may | (e.nan | ~e.real), dead | ~e.real
+    return yl + bl, yh + bh, bad, may, dead
 
 
 @register_enclosure(RMSNorm)
@@ -526,9 +621,18 @@ def _rope(s: Site):
     sl, sh, sb = _iv(s.enc(3))
     if s.encs[4] is not None:
         return tuple(_full_like(o, "RoPE with enclosed positions") for o in outs)
+    ce, se = s.enc(2), s.enc(3)
+    cn, sn = (ce.nan | ~ce.real)[pos], (se.nan | ~se.real)[pos]
+    cd, sd = (~ce.real)[pos], (~se.real)[pos]
     cl, ch, cb, sl, sh, sb = (t[pos] for t in (cl, ch, cb, sl, sh, sb))
     for i, o in enumerate(outs):
-        xl, xh, xb = _iv(s.enc(i))
+        x = s.enc(i)
+        xl, xh, xb = _iv(x)
+        xn, xd = x.nan | ~x.real, ~x.real
+        hh = xn.shape[-1] // 2
+        rn = np.concatenate([xn[..., hh:], xn[..., :hh]], -1)
+        rd = np.concatenate([xd[..., hh:], xd[..., :hh]], -1)
+        may, dead = xn | rn | cn | sn, xd | rd | cd | sd
         h = xl.shape[-1] // 2
         rl = np.concatenate([-xh[..., h:], xl[..., :h]], -1)
         rh = np.concatenate([-xl[..., h:], xh[..., :h]], -1)
@@ -538,12 +642,13 @@ def _rope(s: Site):
             p2l, p2h = _imul(rl, rh, sl, sh)
         bad = xb | rb | cb | sb
         ov = np.asarray(o)
-        e = _outward(p1l + p2l, p1h + p2h, dtype_of(ov), np.zeros(ov.shape, bool),
-                     np.ones(ov.shape, bool), "RoPE")
-        f = _full_like(ov, "RoPE of a non-finite enclosed element")
-        bad = np.broadcast_to(bad, ov.shape)
-        e = Enc(np.where(bad, f.lo, e.lo), np.where(bad, f.hi, e.hi), e.nan | bad, e.real,
-                e.cause)
+        dead = np.broadcast_to(dead, ov.shape)
+        e = _outward(p1l + p2l, p1h + p2h, dtype_of(ov), np.broadcast_to(may, ov.shape).copy(),
+                     ~dead, "RoPE")
+        f = _full_like(ov, "RoPE of an infinite enclosed element")
+        bad = np.broadcast_to(bad, ov.shape) & ~dead
+        e = Enc(np.where(bad, f.lo, e.lo), np.where(bad, f.hi, e.hi), e.nan | bad,
+                e.real | bad, e.cause)
         res.append(e.widen_ulps(s.ulp))
     return tuple(res)
 
@@ -583,7 +688,8 @@ def _movement(s: Site):
         for i in data:
             e = s.enc(i)
             t = getattr(e, attr)
-            args[i] = t if attr in ("lo", "hi") else _flag(t, np.asarray(s.args[i]))
+            args[i] = np.ascontiguousarray(
+                t if attr in ("lo", "hi") else _flag(t, np.asarray(s.args[i])))
         r = np.asarray(s.impl(*args))
         parts[attr] = r if attr in ("lo", "hi") else _unflag(r)
     cause = next(e.cause for e in s.encs if e is not None)
@@ -606,10 +712,24 @@ def _topk(s: Site):
              np.full(lo_v.shape, bool(nan_any)), np.ones(lo_v.shape, bool), x.cause)
     if nan_any:
         ev = _full_like(np.asarray(vals), "TopK over possibly-NaN elements")
-    width = np.any(_f64(x.lo) != _f64(x.hi)) or nan_any
-    ei = _full_like(np.asarray(idx), "TopK indices of enclosed (non-point) values") if width \
-        else None
-    return (ev, ei)
+    iv = np.asarray(idx)
+    if nan_any:
+        return (ev, _full_like(iv, "TopK indices over possibly-NaN elements"))
+    # the selection and its order are the reference's wherever a fiber's intervals are
+    # pairwise disjoint (sorted by lower end, each upper end below the next lower end)
+    ax = s.op.axis % x.lo.ndim if x.lo.ndim else 0
+    lo, hi = np.moveaxis(_f64(x.lo), ax, -1), np.moveaxis(_f64(x.hi), ax, -1)
+    order = np.argsort(lo, axis=-1, kind="stable")
+    slo, shi = np.take_along_axis(lo, order, -1), np.take_along_axis(hi, order, -1)
+    fixed = (shi[..., :-1] < slo[..., 1:]).all(-1) if lo.shape[-1] > 1 else \
+        np.ones(lo.shape[:-1], bool)
+    if fixed.all():
+        return (ev, None)
+    fixed = np.moveaxis(np.broadcast_to(fixed[..., None], iv.shape[:ax] + iv.shape[ax + 1:]
+                                        + (iv.shape[ax],)), -1, ax)
+    f = _full_like(iv, "TopK indices of overlapping enclosed values")
+    return (ev, Enc(np.where(fixed, iv, f.lo), np.where(fixed, iv, f.hi),
+                    np.zeros(iv.shape, bool), np.ones(iv.shape, bool), f.cause))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -201,6 +201,9 @@ class Evaluation:
 
     value: Any
     contracts: tuple
+    #: per output, its sound enclosure (filled in by the oracle's enclosing evaluation,
+    #: ``oracle/enclosure_eval.py``; None when evaluated without)
+    enclosures: Any = None
 
 
 def evaluate(module: Module, entry: str, inputs: Sequence[np.ndarray], *,

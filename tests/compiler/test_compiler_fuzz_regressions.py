@@ -28,4 +28,7 @@ def test_fuzz_finding_stays_fixed(seed, index):
     be = KernelInterpBackend()
     out = be.run(be.compile(m, entry), [np.array(x, copy=True) for x in inputs])
     v = check(m, entry, inputs, out)
-    assert v.status == "PASS", v.summary()
+    # nothing rejected; an element no enclosure bounds (a sharded value downstream of an
+    # inexact op) is UNJUDGED, never a PASS
+    assert v.status in ("PASS", "UNJUDGED"), v.summary()
+    assert all(o.status != "FAIL" for o in v.outputs)

@@ -23,7 +23,7 @@ from tilefoundry.conformance.catalog import (
 )
 from tilefoundry.conformance.numerics_sweep import EXHAUSTIVE_SOURCES, FLOATS, INTS, modes
 from tilefoundry.errors import InvalidArgumentError
-from tilefoundry.oracle.compare import NOT_CHECKED, PASS, check
+from tilefoundry.oracle.compare import PASS, UNJUDGED, check
 from tilefoundry.semantics.dtypes import FORMATS, DType, to_bits
 from tilefoundry.semantics.ops import ALL_OPS
 
@@ -197,13 +197,14 @@ def test_quick_tier_passes_the_reference(catalog):
         module, entry, inputs = case.build()
         out = backend.run(backend.compile(module, entry), inputs)
         v = check(module, entry, inputs, out)
-        if v.status != PASS:
+        if v.status not in (PASS, UNJUDGED):
             failures.append(f"{case.id}: {v.summary()}")
         elif not case.id.startswith("program/") and \
-                any(o.status == NOT_CHECKED for o in v.outputs):
+                any(o.status == UNJUDGED for o in v.outputs):
             unjudged.add(case.id)
     assert not failures, "\n".join(failures[:20])
-    # every hand-written case is judged by a contract (no output is NOT_CHECKED)
+    # every hand-written case is judged (no output is UNJUDGED); generated programs may hold
+    # an element no enclosure bounds (counted by the runner, never a PASS)
     assert not unjudged, sorted(unjudged)
 
 

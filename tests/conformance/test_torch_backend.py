@@ -686,6 +686,16 @@ def _plant_reference(monkeypatch, tamper: Callable[[Any], Any]) -> None:
         return tamper(ev)
 
     monkeypatch.setattr(evaluator_core, "evaluate", evaluate)
+    from tilefoundry.oracle import enclosure_eval
+
+    real_enclosed = enclosure_eval.evaluate_enclosed
+
+    def evaluate_enclosed(module, entry, inputs):  # the oracle's evaluation with enclosures
+        ev, encs = real_enclosed(module, entry, inputs)
+        ev = replace(ev, value=tamper(ev.value))
+        return ev, encs
+
+    monkeypatch.setattr(enclosure_eval, "evaluate_enclosed", evaluate_enclosed)
 
 
 PLANTED_CIDS = ["special/binary/add/f32", "special/binary/lt/f32",

@@ -10,7 +10,7 @@ from collections import Counter
 
 from hypothesis import given, settings
 
-from tilefoundry.oracle.compare import FAIL, NOT_CHECKED, PASS, check_candidate
+from tilefoundry.oracle.compare import FAIL, PASS, UNJUDGED, check_candidate
 from tilefoundry.oracle.planted import truncating_add
 from tilefoundry.oracle.programs import iter_programs, programs
 from tilefoundry.oracle.reduce import reduce_failure
@@ -26,14 +26,14 @@ def reference(module, entry, inputs):
 @given(programs())
 def test_the_oracle_accepts_the_reference_on_generated_programs(p):
     v = check_candidate(p.module, p.entry, list(p.inputs), reference)
-    assert v.status == PASS, v.summary()
+    assert v.status in (PASS, UNJUDGED), v.summary()  # never FAIL: an element may be unjudged
 
 
 @settings(max_examples=max(10, settings.default.max_examples // 2))
 @given(programs(sharded=True))
 def test_the_oracle_accepts_the_reference_on_generated_sharded_programs(p):
     v = check_candidate(p.module, p.entry, list(p.inputs), reference)
-    assert v.status == PASS, v.summary()
+    assert v.status in (PASS, UNJUDGED), v.summary()
 
 
 def test_seeded_programs_judged_against_the_reference_and_a_planted_bug():
@@ -47,8 +47,8 @@ def test_seeded_programs_judged_against_the_reference_and_a_planted_bug():
         v = check_candidate(p.module, p.entry, list(p.inputs), reference)
         statuses[v.status] += 1
         outputs.update(o.status for o in v.outputs)
-    assert statuses == Counter({PASS: 200}), statuses
-    assert outputs[PASS] > outputs[NOT_CHECKED]  # most outputs are judged, not skipped
+    assert set(statuses) <= {PASS, UNJUDGED} and sum(statuses.values()) == 200, statuses
+    assert outputs[PASS] > 10 * outputs[UNJUDGED]  # most outputs are judged, not skipped
     caught = [p for p in iter_programs(0, 300, ops=[Binary])
               if check_candidate(p.module, p.entry, list(p.inputs), truncating_add).status
               == FAIL]

@@ -700,9 +700,18 @@ def check_conv(ledger, x, wt, bias, op):
         single = np.concatenate([torch_conv(x[i:i + 1]) for i in range(x.shape[0])])
         t32, s32 = theirs.astype(np.float32), single.astype(np.float32)
         differ = ~((t32 == s32) | (np.isnan(t32) & np.isnan(s32)))
-        if differ.any():
-            assert not np.isfinite(wt.astype(np.float32)).all() and any(op.padding)
+        if differ.any():  # F18 where non-finite taps read padding; recorded, never a gate
+            f18 = not np.isfinite(wt.astype(np.float32)).all() and any(op.padding)
+            peers.FINDINGS.record("torch", f"F.conv2d (CPU) {dt} batch {x.shape[0]}",
+                                  "F18-batched-differs-from-per-sample" if f18 else
+                                  "batched-differs-from-per-sample", int(differ.sum()))
             F18_SEEN.append(int(differ.sum()))
+            # both are judged: the batched result by the admitted set below, the per-sample
+            # one here
+            a, b, _ = conv2d_operands(x, wt, bias, op.stride, op.padding, op.dilation,
+                                      op.groups)
+            check_admitted(ledger, "conv2d", dt, conv2d_matmul_view(theirs, op.groups), a, b,
+                           conv2d_matmul_view(ours, op.groups))
             theirs = single
     assert theirs.shape == ours.shape
     a, b, _ = conv2d_operands(x, wt, bias, op.stride, op.padding, op.dilation, op.groups)
