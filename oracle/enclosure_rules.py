@@ -388,6 +388,7 @@ def _reduce(s: Site):
         e = _tree_bounds(lo, hi, n - 1, dtype_of(v),
                          n if op.kind is ReduceKind.MEAN else None, 0.0,
                          f"Reduce({op.kind.value}, {op.policy})")
+        e = _enumerated_trees(e, lo, hi, dtype_of(v), op)
         e = with_nan(e, nan_in)
         return Enc(e.lo.reshape(v.shape), e.hi.reshape(v.shape), e.nan.reshape(v.shape),
                    e.real.reshape(v.shape), e.cause)
@@ -404,6 +405,38 @@ def _reduce(s: Site):
         nan_fiber.reshape(v.shape)
     e = from_candidates(cands, nan_fiber, dtype_of(v), x.cause, s.name)
     return with_nan(e, nan_fiber)
+
+
+def _enumerated_trees(e: Enc, lo: np.ndarray, hi: np.ndarray, target: DType, op) -> Enc:
+    """Short fibers (at most ``reductions.ENUMERATE_MAX`` leaves, as the admitted-set test):
+    the hull of every tree's result at the lower leaves and at the upper leaves — exactly the
+    admitted set's hull for point leaves, and sound for interval leaves since a tree of f32
+    additions is monotone in its leaves. Fibers with a non-finite leaf keep the bound."""
+    from tilefoundry.semantics.reductions import ENUMERATE_MAX, _enumerate_trees, _round, _widen
+
+    n = lo.shape[-1]
+    fibers = int(np.prod(lo.shape[:-1], dtype=np.int64))
+    trees = {1: 1, 2: 1, 3: 3, 4: 15, 5: 105, 6: 945}.get(n, 0)  # (2n-3)!!
+    if n > ENUMERATE_MAX or fibers * trees > 1 << 21:
+        return e
+    ok = np.isfinite(lo).all(-1) & np.isfinite(hi).all(-1)
+    if not ok.any():
+        return e
+    unordered = op.policy == "unordered_tree"
+    with np.errstate(all="ignore"):
+        ends = []
+        for leaves, pick in ((lo, np.min), (hi, np.max)):
+            c = np.stack(_enumerate_trees(np.where(ok[..., None], leaves, 0.0).astype(
+                np.float32), unordered))
+            if op.kind is ReduceKind.MEAN:
+                c = c / np.float32(n)
+            c = _widen(_round(c, target), target).astype(np.float64)
+            ends.append(pick(np.where(np.isnan(c), np.inf if pick is np.min else -np.inf, c),
+                             0))
+            ok &= ~np.isnan(c).any(0)
+    lo_t, hi_t = (_to_dt(t, target) for t in ends)
+    return Enc(np.where(ok, lo_t, e.lo), np.where(ok, hi_t, e.hi), np.where(ok, False, e.nan),
+               np.where(ok, True, e.real), e.cause)
 
 
 def _elementwise_abs(x: Enc) -> Enc:
@@ -688,8 +721,8 @@ def _movement(s: Site):
         for i in data:
             e = s.enc(i)
             t = getattr(e, attr)
-            args[i] = np.ascontiguousarray(
-                t if attr in ("lo", "hi") else _flag(t, np.asarray(s.args[i])))
+            args[i] = np.asarray(  # C order, keeping rank 0 (ascontiguousarray makes it 1-d)
+                t if attr in ("lo", "hi") else _flag(t, np.asarray(s.args[i])), order="C")
         r = np.asarray(s.impl(*args))
         parts[attr] = r if attr in ("lo", "hi") else _unflag(r)
     cause = next(e.cause for e in s.encs if e is not None)
