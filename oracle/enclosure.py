@@ -226,6 +226,15 @@ def corners(fn: Callable[..., np.ndarray], encs: list[Enc], extra: list[list[np.
         else:
             lo, hi = e.lo, e.hi
         p = [lo, hi] + (extra[i] if extra else [])
+        if dt.is_float and FORMATS[dt].has_sign:
+            # an interval does not know the sign of its zeros: where it reaches 0, evaluate at
+            # -0 and +0 both (rsqrt(-0) = -inf, rsqrt(+0) = +inf; 1/x alike)
+            lw, hw = _f64(lo), _f64(hi)
+            at0 = e.real & (lw <= 0) & (hw >= 0)
+            if np.any(at0):
+                z = cast(np.zeros((), np.float32), dt)
+                nz = cast(np.asarray(-0.0, np.float32), dt)
+                p += [np.where(at0, nz, lo), np.where(at0, z, lo)]
         pts.append(p)
         nan_in = nan_in | ~e.real
     cands = []

@@ -291,12 +291,14 @@ def _cast(s: Site):
             # a cast is monotone where it is not NaN; NaN only beyond the format's range (an
             # fp8e4m3 overflow, an f8e8m0 of a value <= 0): that end of the box admits NaN
             # and the real part extends to the format's extreme on that side
-            lo_c, hi_c = cands
             ext = Enc.full(dst, ())
-            tail_lo, tail_hi = _isnan(lo_c) & ~nan_in, _isnan(hi_c) & ~nan_in
-            cands = [np.where(tail_lo, ext.lo, lo_c), np.where(tail_hi, ext.hi, hi_c)]
+            tails = [_isnan(c) & ~nan_in for c in cands]
+            # the upper corner's NaN tail is above the range; the lower corner's and the zeros'
+            # (f8e8m0 of 0) below it
+            cands = [np.where(t, ext.hi if i == 1 else ext.lo, c)
+                     for i, (c, t) in enumerate(zip(cands, tails, strict=True))]
             e = from_candidates(cands, nan_in, dst, x.cause, s.name)
-            e = with_nan(e, x.nan | tail_lo | tail_hi)
+            e = with_nan(e, x.nan | np.logical_or.reduce(tails))
         else:
             e = from_candidates(cands, nan_in, dst, x.cause, s.name)
         if not dst.is_float and x.dtype.is_float:  # NaN / out-of-range sources: unspecified
@@ -344,18 +346,24 @@ def _tree_bounds(leaves_lo: np.ndarray, leaves_hi: np.ndarray, k: int, target: D
     else:
         over = np.zeros(lo64.shape, bool)
     lo, hi = _to_dt(lo64, target), _to_dt(hi64, target)  # exact: already on the target grid
-    # one leaf at +inf (or an overflowing positive partial) and another at -inf: NaN
-    with np.errstate(all="ignore"):
-        may_pinf = (leaves_hi == np.inf).any(-1) | bhi.pinf_v | (
-            np.where(np.isfinite(leaves_hi), np.maximum(leaves_hi, 0), 0).sum(-1) * (1 + 2.0 ** -20)
-            * (1 + k * 2.0 ** -23) >= 2.0 ** 128)
-        may_ninf = (leaves_lo == -np.inf).any(-1) | blo.ninf_v | (
-            np.where(np.isfinite(leaves_lo), np.maximum(-leaves_lo, 0), 0).sum(-1) * (1 + 2.0 ** -20)
-            * (1 + k * 2.0 ** -23) >= 2.0 ** 128)
-    nan = blo.nan_ok | bhi.nan_ok | (may_pinf & may_ninf) | _isnan(lo) | _isnan(hi) | over
+    nan = blo.nan_ok | bhi.nan_ok | _mixed_inf(leaves_lo, leaves_hi, k) | _isnan(lo) | \
+        _isnan(hi) | over
     lo = np.where(_isnan(lo), Enc.full(target, ()).lo, lo)
     hi = np.where(_isnan(hi), Enc.full(target, ()).hi, hi)
     return Enc(lo, hi, nan, real, cause)
+
+
+def _mixed_inf(leaves_lo: np.ndarray, leaves_hi: np.ndarray, k: int) -> np.ndarray:
+    """Per fiber (last axis, f64 leaves): may one summand be +inf (a leaf, or a positive part
+    that overflows f32) while another is -inf? Then a sum of them may be NaN, although neither
+    the all-lower nor the all-upper evaluation shows it."""
+    with np.errstate(all="ignore"):
+        grow = (1 + 2.0 ** -20) * (1 + (k + 1) * 2.0 ** -23)
+        pos = np.where(np.isfinite(leaves_hi), np.maximum(leaves_hi, 0), 0).sum(-1) * grow
+        neg = np.where(np.isfinite(leaves_lo), np.maximum(-leaves_lo, 0), 0).sum(-1) * grow
+        may_pinf = (leaves_hi == np.inf).any(-1) | (pos >= 2.0 ** 128)
+        may_ninf = (leaves_lo == -np.inf).any(-1) | (neg >= 2.0 ** 128)
+    return may_pinf & may_ninf
 
 
 def _fiber_last(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
@@ -403,7 +411,17 @@ def _reduce(s: Site):
         if x.lo.ndim else (x.nan | ~x.real)
     nan_fiber = np.broadcast_to(nan_fiber, v.shape) if nan_fiber.size == v.size else \
         nan_fiber.reshape(v.shape)
+    if op.kind in (ReduceKind.SUM, ReduceKind.MEAN) and dt.is_float and x.lo.ndim:
+        lo_f = _fiber_last(np.where(x.real, _f64(x.lo), 0.0), axes)
+        hi_f = _fiber_last(np.where(x.real, _f64(x.hi), 0.0), axes)
+        mixed = _mixed_inf(lo_f, hi_f, lo_f.shape[-1]).reshape(v.shape)
+    else:
+        mixed = np.zeros(v.shape, bool)
     e = from_candidates(cands, nan_fiber, dtype_of(v), x.cause, s.name)
+    if mixed.any():  # +inf and -inf summands: NaN, and nothing bounds the real part
+        f = _full_like(v, f"{s.name} of summands that may be +inf and -inf")
+        e = Enc(np.where(mixed, f.lo, e.lo), np.where(mixed, f.hi, e.hi), e.nan | mixed,
+                e.real | mixed, e.cause)
     return with_nan(e, nan_fiber)
 
 
