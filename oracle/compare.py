@@ -389,7 +389,9 @@ def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
     from tilefoundry.semantics.typeinfer.core import Session
     from tilefoundry.semantics.typeinfer.functions import infer_module
 
-    fn = infer_module(module, Session())[entry]
+    # the typed entry the evaluation ran: its Calls are the ones the contracts name (a second
+    # type inference would rebuild nodes and lose them)
+    fn = ev.entry_fn if ev.entry_fn is not None else infer_module(module, Session())[entry]
     if fn.body is None:  # a dispatch prototype: the variant the reference chose
         from tilefoundry.semantics.evaluator.core import shape_of
         from tilefoundry.semantics.typeinfer.functions import select_variant

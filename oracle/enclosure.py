@@ -24,6 +24,7 @@ straddling 0): the result is then everything (``full``).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -67,6 +68,7 @@ def _isnan(x: np.ndarray) -> np.ndarray:
     return np.isnan(_f64(x)) if dtype_of(x).is_float else np.zeros(x.shape, bool)
 
 
+@functools.cache
 def _extreme(dt: DType, sign: int) -> np.ndarray:
     """The largest (sign +1) / smallest (-1) value of a dtype, as a 0-d array of it."""
     info = FORMATS[dt]
@@ -95,11 +97,16 @@ def ordered(x: np.ndarray) -> np.ndarray:
     return _ordered(x)
 
 
+@functools.cache
+def _ordered_range(dt: DType) -> tuple[int, int]:
+    return (int(ordered(_extreme(dt, -1).reshape(1))[0]),
+            int(ordered(_extreme(dt, 1).reshape(1))[0]))
+
+
 def from_ordered(o: np.ndarray, dt: DType) -> np.ndarray:
     """The inverse of ``compare.ordered`` (clamped to the format's ordered range)."""
     info = FORMATS[dt]
-    lo_o = int(ordered(_extreme(dt, -1).reshape(1))[0]) if dt.is_float else None
-    hi_o = int(ordered(_extreme(dt, 1).reshape(1))[0]) if dt.is_float else None
+    lo_o, hi_o = _ordered_range(dt) if dt.is_float else (None, None)
     if not dt.is_float:
         return np.asarray(o).astype(info.storage)
     o = np.clip(np.asarray(o, np.int64), lo_o, hi_o)

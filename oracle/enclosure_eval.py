@@ -73,7 +73,7 @@ def evaluate_enclosed(module: Module, entry: str, inputs: Sequence[np.ndarray]
     value, ev = run(module, entry, inputs, EnclosingEvaluator)
     outs = list(value) if isinstance(value, tuple | list) else [value]
     encs = [ev.enc_of(o) for o in outs]
-    return Evaluation(value, tuple(ev.contracts), encs), encs
+    return Evaluation(value, tuple(ev.contracts), encs, ev.entry_fn), encs
 
 
 __all__ = ["SHARDED", "Enc", "EnclosingEvaluator", "evaluate_enclosed"]

@@ -204,6 +204,8 @@ class Evaluation:
     #: per output, its sound enclosure (filled in by the oracle's enclosing evaluation,
     #: ``oracle/enclosure_eval.py``; None when evaluated without)
     enclosures: Any = None
+    #: the typed entry Function the evaluation ran (its Calls are those ``contracts`` name)
+    entry_fn: Any = None
 
 
 def evaluate(module: Module, entry: str, inputs: Sequence[np.ndarray], *,
@@ -213,7 +215,7 @@ def evaluate(module: Module, entry: str, inputs: Sequence[np.ndarray], *,
     Returns the result value (an array, or a tuple for tuple results); with ``report=True`` an
     ``Evaluation`` holding the value and the per-Call contracts."""
     value, ev = run(module, entry, inputs)
-    return Evaluation(value, tuple(ev.contracts)) if report else value
+    return Evaluation(value, tuple(ev.contracts), entry_fn=ev.entry_fn) if report else value
 
 
 def run(module: Module, entry: str, inputs: Sequence[np.ndarray],
@@ -236,4 +238,5 @@ def run(module: Module, entry: str, inputs: Sequence[np.ndarray],
         fn = chosen
     args = _check_inputs(fn, list(inputs))
     ev = evaluator(session)
+    ev.entry_fn = fn  # the typed entry (the chosen variant of a dispatch) the value came from
     return ev.call_function(fn, args), ev
