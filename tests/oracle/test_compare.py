@@ -295,3 +295,34 @@ def test_an_ulp_enclosure_carries_through_data_movement():
     v = check(m, "g", [xs], (off, ref[1]))
     assert v.status == FAIL and v.outputs[0].worst_index == (4,)
     assert v.outputs[0].ulp_distance == b + 1
+
+
+@pytest.mark.parametrize("strides", [None, (1,)])
+def test_a_partial_completion_keeps_its_admitted_set_when_strides_are_sugar(strides):
+    """Issue 16: the contract of a Reshard completing Partial(sum) was found by object identity
+    in a second type inference, which rebuilds modules written with strides=None: every output
+    was then judged exact and a legal completion in another device order FAILed. The oracle now
+    judges with the typed entry the evaluation ran."""
+    from tilefoundry.semantics.evaluator.mesh import Sharded
+    from tilefoundry.semantics.ops.sharding import Reshard
+    from tilefoundry.semantics.types import (
+        Broadcast,
+        Layout,
+        Mesh,
+        Partial,
+        ShardLayout,
+        Topology,
+        TopologyLevel,
+    )
+
+    mesh = Mesh("device", ("x",), (3,))
+    src = ShardLayout(mesh, (Partial("sum"),), Layout((1,), strides))
+    dst = ShardLayout(mesh, (Broadcast(),), Layout((1,), strides))
+    x = Var("x", TensorType((1,), F32, src))
+    m = Module((Function("f", (x,), Call(Reshard(dst), (x,)), None),),
+               topology=Topology((TopologyLevel("device", 3),)))
+    inp = Sharded(src, np.array([[2.0 ** 24], [1.0], [1.0]], np.float32))
+    # device order 0, 1, 2 gives 2^24 (each 1 is absorbed); (1 + 1) + 2^24 = 2^24 + 2
+    v = check(m, "f", [inp], np.array([2.0 ** 24 + 2], np.float32))
+    assert v.status == PASS and v.outputs[0].contract.startswith("admitted_set(")
+    assert check(m, "f", [inp], np.array([2.0 ** 24 + 4], np.float32)).status == FAIL
