@@ -208,7 +208,6 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
                 (i not in pax and t_src != t_dst) or isinstance(t_dst, Partial):
             return SHARDED
     x = as_enc(e, a.data)
-    nm = len(src.mesh.axis_extents)
     order = [i for i in range(a.data.ndim) if i not in pax] + pax
 
     def fibers(t):
@@ -236,7 +235,6 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
         inv = np.argsort(order)
         return np.ascontiguousarray(np.broadcast_to(np.transpose(t, inv), v.data.shape))
 
-    del nm
     return Enc(back(r.lo), back(r.hi), back(r.nan), back(r.real), r.cause)
 
 
