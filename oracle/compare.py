@@ -430,7 +430,10 @@ def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
                                           detail=f"downstream of inexact op(s) {names}: no "
                                                  f"exact composition of their contracts"))
             continue
-        verdicts.append(_apply(i, own, prod, e, o))
+        ov = _apply(i, own, prod, e, o)
+        if ov.status == UNJUDGED and encs is not None and not isinstance(encs[i], str | None):
+            ov = _judge_enclosure(i, encs[i], e, o)  # no contract decides it; its enclosure does
+        verdicts.append(ov)
     status = FAIL if any(v.status == FAIL for v in verdicts) else \
         UNJUDGED if any(v.status == UNJUDGED for v in verdicts) else PASS
     return Verdict(status, tuple(verdicts), reference=ev)

@@ -193,20 +193,18 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
         _tree_bounds,
     )
     from tilefoundry.semantics.dtypes import dtype_of
-    from tilefoundry.semantics.types import Broadcast, Partial
+    from tilefoundry.semantics.evaluator.core import _same_sharding
+    from tilefoundry.semantics.types import Broadcast, Partial, ShardLayout
 
     src = a.layout
-    dst = v.layout if isinstance(v, Sharded) else None
     pax = sorted(src.partials)
-    if dst is None or set(src.partials.values()) != {"sum"} or \
-            src.layout.axis_extents != dst.layout.axis_extents or \
-            src.local_axis_extents() != dst.local_axis_extents() or \
-            not dtype_of(a.data).is_float:
+    if set(src.partials.values()) != {"sum"} or not dtype_of(a.data).is_float:
         return SHARDED
-    for i, (t_src, t_dst) in enumerate(zip(src.attrs, dst.attrs, strict=True)):
-        if (i in pax and not isinstance(t_dst, Broadcast)) or \
-                (i not in pax and t_src != t_dst) or isinstance(t_dst, Partial):
-            return SHARDED
+    # complete in place (Partial -> Broadcast, same layout), then move to the destination
+    mid = ShardLayout(src.mesh, tuple(Broadcast() if i in pax else t
+                                      for i, t in enumerate(src.attrs)), src.layout)
+    if isinstance(v, Sharded) and any(isinstance(t, Partial) for t in v.layout.attrs):
+        return SHARDED
     x = as_enc(e, a.data)
     order = [i for i in range(a.data.ndim) if i not in pax] + pax
 
@@ -223,7 +221,7 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
         kind = ReduceKind.SUM
 
     _Op.policy = policy
-    dt = dtype_of(v.data)
+    dt = dtype_of(a.data)
     r = _tree_bounds(lo, hi, n - 1, dt, None, 0.0, "Reshard(Partial(sum) completion)")
     r = _enumerated_trees(r, lo, hi, dt, _Op)
     r = with_nan(r, fibers(x.nan | ~x.real).any(-1))
@@ -233,9 +231,25 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
     def back(t):
         t = t.reshape(*kept, *([1] * len(pax)))
         inv = np.argsort(order)
-        return np.ascontiguousarray(np.broadcast_to(np.transpose(t, inv), v.data.shape))
+        return np.ascontiguousarray(np.broadcast_to(np.transpose(t, inv), a.data.shape))
 
-    return Enc(back(r.lo), back(r.hi), back(r.nan), back(r.real), r.cause)
+    done = Enc(back(r.lo), back(r.hi), back(r.nan), back(r.real), r.cause)
+    if isinstance(v, Sharded) and _same_sharding(mid, v.layout):
+        return done
+    # the rest is data movement (gather / scatter / all-to-all): the Reshard kernel moves each
+    # part of the enclosure from the completed layout
+    from tilefoundry.oracle.enclosure_rules import _flag, _unflag
+    from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
+
+    parts = {}
+    for attr in ("lo", "hi", "nan", "real"):
+        comp = getattr(done, attr)
+        comp = comp if attr in ("lo", "hi") else _flag(comp, a.data)
+        arg = Sharded(mid, np.asarray(comp, order="C"))
+        ctx = EvalCtx(node.op, node, node.checked_type, [], (arg,), {})
+        moved = _data(EVALUATORS[type(node.op)](ctx, (arg,)))
+        parts[attr] = moved if attr in ("lo", "hi") else _unflag(moved)
+    return Enc(parts["lo"], parts["hi"], parts["nan"], parts["real"], r.cause)
 
 
 _ROWS = ("SoftMax", "RMSNorm", "LayerNorm")
