@@ -162,9 +162,18 @@ def _mesh_enclosure(node, env, args, encs, v, new) -> Any:
             # the rule reads rows off the per-device data: only where every device holds the
             # whole value with one data axis per tensor axis (no split, no refined positions)
             return SHARDED
-        if any(e is not None or np.ndim(a) for a, e in zip(args, encs, strict=True)
-               if not isinstance(a, Sharded | PerDevice)):
-            return SHARDED  # plain operands: exact scalars only (they broadcast the same way)
+        local = vdata.shape[len(ext):]
+        unsplit = all(isinstance(t, Broadcast) for a in mesh_args if isinstance(a, Sharded)
+                      for t in a.layout.attrs) and not any(isinstance(a, PerDevice)
+                                                           for a in mesh_args)
+        for a, e in zip(args, encs, strict=True):
+            if isinstance(a, Sharded | PerDevice):
+                continue
+            # a plain operand: exact, and seen whole by every device (all layouts Broadcast),
+            # broadcasting against the local shape as against the data (mesh axes lead)
+            if e is not None or (np.ndim(a) and not (
+                    unsplit and np.broadcast_shapes(np.shape(a), local) == local)):
+                return SHARDED
     elif name not in _MOVES:
         return SHARDED
     op = node.op
