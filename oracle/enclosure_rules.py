@@ -743,16 +743,26 @@ def _topk(s: Site):
     if s.exact_inputs:
         return None
     x = s.enc(0)
-    lo_v, _ = s.impl(x.lo, *s.args[1:])
-    hi_v, _ = s.impl(x.hi, *s.args[1:])
-    # the k-th order statistic is monotone in every element
-    nan_any = np.any(x.nan | ~x.real)
-    lo_v, hi_v = np.asarray(lo_v), np.asarray(hi_v)
-    swap = _f64(lo_v) > _f64(hi_v)
-    ev = Enc(np.where(swap, hi_v, lo_v), np.where(swap, lo_v, hi_v),
-             np.full(lo_v.shape, bool(nan_any)), np.ones(lo_v.shape, bool), x.cause)
-    if nan_any:
-        ev = _full_like(np.asarray(vals), "TopK over possibly-NaN elements")
+    dt = x.dtype
+    nan_any = bool(np.any(x.nan | ~x.real))
+    # the r-th selected value is an order statistic: monotone in every element; NaN ranks last
+    # in either direction, so an element turning NaN drops out of the ranking. The extreme
+    # configurations: every maybe-NaN element real at its end, or dropped (NaN)
+    if dt.is_float:
+        nanv = cast(np.asarray(np.nan, np.float32), dt)
+        real_lo, real_hi = np.where(x.real, x.lo, nanv), np.where(x.real, x.hi, nanv)
+        maybe = x.nan & x.real
+        drop_lo, drop_hi = np.where(maybe, nanv, real_lo), np.where(maybe, nanv, real_hi)
+    else:
+        real_lo = drop_lo = x.lo
+        real_hi = drop_hi = x.hi
+    lo_cfg, hi_cfg = (drop_lo, real_hi) if s.op.largest else (real_lo, drop_hi)
+    lo_v = np.asarray(s.impl(lo_cfg, *s.args[1:])[0])
+    hi_v = np.asarray(s.impl(hi_cfg, *s.args[1:])[0])
+    lo_n, hi_n = _isnan(lo_v), _isnan(hi_v)
+    ext = Enc.full(dtype_of(np.asarray(vals)), ())
+    ev = Enc(np.where(lo_n, ext.lo, lo_v), np.where(hi_n, ext.hi, hi_v), lo_n | hi_n,
+             ~(lo_n & hi_n), x.cause)
     iv = np.asarray(idx)
     if nan_any:
         return (ev, _full_like(iv, "TopK indices over possibly-NaN elements"))
