@@ -418,11 +418,7 @@ def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
         if upstream and encs is not None:
             verdicts.append(_judge_enclosure(i, encs[i], e, o))
             continue
-        if upstream:
-            moved = _through_movement(prod, index, notes)
-            if moved is not None:  # an ulp contract carried through data movement only
-                verdicts.append(_apply(i, [moved], prod, e, o))
-                continue
+        if upstream:  # enclose=False: what no contract decides is not judged
             names = sorted({type(n.op).__name__ if isinstance(n, Call) else type(n).__name__
                             for n in upstream})
             verdicts.append(OutputVerdict(i, UNJUDGED, "none", total=int(e.size),
@@ -470,64 +466,6 @@ def _judge_enclosure(i: int, enc: Any, e: np.ndarray, o: np.ndarray) -> OutputVe
                              detail=f"{int(unb.sum())} of {total} element(s) unjudged (their "
                                     f"enclosure admits every value: {enc.cause})")
     return OutputVerdict(i, PASS, name, 0, total)
-
-
-_MOVEMENT = ("Reshape", "Transpose", "Slice", "Concat", "Stack", "Gather", "Reshard", "Local",
-             "InsertSlice", "CacheUpdate")
-#: operand positions that carry data (the others are indices / offsets, which must be exact)
-_DATA_OPERANDS = {"Gather": (0,), "InsertSlice": (0, 1), "CacheUpdate": (0, 3)}
-
-
-def _through_movement(node: Expr, index: int | None, notes: dict) -> Any:
-    """The contract an output inherits when every path from an inexact op to it moves elements
-    without computing (Reshape, Transpose, Slice, Concat, Stack, Gather's data, Reshard without
-    a completion, ...): an ulp contract is elementwise, so moving elements keeps it. Returns the
-    widest ulp contract met (same dtype), or None when anything else intervenes."""
-    from dataclasses import replace
-
-    memo: dict[int, Any] = {}
-    exact = "exact"
-
-    def walk(n: Expr) -> Any:
-        if id(n) in memo:
-            return memo[id(n)]
-        memo[id(n)] = None  # cycles cannot occur in a DAG; this guards re-entry only
-        own = notes.get(id(n))
-        if own:
-            c = own[-1]
-            ops = [walk(a) for a in _children(n)] if isinstance(n, Call) else []
-            ok = c.kind == "ulp" and not c.per_device and all(x == exact for x in ops)
-            r = c if ok else None
-        elif isinstance(n, Call) and type(n.op).__name__ in _MOVEMENT:
-            data = _DATA_OPERANDS.get(type(n.op).__name__, tuple(range(len(n.args))))
-            parts = [walk(a) for a in n.args]
-            if any(p is None for p in parts) or any(
-                    p != exact for k, p in enumerate(parts) if k not in data):
-                r = None
-            else:
-                ulps = [p for p in parts if p != exact]
-                if not ulps:
-                    r = exact
-                elif len({u.dtype for u in ulps}) == 1:
-                    r = max(ulps, key=lambda u: u.ulp)
-                else:
-                    r = None
-        elif isinstance(n, TupleGetItem):
-            r = walk(n.tuple_value)
-        elif isinstance(n, Call | Tuple | GridRegionExpr):
-            parts = [walk(a) for a in _children(n)]
-            r = exact if all(p == exact for p in parts) and not (
-                isinstance(n, GridRegionExpr) and any(id(m) in notes for m in _upstream(n))) \
-                else None
-        else:
-            r = exact  # Var, Constant
-        memo[id(n)] = r
-        return r
-
-    r = walk(node)
-    if r is None or r == exact:
-        return None
-    return replace(r, op=f"{r.op} (moved)", operands=())
 
 
 def _apply(i: int, own: list, prod: Expr, e: np.ndarray, o: np.ndarray) -> OutputVerdict:

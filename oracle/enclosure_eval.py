@@ -195,12 +195,7 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
     ``ENUMERATE_MAX`` devices, the bound beyond), at the partials' lower and upper ends,
     replicated on the completed axes. Other completions are not enclosed (SHARDED)."""
     from tilefoundry.oracle.enclosure import as_enc, with_nan
-    from tilefoundry.oracle.enclosure_rules import (
-        ReduceKind,
-        _enumerated_trees,
-        _f64,
-        _tree_bounds,
-    )
+    from tilefoundry.oracle.enclosure_rules import _enumerated_trees, _f64, _tree_bounds
     from tilefoundry.semantics.dtypes import dtype_of
     from tilefoundry.semantics.evaluator.core import _same_sharding
     from tilefoundry.semantics.types import Broadcast, Partial, ShardLayout
@@ -225,14 +220,9 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
     hi = np.where(fibers(x.real), fibers(_f64(x.hi)), np.nan)
     n = lo.shape[-1]
     policy = next((c.policy for c in new if c.policy), None) or "unordered_tree"
-
-    class _Op:  # what _enumerated_trees reads of a Reduce
-        kind = ReduceKind.SUM
-
-    _Op.policy = policy
     dt = dtype_of(a.data)
     r = _tree_bounds(lo, hi, n - 1, dt, None, 0.0, "Reshard(Partial(sum) completion)")
-    r = _enumerated_trees(r, lo, hi, dt, _Op)
+    r = _enumerated_trees(r, lo, hi, dt, False, policy == "unordered_tree")
     r = with_nan(r, fibers(x.nan | ~x.real).any(-1))
     # back to the data layout: the completed axes (size 1 in the fibers) replicated
     kept = [a.data.shape[i] for i in range(a.data.ndim) if i not in pax]

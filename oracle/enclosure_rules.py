@@ -393,7 +393,8 @@ def _reduce(s: Site):
         e = _tree_bounds(lo, hi, n - 1, dtype_of(v),
                          n if op.kind is ReduceKind.MEAN else None, 0.0,
                          f"Reduce({op.kind.value}, {op.policy})")
-        e = _enumerated_trees(e, lo, hi, dtype_of(v), op)
+        e = _enumerated_trees(e, lo, hi, dtype_of(v), op.kind is ReduceKind.MEAN,
+                              op.policy == "unordered_tree")
         e = with_nan(e, nan_in)
         return Enc(e.lo.reshape(v.shape), e.hi.reshape(v.shape), e.nan.reshape(v.shape),
                    e.real.reshape(v.shape), e.cause)
@@ -417,7 +418,8 @@ def _reduce(s: Site):
     return with_nan(e, nan_fiber)
 
 
-def _enumerated_trees(e: Enc, lo: np.ndarray, hi: np.ndarray, target: DType, op) -> Enc:
+def _enumerated_trees(e: Enc, lo: np.ndarray, hi: np.ndarray, target: DType, mean: bool,
+                      unordered: bool) -> Enc:
     """Short fibers (at most ``reductions.ENUMERATE_MAX`` leaves, as the admitted-set test):
     the hull of every tree's result at the lower leaves and at the upper leaves — exactly the
     admitted set's hull for point leaves, and sound for interval leaves since a tree of f32
@@ -432,13 +434,12 @@ def _enumerated_trees(e: Enc, lo: np.ndarray, hi: np.ndarray, target: DType, op)
     ok = np.isfinite(lo).all(-1) & np.isfinite(hi).all(-1)
     if not ok.any():
         return e
-    unordered = op.policy == "unordered_tree"
     with np.errstate(all="ignore"):
         ends = []
         for leaves, pick in ((lo, np.min), (hi, np.max)):
             c = np.stack(_enumerate_trees(np.where(ok[..., None], leaves, 0.0).astype(
                 np.float32), unordered))
-            if op.kind is ReduceKind.MEAN:
+            if mean:
                 c = c / np.float32(n)
             c = _widen(_round(c, target), target).astype(np.float64)
             ends.append(pick(np.where(np.isnan(c), np.inf if pick is np.min else -np.inf, c),
