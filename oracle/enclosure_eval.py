@@ -70,8 +70,6 @@ class EnclosingEvaluator(_Evaluator):
 # ---------------------------------------------------------------------------------------------
 # mesh values: the enclosure of a Sharded / PerDevice value is an Enc over its per-device data
 # ---------------------------------------------------------------------------------------------
-#: ops whose rule only evaluates the kernel at corners of elementwise boxes (and moves flags)
-_ELEMENTWISE = ("Unary", "Cast", "ReLU", "Sigmoid", "Tanh", "Silu", "Gelu")
 
 
 def _data(v: Any) -> np.ndarray:
@@ -102,16 +100,17 @@ class _MeshSite(_rules.Site):
 
 
 def _mesh_enclosure(node, env, args, encs, v, new) -> Any:
-    """The enclosure of a Call on mesh values: elementwise ops whose operands all have the
-    result's per-device data shape run their rule on the data through the mesh simulation, a
-    Reshard or Local without a Partial completion moves the enclosure; anything else (a
-    completion of enclosed partials, a per-device reduction or matmul, mixed layouts) is not
-    enclosed: SHARDED."""
+    """The enclosure of a Call on mesh values, following the mesh simulation: a Reshard or
+    Local moves the enclosure (a Partial(sum) completion encloses every device order), a call
+    the simulation runs once per device gets the op's plain rule per device, and the movements
+    with mesh paths of their own (a Gather along a split axis, a Reshape into a sharded type, a
+    write into a split destination) move each enclosure component through that path. What none
+    of these covers (a completion of a max / min / integer Partial, a call with tuple operands)
+    is not enclosed: SHARDED."""
     from tilefoundry.oracle.enclosure_rules import _flag, _unflag
-    from tilefoundry.semantics.evaluator.core import _same_sharding
     from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
     from tilefoundry.semantics.ops.sharding import Local, Reshard
-    from tilefoundry.semantics.types import Broadcast, Partial
+    from tilefoundry.semantics.types import Partial
 
     name = type(node.op).__name__
     if isinstance(node.op, Reshard | Local):
@@ -128,65 +127,132 @@ def _mesh_enclosure(node, env, args, encs, v, new) -> Any:
             r = _data(EVALUATORS[type(node.op)](ctx, (_rewrap(a, comp),)))
             parts[attr] = r if attr in ("lo", "hi") else _unflag(r)
         return Enc(parts["lo"], parts["hi"], parts["nan"], parts["real"], e.cause)
-    if any(c.kind != "ulp" for c in new):
-        return SHARDED
     if name in _SHAPES:
         return None
-    if isinstance(node.op, Reshard):
+    if not _special_on_mesh(node, args):
+        return _per_device_enclosure(node, env, args, encs, v, new)
+    if name not in _MOVES:
         return SHARDED
+    # the evaluator's own mesh paths for these movements (a Gather along a split axis, a
+    # Reshape into a sharded type, a write into a split destination): the movement rule runs
+    # the kernel on each enclosure component through the mesh simulation
     mesh_args = [a for a in args if isinstance(a, Sharded | PerDevice)]
-    if not mesh_args:
-        return SHARDED
-    ref = mesh_args[0]
-    ext = tuple(ref.data.shape[:len(_mesh_of(ref).axis_extents)])
-    replicated = not isinstance(v, Sharded | PerDevice)  # a plain result: equal on every device
+    ext = tuple(mesh_args[0].data.shape[:len(_mesh_of(mesh_args[0]).axis_extents)])
+    replicated = not isinstance(v, Sharded | PerDevice)
     vdata = np.broadcast_to(np.asarray(v), (*ext, *np.shape(v))) if replicated else _data(v)
-    elementwise = name in _ELEMENTWISE or name in _ROWS or (
-        name == "Binary" and node.op.kind.value in _BINARY)
-    if name in _ROWS and name == "SoftMax" and node.op.axis % max(np.ndim(v) if replicated
-                                                                  else len(v.shape), 1) != \
-            max(np.ndim(v) if replicated else len(v.shape), 1) - 1:
-        return SHARDED  # a rule over data rows needs the op's axis to be the last one
-    if elementwise:
-        # every mesh operand holds the result's per-device shape in the same layout; plain
-        # operands are exact (broadcast per device like the evaluator does)
-        if not all(a.data.shape == vdata.shape and (not isinstance(a, Sharded) or replicated or
-                                                     not isinstance(v, Sharded) or
-                                                     _same_sharding(a.layout, v.layout))
-                   for a in mesh_args):
-            return SHARDED
-        if name in _ROWS and not all(
-                isinstance(a, Sharded) and all(isinstance(t, Broadcast) for t in a.layout.attrs)
-                and a.data.ndim == len(a.layout.mesh.axis_extents) + len(a.shape)
-                for a in mesh_args):
-            # the rule reads rows off the per-device data: only where every device holds the
-            # whole value with one data axis per tensor axis (no split, no refined positions)
-            return SHARDED
-        local = vdata.shape[len(ext):]
-        unsplit = all(isinstance(t, Broadcast) for a in mesh_args if isinstance(a, Sharded)
-                      for t in a.layout.attrs) and not any(isinstance(a, PerDevice)
-                                                           for a in mesh_args)
-        for a, e in zip(args, encs, strict=True):
-            if isinstance(a, Sharded | PerDevice):
-                continue
-            # a plain operand: exact, and seen whole by every device (all layouts Broadcast),
-            # broadcasting against the local shape as against the data (mesh axes lead)
-            if e is not None or (np.ndim(a) and not (
-                    unsplit and np.broadcast_shapes(np.shape(a), local) == local)):
-                return SHARDED
-    elif name not in _MOVES:
-        return SHARDED
-    op = node.op
-    if name == "SoftMax":  # its (last) axis, counted from the end: the same on the data
-        op = type(op)(-1)
-    site = _MeshSite(op, node, node.checked_type, env, list(encs),
+    site = _MeshSite(node.op, node, node.checked_type, env, list(encs),
                      tuple(_data(a) for a in args), vdata, list(new))
     site.likes = tuple(args)
     r = ENCLOSURES[type(node.op)](site)
-    if replicated and isinstance(r, Enc):  # the first device's (all devices agree)
-        first = (0,) * len(ext)
-        r = Enc(r.lo[first], r.hi[first], r.nan[first], r.real[first], r.cause)
+    if replicated and isinstance(r, Enc):
+        r = _device_hull(r, len(ext))
     return r
+
+
+def _special_on_mesh(node, args) -> bool:
+    """Whether ``eval_on_mesh`` takes a path of its own for this call (not one kernel run per
+    device on the device's local data)."""
+    from tilefoundry.semantics.ops.tensor import CacheUpdate, Gather, InsertSlice, Reshape
+    from tilefoundry.semantics.types import Split, TensorType
+
+    op, out_t = node.op, node.checked_type
+    if isinstance(op, Reshape):
+        return isinstance(out_t, TensorType) and out_t.shard is not None
+    if isinstance(op, InsertSlice | CacheUpdate):
+        return isinstance(args[0], Sharded)
+    if isinstance(op, Gather) and isinstance(args[0], Sharded):
+        lay = args[0].layout
+        axis = op.axis % len(lay.layout.shape)
+        return any(isinstance(t, Split) and lay.layout.axis_of_position[t.position] == axis
+                   for t in lay.attrs)
+    return False
+
+
+def _device_hull(e: Enc, mesh_rank: int) -> Enc:
+    """The hull over the devices (the leading ``mesh_rank`` axes) of a per-device enclosure:
+    the enclosure of a replicated (plain) result, which every device computes."""
+    from tilefoundry.oracle.enclosure import hull
+
+    flat = [Enc(*(np.reshape(t, (-1, *t.shape[mesh_rank:]))[d] for t in
+                  (e.lo, e.hi, e.nan, e.real)), e.cause)
+            for d in range(int(np.prod(e.lo.shape[:mesh_rank], dtype=np.int64)))]
+    out = flat[0]
+    for f in flat[1:]:
+        out = hull(out, f)
+    out.cause = e.cause
+    return out
+
+
+def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
+    """The enclosure of a call the mesh simulation runs once per device on local data
+    (``sharding._per_device``): the same pre-movements (the all-gather of a reduced split
+    axis, the alignment of elementwise operands to the result's layout) applied to every
+    enclosure component, then the op's plain rule on each device's local operands, local
+    enclosures and local result, stacked over the mesh (a plain result: the devices' hull)."""
+    from tilefoundry.oracle.enclosure import as_enc
+    from tilefoundry.semantics.evaluator.sharding import _gather_reduced, align, local_type
+    from tilefoundry.semantics.ops.math import Binary
+    from tilefoundry.semantics.ops.tensor import Reduce
+    from tilefoundry.semantics.types import TensorType
+
+    op, out_t = node.op, node.checked_type
+    if any(isinstance(a, tuple) for a in args):
+        return SHARDED
+    args, encs = list(args), list(encs)
+
+    def moved(fn, a, e):  # a pure data movement, applied to the value and each component
+        if e is None:
+            return fn(a), None
+        comps = [fn(_rewrap(a, np.asarray(getattr(e, k)))) for k in ("lo", "hi", "nan", "real")]
+        return fn(a), Enc(*(np.asarray(_data(c)) for c in comps), e.cause)
+
+    if isinstance(op, Reduce) and isinstance(args[0], Sharded):
+        args[0], encs[0] = moved(lambda s: _gather_reduced(s, op), args[0], encs[0])
+    if isinstance(op, Binary) and isinstance(out_t, TensorType) and out_t.shard is not None:
+        lay = out_t.shard
+        for i, a in enumerate(args):
+            a2, e2 = moved(lambda s: Sharded(lay, align(s, lay)), a, encs[i])
+            args[i], encs[i] = a2, e2
+    mesh = _mesh_of(next(a for a in args if isinstance(a, Sharded | PerDevice)))
+    ext = tuple(mesh.axis_extents)
+    lt = local_type(out_t)
+    rule = ENCLOSURES[type(op)]
+
+    def local(x, coord):
+        return np.array(x.data[coord], order="C") if isinstance(x, Sharded | PerDevice) else x
+
+    def local_enc(a, e, coord):
+        if e is None or not isinstance(a, Sharded | PerDevice):
+            return e
+        return Enc(*(np.array(t[coord], order="C") for t in (e.lo, e.hi, e.nan, e.real)),
+                   e.cause)
+
+    fields = len(v) if isinstance(v, tuple) else 0
+    per_dev = []
+    for coord in np.ndindex(*ext):
+        la = tuple(local(a, coord) for a in args)
+        le = [local_enc(a, e, coord) for a, e in zip(args, encs, strict=True)]
+        lv = tuple(local(f, coord) for f in v) if fields else local(v, coord)
+        r = rule(_rules.Site(op, node, lt, env, le, la, lv, list(new)))
+        if isinstance(r, str) or (fields and isinstance(r, tuple) and
+                                  any(isinstance(x, str) for x in r)):
+            return SHARDED
+        per_dev.append((r, lv))
+
+    def stack(k: int | None, like: Any) -> Any:
+        rs = [(r if k is None or not isinstance(r, tuple) else r[k], lv if k is None else lv[k])
+              for r, lv in per_dev]
+        if all(r is None for r, _ in rs):
+            return None
+        es = [as_enc(r, np.asarray(lv)) for r, lv in rs]
+        cause = next(r.cause for r, _ in rs if r is not None)
+        st = Enc(*(np.stack([getattr(e, t) for e in es]).reshape((*ext, *es[0].shape))
+                   for t in ("lo", "hi", "nan", "real")), cause)
+        return st if isinstance(like, Sharded | PerDevice) else _device_hull(st, len(ext))
+
+    if fields:
+        return tuple(stack(k, f) for k, f in enumerate(v))
+    return stack(None, v)
 
 
 def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
@@ -251,8 +317,6 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
     return Enc(parts["lo"], parts["hi"], parts["nan"], parts["real"], r.cause)
 
 
-_ROWS = ("SoftMax", "RMSNorm", "LayerNorm")
-_BINARY = ("add", "sub", "mul", "div", "min", "max", "and", "or", "xor")
 _SHAPES = ("ShapeOf", "Rank", "ShapeExtract", "ShapeCompose", "Zeros")
 _MOVES = ("Reshape", "Transpose", "Slice", "Concat", "Stack", "Gather", "InsertSlice",
           "CacheUpdate")

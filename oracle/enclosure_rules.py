@@ -785,7 +785,7 @@ def _topk(s: Site):
 
 
 # ---------------------------------------------------------------------------------------------
-# shapes and zeros are exact; sharded values are not enclosed (yet)
+# shapes and zeros are exact; Reshard / Local on plain values (mesh values take the mesh path)
 # ---------------------------------------------------------------------------------------------
 @register_enclosure(ShapeOf, Rank, ShapeExtract, ShapeCompose, Zeros)
 def _exact(s: Site):
@@ -796,5 +796,9 @@ def _exact(s: Site):
 def _sharded(s: Site):
     if s.exact_inputs:
         return None  # a Partial completion on exact inputs: judged by its admitted set
+    if isinstance(s.op, Reshard):
+        # a plain value to a plain type (a storage / layout annotation only): the kernel
+        # copies it, so the enclosure is the operand's (mesh values take the mesh path)
+        return s.enc(0)
     return "sharded"
 

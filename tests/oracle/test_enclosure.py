@@ -229,3 +229,66 @@ def test_an_overflowing_chain_is_unjudged_not_passed():
     wrong = ref.copy()
     wrong[1] = 1.0  # the judged element: exp(1)^2 - exp(1)^2 is within a few ulps of 0
     assert check(m, "f", [xs], wrong, enclose=True).status == FAIL
+
+
+def _rows_split_module(n_dev=2, rows=4, n=8):
+    """exp per device on rows split over the mesh, a per-device row sum (the reduced axis is
+    local), then an all-gather: an inexact op feeding a per-device reduction."""
+    from tilefoundry.semantics.ops.sharding import Reshard
+    from tilefoundry.semantics.types import (
+        Broadcast,
+        Layout,
+        Mesh,
+        ShardLayout,
+        Split,
+        Topology,
+        TopologyLevel,
+    )
+
+    mesh = Mesh("device", ("x",), (n_dev,))
+    src = ShardLayout(mesh, (Split(0),), Layout((rows, n)))
+    dst = ShardLayout(mesh, (Broadcast(),), Layout((rows, 1)))
+    x = Var("x", TensorType((rows, n), F32, src))
+    s = red(ReduceKind.SUM, u(UnaryKind.EXP, x))
+    m = Module((Function("f", (x,), Call(Reshard(dst), (s,)), None),),
+               topology=Topology((TopologyLevel("device", n_dev),)))
+    return m, src
+
+
+def test_a_per_device_reduction_downstream_of_an_inexact_op_is_judged():
+    """Issue 15: a sharded value downstream of an inexact op was left unjudged (the mesh
+    simulation's per-device reductions and matmuls had no enclosure). Each device's local
+    reduction is now enclosed from its local enclosures: zeros FAIL naming the element, a
+    legal execution (exp within its budget, each row summed in reverse order) PASSes."""
+    from tilefoundry.semantics.evaluator.mesh import shard
+
+    m, src = _rows_split_module()
+    xs = RNG.standard_normal((4, 8)).astype(np.float32)
+    inp = shard(xs, src)
+    ref = evaluate(m, "f", [inp])
+    v = check(m, "f", [inp], ref)
+    assert v.status == PASS and v.outputs[0].contract.startswith("enclosure("), v.summary()
+    zeros = check(m, "f", [inp], np.zeros((4, 1), np.float32))
+    assert zeros.status == FAIL and "enclosure" in zeros.summary()
+    # exp nudged by up to its budget (one ulp up on every element), rows summed back to front
+    e = evaluate(Module((Function("e", (xv := Var("x", TensorType((4, 8), F32)),),
+                                  u(UnaryKind.EXP, xv), None),)), "e", [xs])
+    e = np.nextafter(e, np.float32(np.inf))
+    legal = fold(e, np.arange(8)[::-1])
+    assert check(m, "f", [inp], legal.astype(np.float32)).status == PASS
+    off = legal.astype(np.float32) * np.float32(1 + 2.0 ** -10)
+    assert check(m, "f", [inp], off).status == FAIL
+
+
+def test_a_plain_reshard_moves_its_operands_enclosure():
+    """A Reshard of a plain value to a plain type (layout / storage annotations only) copies
+    it: its enclosure is the operand's (it was left unjudged as if sharded)."""
+    from tilefoundry.semantics.ops.sharding import Reshard
+
+    x = Var("x", TensorType((8,), F32))
+    m = Module((Function("f", (x,), Call(Reshard(None), (u(UnaryKind.EXP, x),)), None),))
+    xs = RNG.standard_normal(8).astype(np.float32)
+    ref = evaluate(m, "f", [xs])
+    ok = check(m, "f", [xs], np.nextafter(ref, np.float32(np.inf)))
+    assert ok.status == PASS and ok.outputs[0].contract.startswith("enclosure("), ok.summary()
+    assert check(m, "f", [xs], np.zeros(8, np.float32)).status == FAIL
