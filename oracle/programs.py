@@ -44,8 +44,10 @@ How a program is built (docs/decisions.md D140–D146):
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -147,8 +149,11 @@ from tilefoundry.semantics.types import (
 
 __all__ = [
     "BUILDERS",
+    "CAPS_ATTEMPTS",
+    "SHARDED_FRACTION",
     "GenConfig",
     "GeneratedProgram",
+    "capability_limit",
     "count_ops",
     "generate_program",
     "iter_programs",
@@ -180,6 +185,7 @@ class GenConfig:
     avoid_unspecified: bool = True
     symbolic: bool | None = None  # None: drawn per program (unsharded programs only)
     type_level_only: bool = False  # allow Casts to f4e2m1 (such programs are not evaluable)
+    limit: Any = None  # a _Limit: draw only inside a backend's capabilities (None: anything)
 
 
 @dataclass(frozen=True, eq=False)
@@ -217,6 +223,98 @@ class GeneratedProgram:
                                                                  key=lambda kv: kv[0].__name__))
         return (f"GeneratedProgram(entry={self.entry!r}, seed={self.seed}, inputs="
                 f"{len(self.input_makers)}, features={sorted(self.features)}, ops=[{ops}])")
+
+
+# =============================================================================================
+# capability restriction (a backend's declared ops / dtypes / policies / overflow modes / mesh)
+# =============================================================================================
+_KINDS: dict[type, tuple] = {Binary: tuple(BinaryKind), Unary: tuple(UnaryKind),
+                             Reduce: tuple(ReduceKind)}
+
+
+def _kind_feasible(cls: type, kind: Any, dts: frozenset) -> bool:
+    """Some dtype of ``dts`` can be an operand of ``cls(kind)`` and the result's dtype is in
+    ``dts`` too (comparisons produce bool)."""
+    if cls is Binary:
+        return any(_binary_dtype_ok(kind, d) for d in dts) and \
+            (not kind.is_comparison or BOOL in dts)
+    if cls is Unary:
+        return any(_unary_ok(kind, d) for d in dts)
+    return any(kind in _reduce_kinds(d) for d in dts)
+
+
+@dataclass(frozen=True)
+class _Limit:
+    """What a generated program may contain: ``kinds[cls]`` the admitted kinds of a kinded op
+    class (``Binary`` / ``Unary`` / ``Reduce``), ``dtypes`` every tensor's dtype (operands,
+    results, literals, an op's ``dtype`` attribute)."""
+
+    classes: frozenset
+    kinds: Any  # MappingProxyType[type, frozenset]
+    dtypes: frozenset
+    policies: tuple
+    overflow: tuple
+    sharded: bool  # sharded programs are possible (mesh declared, Reshard admitted, a dtype)
+    fallback: tuple  # evaluable admitted dtypes, in DType order (a leaf when a pool is empty)
+
+    def admits_op(self, op: Op) -> bool:
+        cls = type(op)
+        if cls not in self.classes:
+            return False
+        if cls in self.kinds and op.kind not in self.kinds[cls]:
+            return False
+        if getattr(op, "policy", None) and op.policy not in self.policies:
+            return False
+        if getattr(op, "overflow", None) and op.overflow not in self.overflow:
+            return False
+        dt = getattr(op, "dtype", None)
+        return dt is None or dt in self.dtypes
+
+    def admits_type(self, t: Any) -> bool:
+        if isinstance(t, TupleType):
+            return all(self.admits_type(f) for f in t.fields)
+        if isinstance(t, TensorType):
+            return t.dtype in self.dtypes and (t.shard is None or self.sharded)
+        return True
+
+
+def capability_limit(caps: Any) -> _Limit:
+    """The draws a backend declaring ``caps`` can run. ``caps`` is duck-typed (the
+    ``conformance.backend.Capabilities`` fields): ``ops`` (None: all; else class names such as
+    ``"Binary"`` or single kinds such as ``"Binary.add"``), ``dtypes`` (DType members),
+    ``policies``, ``overflow_modes``, ``mesh``. Raises TilefoundryError when nothing can be
+    drawn (no op class with a builder, no evaluable dtype)."""
+    names = None if caps.ops is None else {str(o) for o in caps.ops}
+    dts = frozenset(DType(d) for d in caps.dtypes)
+    pols = tuple(p for p in POLICIES if p in set(caps.policies))
+    ovf = tuple(m for m in OVERFLOW_MODES if m in set(caps.overflow_modes))
+    classes, kinds = set(), {}
+    for cls in BUILDERS:
+        name = cls.__name__
+        named = names is None or name in names
+        if cls in _KINDS:
+            ks = frozenset(k for k in _KINDS[cls]
+                           if (named or f"{name}.{k.value}" in names)
+                           and _kind_feasible(cls, k, dts))
+            if not ks or (cls is Reduce and not pols):
+                continue
+            kinds[cls] = ks
+        elif not named or (cls is Cast and not any(
+                (d.is_float and ovf) or (not d.is_float and "nonfinite" in ovf)
+                for d in dts if d in _CAST_TARGETS)):
+            continue  # a Cast to a non-float dtype carries overflow="nonfinite"
+        classes.add(cls)
+    fallback = tuple(d for d in DType if d in dts and FORMATS[d].evaluable)
+    if not fallback:
+        raise TilefoundryError(f"capabilities: no evaluable dtype among "
+                               f"{sorted(d.value for d in dts)}; nothing can be generated")
+    if not classes - {Reshard, Local}:
+        raise TilefoundryError(f"capabilities: no op the generator builds is admitted "
+                               f"(ops {sorted(names or ())}, dtypes "
+                               f"{sorted(d.value for d in dts)})")
+    sharded = bool(caps.mesh) and Reshard in classes and bool(dts & set(_SHARDED_DTYPES))
+    return _Limit(frozenset(classes), MappingProxyType(kinds), dts, pols, ovf, sharded,
+                  fallback)
 
 
 # =============================================================================================
@@ -331,6 +429,9 @@ class _Gen:
         self.counter = 0
         self.mesh: Mesh | None = None
         self.ops = tuple(c for c in cfg.ops if c in BUILDERS)
+        self.limit: _Limit | None = cfg.limit
+        if self.limit is not None:
+            self.ops = tuple(c for c in self.ops if c in self.limit.classes) or self.ops
         self.features: set[str] = set()
 
     def add_input(self, sc: _Scope, make: Callable[[Source], Any]) -> None:
@@ -350,6 +451,18 @@ class _Gen:
     def pick(self, cands: Sequence[Any]) -> Any:
         return self.src.choice(list(cands)) if cands else None
 
+    def only(self, dtypes: Sequence[DType]) -> Sequence[DType]:
+        """``dtypes`` less those outside the capability limit (unchanged without one)."""
+        if self.limit is None:
+            return dtypes
+        return tuple(d for d in dtypes if d in self.limit.dtypes)
+
+    def kinds(self, cls: type, kinds: Sequence[Any]) -> list:
+        """The kinds of ``cls`` to draw from (the admitted ones under a capability limit)."""
+        if self.limit is None:
+            return list(kinds)
+        return [k for k in kinds if k in self.limit.kinds.get(cls, ())]
+
     def tensors(self, sc: _Scope, pred: Callable[[_Val], bool] | None = None, *,
                 sharded: bool = True, f4: bool = False) -> list[_Val]:
         return [v for v in sc.pool if v.is_tensor and not v.local and (f4 or v.evaluable)
@@ -358,8 +471,12 @@ class _Gen:
 
     def leaf_dtype(self, kinds: str = "fib") -> DType:
         pool = _SHARDED_DTYPES if self.cfg.sharded else _LEAF_DTYPES
+        if self.limit is not None:
+            pool = self.only(pool) or self.limit.fallback
         pool = tuple(d for d in pool if ("f" in kinds and d.is_float) or
                      ("i" in kinds and d.is_int) or ("b" in kinds and d is BOOL))
+        if self.limit is not None and not pool:
+            pool = self.limit.fallback  # the builder's type checks decline what cannot fit
         return self.src.choice(pool or (F32,))
 
     def leaf_shape(self, sc: _Scope, *, min_rank: int = 0, max_rank: int = 3,
@@ -395,6 +512,9 @@ class _Gen:
     def leaf(self, sc: _Scope, t: TensorType, spec: ValueSpec | None = None,
              name: str = "x") -> _Val | None:
         """A fresh leaf of type ``t``: an entry parameter (with a drawn input) or a literal."""
+        if self.limit is not None and not self.limit.admits_type(t):
+            self.stats["declined:capabilities"] += 1
+            return None
         spec = spec if spec is not None else self.spec()
         if t.dtype is BOOL and spec.kind == "int_range":
             spec = ValueSpec.int_range(0, 1)
@@ -430,6 +550,9 @@ class _Gen:
                 and all(_eq(a, b) for a, b in zip(v.type.shape, shape, strict=True))]
         if fits and self.src.boolean(0.6):
             return self.src.choice(fits)
+        dtypes = self.only(dtypes)
+        if not dtypes:
+            return None
         return self.leaf(sc, TensorType(tuple(shape), self.src.choice(list(dtypes))),
                          ValueSpec.int_range(lo, hi), name="idx")
 
@@ -444,9 +567,15 @@ class _Gen:
 
     def apply(self, sc: _Scope, op: Op, args: Sequence[_Val], *, local: bool = False,
               domain: tuple[int, int] | None = None) -> list[_Val] | None:
+        if self.limit is not None and not self.limit.admits_op(op):
+            self.stats["declined:capabilities"] += 1
+            return None
         call = Call(op, tuple(a.expr for a in args))
         t = self.rule_type(op, call, [a.type for a in args])
         if t is None:
+            return None
+        if self.limit is not None and not self.limit.admits_type(t):
+            self.stats["declined:capabilities"] += 1
             return None
         if any(a.is_tensor and a.type.shard is not None for a in args) and \
                 not isinstance(op, ShapeOf | Rank | Local) and not _has_shard(t):
@@ -798,7 +927,10 @@ def _binary_dtype_ok(kind: BinaryKind, dt: DType) -> bool:
 
 @_builder(Binary)
 def build_binary(g: _Gen, sc: _Scope) -> bool:
-    kind = g.src.choice(list(BinaryKind))
+    kinds = g.kinds(Binary, BinaryKind)
+    if not kinds:
+        return False
+    kind = g.src.choice(kinds)
     lhs = g.pick(g.tensors(sc, lambda v: _binary_dtype_ok(kind, v.type.dtype)))
     if lhs is None:
         return False
@@ -846,7 +978,10 @@ def _unary_ok(kind: UnaryKind, dt: DType) -> bool:
 
 @_builder(Unary)
 def build_unary(g: _Gen, sc: _Scope) -> bool:
-    kind = g.src.choice(list(UnaryKind))
+    kinds = g.kinds(Unary, UnaryKind)
+    if not kinds:
+        return False
+    kind = g.src.choice(kinds)
     x = g.pick(g.tensors(sc, lambda v: _unary_ok(kind, v.type.dtype) and
                          _table_ok("Unary", kind.value, v.type)))
     return x is not None and g.apply(sc, Unary(kind), [x]) is not None
@@ -916,7 +1051,9 @@ def _int_safe_spec(dst: DType) -> ValueSpec:
 
 @_builder(Cast)
 def build_cast(g: _Gen, sc: _Scope) -> bool:
-    targets = _CAST_TARGETS + ((F4E2M1,) if g.cfg.type_level_only else ())
+    targets = g.only(_CAST_TARGETS + ((F4E2M1,) if g.cfg.type_level_only else ()))
+    if not targets:
+        return False
     dst = g.src.choice(targets)
     x = g.pick(g.tensors(sc))
     if x is None:
@@ -938,7 +1075,7 @@ def build_cast(g: _Gen, sc: _Scope) -> bool:
         # (finding, D146)
         return False
     if dst.is_float:
-        overflow = g.src.choice(OVERFLOW_MODES)
+        overflow = g.src.choice(OVERFLOW_MODES if g.limit is None else g.limit.overflow)
         rounding = g.src.choice(ROUNDING_MODES) if dst is F8E8M0 else "nearest"
     else:
         overflow, rounding = "nonfinite", "nearest"
@@ -1002,7 +1139,8 @@ def build_reduce(g: _Gen, sc: _Scope) -> bool:
         return False
     xt = x.type
     src = g.src
-    kinds = [k for k in _reduce_kinds(xt.dtype) if _table_ok("Reduce", k.value, xt)]
+    kinds = [k for k in g.kinds(Reduce, _reduce_kinds(xt.dtype))
+             if _table_ok("Reduce", k.value, xt)]
     if not kinds:
         return False
     kind = src.choice(kinds)
@@ -1012,7 +1150,8 @@ def build_reduce(g: _Gen, sc: _Scope) -> bool:
     axes = [a - xt.rank if src.boolean(0.3) else a for a in axes]
     order = src.permutation(len(axes))
     axes = [axes[i] for i in order]
-    op = Reduce(tuple(axes), keepdim=src.boolean(0.5), kind=kind, policy=src.choice(POLICIES))
+    op = Reduce(tuple(axes), keepdim=src.boolean(0.5), kind=kind,
+                policy=src.choice(POLICIES if g.limit is None else g.limit.policies))
     return g.apply(sc, op, [x]) is not None
 
 
@@ -1021,7 +1160,9 @@ def _offset_operand(g: _Gen, sc: _Scope, lo: int, hi: int, dtypes=(I32, I64)) ->
     r = g.src.integer(0, 2)
     if r == 0:
         v = g.src.integer(lo, hi)
-        dt = g.src.choice(list(dtypes))
+        if not g.only(dtypes):
+            return None
+        dt = g.src.choice(list(g.only(dtypes)))
         c = _Val(Constant(np.asarray(v, FORMATS[dt].storage)), TensorType((), dt), abs(v),
                  (v, v), leaf=True)
         sc.pool.append(c)
@@ -1507,12 +1648,14 @@ def build_local(g: _Gen, sc: _Scope) -> bool:
 # =============================================================================================
 def build_loop(g: _Gen, sc: _Scope) -> bool:
     src = g.src
+    if g.limit is not None and I32 not in g.limit.dtypes:
+        return False  # an induction variable is i32 (or i64, when declared so)
     cands = g.tensors(sc)
     if not cands:
         return False
     inits = [src.choice(cands) for _ in range(src.integer(1, 3))]
     n = g.fresh()
-    it_t = TensorType((), src.choice((I32, I32, I64)))
+    it_t = TensorType((), src.choice(g.only((I32, I32, I64))))
     iv = Var(f"i{n}", it_t if src.boolean(0.3) else None)
     if iv.type is None:
         it_t = TensorType((), I32)
@@ -1760,7 +1903,7 @@ def count_ops(module: Module) -> tuple[dict[type, int], set[str]]:
 # public API
 # =============================================================================================
 def _config(ops, max_ops, allow_loops, allow_calls, allow_dispatch, sharded,
-            avoid_unspecified, symbolic, type_level_only) -> GenConfig:
+            avoid_unspecified, symbolic, type_level_only, limit=None) -> GenConfig:
     ops_t = tuple(ALL_OPS) if ops is None else tuple(ops)
     unknown = [o for o in ops_t if o not in BUILDERS]
     if unknown:
@@ -1768,19 +1911,62 @@ def _config(ops, max_ops, allow_loops, allow_calls, allow_dispatch, sharded,
                                f"ALL_OPS")
     if not ops_t:
         raise TilefoundryError("programs(): ops is empty")
-    return GenConfig(ops_t, max_ops, allow_loops, allow_calls, allow_dispatch, sharded,
-                     avoid_unspecified, symbolic, type_level_only)
+    if limit is not None:
+        if not set(ops_t) & (limit.classes - {Reshard, Local}):
+            raise TilefoundryError(f"programs(): none of the ops "
+                                   f"{sorted(o.__name__ for o in ops_t)} is inside the "
+                                   f"capabilities")
+        if sharded and not limit.sharded:
+            raise TilefoundryError("programs(): sharded=True, but the capabilities declare no "
+                                   "mesh (or admit no Reshard, or no dtype a sharded "
+                                   "parameter can have)")
+    return GenConfig(ops_t, max_ops, allow_loops, allow_calls, allow_dispatch, bool(sharded),
+                     avoid_unspecified, symbolic, type_level_only, limit)
+
+
+#: the fraction of capability-directed programs that are sharded (when a mesh is declared)
+SHARDED_FRACTION = 0.3
+#: draws of a capability-directed program before one that holds an op is accepted
+CAPS_ATTEMPTS = 8
+
+
+def _attempt_seed(seed: int, k: int) -> int:
+    return seed if k == 0 else zlib.crc32(f"tilefoundry-caps:{seed}:{k}".encode())
 
 
 def generate_program(seed: int, *, ops: Sequence[type] | None = None, max_ops: int = 8,
                      allow_loops: bool = True, allow_calls: bool = True,
-                     allow_dispatch: bool = True, sharded: bool = False,
+                     allow_dispatch: bool = True, sharded: bool | None = None,
                      avoid_unspecified: bool = True, symbolic: bool | None = None,
-                     type_level_only: bool = False) -> GeneratedProgram:
-    """One program from ``seed`` (deterministic; no hypothesis). Options as in ``programs``."""
+                     type_level_only: bool = False, caps: Any = None) -> GeneratedProgram:
+    """One program from ``seed`` (deterministic; no hypothesis). Options as in ``programs``.
+
+    ``caps`` (a backend's ``Capabilities``, see ``capability_limit``) draws only inside them:
+    op classes and kinds, dtypes (of every leaf, literal, result and op attribute), reduction
+    policies, overflow modes; with ``sharded=None`` (the default) a program is sharded with
+    probability ``SHARDED_FRACTION`` (a coin of its own per seed) when and only when the
+    capabilities declare a mesh. A draw that ends without any op is redrawn from derived seeds
+    (up to ``CAPS_ATTEMPTS`` times; ``stats['caps_attempts']``), so the same seed and
+    capabilities always give the same program. Without ``caps``, ``sharded=None`` is False and
+    every program is what it always was for its seed."""
+    if caps is None:
+        cfg = _config(ops, max_ops, allow_loops, allow_calls, allow_dispatch, bool(sharded),
+                      avoid_unspecified, symbolic, type_level_only)
+        return _Gen(RandomSource(seed), cfg, seed).run(seed)
+    limit = caps if isinstance(caps, _Limit) else capability_limit(caps)
+    if sharded is None:
+        import random
+
+        sharded = limit.sharded and \
+            random.Random(f"tilefoundry-sharded:{seed}").random() < SHARDED_FRACTION
     cfg = _config(ops, max_ops, allow_loops, allow_calls, allow_dispatch, sharded,
-                  avoid_unspecified, symbolic, type_level_only)
-    return _Gen(RandomSource(seed), cfg, seed).run(seed)
+                  avoid_unspecified, symbolic, type_level_only, limit)
+    for k in range(CAPS_ATTEMPTS):
+        s = _attempt_seed(seed, k)
+        p = _Gen(RandomSource(s), cfg, s).run(seed)
+        if p.op_counts:
+            break
+    return dataclasses.replace(p, stats=MappingProxyType({**p.stats, "caps_attempts": k + 1}))
 
 
 def iter_programs(seed: int, n: int, **options: Any) -> Iterator[GeneratedProgram]:
@@ -1792,14 +1978,18 @@ def iter_programs(seed: int, n: int, **options: Any) -> Iterator[GeneratedProgra
 def programs(*, ops: Sequence[type] | None = None, max_ops: int = 8, allow_loops: bool = True,
              allow_calls: bool = True, allow_dispatch: bool = True, sharded: bool = False,
              avoid_unspecified: bool = True, symbolic: bool | None = None,
-             type_level_only: bool = False) -> st.SearchStrategy:
+             type_level_only: bool = False, caps: Any = None) -> st.SearchStrategy:
     """A strategy of ``GeneratedProgram``s: well-typed DAGs of at most ``max_ops`` builder
     steps per function body over ``ops`` (default: every class of ``ALL_OPS``), with
     GridRegionExpr loops, calls and dispatch prototypes when allowed, and ShardLayout parameters
     on a 1-D / 2-D mesh when ``sharded``. ``symbolic`` forces (True) or forbids (False) DimVar
-    parameter shapes (default: drawn). See the module docstring for what is avoided."""
+    parameter shapes (default: drawn). ``caps`` draws only inside a backend's capabilities
+    (as in ``generate_program``; ``sharded`` stays as given). See the module docstring for what
+    is avoided."""
+    limit = None if caps is None else caps if isinstance(caps, _Limit) else \
+        capability_limit(caps)
     cfg = _config(ops, max_ops, allow_loops, allow_calls, allow_dispatch, sharded,
-                  avoid_unspecified, symbolic, type_level_only)
+                  avoid_unspecified, symbolic, type_level_only, limit)
 
     @st.composite
     def _programs(draw):

@@ -32,7 +32,7 @@ from tilefoundry.semantics.evaluator import registry
 from tilefoundry.semantics.evaluator.core import evaluate
 from tilefoundry.semantics.evaluator.erasure import erase_sharding
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded, unshard
-from tilefoundry.semantics.formats import dtype_of
+from tilefoundry.semantics.formats import DType, dtype_of
 from tilefoundry.semantics.ops import (
     ALL_OPS,
     Binary,
@@ -341,3 +341,128 @@ def test_count_ops_counts_shared_nodes_once():
     counts, _ = count_ops(p.module)
     assert counts == dict(p.op_counts)
     assert sum(counts.values()) >= 1
+
+
+# ---------------------------------------------------------------------------------------------
+# capability-directed generation (issue 16, deliverable 5)
+# ---------------------------------------------------------------------------------------------
+def _caps_sets():
+    from tilefoundry.conformance.backend import Capabilities
+
+    return {
+        "narrow": Capabilities(ops=frozenset({"Binary", "Unary", "Cast"}),
+                               dtypes=frozenset({DType.F32, DType.BF16})),
+        "kinds": Capabilities(ops=frozenset({"Binary.add", "Binary.mul", "Unary.exp", "Reduce",
+                                             "MatMul", "Transpose"}),
+                              dtypes=frozenset({DType.F16, DType.F32}),
+                              policies=frozenset({"fold_left"}),
+                              overflow_modes=frozenset({"saturate"})),
+        "ints-mesh": Capabilities(ops=frozenset({"Binary", "Reduce", "Gather", "Reshape",
+                                                 "Reshard", "Cast"}),
+                                  dtypes=frozenset({DType.I32, DType.I8, DType.BOOL}),
+                                  mesh=True),
+    }
+
+
+@pytest.mark.parametrize("name", ["narrow", "kinds", "ints-mesh"])
+def test_capability_directed_programs_stay_inside_the_capabilities(name):
+    from tilefoundry.conformance.backend import requirements, unsupported_reason
+
+    caps = _caps_sets()[name]
+    seen_ops: set[str] = set()
+    seen_dts: set = set()
+    n_sharded = 0
+    for seed in range(150):
+        p = generate_program(seed, caps=caps)
+        req = requirements(p.module)
+        assert unsupported_reason(caps, req) is None, (seed, p.text())
+        assert p.op_counts, seed  # every program holds an op
+        seen_ops |= req.ops
+        seen_dts |= req.dtypes
+        n_sharded += "sharded" in p.features
+        if seed < 40:
+            evaluate(p.module, p.entry, list(p.inputs))  # and runs on the reference
+    # the draws reach what is declared, not a corner of it
+    declared = {o.split(".")[0] for o in caps.ops} - {"Reshard"}
+    assert declared <= {o.split(".")[0] for o in seen_ops}
+    assert set(caps.dtypes) - {DType.BOOL} <= seen_dts <= set(caps.dtypes)
+    # sharded programs when (and only when) a mesh is declared
+    assert (n_sharded > 0) == caps.mesh
+
+
+def test_capability_kinds_policies_and_overflow_are_honoured():
+    caps = _caps_sets()["kinds"]
+    for seed in range(120):
+        p = generate_program(seed, caps=caps)
+        for f in p.module.functions:
+            for n in _calls(f):
+                if isinstance(n.op, Binary):
+                    assert n.op.kind.value in ("add", "mul")
+                if isinstance(n.op, Unary):
+                    assert n.op.kind.value == "exp"
+                if isinstance(n.op, Reduce):
+                    assert n.op.policy == "fold_left"
+                if isinstance(n.op, Cast):
+                    assert n.op.overflow == "saturate"
+
+
+def _calls(f):
+    from tilefoundry.oracle.reduce import nodes
+    from tilefoundry.semantics.ir import Call, Function
+
+    fns = [f, *f.variants]
+    for g in fns:
+        if g.body is None:
+            continue
+        for n in nodes(g.body):
+            if isinstance(n, Call) and not isinstance(n.op, Function):
+                yield n
+
+
+def test_capability_directed_programs_are_deterministic():
+    for name, caps in _caps_sets().items():
+        for seed in (0, 5, 99, 2**33 + 1):
+            a, b = generate_program(seed, caps=caps), generate_program(seed, caps=caps)
+            assert _fingerprint(a) == _fingerprint(b), name
+
+
+def test_capabilities_without_a_limit_change_no_draw():
+    """Capabilities that admit everything an unsharded program can hold (no mesh) reproduce the
+    unrestricted generator's program for every seed: the limit only removes choices that are
+    outside it, it never shifts the random stream."""
+    from tilefoundry.conformance.backend import Capabilities
+
+    caps = Capabilities(mesh=False)
+    for seed in range(60):
+        a, b = generate_program(seed), generate_program(seed, caps=caps)
+        assert to_text(a.module) == to_text(b.module), seed
+
+
+def test_unsatisfiable_capabilities_are_rejected():
+    from tilefoundry.conformance.backend import Capabilities
+    from tilefoundry.errors import TilefoundryError
+
+    with pytest.raises(TilefoundryError, match="no op the generator builds"):
+        generate_program(0, caps=Capabilities(ops=frozenset({"Reshard"})))
+    with pytest.raises(TilefoundryError, match="no op the generator builds"):
+        # a comparison needs bool results, a logical op bool operands: neither fits f32 only
+        generate_program(0, caps=Capabilities(ops=frozenset({"Binary.lt", "Binary.and"}),
+                                               dtypes=frozenset({DType.F32})))
+    # a Cast to an integer carries overflow="nonfinite": not drawable under saturate only
+    caps = Capabilities(ops=frozenset({"Cast", "Binary"}), dtypes=frozenset({DType.I32}),
+                        overflow_modes=frozenset({"saturate"}))
+    assert all(Cast not in generate_program(s, caps=caps).ops for s in range(40))
+    with pytest.raises(TilefoundryError, match="no evaluable dtype"):
+        generate_program(0, caps=Capabilities(dtypes=frozenset({DType.F4E2M1})))
+    with pytest.raises(TilefoundryError, match="declare no mesh"):
+        generate_program(0, sharded=True, caps=Capabilities(mesh=False))
+
+
+@settings(max_examples=20)
+@given(st.data())
+def test_strategy_draws_inside_capabilities(data):
+    from tilefoundry.conformance.backend import requirements, unsupported_reason
+
+    caps = _caps_sets()["narrow"]
+    p = data.draw(programs(caps=caps, max_ops=4))
+    assert unsupported_reason(caps, requirements(p.module)) is None
