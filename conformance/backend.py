@@ -16,23 +16,52 @@ group; ``reference`` is built in.
 ``Capabilities`` declares what the backend claims to support. A case that needs anything outside
 it is **NOT_SUPPORTED** (naming what is missing), never a FAIL: the conformance report separates
 "wrong" from "not implemented".
+
+**Run-time checks.** Some checks of the spec take run-time values, so no type rule makes them
+(``tilefoundry.errors.RUN_TIME_CHECKS``): ``index_range`` (a Gather index or a RoPE position
+outside its axis), ``cache_bounds`` (CacheUpdate's ``cur_pos`` / ``s``), ``slice_window`` (an
+InsertSlice offset), ``dispatch_envelope`` (an extent outside a DimVar's envelope). Inputs that
+fail one have no result. A backend reports that by raising
+``tilefoundry.errors.RunTimeCheckError(message, check=<name or None>)`` from ``run`` (re-exported
+here). Catalog cases with ``Case.expect_error`` feed such inputs; the verdicts:
+
+* ``RunTimeCheckError`` naming the expected check, or ``check=None``: **PASS**;
+* ``RunTimeCheckError`` naming another check: **FAIL**, naming both;
+* values returned (clamped, wrapped, ignored): **FAIL**, naming the check the reference fails;
+* any other exception: **ERROR**, naming the check and this protocol (D201: the backend may
+  have detected the problem, but it did not report it in the documented way);
+* a hang or a crash: **TIMEOUT** / **CRASH** as for any case; ``BackendUnsupportedError``:
+  **NOT_SUPPORTED** as for any case.
+
+``RunTimeCheckError`` raised on a case whose inputs pass every check (the reference returns
+values) is a **FAIL**: the backend refused a program that has a result.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from tilefoundry.errors import InvalidArgumentError
+from tilefoundry.errors import RUN_TIME_CHECKS, InvalidArgumentError, RunTimeCheckError
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call, Function, Module
 
 __all__ = [
-    "ALL_OVERFLOW", "ALL_POLICIES", "Backend", "Capabilities", "ReferenceBackend",
-    "load_backend", "requirements", "unsupported_reason",
+    "ALL_OVERFLOW",
+    "ALL_POLICIES",
+    "RUN_TIME_CHECKS",
+    "Backend",
+    "Capabilities",
+    "ReferenceBackend",
+    "RunTimeCheckError",
+    "load_backend",
+    "reference_check",
+    "requirements",
+    "unsupported_reason",
 ]
 
 ALL_POLICIES = frozenset({"unordered_tree", "ordered_tree", "fold_left", "fold_right"})
@@ -166,8 +195,48 @@ def unsupported_reason(caps: Capabilities, req: Requirements) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # the built-in reference backend and loading
 # ---------------------------------------------------------------------------------------------
+#: The reference evaluator's message for each run-time check (it raises one class,
+#: ``EvaluationError``, for every check and for malformed inputs; these are the messages of
+#: exactly the run-time checks of ``RUN_TIME_CHECKS``, anchored at the op or function name).
+_CHECK_MESSAGES: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (check, re.compile(pat)) for check, pat in (
+        ("index_range", r"Gather: index value -?\d+ at indices position \(.*\) is out of range "
+                        r"for axis \d+ of extent \d+ "),
+        ("index_range", r"Gather: index -?\d+ at indices\[.*\] is outside \[0, \d+\) on axis "
+                        r"\d+$"),
+        ("index_range", r"RoPE: pos_ids\[\d+\] = -?\d+ is outside the cache positions "
+                        r"\[0, \d+\) "),
+        ("cache_bounds", r"CacheUpdate: (cur_pos = -?\d+ is negative \(the spec: cur_pos >= 0\)"
+                         r"|s = -?\d+ is outside \[1, new\.len = \d+\] "
+                         r"|cur_pos \+ s = -?\d+ \+ -?\d+ = -?\d+ exceeds cache\.len = \d+ )"),
+        ("slice_window", r"InsertSlice: axis \d+: offset -?\d+ places the window \[-?\d+, "
+                         r"-?\d+\) of the update extent \d+ outside the dst extent \d+ "),
+        ("dispatch_envelope", r"dispatch of @[\w.]+( on argument shapes \[.*\])?: "
+                              r"(Call @[\w.]+: )?\w+ = -?\d+ is outside the dispatch envelope "
+                              r"\[-?\d+, -?\d+\)"),
+        ("dispatch_envelope", r"@[\w.]+ parameter \w+: axis \d+ has extent \d+, outside the "
+                              r"envelope of \w+ \[-?\d+, -?\d+\)$"),
+    ))
+
+
+def reference_check(e: BaseException) -> str | None:
+    """The run-time check (a ``RUN_TIME_CHECKS`` name) a reference evaluator error reports;
+    None for any other exception (malformed inputs, an unimplemented op, a harness bug)."""
+    from tilefoundry.semantics.evaluator.registry import EvaluationError
+
+    if not isinstance(e, EvaluationError):
+        return None
+    msg = str(e)
+    for check, pat in _CHECK_MESSAGES:
+        if pat.match(msg):
+            return check
+    return None
+
+
 class ReferenceBackend:
-    """The reference evaluator as a backend: the runner's self-check."""
+    """The reference evaluator as a backend: the runner's self-check. It raises
+    ``RunTimeCheckError`` (naming the check) for exactly the evaluator's run-time check errors
+    (``reference_check``); every other evaluator error propagates unchanged."""
 
     name = "reference"
 
@@ -180,9 +249,16 @@ class ReferenceBackend:
 
     def run(self, compiled: Any, inputs: list[np.ndarray]) -> Any:
         from tilefoundry.semantics.evaluator.core import evaluate
+        from tilefoundry.semantics.evaluator.registry import EvaluationError
 
         module, entry = compiled
-        return evaluate(module, entry, inputs)
+        try:
+            return evaluate(module, entry, inputs)
+        except EvaluationError as e:
+            check = reference_check(e)
+            if check is None:
+                raise
+            raise RunTimeCheckError(str(e), check) from e
 
 
 BUILTIN: dict[str, str] = {

@@ -8,6 +8,12 @@ the id where they matter). Cases are reconstructed inside worker processes from
 Fields used by reports: ``family`` (op family for the summary table), ``ops`` and ``dtypes``
 (the op × dtype coverage matrix), ``spec`` (the spec sentence a spec-derived case cites),
 ``tier`` (``quick`` ⊂ ``full``; ``fuzz`` cases are generated on demand).
+
+``expect_error`` names a run-time check (a key of ``tilefoundry.errors.RUN_TIME_CHECKS``) that
+the case's inputs fail: the program has no result there, the reference raises
+``RunTimeCheckError`` of that check, and a backend passes only by raising it too (the protocol,
+``backend.py``). The runner verifies the reference side: an expected-error case whose reference
+returns values, or fails another check, is a ``harness:`` ERROR — an error of the catalog.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilefoundry.errors import InvalidArgumentError
+from tilefoundry.errors import RUN_TIME_CHECKS, InvalidArgumentError, bad_choice
 
 __all__ = ["TIERS", "VERDICTS", "Case", "Catalog"]
 
@@ -34,11 +40,15 @@ class Case:
     dtypes: tuple[str, ...] = ()
     spec: str = ""
     tier: str = "quick"
+    expect_error: str | None = None  # a RUN_TIME_CHECKS name: the inputs fail that check
 
     def __post_init__(self):
         if self.tier not in TIERS:
             raise InvalidArgumentError(f"Case {self.id}: tier must be one of {TIERS}, got "
                                        f"{self.tier!r}")
+        if self.expect_error is not None and self.expect_error not in RUN_TIME_CHECKS:
+            raise InvalidArgumentError(bad_choice(f"Case {self.id}: expect_error",
+                                                  self.expect_error, [*RUN_TIME_CHECKS, None]))
 
 
 class Catalog:

@@ -70,12 +70,13 @@ from tilefoundry.conformance.backend import (
     ALL_POLICIES,
     Capabilities,
     load_backend,
+    reference_check,
     requirements,
     unsupported_reason,
 )
 from tilefoundry.conformance.cases import TIERS, VERDICTS, Case, Catalog
 from tilefoundry.conformance.manifest import Manifest, ManifestEntry, ManifestError
-from tilefoundry.errors import BackendUnsupportedError, TilefoundryError
+from tilefoundry.errors import BackendUnsupportedError, RunTimeCheckError, TilefoundryError
 
 __all__ = [
     "BAD_VERDICTS", "DEFAULT_CATALOG", "ConformanceError", "GeneratedCases", "Manifest",
@@ -394,6 +395,33 @@ def _tolerance(verdict: Any, observed: Any, ulp: int) -> tuple[bool, float]:
     return True, worst
 
 
+def _expected_mismatch(case: Case, e: BaseException | None) -> str:
+    """The harness message for a reference evaluation that does not do what the case says: an
+    unexpected raise, or (an expected-error case) values or another error — a catalog error."""
+    if case.expect_error is None:
+        return _raised("the reference evaluation", e)
+    if e is None:
+        return (f"the case expects the run-time check {case.expect_error!r} to fail, but the "
+                f"reference evaluation returned values (an error of the catalog)")
+    got = reference_check(e)
+    return _raised(f"the case expects the run-time check {case.expect_error!r} to fail; the "
+                   f"reference evaluation", e) + \
+        (f" (the run-time check {got!r})" if got else "") + " (an error of the catalog)"
+
+
+def _reported_check(case: Case, e: RunTimeCheckError, ref_error: BaseException | None
+                    ) -> tuple[str, str]:
+    """The verdict of a backend that raised ``RunTimeCheckError`` (backend.py's protocol)."""
+    named = f"RunTimeCheckError({e.check!r})" if e.check else "RunTimeCheckError"
+    if ref_error is None:
+        return "FAIL", _short(f"backend.run raised {named}: {e}; the reference evaluates this "
+                              f"case without failing any run-time check")
+    if e.check is not None and e.check != case.expect_error:
+        return "FAIL", _short(f"backend.run reported the run-time check {e.check!r}, the "
+                              f"reference fails {case.expect_error!r} here ({ref_error})")
+    return "PASS", _short(f"backend.run raised {named} as the reference does: {e}")
+
+
 def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed: int,
              opts: dict, phase, conn, idx: int) -> dict:
     from tilefoundry.oracle.compare import check
@@ -426,10 +454,18 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
     if backend is None:
         return done("ERROR", load_error)
     phase.value = _REF
+    if case.expect_error is not None:
+        rec["expect_error"] = case.expect_error
+    ref_error: BaseException | None = None
     try:
         ev, _ = evaluate_enclosed(module, entry, inputs)
     except Exception as e:
-        return done("ERROR", "harness: " + _raised("the reference evaluation", e), harness=True)
+        if case.expect_error is None or reference_check(e) != case.expect_error:
+            return done("ERROR", "harness: " + _expected_mismatch(case, e), harness=True)
+        ref_error = e
+    else:
+        if case.expect_error is not None:
+            return done("ERROR", "harness: " + _expected_mismatch(case, None), harness=True)
     phase.value = _COMPILE
     try:
         compiled = backend.compile(module, entry)
@@ -442,8 +478,18 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
         observed = backend.run(compiled, [_copy(x) for x in inputs])
     except BackendUnsupportedError as e:
         return done("NOT_SUPPORTED", f"backend.run: {e}")
+    except RunTimeCheckError as e:
+        return done(*_reported_check(case, e, ref_error))
     except Exception as e:
+        if ref_error is not None:  # D201: an exception other than the protocol's is an ERROR
+            return done("ERROR", _raised("backend.run", e) + f"; the reference fails the "
+                        f"run-time check {case.expect_error!r} here, which a backend reports "
+                        f"by raising tilefoundry.errors.RunTimeCheckError")
         return done("ERROR", _raised("backend.run", e))
+    if ref_error is not None:
+        return done("FAIL", _short(f"the reference raises the run-time check "
+                                   f"{case.expect_error!r} here ({ref_error}); the backend "
+                                   f"returned values instead of raising RunTimeCheckError"))
     phase.value = _CHECK
     try:
         v = check(module, entry, inputs, observed, reference=ev)

@@ -28,6 +28,38 @@ class BackendUnsupportedError(TilefoundryError, NotImplementedError):
     with the error's message (which names what is missing), never a FAIL or an ERROR."""
 
 
+#: The run-time checks of the HIR spec: the checks whose operands are run-time values, so no
+#: type rule can make them; a program that fails one has no result. Name -> what it checks.
+RUN_TIME_CHECKS: dict[str, str] = {
+    "index_range": "a Gather index outside [0, extent) of the gathered axis, or a RoPE pos_ids "
+                   "entry outside the cache positions [0, P)",
+    "cache_bounds": "CacheUpdate's cur_pos >= 0, 1 <= s <= new.len, cur_pos + s <= cache.len",
+    "slice_window": "an InsertSlice run-time offset placing the update's window outside dst "
+                    "(0 <= offset, offset + update extent <= dst extent, per axis)",
+    "dispatch_envelope": "a concrete extent outside a DimVar's envelope [lo, hi) at the entry "
+                         "(a dispatch prototype matches no variant there)",
+}
+
+
+class RunTimeCheckError(TilefoundryError, RuntimeError):
+    """A run-time check of the semantics failed: the program has no result for these inputs.
+
+    The conformance protocol's way for a backend to report it (``conformance/backend.py``): raise
+    it from ``run``, naming the check (one of ``RUN_TIME_CHECKS``) or ``check=None`` when the
+    backend does not know which. The reference backend raises it for exactly the evaluator
+    errors of those checks."""
+
+    def __init__(self, message: str, check: str | None = None):
+        if check is not None and check not in RUN_TIME_CHECKS:
+            raise InvalidArgumentError(bad_choice("RunTimeCheckError: check", check,
+                                                  [*RUN_TIME_CHECKS, None]))
+        super().__init__(message)
+        self.check = check
+
+    def __reduce__(self):  # picklable with its check (crossing a process boundary)
+        return (type(self), (str(self), self.check))
+
+
 class EmptyReductionError(TilefoundryError, ValueError):
     """A reduction without an identity (mean) was asked to reduce an axis of no elements."""
 
