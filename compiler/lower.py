@@ -18,8 +18,8 @@ The numerics follow the reference evaluator op by op (ARCHITECTURE.md, "Numeric 
   IR, divides by ``f32(n)`` for mean and rounds once; a fiber longer than the tile budget runs a
   ``TileLoop`` whose carried accumulator seeds the next tile (fold order kept);
 * MatMul is a ``Dot`` over K with an f32 (integers: i64) accumulator in K order, K tiled by a
-  ``TileLoop`` when long, seeded with -0 (exactly the reference's "seed with the first product"),
-  rounded once;
+  ``TileLoop`` when long, seeded with +0 (the reference's ``mma(a, b, zeros)``, D200), rounded
+  once;
 * SoftMax, RMSNorm and LayerNorm are *wide* kernels: the reference computes them in float64 from
   the widened inputs and rounds once, and so do they (f64 temporaries, f64 row reductions, one
   ``round f64 -> dtype``); their contract is the ULP budget, which the f64 summation order cannot

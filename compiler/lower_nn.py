@@ -318,11 +318,12 @@ def _matmul(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
         return kb.dot(va, vb, nb + 2, kb.edge([nb + 2]), init, node.op.allow_reassociation)
 
     kax = nb + 2
+    # the reference seeds the K fold with +0 (matmul is mma(a, b, zeros), D200)
+    seed = kb.broadcast(kb.const(0.0 if acc == "f32" else 0, acc), range(nb + 2))
     if kir.next_pow2(k) <= lw.cfg.k_block:
-        r = tile(None)
+        r = tile(seed)
         single = [kax]
     else:
-        seed = kb.broadcast(kb.const(-0.0 if acc == "f32" else 0, acc), range(nb + 2))
         r = kb.loop(kax, lw.cfg.k_block, [seed], lambda c: [tile(c)])[0]
         single = []
     r = kb.round(r, "f32", dt) if acc == "f32" else kb.cast(r, dt)
@@ -375,6 +376,9 @@ def _conv2d(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
 
     def post(kb: KB, s: str) -> str:
         b = kb.load(bias, [0, bias.strides[0], 0, 0, 0, 0, 0])
+        # the fold starts from -0 (the identity); + 0 turns it into the reference's +0 seed
+        # (a sum of -0 taps is -0 only there), then the bias term
+        s = kb.binop("add", s, kb.const(0.0, "f32"))
         return kb.round(kb.binop("add", s, kb.widen(b, dt)), "f32", dt)
 
     lw.reduce_kernel("conv2d", dom, (4, 5, 6), "sum", "fold_left", "f32", produce, post, out,

@@ -113,6 +113,33 @@ def compare_exact(expected: np.ndarray, observed: np.ndarray) -> np.ndarray:
     return same | (_is_nan(e) & _is_nan(o))
 
 
+def _multiset_key(x: np.ndarray) -> np.ndarray:
+    """An injective sort key on the exact contract's classes: the bit pattern, every NaN one
+    key (sorting two arrays by it and comparing exactly tests multiset equality)."""
+    x = np.asarray(x)
+    dt = dtype_of(x)
+    if not dt.is_float:
+        return x.astype(np.int64) if dt is not DType.BOOL else x.astype(np.int8)
+    return np.where(_is_nan(x), np.uint64(2**64 - 1), to_bits(_c(x)).astype(np.uint64))
+
+
+def _sorted_along(x: np.ndarray, by: np.ndarray, axis: int) -> np.ndarray:
+    order = np.argsort(by, axis=axis, kind="stable")
+    return np.take_along_axis(np.asarray(x), order, axis=axis)
+
+
+def compare_permutation(expected: np.ndarray, observed: np.ndarray, axis: int) -> np.ndarray:
+    """Per-fiber acceptance under the permutation contract: along ``axis`` the observed fiber
+    holds the expected elements in some order (exact classes). The mask is per element of the
+    fiber, broadcast: a fiber that is no permutation fails as a whole."""
+    e, o = np.asarray(expected), np.asarray(observed)
+    if e.ndim == 0 or e.shape[axis] == 0:
+        return compare_exact(e, o)
+    same = compare_exact(_sorted_along(e, _multiset_key(e), axis),
+                         _sorted_along(o, _multiset_key(o), axis))
+    return np.broadcast_to(np.all(same, axis=axis, keepdims=True), e.shape)
+
+
 def compare_ulp(expected: np.ndarray, observed: np.ndarray, budget: float) -> np.ndarray:
     return ulp_distance(expected, observed) <= budget
 
@@ -406,8 +433,9 @@ def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
     # depends on a call is then conservatively downstream of them
     hidden = any(k not in reached for k in notes)
     verdicts = []
+    fields: dict[int, dict[int, tuple[int, int]]] = {}  # TopK(sorted=False) outputs by call
     for i, ((node, index), e, o) in enumerate(zip(outs, expected, got, strict=True)):
-        prod, _ = _producer(node, index)
+        prod, field_ = _producer(node, index)
         own = notes.get(id(prod), [])
         ups = _upstream(prod)
         upstream = [n for n in ups if n is not prod and id(n) in notes]
@@ -427,9 +455,21 @@ def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
                                                  f"exact composition of their contracts"))
             continue
         ov = _apply(i, own, prod, e, o)
+        if own and own[-1].kind == "permutation" and field_ is not None:
+            fields.setdefault(id(prod), {})[field_] = (i, own[-1].axis)
         if ov.status == UNJUDGED and encs is not None and not isinstance(encs[i], str | None):
             ov = _judge_enclosure(i, encs[i], e, o)  # no contract decides it; its enclosure does
         verdicts.append(ov)
+    for pair in fields.values():  # values and indices of one TopK permuted alike
+        if 0 in pair and 1 in pair:
+            (iv, ax), (ii, _) = pair[0], pair[1]
+            if verdicts[iv].status == PASS and verdicts[ii].status == PASS:
+                ev_, oi = expected[iv], got[ii]
+                ok = compare_exact(_sorted_along(ev_, expected[ii], ax),
+                                   _sorted_along(got[iv], oi, ax))
+                ok = np.broadcast_to(np.all(ok, axis=ax, keepdims=True), ev_.shape)
+                verdicts[iv] = _judge(iv, "permutation(values paired with output "
+                                          f"{ii}'s indices, axis {ax})", ok, ev_, got[iv])
     status = FAIL if any(v.status == FAIL for v in verdicts) else \
         UNJUDGED if any(v.status == UNJUDGED for v in verdicts) else PASS
     return Verdict(status, tuple(verdicts), reference=ev)
@@ -481,6 +521,9 @@ def _apply(i: int, own: list, prod: Expr, e: np.ndarray, o: np.ndarray) -> Outpu
     if c.kind == "ulp":
         name = f"ulp(<= {c.ulp:g} in {c.dtype}, {c.op})"
         return _judge(i, name, compare_ulp(e, o, float(c.ulp)), e, o)
+    if c.kind == "permutation":
+        return _judge(i, f"permutation(axis {c.axis}, {c.op} sorted=False)",
+                      compare_permutation(e, o, c.axis), e, o)
     if c.kind == "unspecified":
         mask = np.broadcast_to(np.asarray(c.mask, bool), e.shape) if c.mask is not None else \
             np.zeros(e.shape, bool)

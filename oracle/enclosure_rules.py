@@ -290,9 +290,11 @@ def _cast(s: Site):
             # and the real part extends to the format's extreme on that side
             ext = Enc.full(dst, ())
             tails = [_isnan(c) & ~nan_in for c in cands]
-            # the upper corner's NaN tail is above the range; the lower corner's and the zeros'
-            # (f8e8m0 of 0) below it
-            cands = [np.where(t, ext.hi if i == 1 else ext.lo, c)
+            # a corner's NaN tail lies on the side of its source value: above the range for a
+            # positive one (an overflow), below it for a negative one or a zero (a negative
+            # overflow, an f8e8m0 of a value <= 0); the zero points (i >= 2) are zeros
+            src = [_f64(x.lo), _f64(x.hi)]
+            cands = [np.where(t, np.where(src[i] > 0, ext.hi, ext.lo) if i < 2 else ext.lo, c)
                      for i, (c, t) in enumerate(zip(cands, tails, strict=True))]
             e = from_candidates(cands, nan_in, dst, x.cause, s.name)
             e = with_nan(e, x.nan | np.logical_or.reduce(tails))
@@ -738,8 +740,33 @@ def _movement(s: Site):
     return Enc(parts["lo"], parts["hi"], parts["nan"], parts["real"], cause)
 
 
+def _fiber_hull(e: Enc | None, v: np.ndarray, ax: int) -> Enc | None:
+    """Every element of a fiber along ``ax`` anywhere in it: the enclosure of a value whose
+    fibers hold their elements in an unspecified order (TopK with ``sorted=False``)."""
+    v = np.asarray(v)
+    if v.ndim == 0 or v.shape[ax] <= 1:
+        return e
+    e = as_enc(e, v)
+    lo64 = np.where(e.real, _f64(e.lo), np.inf)
+    hi64 = np.where(e.real, _f64(e.hi), -np.inf)
+    lo = np.take_along_axis(e.lo, np.argmin(lo64, axis=ax, keepdims=True), ax)
+    hi = np.take_along_axis(e.hi, np.argmax(hi64, axis=ax, keepdims=True), ax)
+    parts = (lo, hi, e.nan.any(ax, keepdims=True), e.real.any(ax, keepdims=True))
+    return Enc(*(np.broadcast_to(t, v.shape).copy() for t in parts),
+               e.cause or "TopK(sorted=False) order")
+
+
 @register_enclosure(TopK)
 def _topk(s: Site):
+    vals, idx = s.value
+    if s.op.sorted:
+        return _topk_sorted(s)
+    ax = s.op.axis % np.ndim(vals) if np.ndim(vals) else 0
+    r = _topk_sorted(s) if not s.exact_inputs else (None, None)
+    return (_fiber_hull(r[0], vals, ax), _fiber_hull(r[1], idx, ax))
+
+
+def _topk_sorted(s: Site):
     vals, idx = s.value
     if s.exact_inputs:
         return None

@@ -85,7 +85,11 @@ def _mm_f32(a32: np.ndarray, b32: np.ndarray, shape: tuple, fused: bool) -> np.n
     if k_len == 0:
         return np.zeros(shape, _F32)
     with np.errstate(all="ignore"):
-        acc = a32[..., :, 0, None] * b32[..., None, 0, :]
+        # matmul(a, b) is mma(a, b, zeros(result_shape)) (Tile design): the fold starts from
+        # +0, so every product being -0 gives +0 (D200)
+        a0, b0 = a32[..., :, 0, None], b32[..., None, 0, :]
+        zero = np.zeros(np.broadcast_shapes(a0.shape, b0.shape), _F32)
+        acc = _fma_f32(a0, b0, zero) if fused else zero + a0 * b0
         for k in range(1, k_len):
             ak, bk = a32[..., :, k, None], b32[..., None, k, :]
             acc = _fma_f32(ak, bk, acc) if fused else acc + ak * bk
@@ -107,9 +111,9 @@ def matmul(a: np.ndarray, b: np.ndarray, *, allow_reassociation: bool = True,
            out_dtype: DType | str | None = None) -> np.ndarray:
     """Reference [..., M, K] @ [..., K, N] with broadcast batch dims.
 
-    Floats: operands widen exactly to f32; the K-order fold acc = fl(fl(a0·b0) + fl(a1·b1)) ...
-    (unfused, seeded by the first product) rounds once to ``out_dtype`` (default a's dtype);
-    K = 0 gives +0. Integers accumulate in i64 and wrap into ``out_dtype``. The reference is the
+    Floats: operands widen exactly to f32; the K-order fold acc = fl(fl(fl(+0 + a0·b0) + a1·b1)
+    ...) (unfused, seeded by +0: ``matmul(a, b)`` is ``mma(a, b, zeros)``, D200) rounds once to
+    ``out_dtype`` (default a's dtype); K = 0 gives +0. Integers accumulate in i64 and wrap into ``out_dtype``. The reference is the
     same for both values of ``allow_reassociation``; it only widens the admitted set.
     """
     a, da, b, db, shape = _mm_operands(a, b, "matmul")

@@ -34,7 +34,7 @@ def register_eval(op_cls: type) -> Callable[[EvalFn], EvalFn]:
     return deco
 
 
-CONTRACT_KINDS = ("exact", "ulp", "admitted_set", "unspecified")
+CONTRACT_KINDS = ("exact", "ulp", "admitted_set", "unspecified", "permutation")
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,9 @@ class OpContract:
     last place of ``dtype`` of the correctly rounded reference, per the ULP budget table),
     ``"admitted_set"`` (a tree-policy reduction or reassociating matmul: the reference value is
     one member of the set the ``policy`` admits), ``"unspecified"`` (``mask`` marks result
-    elements whose value the contract leaves open, e.g. float -> int out of range)."""
+    elements whose value the contract leaves open, e.g. float -> int out of range),
+    ``"permutation"`` (along ``axis`` each fiber may hold the reference's elements in any
+    order: TopK with ``sorted=False``; values and indices permuted alike)."""
 
     op: str  # the op's display name, e.g. "Unary(exp)", "Reduce(sum)", "RMSNorm"
     kind: str
@@ -60,6 +62,8 @@ class OpContract:
     #: decided on one device's local operands (a sharded op evaluated per device); the oracle
     #: judges the gathered value only where every contributing op is exact
     per_device: bool = False
+    #: the axis a ``permutation`` contract permutes along
+    axis: int | None = None
 
     def __post_init__(self):
         if self.kind not in CONTRACT_KINDS:

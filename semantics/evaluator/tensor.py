@@ -50,7 +50,8 @@ of an operand; rank-0 stays rank-0). Decisions (docs/decisions.md style):
   shape binds (the spec: k "MUST be resolvable from x's own (input) shape"), else from the
   concrete result type; an unresolvable k or one outside ``[0, axis length]`` raises.
   ``sorted=False`` returns the sorted order, one member of what the spec's "unspecified order"
-  admits (D103). Indices are int64.
+  admits, and notes a ``permutation`` contract: the oracle accepts the same selected
+  (value, index) pairs in any order along the axis (D103, D200). Indices are int64.
 """
 
 from __future__ import annotations
@@ -517,4 +518,8 @@ def eval_topk(ctx: EvalCtx, args: tuple) -> tuple[np.ndarray, np.ndarray]:
         ctx.error(f"k = {k} (k = {dim_str(op.k)}) is outside [0, {n}], the length of axis "
                   f"{axis}")
     values, indices = topk(x, k, axis, largest=op.largest, nan="last")
+    if not op.sorted:
+        ctx.note(OpContract(op="TopK", kind="permutation", dtype=dtype_of(values), axis=axis,
+                            detail="sorted=False: the selected set in an unspecified order "
+                                   "(values and indices permuted alike)"))
     return _out(values), _out(indices.astype(np.int64))

@@ -326,3 +326,79 @@ def test_a_partial_completion_keeps_its_admitted_set_when_strides_are_sugar(stri
     v = check(m, "f", [inp], np.array([2.0 ** 24 + 2], np.float32))
     assert v.status == PASS and v.outputs[0].contract.startswith("admitted_set(")
     assert check(m, "f", [inp], np.array([2.0 ** 24 + 4], np.float32)).status == FAIL
+
+
+def _topk_module(sorted_: bool, k=3, n=7, rows=4, then_exp=False):
+    from tilefoundry.semantics.ir import Tuple as TupleExpr
+    from tilefoundry.semantics.ir import TupleGetItem
+    from tilefoundry.semantics.ops import Unary, UnaryKind
+    from tilefoundry.semantics.ops.tensor import TopK
+
+    x = Var("x", TensorType((rows, n), F32))
+    t = Call(TopK(k, axis=1, sorted=sorted_), (x,))
+    vals, idx = TupleGetItem(t, 0), TupleGetItem(t, 1)
+    if then_exp:
+        vals = Call(Unary(UnaryKind.EXP), (vals,))
+    return Module((Function("f", (x,), TupleExpr((vals, idx)), None),))
+
+
+def _index_order(vals: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(idx, axis=1, kind="stable")
+    return np.take_along_axis(vals, order, 1), np.take_along_axis(idx, order, 1)
+
+
+_TK_X = np.array([[5, -1, 3, 9, 0, 2, 7], [1, 1, 1, 1, 1, 1, 1],
+                  [-0.0, 0.0, -2, 4, np.nan, 4, 8], [3, 2, 1, 0, -1, -2, -3]], np.float32)
+
+
+def _selected(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The reference's selection rule computed independently: largest first, NaN last, ties to
+    the lowest index (a stable sort of -x with NaN keyed last)."""
+    key = np.where(np.isnan(x), np.inf, -x.astype(np.float64))
+    idx = np.argsort(key, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(x, idx, 1), idx.astype(np.int64)
+
+
+def test_topk_unsorted_admits_the_selected_set_in_any_order():
+    """HIR TopK: "sorted returns the selected elements ordered by largest; otherwise the same
+    selected set is returned in an unspecified order." Issue 16: a legal backend returning the
+    set in index order failed. Now: any order of the same (value, index) pairs PASSes; another
+    set, or values and indices permuted differently, FAIL; sorted=True stays exact."""
+    vals, idx = _selected(_TK_X, 3)
+    iv, ii = _index_order(vals, idx)
+    assert not np.array_equal(ii, idx)  # the index order really is another order
+    v = check(_topk_module(False), "f", [_TK_X], (iv, ii))
+    assert v.status == PASS, v.summary()
+    assert all(o.contract.startswith("permutation") for o in v.outputs)
+    assert check(_topk_module(True), "f", [_TK_X], (iv, ii)).status == FAIL
+    assert check(_topk_module(True), "f", [_TK_X], (vals, idx)).status == PASS
+    # values and indices each a permutation, but not the same one: the pairs are broken
+    broken = check(_topk_module(False), "f", [_TK_X], (vals, ii))
+    assert broken.status == FAIL and broken.outputs[0].status == FAIL
+    assert "paired" in broken.outputs[0].contract
+    # another set: row 0's 5.0 (index 0) replaced by the 4th largest, 3.0 (index 2)
+    other_i, other_v = ii.copy(), iv.copy()
+    assert 2 not in idx[0] and other_i[0, 0] == 0
+    other_i[0, 0], other_v[0, 0] = 2, _TK_X[0, 2]
+    assert check(_topk_module(False), "f", [_TK_X], (other_v, other_i)).status == FAIL
+    # a tie broken the other way (row 1 is all ones: the lowest indices win): the values are
+    # the same multiset, the indices are not the selected set
+    tie_i = ii.copy()
+    tie_i[1] = [4, 5, 6]
+    tied = check(_topk_module(False), "f", [_TK_X], (iv, tie_i))
+    assert tied.status == FAIL and tied.outputs[1].status == FAIL
+
+
+def test_topk_unsorted_feeding_an_op_is_enclosed_as_a_set():
+    """Downstream of an unsorted TopK the order is free: exp of the values in index order
+    PASSes (each fiber's enclosure holds every selected value's exp), zeros FAIL."""
+    m = _topk_module(False, then_exp=True)
+    vals, idx = _selected(_TK_X, 3)
+    _, ii = _index_order(vals, idx)
+    ref = evaluate(m, "f", [_TK_X])
+    e = ref[0]
+    # the reference's exp values, moved to index order with the indices
+    ev, _ = _index_order(e, ref[1])
+    assert check(m, "f", [_TK_X], (ev, ii)).status == PASS
+    zeros = check(m, "f", [_TK_X], (np.zeros_like(e), ii))
+    assert zeros.status == FAIL and zeros.outputs[0].contract.startswith("enclosure(")

@@ -292,3 +292,20 @@ def test_a_plain_reshard_moves_its_operands_enclosure():
     ok = check(m, "f", [xs], np.nextafter(ref, np.float32(np.inf)))
     assert ok.status == PASS and ok.outputs[0].contract.startswith("enclosure("), ok.summary()
     assert check(m, "f", [xs], np.zeros(8, np.float32)).status == FAIL
+
+
+def test_a_cast_whose_whole_box_is_below_the_format_is_judged():
+    """f8e8m0 has no values <= 0: a cast of an enclosed negative value is NaN at both corners,
+    a tail *below* the range at both (the upper corner's tail was taken to be above it, so the
+    enclosure admitted every value and the element went unjudged)."""
+    from tilefoundry.semantics.ops import Cast
+
+    x = Var("x", TensorType((4,), F32))
+    y = Call(Cast(DType.F8E8M0, overflow="saturate"), (u(UnaryKind.NEG, u(UnaryKind.EXP, x)),))
+    m = Module((Function("f", (x,), y, None),))
+    xs = np.array([0.5, -1.0, 2.0, 0.0], np.float32)
+    ref = evaluate(m, "f", [xs])
+    v = check(m, "f", [xs], ref)
+    assert v.status == PASS and v.outputs[0].unjudged == 0, v.summary()
+    ones = cast(np.ones(4, np.float32), DType.F8E8M0)
+    assert check(m, "f", [xs], ones).status == FAIL

@@ -65,7 +65,8 @@ def test_matmul_fma_near_a_midpoint_is_rounded_once():
 
 @given(data=st.data(), k=st.integers(1, 12), dt=st.sampled_from([DType.F32, DType.BF16]))
 def test_matmul_references_and_admitted_orders(data, k, dt):
-    """The K-order fold matches a loop written here; the fma chain (exact rationals, one
+    """The K-order fold from a +0 seed (Tile design: "matmul(a, b); // equivalent to mma(a, b,
+    zeros(result_shape))") matches a loop written here; the fma chain (exact rationals, one
     rounding per step) and a random-order, randomly-treed sum of f32 products are admitted."""
     a = draw_x(data, dt, (2, k), special=False)
     b = draw_x(data, dt, (k, 3), special=False)
@@ -76,8 +77,8 @@ def test_matmul_references_and_admitted_orders(data, k, dt):
     with np.errstate(all="ignore"):
         for i in range(2):
             for j in range(3):
-                acc = np.float32(wa[i, 0] * wb[0, j])
-                f = acc
+                acc = np.float32(np.float32(0.0) + np.float32(wa[i, 0] * wb[0, j]))
+                f = fma_f32(wa[i, 0], wb[0, j], np.float32(0.0))
                 for t in range(1, k):
                     acc = np.float32(acc + np.float32(wa[i, t] * wb[t, j]))
                     f = fma_f32(wa[i, t], wb[t, j], f)
@@ -88,6 +89,23 @@ def test_matmul_references_and_admitted_orders(data, k, dt):
     assert same(matmul(a, b), cast(want, dt))
     assert matmul_admits(cast(fma, dt), a, b, allow_reassociation=False)
     assert matmul_admits(cast(treed, dt), a, b)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_matmul_is_mma_with_a_zeros_accumulator(k):
+    """Tile design: "auto c = matmul(a, b); // equivalent to mma(a, b, zeros(result_shape))".
+    Issue 16: every product -0 (here -0 * 1 and 1 * -0 alike) gives +0 (the zeros seed), not
+    the -0 a first-product seed gives; without reassociation only +0 is admitted (D200). Any
+    other product or order is unaffected: one +0 product makes both seeds +0."""
+    a = np.array([[-0.0, 1.0] * k], np.float32)[:, :k]
+    b = np.array([[1.0], [-0.0]] * k, np.float32)[:k]
+    r = matmul(a, b)
+    assert r.item() == 0.0 and not np.signbit(r.item())
+    for reassoc in (False, True):
+        assert matmul_admits(f32(0.0).reshape(1, 1), a, b, allow_reassociation=reassoc)
+    assert not matmul_admits(f32(-0.0).reshape(1, 1), a, b, allow_reassociation=False)
+    bf = matmul(cast(a, DType.BF16), cast(b, DType.BF16))
+    assert not np.signbit(wide(bf).item())
 
 
 def test_matmul_integers_broadcasting_and_errors():
