@@ -51,7 +51,7 @@ of an operand; rank-0 stays rank-0). Decisions (docs/decisions.md style):
   concrete result type; an unresolvable k or one outside ``[0, axis length]`` raises.
   ``sorted=False`` returns the sorted order, one member of what the spec's "unspecified order"
   admits, and notes a ``permutation`` contract: the oracle accepts the same selected
-  (value, index) pairs in any order along the axis (D103, D200). Indices are int64.
+  (value, index) pairs in any order along the axis (D103, D201). Indices are int64.
 """
 
 from __future__ import annotations
