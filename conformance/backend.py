@@ -98,6 +98,53 @@ class Backend(Protocol):
 
 
 # ---------------------------------------------------------------------------------------------
+# capability names
+# ---------------------------------------------------------------------------------------------
+def known_op_names() -> frozenset[str]:
+    """Every name ``Capabilities.ops`` may hold: each op class of ``ALL_OPS`` and, for a class
+    with an enumerated ``kind`` (Binary, Unary, Reduce), each ``"Class.kind"``."""
+    import enum
+    import typing
+
+    from tilefoundry.semantics.ops import ALL_OPS
+
+    out: set[str] = set()
+    for cls in ALL_OPS:
+        out.add(cls.__name__)
+        try:
+            kind = typing.get_type_hints(cls).get("kind")
+        except Exception:  # an unresolvable annotation: no kinds to name
+            kind = None
+        if isinstance(kind, type) and issubclass(kind, enum.Enum):
+            out.update(f"{cls.__name__}.{k.value}" for k in kind)
+    return frozenset(out)
+
+
+def _closest(name: str, valid: frozenset[str]) -> str:
+    import difflib
+
+    low = {v.lower(): v for v in valid}
+    hit = difflib.get_close_matches(name.lower(), list(low), n=1, cutoff=0.0)
+    return low[hit[0]] if hit else sorted(valid)[0]
+
+
+def capability_name_error(ops: Any, dtypes: Any) -> str | None:
+    """The first op or dtype name of ``ops`` / ``dtypes`` that names nothing, as ``"unknown op
+    'Binray' (closest valid name: 'Binary')"`` (None: every name is known). ``dtypes`` may hold
+    DType members or their names (``"bf16"``)."""
+    if ops is not None:
+        valid = known_op_names()
+        for o in sorted(str(x) for x in ops):
+            if o not in valid:
+                return f"unknown op {o!r} (closest valid name: {_closest(o, valid)!r})"
+    names = frozenset(d.value for d in DType)
+    for d in sorted(str(x) for x in dtypes if not isinstance(x, DType)):
+        if d not in names:
+            return f"unknown dtype {d!r} (closest valid name: {_closest(d, names)!r})"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
 # what a program needs
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)

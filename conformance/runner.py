@@ -69,6 +69,7 @@ from tilefoundry.conformance.backend import (
     ALL_OVERFLOW,
     ALL_POLICIES,
     Capabilities,
+    capability_name_error,
     load_backend,
     reference_check,
     requirements,
@@ -123,8 +124,13 @@ def validate_capabilities(caps: Any, spec: str) -> Capabilities:
     ops = None if caps.ops is None else strset(caps.ops, "ops")
     d = caps.dtypes
     if isinstance(d, str) or not isinstance(d, set | frozenset | list | tuple) or \
-            not all(isinstance(x, DType) for x in d):
-        raise ConformanceError(f"{where}: dtypes must be a set of DType, got {d!r}")
+            not all(isinstance(x, DType | str) for x in d):
+        raise ConformanceError(f"{where}: dtypes must be a set of DType (or dtype names), got "
+                               f"{d!r}")
+    bad_name = capability_name_error(ops, d)  # an unknown op / dtype name, and the closest
+    if bad_name is not None:
+        raise ConformanceError(f"{where}: {bad_name}")
+    d = [x if isinstance(x, DType) else DType(x) for x in d]
     if not isinstance(caps.mesh, bool):
         raise ConformanceError(f"{where}: mesh must be a bool, got {caps.mesh!r}")
     return Capabilities(ops=ops, dtypes=frozenset(d),
@@ -206,28 +212,72 @@ def _derive(seed: int, *parts: object) -> int:
 class GeneratedCases(Sequence):
     """A lazy sequence of generated-program cases: item ``i`` calls ``generator(s_i)`` with a
     seed derived from ``(seed, i)``; its id is ``fuzz/<seed>/<i>``. Workers inherit the object,
-    so any index can be built on demand (``fuzz`` runs until its deadline)."""
+    so any index can be built on demand (``fuzz`` runs until its deadline). ``replay`` (program
+    seeds, e.g. the failing seeds of an earlier run) come first, as ``fuzz/replay/<s>``."""
 
     def __init__(self, generator: Callable[[int], tuple], seed: int = 0, limit: int = 10**9,
-                 family: str = "generated"):
+                 family: str = "generated", replay: Sequence[int] = ()):
         self.generator, self.seed, self.limit, self.family = generator, seed, limit, family
+        self.replay = tuple(dict.fromkeys(int(s) for s in replay))
 
     def __len__(self) -> int:
-        return self.limit
+        return self.limit + len(self.replay)
+
+    def seed_of(self, i: int) -> int:
+        """The program seed item ``i`` builds from."""
+        r = len(self.replay)
+        return self.replay[i] if i < r else _derive(self.seed, "fuzz", i - r)
+
+    def case_seed(self, case_id: str) -> int | None:
+        """The program seed of the case ``case_id`` of this sequence (None: not one of it)."""
+        head, _, tail = case_id.rpartition("/")
+        if head == "fuzz/replay" and tail.isdigit():
+            return int(tail)
+        if head == f"fuzz/{self.seed}" and tail.isdigit():
+            return _derive(self.seed, "fuzz", int(tail))
+        return None
 
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self.limit))]
-        if not 0 <= i < self.limit:
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not 0 <= i < len(self):
             raise IndexError(i)
-        return Case(id=f"fuzz/{self.seed}/{i:06d}", family=self.family,
-                    build=functools.partial(self.generator, _derive(self.seed, "fuzz", i)),
-                    tier="full")
+        r = len(self.replay)
+        cid = f"fuzz/replay/{self.replay[i]}" if i < r else f"fuzz/{self.seed}/{i - r:06d}"
+        return Case(id=cid, family=self.family,
+                    build=functools.partial(self.generator, self.seed_of(i)), tier="full")
 
 
-def load_generator(spec: str | None = None) -> Callable[[int], tuple]:
+def _takes_caps(fn: Callable) -> bool:
+    try:
+        return "caps" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def load_generator(spec: str | None = None, caps: Capabilities | None = None
+                   ) -> Callable[[int], tuple]:
     """A program generator ``f(seed) -> (module, entry, inputs)``: ``spec`` (``module:function``)
-    or the oracle's program generator (``tilefoundry.oracle.programs``) when it exists."""
+    or the oracle's program generator (``tilefoundry.oracle.programs``) when it exists.
+
+    With ``caps`` (the backend's capabilities) the programs are drawn inside them: a generator
+    taking a ``caps=`` keyword (the oracle's does) is called with it; any other generator's
+    program that needs more than ``caps`` is redrawn from derived seeds (``_CAPS_RETRIES``
+    times, deterministically). Capabilities the oracle's generator cannot draw anything inside
+    are a ConformanceError here, before any case runs."""
+    if caps is not None:
+        fn = _resolve(spec, "--generator") if spec else None
+        if fn is None:
+            with contextlib.suppress(ImportError):
+                from tilefoundry.oracle import programs
+
+                fn = getattr(programs, "generate_program", None)
+                try:
+                    programs.capability_limit(caps)
+                except TilefoundryError as e:
+                    raise ConformanceError(f"fuzz: {e}") from None
+        if fn is not None:
+            return functools.partial(_adapt_generated, fn, False, caps=caps)
     if spec:
         return _resolve(spec, "--generator")
     try:
@@ -248,13 +298,26 @@ def load_generator(spec: str | None = None) -> Callable[[int], tuple]:
                            "knows (generate_case / draw_program); pass --generator")
 
 
-def _adapt_generated(fn: Callable, wants_source: bool, seed: int) -> tuple:
+#: redraws of a program that needs more than the capabilities (generators without ``caps=``)
+_CAPS_RETRIES = 4
+
+
+def _adapt_generated(fn: Callable, wants_source: bool, seed: int, *,
+                     caps: Capabilities | None = None) -> tuple:
+    if caps is not None and not _takes_caps(fn):
+        for k in range(_CAPS_RETRIES + 1):  # deterministic: the k-th redraw's seed is derived
+            got = _adapt_generated(fn, wants_source, seed if k == 0 else
+                                   _derive(seed, "caps", k))
+            if unsupported_reason(caps, requirements(got[0])) is None:
+                break
+        return got
+    kw = {"caps": caps} if caps is not None else {}
     if wants_source:
         from tilefoundry.oracle.strategies import RandomSource
 
-        got = fn(RandomSource(seed))
+        got = fn(RandomSource(seed), **kw)
     else:
-        got = fn(seed)
+        got = fn(seed, **kw)
     if isinstance(got, tuple) and len(got) == 3:
         return got
     module = getattr(got, "module", None)
