@@ -15,6 +15,8 @@ from pathlib import Path
 from tilefoundry.errors import TilefoundryError
 
 PROG = "tilefoundry conformance"
+DEFAULT_FUZZ_DB = ".tilefoundry/fuzz-db"
+DEFAULT_GENERATOR = "tilefoundry.oracle.programs:generate_program"
 
 
 def _common(p: argparse.ArgumentParser, *, jsonl: str, timeout: float) -> None:
@@ -61,7 +63,14 @@ def add_parser(sub) -> None:
     f.add_argument("--minutes", type=float, required=True, help="how long to draw programs")
     f.add_argument("--generator", help="'package.module:function' taking a seed and returning "
                                        "(module, entry, inputs) (default: the oracle's program "
-                                       "generator)")
+                                       "generator; it draws only inside the backend's "
+                                       "capabilities)")
+    f.add_argument("--db", default=DEFAULT_FUZZ_DB, metavar="DIR",
+                   help=f"the failing-program database (a hypothesis "
+                        f"DirectoryBasedExampleDatabase): every FAIL's seed is saved here and "
+                        f"replayed first by the next fuzz run of the same backend and generator "
+                        f"(default {DEFAULT_FUZZ_DB})")
+    f.add_argument("--no-db", action="store_true", help="neither replay nor save failing seeds")
     f.set_defaults(func=_fuzz)
     ls = csub.add_parser("list", help="list the catalog's cases")
     ls.add_argument("--tier", choices=("quick", "full"), default="full")
@@ -150,6 +159,28 @@ def _run(args: argparse.Namespace) -> int:
     return _report(args, result, "run")
 
 
+def fuzz_db_key(backend_spec: str, generator: str | None, caps) -> bytes:
+    """The failing-program database key of a fuzz run: the backend, the generator and the
+    capabilities it draws inside (a seed rebuilds its program only under all three)."""
+    import hashlib
+    import json
+
+    digest = hashlib.sha256(json.dumps(caps.to_json(), sort_keys=True).encode()).hexdigest()
+    return f"tilefoundry-fuzz\0{backend_spec}\0{generator or DEFAULT_GENERATOR}\0" \
+           f"{digest[:16]}".encode()
+
+
+def _open_fuzz_db(args: argparse.Namespace):
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    from tilefoundry.conformance.runner import _check_writable
+
+    if args.no_db:
+        return None
+    _check_writable(Path(args.db), "--db", directory=True)
+    return DirectoryBasedExampleDatabase(args.db)
+
+
 def _fuzz(args: argparse.Namespace) -> int:
     from tilefoundry.conformance import runner
 
@@ -158,8 +189,12 @@ def _fuzz(args: argparse.Namespace) -> int:
             raise runner.ConformanceError(f"--minutes: expected a positive number, got "
                                           f"{args.minutes}")
         manifest, progress = _prepare(args)
-        gen = runner.load_generator(args.generator)
-        cases = runner.GeneratedCases(gen, args.seed)
+        _, caps = runner._load_backend_checked(args.backend)  # names checked before any case
+        gen = runner.load_generator(args.generator, caps=caps)
+        db = _open_fuzz_db(args)
+        key = fuzz_db_key(args.backend, args.generator, caps)
+        replay = sorted(int(v) for v in db.fetch(key) if v.isdigit()) if db is not None else []
+        cases = runner.GeneratedCases(gen, args.seed, replay=replay)
         result = runner.run(args.backend, cases, jobs=args.jobs, timeout_s=args.timeout,
                             seed=args.seed, out_jsonl=Path(args.jsonl), manifest=manifest,
                             repro_dir=args.repro_dir, progress=progress,
@@ -171,7 +206,32 @@ def _fuzz(args: argparse.Namespace) -> int:
         print(f"\n{PROG}: interrupted; the finished cases are in {args.jsonl}",
               file=sys.stderr)
         return 130
-    return _report(args, result, "fuzz")
+    rc = _report(args, result, "fuzz")
+    recs = result.records
+    n = len(recs)
+    ns = sum(r["verdict"] == "NOT_SUPPORTED" for r in recs)
+    print(f"fuzz: {n} program(s) drawn inside the backend's capabilities, {ns} NOT_SUPPORTED "
+          f"({100.0 * ns / max(n, 1):.1f} %), {n / max(result.wall_s, 1e-9):.1f} programs/s")
+    if db is not None:
+        saved = replayed_fail = fixed = 0
+        for r in recs:
+            s = cases.case_seed(r["id"])
+            if s is None:
+                continue
+            value = str(s).encode()
+            was_saved = r["id"].startswith("fuzz/replay/")
+            if r["verdict"] == "FAIL":
+                replayed_fail += was_saved
+                saved += not was_saved
+                db.save(key, value)
+            elif was_saved and r["verdict"] == "PASS":
+                fixed += 1
+                db.delete(key, value)  # it passes now: no longer a failing program
+        ran = sum(r["id"].startswith("fuzz/replay/") for r in recs)
+        print(f"fuzz database {args.db}: replayed {ran} of {len(replay)} saved failing "
+              f"program(s) first ({replayed_fail} still FAIL, {fixed} now PASS and dropped); "
+              f"saved {saved} new failing seed(s)")
+    return rc
 
 
 def _list(args: argparse.Namespace) -> int:

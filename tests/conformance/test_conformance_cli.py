@@ -118,3 +118,110 @@ def test_fuzz_without_a_generator_names_the_gap_or_uses_the_oracles():
         assert "--generator" in str(e)
     else:
         assert callable(gen)
+
+
+# ---------------------------------------------------------------------------------------------
+# capability-directed fuzzing (issue 16, deliverable 5)
+# ---------------------------------------------------------------------------------------------
+def _fuzz_records(path):
+    return [json.loads(x) for x in path.read_text().splitlines()[1:]]
+
+
+def test_fuzz_against_a_narrow_backend_stays_inside_it_and_finds_the_truncating_cast(tmp_path):
+    """A fixed number of programs from a fixed seed: under 5 % NOT_SUPPORTED for a backend that
+    declares only Binary / Unary / Cast on f32 and bf16, and the planted truncating bf16 cast
+    FAILs within them; the correct narrow backend passes every one."""
+    from narrow_backend import NARROW
+
+    from tilefoundry.conformance.runner import GeneratedCases, run
+
+    n = 40
+    verdicts = {}
+    for spec in ("narrow_backend:truncating", "narrow_backend:correct"):
+        cases = GeneratedCases(load_generator(None, caps=NARROW), 11, limit=n)
+        res = run(spec, cases, out_jsonl=tmp_path / "f.jsonl")
+        verdicts[spec] = [r["verdict"] for r in res.records]
+        assert len(verdicts[spec]) == n
+        assert verdicts[spec].count("NOT_SUPPORTED") < 0.05 * n
+    bad = verdicts["narrow_backend:truncating"]
+    assert "FAIL" in bad and set(bad) <= {"PASS", "FAIL", "UNJUDGED"}, bad
+    assert "FAIL" not in verdicts["narrow_backend:correct"]
+    assert set(verdicts["narrow_backend:correct"]) <= {"PASS", "UNJUDGED"}
+    # the unrestricted generator, against the same backend, is mostly NOT_SUPPORTED
+    res = run("narrow_backend:correct", GeneratedCases(load_generator(None), 11, limit=n),
+              out_jsonl=tmp_path / "u.jsonl")
+    assert sum(r["verdict"] == "NOT_SUPPORTED" for r in res.records) > 0.5 * n
+
+
+def test_fuzz_draws_sharded_programs_only_when_a_mesh_is_declared():
+    from narrow_backend import NARROW
+
+    from tilefoundry.conformance.backend import ReferenceBackend
+    from tilefoundry.semantics.types import TensorType
+
+    def sharded(caps) -> int:
+        cases = GeneratedCases(load_generator(None, caps=caps), 0, limit=30)
+        return sum(any(isinstance(p.type, TensorType) and p.type.layout is not None
+                       for p in cases[i].build()[0].functions[0].params) for i in range(30))
+
+    from tilefoundry.conformance.runner import GeneratedCases
+
+    assert ReferenceBackend().capabilities().mesh and sharded(ReferenceBackend().capabilities())
+    assert not NARROW.mesh and sharded(NARROW) == 0
+
+
+def test_a_second_fuzz_run_replays_the_saved_failure_first(tmp_path, monkeypatch, capsys):
+    from tilefoundry.conformance.runner import GeneratedCases
+
+    monkeypatch.chdir(tmp_path)
+    args = ["fuzz", "--backend", "narrow_backend:truncating", "--seed", "2", "--no-progress"]
+    rc = cli(*args, "--minutes", "0.05", "--jsonl", "one.jsonl")
+    out = capsys.readouterr().out
+    first = _fuzz_records(tmp_path / "one.jsonl")
+    fails = [r["id"] for r in first if r["verdict"] == "FAIL"]
+    assert rc == 1 and fails, out
+    assert (tmp_path / ".tilefoundry" / "fuzz-db").is_dir()  # the default database
+    ids = GeneratedCases(lambda s: None, 2)
+    failed_seeds = sorted(ids.case_seed(i) for i in fails)
+    assert f"saved {len(fails)} new failing seed(s)" in out, out
+
+    rc = cli(*args, "--minutes", "0.02", "--jsonl", "two.jsonl")
+    out = capsys.readouterr().out
+    second = _fuzz_records(tmp_path / "two.jsonl")
+    # the saved failing seeds run first, in seed order (as many as the deadline allows), and
+    # fail again
+    replayed = [r for r in second if r["id"].startswith("fuzz/replay/")]
+    assert replayed and second[0]["id"].startswith("fuzz/replay/")
+    assert [r["id"] for r in second[:len(replayed)]] == [r["id"] for r in replayed]
+    assert [int(r["id"].rsplit("/", 1)[1]) for r in replayed] == \
+        failed_seeds[:len(replayed)]
+    assert {r["verdict"] for r in replayed} == {"FAIL"}
+    assert f"({len(replayed)} still FAIL, 0 now PASS and dropped)" in out
+    assert f"replayed {len(replayed)} of {len(failed_seeds)} saved failing program(s) first" \
+        in out
+
+    # --no-db neither replays nor saves; another --db starts empty
+    cli(*args, "--minutes", "0.01", "--jsonl", "three.jsonl", "--no-db")
+    assert not any(r["id"].startswith("fuzz/replay/")
+                   for r in _fuzz_records(tmp_path / "three.jsonl"))
+    cli(*args, "--minutes", "0.01", "--jsonl", "four.jsonl", "--db", "other-db")
+    assert not any(r["id"].startswith("fuzz/replay/")
+                   for r in _fuzz_records(tmp_path / "four.jsonl"))
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("command", ["fuzz", "run"])
+@pytest.mark.parametrize(("factory", "pattern"), [
+    ("misnamed_op", "unknown op 'Unray' (closest valid name: 'Unary')"),
+    ("misnamed_dtype", "unknown dtype 'bf61' (closest valid name: 'bf16')"),
+])
+def test_an_unknown_capability_name_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys,
+                                                           command, factory, pattern):
+    monkeypatch.chdir(tmp_path)
+    extra = ["--minutes", "1"] if command == "fuzz" else [*CAT]
+    rc = cli(command, "--backend", f"narrow_backend:{factory}", *extra, "--jsonl", "r.jsonl")
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and err.startswith("tilefoundry conformance: error: "), err
+    assert pattern in err, err
+    assert not (tmp_path / "r.jsonl").exists()  # no case ran
