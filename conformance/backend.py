@@ -28,7 +28,7 @@ here). Catalog cases with ``Case.expect_error`` feed such inputs; the verdicts:
 * ``RunTimeCheckError`` naming the expected check, or ``check=None``: **PASS**;
 * ``RunTimeCheckError`` naming another check: **FAIL**, naming both;
 * values returned (clamped, wrapped, ignored): **FAIL**, naming the check the reference fails;
-* any other exception: **ERROR**, naming the check and this protocol (D201: the backend may
+* any other exception: **ERROR**, naming the check and this protocol (D202: the backend may
   have detected the problem, but it did not report it in the documented way);
 * a hang or a crash: **TIMEOUT** / **CRASH** as for any case; ``BackendUnsupportedError``:
   **NOT_SUPPORTED** as for any case.

@@ -43,10 +43,11 @@ the id seeds the case's generator), except generated programs, whose ids carry t
 same ``seed`` therefore gives the same ids and the same input bits.
 
 Tiers: ``quick`` (the spec cases, the special-value cases, the sharded cases, a representative
-subset of the sweeps and 25 generated programs: 741 cases) ⊂ ``full`` (everything: 1,282 cases
-with 250 generated programs). Measured for the reference backend on this 2-core machine: quick in
-about 4 s in one process (catalog, ``build()``, ``ReferenceBackend``, ``oracle.compare.check``),
-6.5 s through ``tilefoundry conformance run -j 2``; full in about 20 s — 0 FAIL.
+subset of the sweeps, 25 generated programs and the 18 expected-error cases: 759 cases) ⊂
+``full`` (everything: 1,300 cases with 250 generated programs). Measured for the reference
+backend on this 2-core machine: quick in about 4 s in one process (catalog, ``build()``,
+``ReferenceBackend``, ``oracle.compare.check``), 6.5 s through ``tilefoundry conformance run
+-j 2``; full in about 20 s — 0 FAIL.
 """
 
 from __future__ import annotations

@@ -544,7 +544,7 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
     except RunTimeCheckError as e:
         return done(*_reported_check(case, e, ref_error))
     except Exception as e:
-        if ref_error is not None:  # D201: an exception other than the protocol's is an ERROR
+        if ref_error is not None:  # D202: an exception other than the protocol's is an ERROR
             return done("ERROR", _raised("backend.run", e) + f"; the reference fails the "
                         f"run-time check {case.expect_error!r} here, which a backend reports "
                         f"by raising tilefoundry.errors.RunTimeCheckError")

@@ -195,7 +195,7 @@ def test_quick_tier_passes_the_reference(catalog):
     failures, unjudged = [], set()
     for case in catalog.tier("quick"):
         module, entry, inputs = case.build()
-        if case.expect_error:  # no result: the reference reports the check (D201)
+        if case.expect_error:  # no result: the reference reports the check (D202)
             with pytest.raises(RunTimeCheckError) as info:
                 backend.run(backend.compile(module, entry), inputs)
             assert info.value.check == case.expect_error, case.id

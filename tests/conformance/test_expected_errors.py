@@ -17,7 +17,7 @@ The spec names checks whose operands are run-time values, so no type rule makes 
 Before, such inputs had no case (a reference error was a ``harness:`` ERROR for every backend),
 so a backend that clamps a bad index passed. Now: a backend that returns values FAILs, one that
 raises ``RunTimeCheckError`` passes (naming another check FAILs), another exception is an
-ERROR (D201), a hang or crash is TIMEOUT / CRASH as for any case. The planted backends are in
+ERROR (D202), a hang or crash is TIMEOUT / CRASH as for any case. The planted backends are in
 clamping_backend.py next to this file (forked workers inherit this folder on sys.path).
 """
 
@@ -161,7 +161,7 @@ def test_naming_another_check_fails_naming_both(tmp_path, errors):
 
 
 def test_another_exception_is_an_error_naming_the_protocol(tmp_path, errors):
-    """D201: a ValueError (or any exception but RunTimeCheckError) is ERROR, not PASS: the
+    """D202: a ValueError (or any exception but RunTimeCheckError) is ERROR, not PASS: the
     backend did not report the check in the documented way."""
     rec = verdicts(tmp_path, "clamping_backend:value_error", errors)
     for c in errors:
