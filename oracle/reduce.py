@@ -4,6 +4,9 @@
 makes progress (each accepted step is re-checked with ``still_fails``, so the result fails for
 the same reason class the caller's predicate tests):
 
+0. **drop outputs** — when the entry returns a Tuple: remove an output that is an entry
+   parameter returned unchanged (a *pass-through*), then any other output whose removal keeps
+   the failure; a one-field Tuple becomes its field;
 1. **cut downstream** — make an interior node the function's only output (smallest upstream
    first): everything after the failing op disappears;
 2. **cut upstream** — replace a subexpression by a fresh input whose value is the reference
@@ -15,6 +18,14 @@ the same reason class the caller's predicate tests):
    (the first element the predicate still fails on);
 6. **simplify values** — replace input elements by 0 / 1 in halves (delta debugging) where the
    failure survives.
+
+Every candidate is first cleaned: entry parameters nothing reads (loop bodies included) are
+dropped with their inputs, and so is every function not reachable from the entry through calls
+(transitively, dispatch variants included). A candidate with more ops than the current program
+(``program_ops``) is never accepted. A candidate the pipeline cannot type, evaluate or judge is
+no reduction: any exception the predicate or type inference raises on a *candidate* rejects it
+(exceptions that are not ``TilefoundryError`` are recorded in ``Reduction.rejected``); on the
+original program they propagate.
 
 Hypothesis' own shrinking works on how a program was *drawn*; this reducer works on the program
 itself, so it also shrinks programs that did not come from a strategy (a user's model, a
@@ -45,7 +56,8 @@ from tilefoundry.semantics.ir import (
 )
 from tilefoundry.semantics.types import TensorType
 
-__all__ = ["Reduction", "reduce_failure"]
+__all__ = ["Reduction", "pass_through_outputs", "program_ops", "reachable_functions",
+           "reduce_failure"]
 
 Predicate = Callable[[Module, str, list], bool]
 
@@ -58,11 +70,13 @@ class Reduction:
     steps: tuple  # the accepted steps, in order (human-readable)
     checks: int  # predicate evaluations
     seconds: float
+    complete: bool = True  # False when the budget ran out before the passes reached a fixpoint
+    rejected: tuple = ()  # non-project exceptions that rejected candidates (first few, as text)
 
     @property
     def op_count(self) -> int:
-        return sum(1 for n in _nodes(self.module[self.entry].body)
-                   if isinstance(n, Call))
+        """Calls in the entry and every function reachable from it (``program_ops``)."""
+        return program_ops(self.module, self.entry)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,6 +101,74 @@ def _nodes(root: Expr) -> list[Expr]:
         stack.append((n, True))
         stack.extend((c, False) for c in reversed(_children(n)))
     return out
+
+
+def _scope_children(n: Expr) -> list[Expr]:
+    """Operands plus, for a loop, its body and yields (a loop body may read outer values)."""
+    if isinstance(n, GridRegionExpr):
+        return [*n.init_args, n.body, *n.yield_values]
+    return operands(n)
+
+
+def _walk(root: Expr | None) -> list[Expr]:
+    """Every node reachable from ``root``, loop bodies included (each once, any order)."""
+    if root is None:
+        return []
+    seen: set[int] = set()
+    out: list[Expr] = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        out.append(n)
+        stack.extend(_scope_children(n))
+    return out
+
+
+def _callees(fn: Function) -> list[Function]:
+    """The functions ``fn`` calls directly (loop bodies included) and its dispatch variants."""
+    out = [n.op for n in _walk(fn.body) if isinstance(n, Call) and isinstance(n.op, Function)]
+    return out + list(fn.variants)
+
+
+def _reachable_fns(module: Module, entry: str) -> list[Function]:
+    by_name = {f.name: f for f in module.functions}
+    seen: dict[str, Function] = {}
+    stack = [module[entry]]
+    while stack:
+        f = stack.pop()
+        if f.name in seen:
+            continue
+        seen[f.name] = f
+        # a call names its callee; the module's definition of that name is what runs
+        stack.extend(by_name.get(g.name, g) for g in _callees(f))
+    return list(seen.values())
+
+
+def reachable_functions(module: Module, entry: str) -> list[str]:
+    """Names of the entry and of every function reachable from it through calls (transitively,
+    inside loop bodies and dispatch variants too)."""
+    return [f.name for f in _reachable_fns(module, entry)]
+
+
+def program_ops(module: Module, entry: str) -> int:
+    """The program's size in ops: Call nodes (op applications and function calls) in the entry
+    and in every function reachable from it, loop bodies included, each node once."""
+    return sum(1 for f in _reachable_fns(module, entry) for n in _walk(f.body)
+               if isinstance(n, Call))
+
+
+def pass_through_outputs(module: Module, entry: str) -> list[int]:
+    """Indices of the entry's outputs that are one of its parameters returned unchanged (the
+    output expression *is* a parameter Var). The body is output 0 unless it is a Tuple."""
+    fn = module[entry]
+    if fn.body is None:
+        return []
+    params = {id(p) for p in fn.params}
+    fields = fn.body.fields if isinstance(fn.body, Tuple) else (fn.body,)
+    return [i for i, f in enumerate(fields) if id(f) in params]
 
 
 def _rebuild(root: Expr, repl: dict[int, Expr]) -> Expr:
@@ -116,21 +198,28 @@ def _rebuild(root: Expr, repl: dict[int, Expr]) -> Expr:
     return memo[id(root)]
 
 
+def _prune_functions(module: Module, entry: str) -> Module:
+    """``module`` without the functions the entry cannot reach (the same object when none)."""
+    live = set(reachable_functions(module, entry))
+    if all(f.name in live for f in module.functions):
+        return module
+    return Module(tuple(f for f in module.functions if f.name in live), module.target,
+                  module.topology)
+
+
 def _with_body(module: Module, entry: str, params: tuple, body: Expr) -> Module:
     old = module[entry]
     fn = Function(old.name, params, body, None, label=old.label)
     fns = tuple(fn if f.name == entry else f for f in module.functions)
-    # drop functions nothing calls any more (the entry stays)
-    called = {f.name for f in fns for n in (_nodes(f.body) if f.body is not None else [])
-              if isinstance(n, Call) and isinstance(n.op, Function)}
-    called |= {v.name for f in fns for v in f.variants}
-    keep = tuple(f for f in fns if f.name == entry or f.name in called)
-    return Module(keep, module.target, module.topology)
+    return _prune_functions(Module(fns, module.target, module.topology), entry)
 
 
 def _prune_params(module: Module, entry: str, inputs: list) -> tuple[Module, list]:
+    """Drop the entry parameters nothing reads (loop bodies included) with their inputs."""
     fn = module[entry]
-    used = {id(n) for n in _nodes(fn.body)}
+    if fn.body is None or len(inputs) != len(fn.params):
+        return module, inputs
+    used = {id(n) for n in _walk(fn.body)}
     keep = [(p, x) for p, x in zip(fn.params, inputs, strict=True) if id(p) in used]
     if len(keep) == len(fn.params):
         return module, inputs
@@ -171,33 +260,73 @@ class _Reducer:
         self.pred = still_fails
         self.checks = 0
         self.steps: list[str] = []
+        self.rejected: list[str] = []
         self.deadline = time.monotonic() + budget_s
 
     def out_of_time(self) -> bool:
         return time.monotonic() > self.deadline
 
-    def fails(self, module: Module, inputs: list) -> bool:
-        self.checks += 1
-        try:
-            from tilefoundry.semantics.typeinfer.core import Session
-            from tilefoundry.semantics.typeinfer.functions import infer_module
+    def _judge(self, module: Module, inputs: list) -> bool:
+        from tilefoundry.semantics.typeinfer.core import Session
+        from tilefoundry.semantics.typeinfer.functions import infer_module
 
-            infer_module(module, Session())
-            return bool(self.pred(module, self.entry, list(inputs)))
+        self.checks += 1
+        infer_module(module, Session())
+        return bool(self.pred(module, self.entry, list(inputs)))
+
+    def fails(self, module: Module, inputs: list) -> bool:
+        """Does the *candidate* still fail? Anything it raises makes it no reduction."""
+        try:
+            return self._judge(module, inputs)
         except TilefoundryError:
             return False  # an ill-typed or unevaluable candidate program is no reduction
+        except Exception as e:  # a crash elsewhere is a different failure
+            if len(self.rejected) < 8:
+                self.rejected.append(f"{type(e).__name__}: {e}")
+            return False
 
     def accept(self, module: Module, inputs: list, step: str) -> bool:
-        module, inputs = _prune_params(module, self.entry, inputs)
+        module, inputs = _prune_params(module, self.entry, list(inputs))
+        module = _prune_functions(module, self.entry)
+        if program_ops(module, self.entry) > program_ops(self.module, self.entry):
+            return False
         if self.fails(module, inputs):
-            self.module, self.inputs = module, inputs
+            self.module, self.inputs = module, list(inputs)
             self.steps.append(step)
             return True
         return False
 
+    def _body(self) -> Expr | None:
+        return self.module[self.entry].body
+
+    # -- pass 0: drop outputs ------------------------------------------------------------------
+    def drop_outputs(self) -> bool:
+        fn = self.module[self.entry]
+        if not isinstance(fn.body, Tuple):
+            return False
+        fields = fn.body.fields
+        passing = set(pass_through_outputs(self.module, self.entry))
+        # pass-throughs first, then the other outputs, last first (later outputs are the
+        # generator's leftovers more often than not)
+        order = sorted(range(len(fields)), key=lambda i: (i not in passing, -i))
+        if len(fields) > 1:
+            for i in order:
+                if self.out_of_time():
+                    return False
+                rest = fields[:i] + fields[i + 1:]
+                what = "pass-through" if i in passing else "output"
+                if self.accept(_with_body(self.module, self.entry, fn.params, Tuple(rest)),
+                               self.inputs, f"drop {what} {i}"):
+                    return True
+            return False
+        return self.accept(_with_body(self.module, self.entry, fn.params, fields[0]),
+                           self.inputs, "unwrap the one-output tuple") if fields else False
+
     # -- pass 1: cut downstream ------------------------------------------------------------
     def cut_downstream(self) -> bool:
         fn = self.module[self.entry]
+        if fn.body is None:
+            return False
         nodes = [n for n in _nodes(fn.body) if n is not fn.body and isinstance(n, Call)
                  and _plain_type(n.checked_type if n.has_type else None)]
         nodes.sort(key=lambda n: len(_nodes(n)))
@@ -213,6 +342,8 @@ class _Reducer:
     def cut_upstream(self) -> bool:
         fn = self.module[self.entry]
         body = fn.body
+        if body is None:
+            return False
         cands = [n for n in _nodes(body) if n is not body and isinstance(n, Call | GridRegionExpr
                                                                          | TupleGetItem)
                  and n.has_type and _plain_type(n.checked_type)]
@@ -239,6 +370,8 @@ class _Reducer:
     def bypass(self) -> bool:
         fn = self.module[self.entry]
         body = fn.body
+        if body is None:
+            return False
         for n in _nodes(body):
             if not isinstance(n, Call) or not n.has_type or self.out_of_time():
                 continue
@@ -270,6 +403,8 @@ class _Reducer:
     def shrink_shape(self) -> bool:
         fn = self.module[self.entry]
         shapes = {tuple(x.shape) for x in self.inputs if isinstance(x, np.ndarray)}
+        if fn.body is None:
+            return False
         nodes = _nodes(fn.body)
         if len(shapes) != 1 or any(isinstance(n, GridRegionExpr | Tuple | TupleGetItem)
                                    for n in nodes):
@@ -304,16 +439,34 @@ class _Reducer:
         return False
 
     # -- pass 6: simplify values ---------------------------------------------------------------
+    def _input_of(self, name: str) -> int | None:
+        """The current position of the entry parameter ``name`` (None once it is gone)."""
+        for i, p in enumerate(self.module[self.entry].params):
+            if p.name == name:
+                return i if i < len(self.inputs) else None
+        return None
+
     def simplify_values(self) -> bool:
+        """Delta debugging over each input's elements. An accepted step may change the
+        parameter list (never here in practice: the module is unchanged, so only parameters
+        nothing reads could go, and those went with the first accepted step), so every step
+        finds its input again by parameter name and re-reads its current value."""
         progress = False
-        for i, x in enumerate(self.inputs):
-            if not isinstance(x, np.ndarray) or x.size == 0 or x.dtype.kind == "b":
-                continue
+        for name in [p.name for p in self.module[self.entry].params]:
             for fill in (0, 1):
-                flat = x.reshape(-1)
-                chunk = flat.size
+                i = self._input_of(name)
+                if i is None:
+                    break
+                x = self.inputs[i]
+                if not isinstance(x, np.ndarray) or x.size == 0 or x.dtype.kind == "b":
+                    break
+                shape, size = x.shape, x.size
+                chunk = size
                 while chunk >= 1 and not self.out_of_time():
-                    for start in range(0, flat.size, chunk):
+                    for start in range(0, size, chunk):
+                        i = self._input_of(name)
+                        if i is None or np.shape(self.inputs[i]) != shape:
+                            return progress
                         y = np.array(self.inputs[i], copy=True).reshape(-1)
                         seg = y[start:start + chunk]
                         target = np.asarray(fill).astype(y.dtype)
@@ -321,21 +474,32 @@ class _Reducer:
                             continue
                         y[start:start + chunk] = target
                         xs = list(self.inputs)
-                        xs[i] = y.reshape(x.shape)
-                        if self.accept(self.module, xs, f"input {i}[{start}:{start + chunk}] "
+                        xs[i] = y.reshape(shape)
+                        if self.accept(self.module, xs, f"input {name}[{start}:{start + chunk}] "
                                                         f":= {fill}"):
                             progress = True
                     chunk //= 2
         return progress
 
-    def run(self) -> None:
-        passes = (self.cut_downstream, self.cut_upstream, self.bypass, self.unshard,
+    def clean(self) -> None:
+        """Unused parameters and unreachable functions go first (a checked step)."""
+        m, xs = _prune_params(self.module, self.entry, list(self.inputs))
+        m = _prune_functions(m, self.entry)
+        if m is not self.module:
+            self.accept(m, xs, "drop unused parameters / unreachable functions")
+
+    def run(self) -> bool:
+        """The passes to a fixpoint (or the deadline); True when a fixpoint was reached."""
+        self.clean()
+        passes = (self.drop_outputs, self.cut_downstream, self.cut_upstream, self.bypass, self.unshard,
                   self.shrink_shape)
         while not self.out_of_time():
             if not any(p() for p in passes):
                 break
-        if not self.out_of_time():
-            self.simplify_values()
+        if self.out_of_time():
+            return False
+        self.simplify_values()
+        return not self.out_of_time()
 
 
 def _label(n: Expr) -> str:
@@ -353,12 +517,12 @@ def reduce_failure(module: Module, entry: str, inputs: Sequence[Any], still_fail
     ``still_fails`` must hold for the original; raises ``TilefoundryError`` otherwise."""
     t0 = time.monotonic()
     r = _Reducer(module, entry, list(inputs), still_fails, budget_s)
-    if not r.fails(module, list(inputs)):
+    if not r._judge(module, list(inputs)):  # raises what the original raises
         raise TilefoundryError("reduce_failure: the predicate does not hold for the original "
                                "program; there is nothing to reduce")
-    r.run()
+    complete = r.run()
     return Reduction(r.module, entry, tuple(r.inputs), tuple(r.steps), r.checks,
-                     time.monotonic() - t0)
+                     time.monotonic() - t0, complete, tuple(r.rejected))
 
 
 # re-exported for callers that want the same DAG walk
