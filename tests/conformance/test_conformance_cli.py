@@ -225,3 +225,27 @@ def test_an_unknown_capability_name_is_one_line_and_exit_2(tmp_path, monkeypatch
     assert err.count("\n") == 1 and err.startswith("tilefoundry conformance: error: "), err
     assert pattern in err, err
     assert not (tmp_path / "r.jsonl").exists()  # no case ran
+
+
+def test_a_replayed_seed_that_passes_now_is_dropped_from_the_database(tmp_path, monkeypatch,
+                                                                       capsys):
+    from hypothesis.database import DirectoryBasedExampleDatabase
+    from narrow_backend import NARROW
+
+    from tilefoundry.conformance.cli import fuzz_db_key
+    from tilefoundry.conformance.runner import GeneratedCases
+
+    monkeypatch.chdir(tmp_path)
+    spec = "narrow_backend:correct"
+    db = DirectoryBasedExampleDatabase(str(tmp_path / "db"))
+    key = fuzz_db_key(spec, None, NARROW)
+    s = GeneratedCases(lambda s: None, 3).seed_of(0)  # a program the correct backend passes
+    db.save(key, str(s).encode())
+    db.save(fuzz_db_key("narrow_backend:truncating", None, NARROW), b"12345")  # another key
+    cli("fuzz", "--backend", spec, "--minutes", "0.01", "--db", "db", "--no-progress")
+    out = capsys.readouterr().out
+    recs = _fuzz_records(tmp_path / "tilefoundry-fuzz.jsonl")
+    assert recs[0]["id"] == f"fuzz/replay/{s}" and recs[0]["verdict"] == "PASS", recs[0]
+    assert not any(r["id"] == "fuzz/replay/12345" for r in recs)  # keyed by the backend
+    assert "(0 still FAIL, 1 now PASS and dropped)" in out, out
+    assert list(db.fetch(key)) == []
