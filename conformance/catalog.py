@@ -311,6 +311,9 @@ def build_catalog(seed: int = 0) -> Catalog:
     _sharded_cases(acc)
     _program_cases(acc, seed)
     _run_time_check_cases(acc)
+    from tilefoundry.conformance.catalog_coverage import coverage_cases
+
+    coverage_cases(acc)
     return Catalog(acc.cases)
 
 

@@ -1,0 +1,305 @@
+"""Backends that are the reference evaluator except for one planted behaviour (issue 16).
+
+Each backend patches one evaluator entry (or the mesh dispatch) for the duration of ``run``:
+
+* **bugs** the quick tier must catch (one per blind spot the issue names):
+  ``matmul_first_product_seed`` (the K fold seeded by the first product: −0 where every
+  product is −0, D200), ``stale_partial_consumer`` (an op consuming a completed Partial reads
+  its device's own partial — a consumer launched before the all-reduce finished),
+  ``reshape_local_fortran`` (each device reshapes its block of a sharded value in Fortran
+  order), ``cast_ties_away_bf16`` (f32 → bf16 rounds ties away from zero instead of to even),
+  ``fold_as_pairwise`` (a ``fold_left`` / ``fold_right`` reduction computed as a balanced tree,
+  the weaker ``ordered_tree``), ``ordered_as_lanes`` (an ``ordered_tree`` sum accumulated in
+  two SIMD lanes over even / odd leaves: a permutation, the weaker ``unordered_tree``; a
+  reversed fold would *not* be a bug — it is the right fold, an ordered tree),
+  ``accumulate_in_bf16`` (a bf16 sum whose partial sums round to bf16);
+* **legal freedoms** it must pass: ``topk_index_order`` (TopK sorted=False in index order),
+  ``partial_reverse_order`` (every Partial(sum) completed in reverse device order),
+  ``matmul_fma_zeros`` (matmuls as the zeros-seeded fma chain).
+
+Load one as ``tests.conformance.planted_backends:<name>`` (each name is a factory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from tilefoundry.conformance.backend import ReferenceBackend
+from tilefoundry.semantics.dtypes import cast, from_bits
+from tilefoundry.semantics.evaluator import core, families  # noqa: F401  (registers)
+from tilefoundry.semantics.evaluator.mesh import Sharded
+from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
+from tilefoundry.semantics.formats import DType, dtype_of
+from tilefoundry.semantics.ops import Cast, MatMul, Reduce, Reshape, Reshard, TopK
+from tilefoundry.semantics.types import Partial, TensorType
+
+Patch = Callable[[], contextlib.AbstractContextManager]
+
+
+@contextlib.contextmanager
+def _wrap_eval(op_cls: type, make: Callable[[Callable], Callable]) -> Iterator[None]:
+    good = EVALUATORS[op_cls]
+    EVALUATORS[op_cls] = make(good)
+    try:
+        yield
+    finally:
+        EVALUATORS[op_cls] = good
+
+
+class Planted(ReferenceBackend):
+    """A sharded output comes back as device 0's view of it (what a real backend hands back
+    after its own gather), so a diverged replica is a wrong value, not a malformed output."""
+
+    def __init__(self, name: str, patch: Patch):
+        self.name = f"planted-{name}"
+        self._patch = patch
+
+    def run(self, compiled, inputs):
+        with self._patch():
+            out = super().run(compiled, inputs)
+        return tuple(_device0(o) for o in out) if isinstance(out, tuple) else _device0(out)
+
+
+def _device0(v):
+    from tilefoundry.semantics.evaluator.mesh import unshard
+    from tilefoundry.semantics.types import Broadcast
+
+    if not isinstance(v, Sharded):
+        return v
+    lay = v.layout
+    if all(isinstance(t, Broadcast) for t in lay.attrs):
+        first = (0,) * len(lay.mesh.axis_extents)
+        return np.ascontiguousarray(v.data[first]).reshape(tuple(lay.layout.axis_extents))
+    return unshard(v)
+
+
+def _ctx(ctx: EvalCtx, op) -> EvalCtx:
+    return EvalCtx(op, ctx.call, ctx.out_type, [], ctx.args, ctx.dims)
+
+
+# ---------------------------------------------------------------------------------------------
+# bugs
+# ---------------------------------------------------------------------------------------------
+def _all_neg_zero_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    from tilefoundry.semantics.dtypes import widen_to_f32
+
+    a32, b32 = widen_to_f32(a), widen_to_f32(b)
+    with np.errstate(all="ignore"):
+        p = a32[..., :, :, None] * b32[..., None, :, :]
+    return ((p == 0) & np.signbit(p)).all(axis=-2) if a.shape[-1] else np.zeros((), bool)
+
+
+def matmul_first_product_seed() -> Planted:
+    def make(good):
+        def bad(ctx, args):
+            r = good(ctx, args)
+            a, b = args
+            if not (isinstance(a, np.ndarray) and dtype_of(a).is_float):
+                return r
+            neg = np.broadcast_to(_all_neg_zero_products(a, b), r.shape)
+            nz = cast(np.full(r.shape, -0.0, np.float32), dtype_of(r))
+            return np.where(neg, nz, r)
+        return bad
+    return Planted("matmul-first-product-seed", lambda: _wrap_eval(MatMul, make))
+
+
+@contextlib.contextmanager
+def _stale_partials() -> Iterator[None]:
+    stale: dict[int, tuple[Sharded, np.ndarray]] = {}
+    good_reshard, good_mesh = EVALUATORS[Reshard], core.eval_on_mesh
+
+    def reshard(ctx, args):
+        r = good_reshard(ctx, args)
+        (x,) = args
+        if isinstance(x, Sharded) and isinstance(r, Sharded) and \
+                any(isinstance(t, Partial) for t in x.layout.attrs) and \
+                r.data.shape == x.data.shape:
+            stale[id(r)] = (r, x.data)  # each device still holds its own partial
+        return r
+
+    def on_mesh(ctx, impl, args):
+        args = tuple(Sharded(a.layout, stale[id(a)][1]) if id(a) in stale and
+                     stale[id(a)][0] is a else a for a in args)
+        return good_mesh(ctx, impl, args)
+
+    EVALUATORS[Reshard] = reshard
+    core.eval_on_mesh = on_mesh
+    try:
+        yield
+    finally:
+        EVALUATORS[Reshard] = good_reshard
+        core.eval_on_mesh = good_mesh
+
+
+def stale_partial_consumer() -> Planted:
+    return Planted("stale-partial-consumer", _stale_partials)
+
+
+@contextlib.contextmanager
+def _fortran_reshape() -> Iterator[None]:
+    from tilefoundry.semantics.evaluator import sharding
+
+    good = sharding.eval_on_mesh
+
+    def on_mesh(ctx, impl, args):
+        t = ctx.out_type
+        if isinstance(ctx.op, Reshape) and isinstance(t, TensorType) and t.shard is not None \
+                and isinstance(args[0], Sharded):
+            x = args[0]
+            ext = tuple(x.layout.mesh.axis_extents)
+            local = tuple(t.shard.local_axis_extents())
+            flat = x.data.reshape((*ext, -1))
+            data = np.stack([np.reshape(flat[c], local, order="F")
+                             for c in np.ndindex(*ext)]).reshape((*ext, *local))
+            return Sharded(t.shard, np.ascontiguousarray(data))
+        return good(ctx, impl, args)
+
+    core.eval_on_mesh = on_mesh
+    try:
+        yield
+    finally:
+        core.eval_on_mesh = good
+
+
+def reshape_local_fortran() -> Planted:
+    return Planted("reshape-local-fortran", _fortran_reshape)
+
+
+def cast_ties_away_bf16() -> Planted:
+    def make(good):
+        def bad(ctx, args):
+            (x,) = args
+            op = ctx.op
+            r = good(ctx, args)
+            if not (isinstance(x, np.ndarray) and dtype_of(x) is DType.F32 and
+                    op.dtype is DType.BF16 and op.rounding == "nearest"):
+                return r
+            bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+            away = from_bits(((bits + 0x8000) >> 16).astype(np.uint16), DType.BF16)
+            finite = np.isfinite(np.asarray(x, np.float32)) & \
+                np.isfinite(np.asarray(away, np.float32))
+            return np.where(finite, away, r)
+        return bad
+    return Planted("cast-ties-away-bf16", lambda: _wrap_eval(Cast, make))
+
+
+def fold_as_pairwise() -> Planted:
+    def make(good):
+        def bad(ctx, args):
+            op = ctx.op
+            if op.policy in ("fold_left", "fold_right"):
+                return good(_ctx(ctx, dataclasses.replace(op, policy="ordered_tree")), args)
+            return good(ctx, args)
+        return bad
+    return Planted("fold-as-pairwise", lambda: _wrap_eval(Reduce, make))
+
+
+def _one_axis_sum(ctx, x) -> int | None:
+    """The reduced axis of an f32 / bf16 sum over exactly one axis of length >= 2, else None."""
+    op = ctx.op
+    if op.kind.value != "sum" or not isinstance(x, np.ndarray) or x.ndim == 0 or \
+            dtype_of(x) not in (DType.F32, DType.BF16) or len(op.axes) != 1:
+        return None
+    ax = op.axes[0] % x.ndim
+    return ax if x.shape[ax] >= 2 else None
+
+
+def ordered_as_lanes() -> Planted:
+    """SIMD-lane accumulation: lane 0 folds the even leaves, lane 1 the odd ones, then the lanes
+    add — a permutation of the leaves, admitted by unordered_tree but not by ordered_tree."""
+    from tilefoundry.semantics.dtypes import widen_to_f32
+
+    def make(good):
+        def bad(ctx, args):
+            (x,) = args
+            ax = _one_axis_sum(ctx, x)
+            if ctx.op.policy != "ordered_tree" or ax is None:
+                return good(ctx, args)
+            r = good(ctx, args)
+            w = np.moveaxis(widen_to_f32(x), ax, -1)
+            with np.errstate(all="ignore"):
+                lanes = [np.cumsum(w[..., j::2], axis=-1, dtype=np.float32)[..., -1]
+                         for j in (0, 1)]
+                s32 = (lanes[0] + lanes[1]).astype(np.float32)
+            return cast(s32, dtype_of(x)).reshape(np.shape(r))
+        return bad
+    return Planted("ordered-as-lanes", lambda: _wrap_eval(Reduce, make))
+
+
+def accumulate_in_bf16() -> Planted:
+    """A bf16 sum accumulated in bf16 (every partial sum rounded to bf16), not in f32."""
+    def make(good):
+        def bad(ctx, args):
+            (x,) = args
+            ax = _one_axis_sum(ctx, x)
+            if ax is None or dtype_of(x) is not DType.BF16:
+                return good(ctx, args)
+            r = good(ctx, args)
+            w = np.moveaxis(x, ax, -1)
+            acc = w[..., 0]
+            with np.errstate(all="ignore"):
+                for j in range(1, w.shape[-1]):  # the planted bug itself: a bf16 fold
+                    acc = cast((np.asarray(acc, np.float32) + np.asarray(w[..., j], np.float32))
+                               .astype(np.float32), DType.BF16)
+            return np.asarray(acc).reshape(np.shape(r))
+        return bad
+    return Planted("accumulate-in-bf16", lambda: _wrap_eval(Reduce, make))
+
+
+# ---------------------------------------------------------------------------------------------
+# legal freedoms
+# ---------------------------------------------------------------------------------------------
+def topk_index_order() -> Planted:
+    def make(good):
+        def legal(ctx, args):
+            v, i = good(ctx, args)
+            if ctx.op.sorted or np.ndim(v) == 0:
+                return v, i
+            ax = ctx.op.axis % np.ndim(v)
+            order = np.argsort(i, axis=ax, kind="stable")
+            return (np.ascontiguousarray(np.take_along_axis(v, order, ax)),
+                    np.ascontiguousarray(np.take_along_axis(i, order, ax)))
+        return legal
+    return Planted("topk-index-order", lambda: _wrap_eval(TopK, make))
+
+
+def partial_reverse_order() -> Planted:
+    def make(good):
+        def legal(ctx, args):
+            (x,) = args
+            if isinstance(x, Sharded):
+                axes = tuple(i for i, t in enumerate(x.layout.attrs)
+                             if isinstance(t, Partial) and t.reduction == "sum")
+                if axes:
+                    x = Sharded(x.layout, np.ascontiguousarray(np.flip(x.data, axis=axes)))
+            return good(ctx, (x,))
+        return legal
+    return Planted("partial-reverse-order", lambda: _wrap_eval(Reshard, make))
+
+
+def matmul_fma_zeros() -> Planted:
+    from tilefoundry.semantics import matmul as mm
+
+    def make(good):
+        def legal(ctx, args):
+            a, b = args
+            if not (isinstance(a, np.ndarray) and dtype_of(a).is_float and a.shape[-1]):
+                return good(ctx, args)
+            r = good(ctx, args)
+            a32, b32 = mm._widen(a, dtype_of(a)), mm._widen(b, dtype_of(b))
+            shape = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
+            return mm._round(mm._mm_f32(a32, b32, shape, True), dtype_of(r))
+        return legal
+    return Planted("matmul-fma-zeros", lambda: _wrap_eval(MatMul, make))
+
+
+BUGS = {"matmul_first_product_seed": ("MatMul",), "stale_partial_consumer": ("Reshard",),
+        "reshape_local_fortran": ("Reshape",), "cast_ties_away_bf16": ("Cast",),
+        "fold_as_pairwise": ("Reduce",), "ordered_as_lanes": ("Reduce",),
+        "accumulate_in_bf16": ("Reduce",)}
+LEGAL = {"topk_index_order": ("TopK",), "partial_reverse_order": ("Reshard",),
+         "matmul_fma_zeros": ("MatMul",)}
