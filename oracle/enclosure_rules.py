@@ -505,11 +505,32 @@ def _matmul_enc(a: Enc, b: Enc, out_dt: DType, cause: str) -> Enc | None:
     return Enc(e.lo, e.hi, e.nan, e.real & ~(died & ~crossed), cause)
 
 
+def _int_matmul(a: Enc, b: Enc, v: np.ndarray) -> Enc:
+    """Interval products summed exactly (f64 holds them while every bound is below 2^53); where
+    the sum's bounds stay inside the result dtype nothing wraps and the interval is exact,
+    elsewhere the i64 accumulator's wrap admits every value."""
+    lo, hi, _, _, _ = _products(a, b)
+    slo, shi = lo.sum(-1), hi.sum(-1)
+    info = np.iinfo(v.dtype)
+    ok = (np.abs(lo).max(-1, initial=0) * max(lo.shape[-1], 1) < 2.0 ** 53) & \
+        (np.abs(hi).max(-1, initial=0) * max(hi.shape[-1], 1) < 2.0 ** 53) & \
+        (slo >= info.min) & (shi <= info.max)
+    f = _full_like(v, "integer matmul of enclosed values (wraps)")
+    lo_v = np.where(ok, np.clip(slo, info.min, info.max), 0).astype(v.dtype)
+    hi_v = np.where(ok, np.clip(shi, info.min, info.max), 0).astype(v.dtype)
+    cause = a.cause or b.cause or "MatMul"
+    return Enc(*(np.broadcast_to(t, v.shape).copy() for t in (
+        np.where(ok, lo_v, f.lo), np.where(ok, hi_v, f.hi), np.zeros(v.shape, bool),
+        np.ones(v.shape, bool))), cause if ok.all() else f.cause)
+
+
 @register_enclosure(MatMul)
 def _matmul(s: Site):
     v = np.asarray(s.value)
     if s.exact_inputs and not s.contracts:
         return None
+    if not dtype_of(v).is_float:
+        return _int_matmul(s.enc(0), s.enc(1), v)
     e = _matmul_enc(s.enc(0), s.enc(1), dtype_of(v), "MatMul")
     if e is None:
         return None

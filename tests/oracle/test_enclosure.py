@@ -309,3 +309,23 @@ def test_a_cast_whose_whole_box_is_below_the_format_is_judged():
     assert v.status == PASS and v.outputs[0].unjudged == 0, v.summary()
     ones = cast(np.ones(4, np.float32), DType.F8E8M0)
     assert check(m, "f", [xs], ones).status == FAIL
+
+
+def test_an_integer_matmul_of_enclosed_values_is_enclosed():
+    """An enclosed integer (a float -> int cast downstream of exp) feeding an integer MatMul
+    raised inside the enclosure (the float tree bound was applied to i64); it is now the exact
+    interval sum where nothing can wrap."""
+    from tilefoundry.semantics.ops import Cast
+    from tilefoundry.semantics.ops.nn import MatMul
+
+    x = Var("x", TensorType((2, 3), F32))
+    w = Var("w", TensorType((3, 2), DType.I32))
+    xi = Call(Cast(DType.I32), (b(BinaryKind.MUL, u(UnaryKind.EXP, x), Constant(
+        np.asarray(np.float32(100.0)))),))
+    m = Module((Function("f", (x, w), Call(MatMul(), (xi, w)), None),))
+    xs = np.array([[0.0, 1.0, -1.0], [0.5, 2.0, 0.25]], np.float32)
+    ws = np.array([[1, -2], [3, 0], [-1, 5]], np.int32)
+    ref = evaluate(m, "f", [xs, ws])
+    v = check(m, "f", [xs, ws], ref)
+    assert v.status == PASS and v.outputs[0].unjudged == 0, v.summary()
+    assert check(m, "f", [xs, ws], ref + 1000).status == FAIL
