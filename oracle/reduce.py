@@ -19,6 +19,11 @@ the same reason class the caller's predicate tests):
 6. **simplify values** — replace input elements by 0 / 1 in halves (delta debugging) where the
    failure survives.
 
+Passes 0–5 run to their fixpoint, then pass 6; when pass 6 changed a value, passes 0–5 run again
+(and pass 6 after them when they changed the program), so at the end no output can be dropped
+and no structural step applies on the final inputs (``Reduction.complete`` says whether that
+fixpoint was reached within the budget).
+
 Every candidate is first cleaned: entry parameters nothing reads (loop bodies included) are
 dropped with their inputs, and so is every function not reachable from the entry through calls
 (transitively, dispatch variants included). A candidate with more ops than the current program
@@ -54,7 +59,7 @@ from tilefoundry.semantics.ir import (
     Var,
     operands,
 )
-from tilefoundry.semantics.types import TensorType
+from tilefoundry.semantics.types import TensorType, free_dimvars
 
 __all__ = ["Reduction", "pass_through_outputs", "program_ops", "reachable_functions",
            "reduce_failure"]
@@ -214,15 +219,32 @@ def _with_body(module: Module, entry: str, params: tuple, body: Expr) -> Module:
     return _prune_functions(Module(fns, module.target, module.topology), entry)
 
 
-def _prune_params(module: Module, entry: str, inputs: list) -> tuple[Module, list]:
-    """Drop the entry parameters nothing reads (loop bodies included) with their inputs."""
+def _dims_of(p: Var) -> set[str]:
+    t = p.type
+    if not isinstance(t, TensorType):
+        return set()
+    return {v.name for d in t.shape for v in free_dimvars(d)}
+
+
+def _prune_params(module: Module, entry: str, inputs: list, *,
+                  keep_dims: bool = False) -> tuple[Module, list]:
+    """Drop the entry parameters nothing reads (loop bodies included) with their inputs. With
+    ``keep_dims``, an unread parameter stays when it is the first to bind a dimension (DimVar)
+    that no read parameter binds."""
     fn = module[entry]
     if fn.body is None or len(inputs) != len(fn.params):
         return module, inputs
     used = {id(n) for n in _walk(fn.body)}
-    keep = [(p, x) for p, x in zip(fn.params, inputs, strict=True) if id(p) in used]
-    if len(keep) == len(fn.params):
+    read = [id(p) in used for p in fn.params]
+    if keep_dims:
+        bound = set().union(*(_dims_of(p) for p, r in zip(fn.params, read, strict=True) if r))
+        for i, p in enumerate(fn.params):
+            if not read[i] and _dims_of(p) - bound:
+                read[i] = True
+                bound |= _dims_of(p)
+    if all(read):
         return module, inputs
+    keep = [(p, x) for p, x, r in zip(fn.params, inputs, read, strict=True) if r]
     params = tuple(p for p, _ in keep)
     return _with_body(module, entry, params, fn.body), [x for _, x in keep]
 
@@ -286,18 +308,22 @@ class _Reducer:
             return False
 
     def accept(self, module: Module, inputs: list, step: str) -> bool:
-        module, inputs = _prune_params(module, self.entry, list(inputs))
         module = _prune_functions(module, self.entry)
         if program_ops(module, self.entry) > program_ops(self.module, self.entry):
             return False
-        if self.fails(module, inputs):
-            self.module, self.inputs = module, list(inputs)
-            self.steps.append(step)
-            return True
+        tries = [_prune_params(module, self.entry, list(inputs))]
+        # an unread parameter may still bind a dimension (a DimVar a loop extent or an
+        # attribute uses): when the pruned candidate is rejected, the one keeping a parameter
+        # for each dimension no read parameter binds gets a try
+        binders = _prune_params(module, self.entry, list(inputs), keep_dims=True)
+        if binders[0] is not tries[0][0]:
+            tries.append(binders)
+        for m, xs in tries:
+            if self.fails(m, xs):
+                self.module, self.inputs = m, list(xs)
+                self.steps.append(step)
+                return True
         return False
-
-    def _body(self) -> Expr | None:
-        return self.module[self.entry].body
 
     # -- pass 0: drop outputs ------------------------------------------------------------------
     def drop_outputs(self) -> bool:
@@ -483,23 +509,38 @@ class _Reducer:
 
     def clean(self) -> None:
         """Unused parameters and unreachable functions go first (a checked step)."""
-        m, xs = _prune_params(self.module, self.entry, list(self.inputs))
-        m = _prune_functions(m, self.entry)
+        m, _ = _prune_params(_prune_functions(self.module, self.entry), self.entry,
+                             list(self.inputs), keep_dims=True)
         if m is not self.module:
-            self.accept(m, xs, "drop unused parameters / unreachable functions")
+            self.accept(self.module, self.inputs, "drop unused parameters / unreachable "
+                                                  "functions")
+
+    def structural(self) -> bool:
+        """The structural passes to their fixpoint (or the deadline); True if any step was
+        accepted."""
+        passes = (self.drop_outputs, self.cut_downstream, self.cut_upstream, self.bypass,
+                  self.unshard, self.shrink_shape)
+        changed = False
+        while not self.out_of_time() and any(p() for p in passes):
+            changed = True
+        return changed
 
     def run(self) -> bool:
-        """The passes to a fixpoint (or the deadline); True when a fixpoint was reached."""
+        """Structure to a fixpoint, then values; simpler values can let more structure go
+        (an output that failed only on the old values), so the structural passes run again
+        after every value pass that changed something, and values again after structure that
+        changed. True when that joint fixpoint was reached before the deadline."""
         self.clean()
-        passes = (self.drop_outputs, self.cut_downstream, self.cut_upstream, self.bypass, self.unshard,
-                  self.shrink_shape)
-        while not self.out_of_time():
-            if not any(p() for p in passes):
-                break
-        if self.out_of_time():
-            return False
-        self.simplify_values()
-        return not self.out_of_time()
+        first = True
+        while True:
+            changed = self.structural()
+            if self.out_of_time():
+                return False
+            if not (first or changed):
+                return True
+            first = False
+            if not self.simplify_values():
+                return not self.out_of_time()
 
 
 def _label(n: Expr) -> str:

@@ -41,7 +41,7 @@ from tilefoundry.semantics.ir import (
 )
 from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind
 from tilefoundry.semantics.ops.tensor import TopK
-from tilefoundry.semantics.types import TensorType
+from tilefoundry.semantics.types import DimVar, TensorType, free_dimvars
 
 
 def fails_with(cand):
@@ -227,10 +227,20 @@ def assert_reduced_well(module, entry, inputs, cand, r):
     # that did not would have been dropped)
     assert r.complete
     assert [o.status for o in v.outputs] == [FAIL] * len(v.outputs), v.summary()
-    # every parameter is read and has its input
-    assert len(r.inputs) == len(r.module[r.entry].params)
+    # every parameter has its input, and is read or is the first to bind a dimension (DimVar)
+    # that no read parameter binds
+    params = r.module[r.entry].params
+    assert len(r.inputs) == len(params)
     read = {id(n) for n in _every_node(r.module[r.entry])}
-    assert all(id(p) in read for p in r.module[r.entry].params)
+    bound = set().union(*(_dim_names(p) for p in params if id(p) in read))
+    for p in params:
+        if id(p) not in read:
+            assert _dim_names(p) - bound, f"{p.name} is neither read nor binds a dimension"
+            bound |= _dim_names(p)
+
+
+def _dim_names(p) -> set:
+    return {v.name for d in p.type.shape for v in free_dimvars(d)}
 
 
 @settings(max_examples=25)
@@ -333,6 +343,26 @@ def test_a_parameter_read_only_inside_a_loop_body_is_kept():
     r = reduce_failure(module, "main", inputs, fails_under(cand))
     assert _op_total(r.module, r.entry) == 1  # the add in the loop body, nothing else
     assert "y" in [p.name for p in r.module[r.entry].params]
+    assert_reduced_well(module, "main", inputs, cand, r)
+
+
+def test_an_unread_parameter_that_binds_a_dimension_stays_and_its_passing_output_goes():
+    # main(x: (M,), y: (2,)) = (neg(x), loop M times: c := c + y) with the bug in add: the
+    # passing output neg(x) goes, but x must stay (unread) because it binds the loop's extent M.
+    # It used to stay as an output: dropping it also dropped x, and the program lost M.
+    m_dim = DimVar("M", 1, 8)
+    t = TensorType((2,), F32)
+    x, y, c = Var("x", TensorType((m_dim,), F32)), Var("y", t), Var("c", t)
+    add = Call(Binary(BinaryKind.ADD), (c, y))
+    loop = GridRegionExpr(Var("i", TensorType((), DType.I32)), (c,), (y,), add, (add,), m_dim)
+    module = Module((Function("main", (x, y), Tuple((Call(Unary(UnaryKind.NEG), (x,)), loop)),
+                              None),))
+    inputs = [np.array([1.0, 2.0, 3.0], np.float32), np.array([0.5, 0.25], np.float32)]
+    cand = planted_candidate(Binary(BinaryKind.ADD), "sign")
+    assert check_candidate(module, "main", inputs, cand).status == FAIL
+    r = reduce_failure(module, "main", inputs, fails_under(cand))
+    assert [p.name for p in r.module[r.entry].params] == ["x", "y"]
+    assert not isinstance(r.module[r.entry].body, Tuple)  # only the loop's output is left
     assert_reduced_well(module, "main", inputs, cand, r)
 
 
