@@ -314,7 +314,44 @@ def build_catalog(seed: int = 0) -> Catalog:
     from tilefoundry.conformance.catalog_coverage import coverage_cases
 
     coverage_cases(acc)
+    _quick_fill(acc)
     return Catalog(acc.cases)
+
+
+def pool_case(i: int) -> Case:
+    """Program ``i`` of the coverage pool (``coverage.POOL_SEED``): a generated program the
+    quick tier's fill may choose (``program/cover/<i>``, full tier unless chosen)."""
+    from tilefoundry.conformance.coverage import POOL_SEED
+
+    gen = _program_generator()
+    sharded = i % 5 == 4
+
+    def build() -> Built:
+        return gen(POOL_SEED + i, sharded=sharded)
+
+    return Case(f"program/cover/{i}", "sharding" if sharded else "program", build, (), (),
+                f"Generated program (tilefoundry.oracle.programs.generate_program"
+                f"({POOL_SEED + i}{', sharded=True' if sharded else ''})), chosen to cover "
+                f"what the rest of the quick tier does not", "full")
+
+
+def _quick_fill(acc: _Acc) -> None:
+    """The quick tier's coverage fill (``conformance/quick_fill.json``, written by
+    ``tilefoundry conformance coverage --write-fill``): full-tier cases promoted to quick and
+    pool programs added, so the quick tier exercises every op feature and cast boundary class
+    the full tier and the program pool do (``tests/conformance/test_coverage.py``)."""
+    import dataclasses
+
+    from tilefoundry.conformance.coverage import load_fill
+
+    fill = load_fill()
+    promote = set(fill.get("promote", ()))
+    acc.cases = [dataclasses.replace(c, tier="quick") if c.id in promote else c
+                 for c in acc.cases]
+    if _program_generator() is None:
+        return
+    for i in fill.get("programs", ()):
+        acc.cases.append(dataclasses.replace(pool_case(int(i)), tier="quick"))
 
 
 def _kinded(op) -> tuple[str, ...]:

@@ -78,7 +78,34 @@ def add_parser(sub) -> None:
     ls.add_argument("--cases", action="append", metavar="GLOB")
     ls.add_argument("--catalog")
     ls.set_defaults(func=_list)
+    cv = csub.add_parser("coverage", help="what a tier exercises and what it leaves out",
+                         description="Op features (op x dtype x attribute values x sharding "
+                                     "pattern) and cast boundary classes a tier exercises, and "
+                                     "its holes against the full tier plus the program pool.")
+    cv.add_argument("--tier", choices=("quick", "full"), default="quick")
+    cv.add_argument("--limit", type=int, default=40, help="holes listed per kind (default 40)")
+    cv.add_argument("--write-fill", action="store_true",
+                    help="recompute the quick tier's fill (conformance/quick_fill.json) so it "
+                         "has no holes")
+    cv.set_defaults(func=_coverage)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _coverage(args: argparse.Namespace) -> int:
+    from tilefoundry.conformance import coverage as cov
+    from tilefoundry.conformance.catalog import build_catalog
+
+    cat = build_catalog(0)
+    if args.write_fill:
+        fill = cov.write_fill(cat)
+        print(f"{cov.fill_file()}: {len(fill['promote'])} full-tier case(s) promoted, "
+              f"{len(fill['programs'])} pool program(s) added", file=sys.stderr)
+        cat = build_catalog(0)
+    tier = cov.coverage(cat.tier(args.tier))
+    universe = cov.coverage(cov.universe_cases(cat))
+    print(cov.report(tier, universe, args.tier, args.limit))
+    op_h, cast_h = cov.holes(tier, universe)
+    return 1 if (op_h or cast_h or tier.errors or universe.errors) else 0
 
 
 def _err(msg: str) -> int:

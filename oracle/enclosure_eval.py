@@ -126,6 +126,18 @@ def _mesh_enclosure(node, env, args, encs, v, new) -> Any:
             ctx = EvalCtx(node.op, node, node.checked_type, [], (_rewrap(a, comp),), env)
             r = _data(EVALUATORS[type(node.op)](ctx, (_rewrap(a, comp),)))
             parts[attr] = r if attr in ("lo", "hi") else _unflag(r)
+        if isinstance(v, Sharded):
+            # into a Partial(sum): coordinate 0 of that mesh axis holds the value, every other
+            # one the exact neutral element (mesh.shard), not a moved enclosure
+            for i, t in enumerate(v.layout.attrs):
+                if isinstance(t, Partial) and t.reduction == "sum":
+                    idx = [slice(None)] * v.data.ndim
+                    idx[i] = slice(1, None)
+                    idx = tuple(idx)
+                    for attr in ("lo", "hi"):
+                        parts[attr][idx] = v.data[idx]
+                    parts["nan"][idx] = False
+                    parts["real"][idx] = True
         return Enc(parts["lo"], parts["hi"], parts["nan"], parts["real"], e.cause)
     if name in _SHAPES:
         return None

@@ -329,3 +329,33 @@ def test_an_integer_matmul_of_enclosed_values_is_enclosed():
     v = check(m, "f", [xs, ws], ref)
     assert v.status == PASS and v.outputs[0].unjudged == 0, v.summary()
     assert check(m, "f", [xs, ws], ref + 1000).status == FAIL
+
+
+def test_an_enclosed_value_resharded_into_a_partial_sum_and_completed():
+    """A plain enclosed value sharded into Partial(sum) puts it on coordinate 0 and the exact
+    neutral element on the others (mesh.shard). Moving the enclosure's flags through that
+    kernel marked the neutral pieces "no value", so the completion's enclosure was empty and
+    the reference FAILed its own judge (found by the quick tier's coverage fill)."""
+    from tilefoundry.semantics.ops.sharding import Reshard
+    from tilefoundry.semantics.types import (
+        Broadcast,
+        Layout,
+        Mesh,
+        Partial,
+        ShardLayout,
+        Topology,
+        TopologyLevel,
+    )
+
+    mesh = Mesh("device", ("x",), (4,))
+    part = ShardLayout(mesh, (Partial("sum"),), Layout((6,)))
+    full = ShardLayout(mesh, (Broadcast(),), Layout((6,)))
+    x = Var("x", TensorType((6,), F32))
+    body = Call(Reshard(full), (Call(Reshard(part), (u(UnaryKind.EXP, x),)),))
+    m = Module((Function("f", (x,), body, None),),
+               topology=Topology((TopologyLevel("device", 4),)))
+    xs = RNG.standard_normal(6).astype(np.float32)
+    ref = evaluate(m, "f", [xs])
+    v = check(m, "f", [xs], ref)
+    assert v.status == PASS and v.outputs[0].unjudged == 0, v.summary()
+    assert check(m, "f", [xs], np.zeros(6, np.float32)).status == FAIL
