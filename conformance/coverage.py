@@ -333,20 +333,37 @@ def select_fill(catalog: Any) -> dict:
         if c.id in quick:
             continue
         o, k, _ = case_features(c)
-        cands.append((c.id, (set(o) | set(k)) - have))
+        cands.append((c.id, (set(o) | set(k)) - have, _fully_judged(c)))
     chosen: list[str] = []
-    while True:
-        best = max(range(len(cands)), key=lambda j: (len(cands[j][1]), -j), default=None)
-        if best is None or not cands[best][1]:
-            break
-        cid, new = cands.pop(best)
-        chosen.append(cid)
-        have |= new
-        cands = [(i, f - new) for i, f in cands]
+    # first from the candidates the oracle judges whole (the reference's own outputs PASS with
+    # no unjudged element), then the rest for what only they reach
+    for judged_only in (True, False):
+        while True:
+            pool = [j for j in range(len(cands)) if cands[j][2] or not judged_only]
+            best = max(pool, key=lambda j: (len(cands[j][1]), -j), default=None)
+            if best is None or not cands[best][1]:
+                break
+            cid, new, _ = cands.pop(best)
+            chosen.append(cid)
+            have |= new
+            cands = [(i, f - new, ok) for i, f, ok in cands]
     pool = sorted(int(c.rsplit("/", 1)[1]) for c in chosen if c.startswith("program/cover/"))
     return {"promote": sorted(c for c in chosen if not c.startswith("program/cover/")),
             "programs": pool,
             "about": "tilefoundry conformance coverage --write-fill (conformance/coverage.py)"}
+
+
+def _fully_judged(case: Any) -> bool:
+    from tilefoundry.oracle.compare import PASS, check
+    from tilefoundry.semantics.evaluator.core import evaluate
+
+    if getattr(case, "expect_error", None):
+        return True
+    try:
+        m, e, ins = case.build()
+        return check(m, e, ins, evaluate(m, e, ins)).status == PASS
+    except Exception:
+        return False
 
 
 def write_fill(catalog: Any) -> dict:
