@@ -10,6 +10,14 @@ not see shapes) and cached.
 Capabilities are honest: the ops with a lowering rule (``lower.LOWERINGS``), every evaluable
 dtype, every reduction policy and overflow mode, no mesh. Anything else is NOT_SUPPORTED in
 the runner before the backend is called; nothing falls back to the reference evaluator.
+
+Run-time checks (``tilefoundry.errors.RUN_TIME_CHECKS``) are reported by the conformance
+protocol, ``RunTimeCheckError`` naming the check: an input extent outside the entry's DimVar
+envelope is checked on the host before compiling (``dispatch_envelope``), as is a nested
+dispatch call whose elaborated shape matches no variant; Gather / RoPE indices, CacheUpdate and
+InsertSlice bounds are checked by the executable (``lower.RunChecks``: on the host before the
+launch for inputs and constants, by a check kernel whose flags the host reads after the launch
+for computed values).
 """
 
 from __future__ import annotations
@@ -24,18 +32,35 @@ from tilefoundry.compiler.lower import LOWERINGS
 from tilefoundry.compiler.pipeline import Compiled, compile
 from tilefoundry.compiler.schedule import TileConfig
 from tilefoundry.conformance.backend import ALL_OVERFLOW, ALL_POLICIES, Capabilities
+from tilefoundry.errors import RunTimeCheckError
 from tilefoundry.semantics.formats import FORMATS, DType
-from tilefoundry.semantics.ir import Module
-from tilefoundry.semantics.typeinfer.core import Session
+from tilefoundry.semantics.ir import Function, Module
+from tilefoundry.semantics.typeinfer.core import Session, TypeInferError
+from tilefoundry.semantics.types import DimVar, TensorType
 
-__all__ = ["KernelInterpBackend"]
+__all__ = ["KernelInterpBackend", "check_envelopes"]
 
 
 @dataclass
 class _Program:
     module: Module
     entry: str
+    fn: Function | None = None
     cache: dict[tuple, Compiled] = field(default_factory=dict)
+
+
+def check_envelopes(fn: Function, shapes: list[tuple[int, ...]]) -> None:
+    """The ``dispatch_envelope`` run-time check at the entry: every input extent bound to a
+    DimVar lies in its envelope ``[lo, hi)`` (the reference's message)."""
+    for p, shape in zip(fn.params, shapes, strict=False):
+        t = p.checked_type if p.has_type else p.type
+        if not isinstance(t, TensorType) or len(shape) != len(t.shape):
+            continue  # a malformed input: the pipeline names it
+        for a, (n, d) in enumerate(zip(shape, t.shape, strict=True)):
+            if isinstance(d, DimVar) and not d.lo <= n < d.hi:
+                raise RunTimeCheckError(f"@{fn.name} parameter {p.name}: axis {a} has extent "
+                                        f"{n}, outside the envelope of {d.name} "
+                                        f"[{d.lo}, {d.hi})", "dispatch_envelope")
 
 
 class KernelInterpBackend:
@@ -55,15 +80,27 @@ class KernelInterpBackend:
             policies=ALL_POLICIES, overflow_modes=ALL_OVERFLOW, mesh=False)
 
     def compile(self, module: Module, entry: str) -> _Program:
-        typeinfer(module, Session())[entry]  # fail early on a malformed module or entry
-        return _Program(module, entry)
+        fn = typeinfer(module, Session())[entry]  # fail early on a malformed module or entry
+        return _Program(module, entry, fn)
 
     def compiled_for(self, prog: _Program, shapes: list[tuple[int, ...]]) -> Compiled:
         key = tuple(shapes)
         hit = prog.cache.get(key)
         if hit is None:
-            hit = compile(prog.module, prog.entry, shapes, self.target, fuse=self.fuse,
-                          cfg=self.cfg)
+            if prog.fn is not None:
+                check_envelopes(prog.fn, shapes)
+            try:
+                hit = compile(prog.module, prog.entry, shapes, self.target, fuse=self.fuse,
+                              cfg=self.cfg)
+            except TypeInferError as e:
+                # a dispatch call inside the program whose concrete shape is outside the
+                # prototype's envelope (typeinfer.functions._select): exactly that check
+                if e.rule == "Dispatch resolution" and \
+                        "is outside the dispatch envelope" in str(e):
+                    raise RunTimeCheckError(f"dispatch of @{prog.entry} on argument shapes "
+                                            f"{[list(s) for s in shapes]}: {e}",
+                                            "dispatch_envelope") from e
+                raise
             prog.cache[key] = hit
         return hit
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
+from tilefoundry.compiler.lower import RunChecks
 from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.semantics.dtypes import DType, cast, widen_to_f32
 from tilefoundry.semantics.evaluator.math import (
@@ -161,10 +162,16 @@ def _reduce_lanes(f: np.ndarray, dt: str, kind: str, policy: str,
 # the interpreter
 # ---------------------------------------------------------------------------------------------
 class Interpreter:
-    """Runs one Program; ``run(inputs)`` returns an array or a (nested) tuple of arrays."""
+    """Runs one Program; ``run(inputs)`` returns an array or a (nested) tuple of arrays.
 
-    def __init__(self, program: Program):
+    ``checks`` (``lower.RunChecks``, set by the pipeline) are the program's run-time checks:
+    those on inputs and constants run on the host, vectorized, before the first kernel; those
+    on computed values are read after the launch from the probe buffers their check kernels
+    filled. A failure raises ``RunTimeCheckError`` and the outputs are never returned."""
+
+    def __init__(self, program: Program, checks: RunChecks | None = None):
         self.p = program
+        self.checks = checks or RunChecks()
         self.bm = program.buffer_map()
         self.roots = {b.name: root_of(b.name, self.bm) for b in program.buffers}
         # the per-run storage plan, computed once
@@ -222,8 +229,16 @@ class Interpreter:
 
     def run(self, inputs: Sequence[np.ndarray]) -> Any:
         st = self.storage(inputs)
+        checks = self.checks
+        for c in checks.host:
+            c.verify(c.host_values(st))
         self.steps(self.p.steps, st)
-        return self._outputs(self.p.outputs, st)
+        if not checks.probed:
+            return self._outputs(self.p.outputs, st)
+        for c in checks.probed:
+            flag, vals = c.probe
+            c.verify([self._view(st, vals)], self._view(st, flag))
+        return self._outputs(self.p.outputs[0], st)
 
     def _outputs(self, o: Any, st: Mapping[str, np.ndarray]) -> Any:
         # a method, not a recursive closure (a self-referencing closure is a reference cycle
@@ -496,7 +511,9 @@ def _kdtype(npdt: np.dtype) -> str:
     return dtype_of(np.zeros(0, npdt)).value
 
 
-def run_program(program: Program, inputs: Sequence[np.ndarray]) -> Any:
-    """Run ``program`` on ``inputs`` (numpy arrays of the input buffers' dtypes and shapes)."""
-    return Interpreter(program).run(inputs)
+def run_program(program: Program, inputs: Sequence[np.ndarray],
+                checks: RunChecks | None = None) -> Any:
+    """Run ``program`` on ``inputs`` (numpy arrays of the input buffers' dtypes and shapes),
+    making its run-time ``checks`` (``lower.lower_checked``) when given."""
+    return Interpreter(program, checks).run(inputs)
 

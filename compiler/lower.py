@@ -31,14 +31,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.errors import LoweringError, NotSupportedError
-from tilefoundry.compiler.kir import Buffer, HostLoop, Kernel, Program, TileLoop, c_strides
+from tilefoundry.compiler.kir import (
+    Buffer,
+    HostLoop,
+    Kernel,
+    Program,
+    TileLoop,
+    c_strides,
+    root_of,
+)
 from tilefoundry.compiler.schedule import TileConfig, choose_block, prev_pow2
+from tilefoundry.errors import RunTimeCheckError
 from tilefoundry.semantics.formats import dtype_of
 from tilefoundry.semantics.ir import (
     Call,
@@ -51,10 +61,10 @@ from tilefoundry.semantics.ir import (
     Var,
     operands,
 )
-from tilefoundry.semantics.ops import Local
+from tilefoundry.semantics.ops import CacheUpdate, Gather, InsertSlice, Local, RoPE
 from tilefoundry.semantics.types import TensorType
 
-__all__ = ["LOWERINGS", "NOT_LOWERED", "lower"]
+__all__ = ["LOWERINGS", "NOT_LOWERED", "RunCheck", "RunChecks", "lower", "lower_checked"]
 
 LowerFn = Callable[["_Lowerer", Call, list], Any]
 LOWERINGS: dict[type, LowerFn] = {}
@@ -234,6 +244,194 @@ def _other(v: Any, dtype: str) -> Any:
 
 
 # =============================================================================================
+# run-time checks (tilefoundry.errors.RUN_TIME_CHECKS)
+# =============================================================================================
+@dataclass(frozen=True)
+class RunCheck:
+    """One run-time check of the spec on the values of one op's operands.
+
+    ``kind`` is ``"range"`` (Gather indices / RoPE pos_ids within ``[0, bounds[0])``; ``axis``
+    is the gathered axis, ``what`` the operand's name), ``"cache"`` (CacheUpdate ``cur_pos``,
+    ``s`` against ``bounds = (new.len, cache.len)``) or ``"window"`` (InsertSlice offsets against
+    ``bounds = (update extents..., dst extents...)``). ``operands`` are the buffers holding the
+    checked values. With ``probe`` None they are inputs or constants and the executable checks
+    them on the host before any kernel runs; otherwise a kernel computes them and the check
+    kernel emitted before the op's own kernel records the operand values of every failing lane
+    in ``probe = (flag buffer, value buffer)`` (program outputs, so fusion keeps them), which the
+    host reads after the launch."""
+
+    check: str
+    op: str
+    kind: str
+    operands: tuple[str, ...]
+    bounds: tuple[int, ...]
+    what: str = ""
+    axis: int = 0
+    probe: tuple[str, str] | None = None
+    shape: tuple[int, ...] = ()  # range: the checked operand's shape (positions name it)
+    #: host checks: per operand, ``(input root, element offset, shape)`` (read from the input's
+    #: flat storage; fusion may drop an alias buffer) or the constant's values
+    sources: tuple = ()
+
+    def host_values(self, storage: Any) -> list[np.ndarray]:
+        """The operands' values of a host check, from the run's flat storage by buffer name."""
+        out = []
+        for src in self.sources:
+            if isinstance(src, np.ndarray):
+                out.append(src)
+            else:
+                root, off, shape = src
+                out.append(storage[root][off:off + math.prod(shape)].reshape(shape))
+        return out
+
+    def verify(self, values: Sequence[np.ndarray], flags: np.ndarray | None = None) -> None:
+        """Raise ``RunTimeCheckError`` when ``values`` (one array per operand; or, for a probed
+        check, the recorded value buffer) fail the check. ``flags`` (probed checks) marks the
+        recorded lanes; the others hold no value."""
+        if self.kind == "range":
+            v = np.asarray(values[0]).astype(np.int64).reshape(self.shape)
+            n = self.bounds[0]
+            bad = (v < 0) | (v >= n)
+            if flags is not None:
+                bad &= np.asarray(flags).reshape(v.shape) != 0
+            if not bad.any():
+                return
+            pos = tuple(int(j) for j in np.argwhere(bad)[0])
+            val = int(v[pos])
+            if self.op == "RoPE":
+                raise RunTimeCheckError(
+                    f"RoPE: pos_ids[{pos[0] if pos else 0}] = {val} is outside the cache "
+                    f"positions [0, {n}) ({int(bad.sum())} of {v.size} positions out of range)",
+                    self.check)
+            raise RunTimeCheckError(f"{self.op}: index {val} at {self.what}{list(pos)} is "
+                                    f"outside [0, {n}) on axis {self.axis}", self.check)
+        vals = [int(np.asarray(x).reshape(-1)[0]) for x in values]
+        if flags is not None:
+            if not np.any(flags):
+                return
+            vals = [int(x) for x in np.asarray(values[0]).reshape(-1)]
+        if self.kind == "cache":
+            cur, s = vals
+            nlen, length = self.bounds
+            if cur < 0:
+                msg = f"cur_pos = {cur} is negative (the spec: cur_pos >= 0)"
+            elif not 1 <= s <= nlen:
+                msg = f"s = {s} is outside [1, new.len = {nlen}] (the spec: 1 <= s <= new.len)"
+            elif cur + s > length:
+                msg = (f"cur_pos + s = {cur} + {s} = {cur + s} exceeds cache.len = {length} "
+                       f"(the spec: cur_pos + s <= cache.len)")
+            else:
+                return
+            raise RunTimeCheckError(f"CacheUpdate: {msg}", self.check)
+        r = len(vals)
+        for a, o in enumerate(vals):
+            u, d = self.bounds[a], self.bounds[r + a]
+            if o < 0 or o + u > d:
+                raise RunTimeCheckError(
+                    f"InsertSlice: axis {a}: offset {o} places the window [{o}, {o + u}) of "
+                    f"the update extent {u} outside the dst extent {d} (needs 0 <= offset and "
+                    f"offset + {u} <= {d})", self.check)
+
+
+@dataclass(frozen=True)
+class RunChecks:
+    """The run-time checks of a lowered program, in program order: ``host`` on inputs and
+    constants (before the launch), ``probed`` on computed values (after the launch). When
+    ``probed`` is not empty the program's outputs are ``(result, probe buffers...)`` and an
+    executable returns ``outputs[0]``."""
+
+    host: tuple[RunCheck, ...] = ()
+    probed: tuple[RunCheck, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.host or self.probed)
+
+
+def _scalar_strides(b: Buffer) -> list[int]:
+    return [0] * max(len(b.shape), 1)
+
+
+def plan_checks(lw: _Lowerer, node: Call, args: list[Buffer]) -> None:
+    """The run-time checks of ``node`` (Gather, RoPE, CacheUpdate, InsertSlice), recorded in
+    ``lw.checks``; for computed operands (or inside a host loop, where the op may run any
+    number of times) a check kernel is emitted here, before the op's own kernels."""
+    op = node.op
+    if isinstance(op, Gather):
+        x, idx = args
+        axis = op.axis % len(x.shape)
+        spec = RunCheck("index_range", "Gather", "range", (idx.name,), (x.shape[axis],),
+                        "indices", axis, shape=idx.shape)
+    elif isinstance(op, RoPE):
+        cos, pos = args[2], args[4]
+        spec = RunCheck("index_range", "RoPE", "range", (pos.name,), (cos.shape[0],),
+                        "pos_ids", shape=pos.shape)
+    elif isinstance(op, CacheUpdate):
+        cache, cur, s, new = args
+        spec = RunCheck("cache_bounds", "CacheUpdate", "cache", (cur.name, s.name),
+                        (new.shape[1], cache.shape[1]))
+    elif isinstance(op, InsertSlice):
+        dst, upd, *offs = args
+        spec = RunCheck("slice_window", "InsertSlice", "window", tuple(o.name for o in offs),
+                        (*upd.shape, *dst.shape))
+    else:
+        return
+    if not spec.operands:  # InsertSlice of rank 0: no offsets, nothing to check
+        return
+    ops = [lw.buffers[n] for n in spec.operands]
+    roots = [root_of(b.name, lw.buffers) for b in ops]
+    if len(lw.steps) == 1 and all(r.kind in ("input", "const") for r in roots):
+        srcs = []
+        for b, r in zip(ops, roots, strict=True):
+            off = b.offset if b.kind == "alias" else 0
+            if r.kind == "const":
+                flat = np.ascontiguousarray(r.data).reshape(-1)
+                srcs.append(flat[off:off + b.size].reshape(b.shape).copy())
+            else:
+                srcs.append((r.name, off, b.shape))
+        lw.checks.append(replace(spec, sources=tuple(srcs)))
+        return
+    if spec.kind == "range":
+        (b,) = ops
+        if b.size == 0:
+            return
+        dom = b.shape or (1,)
+        flag, vals = lw.temp("i64", dom, "chkf"), lw.temp("i64", dom, "chkv")
+        kb = KB(lw, f"check_{spec.op.lower()}", dom)
+        v = index_value(kb, kb.load(b, b.strides or [0]), b.dtype)
+        bad = kb.binop("or", kb.binop("lt", v, kb.const(0, "i64")),
+                       kb.binop("ge", v, kb.const(spec.bounds[0], "i64")))
+        kb.store(vals, vals.strides, v, mask=bad)
+        kb.store(flag, flag.strides, kb.broadcast(kb.const(1, "i64"), range(len(dom))),
+                 mask=bad)
+    else:
+        flag, vals = lw.temp("i64", (1,), "chkf"), lw.temp("i64", (len(ops),), "chkv")
+        kb = KB(lw, f"check_{spec.op.lower()}", (1,))
+        vs = [scalar_index(kb, b) for b in ops]
+        zero = kb.const(0, "i64")
+        if spec.kind == "cache":
+            (cur, s), (nlen, length) = vs, spec.bounds
+            conds = [kb.binop("lt", cur, zero), kb.binop("lt", s, kb.const(1, "i64")),
+                     kb.binop("gt", s, kb.const(nlen, "i64")),
+                     kb.binop("gt", kb.binop("add", cur, s), kb.const(length, "i64"))]
+        else:
+            r = len(vs)
+            conds = []
+            for a, o in enumerate(vs):
+                u, d = spec.bounds[a], spec.bounds[r + a]
+                conds += [kb.binop("lt", o, zero),
+                          kb.binop("gt", kb.binop("add", o, kb.const(u, "i64")),
+                                   kb.const(d, "i64"))]
+        bad = conds[0]
+        for c in conds[1:]:
+            bad = kb.binop("or", bad, c)
+        for j, v in enumerate(vs):
+            kb.store(vals, [0], v, j, mask=bad)
+        kb.store(flag, [0], kb.const(1, "i64"), mask=bad)
+    kb.finish()
+    lw.probes.append(replace(spec, probe=(flag.name, vals.name)))
+
+
+# =============================================================================================
 # access maps
 # =============================================================================================
 def bcast_strides(buf: Buffer, domain: tuple[int, ...]) -> tuple[int, ...]:
@@ -267,6 +465,8 @@ class _Lowerer:
         self.steps: list[list] = [[]]
         self.names: set[str] = set()
         self.counters: dict[str, int] = {}
+        self.checks: list[RunCheck] = []  # on inputs / constants: run on the host
+        self.probes: list[RunCheck] = []  # on computed values: a check kernel records failures
 
     # -- names and buffers ------------------------------------------------------------------
     def fresh(self, prefix: str) -> str:
@@ -317,9 +517,11 @@ class _Lowerer:
             self.add(Buffer(name, _dt(t), tuple(t.shape), c_strides(tuple(t.shape)), "input"))
             values[id(p)] = self.buffers[name]
             inputs.append(name)
-        out = self.expr(self.fn.body, values)
+        out = _names(self.expr(self.fn.body, values))
+        if self.probes:  # the probe buffers are outputs: read after the launch, kept by fusion
+            out = (out, *(n for c in self.probes for n in c.probe))
         return Program(self.fn.name, tuple(self.buffers.values()), tuple(inputs),
-                       _names(out), tuple(self.steps[0]))
+                       out, tuple(self.steps[0]))
 
     def expr(self, root: Expr, values: dict[int, Any]) -> Any:
         stack: list[tuple[Expr, bool]] = [(root, False)]
@@ -357,6 +559,7 @@ class _Lowerer:
                 if not isinstance(a, Buffer):
                     raise NotSupportedError(type(node.op).__name__,
                                             f"operand {i} is a tuple value")
+            plan_checks(self, node, args)
             return rule(self, node, args)
         raise LoweringError(f"cannot lower a {type(node).__name__} node")
 
@@ -494,7 +697,15 @@ def _names(v: Any) -> Any:
 
 def lower(fn: Function, cfg: TileConfig | None = None) -> Program:
     """The ``lower`` pass: one kernel (or a few) per HIR op, no fusion."""
-    return _Lowerer(fn, cfg or TileConfig()).run()
+    return lower_checked(fn, cfg)[0]
+
+
+def lower_checked(fn: Function, cfg: TileConfig | None = None) -> tuple[Program, RunChecks]:
+    """``lower`` and the program's run-time checks (``RunChecks``: an executable runs them;
+    a program with probed checks returns ``(result, probe buffers...)``)."""
+    lw = _Lowerer(fn, cfg or TileConfig())
+    program = lw.run()
+    return program, RunChecks(tuple(lw.checks), tuple(lw.probes))
 
 
 # =============================================================================================

@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from tilefoundry.compiler.errors import LoweringError
+from tilefoundry.compiler.errors import LoweringError, NotSupportedError
 from tilefoundry.compiler.fusion import fuse as fuse_pass
 from tilefoundry.compiler.hir_passes import canonicalize, elaborate, typeinfer
 from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Program, to_text, verify
-from tilefoundry.compiler.lower import lower as lower_pass
+from tilefoundry.compiler.lower import RunChecks, lower_checked
 from tilefoundry.compiler.schedule import TileConfig
 from tilefoundry.semantics.ir import Function, Module
 from tilefoundry.semantics.printer import function_text
@@ -79,6 +79,7 @@ class State:
     inferred: Module | None = None
     hir: Function | None = None
     program: Program | None = None
+    checks: RunChecks = field(default_factory=RunChecks)
     source: str | None = None
     executable: Any = None
 
@@ -96,7 +97,7 @@ def _canonicalize(s: State) -> None:
 
 
 def _lower(s: State) -> None:
-    s.program = lower_pass(s.hir, s.cfg)
+    s.program, s.checks = lower_checked(s.hir, s.cfg)
     verify(s.program)
 
 
@@ -112,6 +113,11 @@ def _render(s: State) -> None:
 def _build(s: State) -> None:
     verify(s.program)
     s.executable = s.target.build(s.program, s.source)
+    if s.checks:  # the run-time checks (lower.RunChecks): the executable makes them
+        if not hasattr(s.executable, "checks"):
+            raise NotSupportedError("run-time checks", f"the {s.target.name} executable "
+                                    f"cannot make them", stage=f"target {s.target.name}")
+        s.executable.checks = s.checks
 
 
 def _hir_text(s: State) -> str:
@@ -181,6 +187,7 @@ class Compiled:
     program: Program
     executable: Any
     printed: dict[str, str]
+    checks: RunChecks = field(default_factory=RunChecks)
 
     def __call__(self, inputs: Sequence[Any]) -> Any:
         return self.executable.run(list(inputs))
@@ -208,4 +215,4 @@ def compile(module: Module, entry: str, shapes: Sequence[Sequence[int]],
     names = [n for n in PASS_NAMES if fuse or n != "fuse"]
     run_passes(state, names, print_after=print_after, stream=stream, printed=printed)
     return Compiled(entry, state.shapes, tgt.name, state.hir, state.program, state.executable,
-                    printed)
+                    printed, state.checks)

@@ -37,6 +37,15 @@ Mapping (``_OPS`` below; ``device="cpu"`` by default, ``"cuda"`` when asked and 
   and ``Local`` is not claimed. A ``Reshard`` between unsharded types (a storage move) is the
   identity on values and runs as ``x.clone()``.
 
+Run-time checks (``tilefoundry.errors.RUN_TIME_CHECKS``): torch's own failures on bad indices
+(``IndexError`` from ``index_select``, a silently short or empty slice assignment) are not the
+protocol, so the adapter checks each condition itself, vectorized with torch, right before the
+torch call that would see it, and raises ``RunTimeCheckError`` naming the check: Gather indices
+and RoPE ``pos_ids`` in ``[0, extent)`` (``index_range``), CacheUpdate's ``cur_pos >= 0``,
+``1 <= s <= new.len``, ``cur_pos + s <= cache.len`` (``cache_bounds``), InsertSlice's window
+inside ``dst`` (``slice_window``), an entry extent outside a DimVar's envelope or a dispatch
+prototype called outside its envelope (``dispatch_envelope``). No torch exception is caught.
+
 Arrays cross between numpy and torch as **bits** (``uint8/16/32`` views), so NaN payloads,
 signed zeros and every fp8 / e8m0 code arrive unchanged in both directions.
 """
@@ -50,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from tilefoundry.conformance.backend import ALL_OVERFLOW, ALL_POLICIES, Capabilities
-from tilefoundry.errors import InvalidArgumentError
+from tilefoundry.errors import InvalidArgumentError, RunTimeCheckError
 from tilefoundry.semantics.dtypes import FORMATS, DType, bits_dtype, dtype_of, to_bits
 from tilefoundry.semantics.ir import (
     Call,
@@ -175,10 +184,57 @@ class TorchBackend:
 
     def run(self, compiled: _Compiled, inputs: list[np.ndarray]) -> Any:
         torch = _torch()
+        _check_envelopes(compiled.entry, [tuple(np.shape(x)) for x in inputs])
         args = [to_torch(x, self.device) for x in inputs]
         with torch.no_grad():
             out = _Interpreter(compiled.session, self.device).call(compiled.entry, args)
         return _to_numpy(out)
+
+
+def _check_envelopes(fn: Function, shapes: list[tuple]) -> None:
+    """``dispatch_envelope`` at the entry: each input extent bound to a DimVar is in its
+    envelope (the reference's check of its inputs)."""
+    for p, shape in zip(fn.params, shapes, strict=False):
+        t = p.checked_type if p.has_type else p.type
+        if not isinstance(t, TensorType) or len(shape) != len(t.shape):
+            continue
+        for a, (n, d) in enumerate(zip(shape, t.shape, strict=True)):
+            if isinstance(d, DimVar) and not d.lo <= n < d.hi:
+                raise RunTimeCheckError(f"@{fn.name} parameter {p.name}: axis {a} has extent "
+                                        f"{n}, outside the envelope of {d.name} "
+                                        f"[{d.lo}, {d.hi})", "dispatch_envelope")
+
+
+def _dispatch_value(fn: Function, shapes: list[tuple]) -> None:
+    """``dispatch_envelope`` at a dispatch prototype: the dispatch DimVar's value (bound by an
+    argument's extent) inside the prototype's envelope, checked before ``select_variant``."""
+    dim = fn.variants[0].specializations[0].dim_var
+    for p, shape in zip(fn.params, shapes, strict=False):
+        t = p.checked_type if p.has_type else p.type
+        if not isinstance(t, TensorType) or len(shape) != len(t.shape):
+            continue
+        for n, d in zip(shape, t.shape, strict=True):
+            if isinstance(d, DimVar) and d.name == dim and not d.lo <= n < d.hi:
+                raise RunTimeCheckError(f"Call @{fn.name}: {dim} = {n} is outside the dispatch "
+                                        f"envelope [{d.lo}, {d.hi}); it matches no variant",
+                                        "dispatch_envelope")
+
+
+def _check_range(op: str, what: str, idx, n: int, axis: int | None = None) -> None:
+    """``index_range``: every entry of the integer tensor ``idx`` in ``[0, n)``."""
+    torch = _torch()
+    ii = idx.long()
+    bad = (ii < 0) | (ii >= n)
+    if not bool(bad.any()):
+        return
+    pos = [int(j) for j in torch.nonzero(bad)[0]] if ii.dim() else []
+    v = int(ii[tuple(pos)]) if pos else int(ii)
+    if op == "RoPE":
+        raise RunTimeCheckError(f"RoPE: {what}[{pos[0] if pos else 0}] = {v} is outside the "
+                                f"cache positions [0, {n}) ({int(bad.sum())} of {ii.numel()} "
+                                f"positions out of range)", "index_range")
+    raise RunTimeCheckError(f"{op}: index {v} at {what}{pos} is outside [0, {n}) on axis "
+                            f"{axis}", "index_range")
 
 
 def _to_numpy(v: Any) -> Any:
@@ -200,6 +256,8 @@ class _Interpreter:
 
         shapes = [_shape(a) for a in args]
         if fn.body is None:
+            if fn.variants:
+                _dispatch_value(fn, shapes)
             fn = select_variant(fn, shapes)
         env = dim_env(fn.params, shapes)
         values: dict[int, Any] = {id(p): a for p, a in zip(fn.params, args, strict=True)}
@@ -424,6 +482,7 @@ def _gather(ctx: _Ctx, x, idx):
     op = ctx.op
     axis = op.axis % x.dim()
     bd = op.batch_dims
+    _check_range("Gather", "indices", idx, x.shape[axis], axis)
     ii = idx.long()
     if bd == 0:
         out = torch.index_select(x, axis, ii.reshape(-1))
@@ -499,6 +558,13 @@ def _reduce_on(kind: str, x, axes: tuple, kd: bool):
 
 
 def _insert_slice(ctx: _Ctx, dst, upd, *offs):
+    for a, (o, u, d) in enumerate(zip(offs, upd.shape, dst.shape, strict=True)):
+        o = int(o)
+        if o < 0 or o + u > d:
+            raise RunTimeCheckError(f"InsertSlice: axis {a}: offset {o} places the window "
+                                    f"[{o}, {o + u}) of the update extent {u} outside the dst "
+                                    f"extent {d} (needs 0 <= offset and offset + {u} <= {d})",
+                                    "slice_window")
     out = dst.clone()
     window = tuple(slice(int(o), int(o) + n) for o, n in zip(offs, upd.shape, strict=True))
     out[window] = upd
@@ -506,8 +572,20 @@ def _insert_slice(ctx: _Ctx, dst, upd, *offs):
 
 
 def _cache_update(ctx: _Ctx, cache, cur_pos, s, new):
-    out = cache.clone()
     c, n = int(cur_pos), int(s)
+    nlen, length = new.shape[1], cache.shape[1]
+    if c < 0:
+        msg = f"cur_pos = {c} is negative (the spec: cur_pos >= 0)"
+    elif not 1 <= n <= nlen:
+        msg = f"s = {n} is outside [1, new.len = {nlen}] (the spec: 1 <= s <= new.len)"
+    elif c + n > length:
+        msg = (f"cur_pos + s = {c} + {n} = {c + n} exceeds cache.len = {length} (the spec: "
+               f"cur_pos + s <= cache.len)")
+    else:
+        msg = None
+    if msg is not None:
+        raise RunTimeCheckError(f"CacheUpdate: {msg}", "cache_bounds")
+    out = cache.clone()
     out[:, c:c + n] = new[:, :n]
     return out
 
@@ -597,6 +675,8 @@ def _rotate_half(x):
 
 
 def _rope(ctx: _Ctx, q, k, cos_cache, sin_cache, pos_ids):
+    _check_range("RoPE", "pos_ids", pos_ids, cos_cache.shape[0])
+
     def hf(q_, k_, c_, s_):
         cos, sin = c_[pos_ids.long()], s_[pos_ids.long()]
         return q_ * cos + _rotate_half(q_) * sin, k_ * cos + _rotate_half(k_) * sin

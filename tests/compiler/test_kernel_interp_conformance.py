@@ -1,9 +1,14 @@
 """``tilefoundry conformance run --backend kernel-interp --tier quick``: zero FAIL, CRASH,
 TIMEOUT and ERROR; what is not lowered is NOT_SUPPORTED (``Local`` and the sharded programs,
-which need mesh simulation). Measured: 707 PASS, 34 NOT_SUPPORTED of 741."""
+which need mesh simulation). The 18 expected-error cases PASS (the backend raises
+``RunTimeCheckError`` naming the check; the sharded one is NOT_SUPPORTED). A generated program
+(``program/cover/<i>``) whose oracle enclosure admits every value of some element is UNJUDGED:
+no verdict on the backend, allowed only there. Measured (2026-12-01, with the quick tier's
+coverage fill): 1,047 PASS, 11 UNJUDGED (generated programs), 233 NOT_SUPPORTED of 1,291."""
 
 from __future__ import annotations
 
+from tilefoundry.conformance.catalog import build_catalog
 from tilefoundry.conformance.runner import run
 
 
@@ -11,9 +16,15 @@ def test_quick_tier_has_no_failures(tmp_path):
     res = run("kernel-interp", "quick", jobs=2, out_jsonl=tmp_path / "ki.jsonl", timeout_s=120)
     c = res.counts()
     bad = [(r["id"], r["verdict"], r.get("message", "")[:200]) for r in res.report()
-           if r["verdict"] not in ("PASS", "NOT_SUPPORTED")]
+           if r["verdict"] not in ("PASS", "NOT_SUPPORTED")
+           and not (r["verdict"] == "UNJUDGED" and r["id"].startswith("program/"))]
     assert not bad, bad
     assert c["FAIL"] == c["CRASH"] == c["TIMEOUT"] == c["ERROR"] == 0, c
-    assert c["PASS"] >= 700, c
+    assert c["PASS"] >= 1000, c
+    verdict = {r["id"]: r["verdict"] for r in res.records}
+    expected = {c.id: verdict[c.id] for c in build_catalog(0).tier("quick") if c.expect_error}
+    assert len(expected) == 18, expected
+    assert {v for i, v in expected.items() if not i.startswith("sharded/")} == {"PASS"}, \
+        expected
     unsupported = {r.get("message", "") for r in res.report() if r["verdict"] == "NOT_SUPPORTED"}
     assert all("Local" in m or "sharded" in m for m in unsupported), unsupported
