@@ -13,6 +13,8 @@ the same reason class the caller's predicate tests):
    value of that subexpression on the current inputs (largest subtrees first): everything
    before the failing op disappears, the failing op's operands become inputs;
 3. **bypass** — replace an op by one of its operands of the same type (drop an op);
+   **inline** — replace a call by the callee's body on its arguments when the program gets no
+   larger (the callee is called nowhere else), so the passes reach the callee's ops;
 4. **unshard** — ``erase_sharding`` when the program is sharded;
 5. **shrink shapes** — for an elementwise program over one static shape, keep one element
    (the first element the predicate still fails on);
@@ -176,8 +178,9 @@ def pass_through_outputs(module: Module, entry: str) -> list[int]:
     return [i for i, f in enumerate(fields) if id(f) in params]
 
 
-def _rebuild(root: Expr, repl: dict[int, Expr]) -> Expr:
-    """``root`` with the nodes in ``repl`` (by id) replaced; sharing is preserved."""
+def _rebuild(root: Expr, repl: dict[int, Expr], *, fold: bool = False) -> Expr:
+    """``root`` with the nodes in ``repl`` (by id) replaced; sharing is preserved. ``fold``:
+    a TupleGetItem of a (rebuilt) Tuple becomes that field."""
     memo: dict[int, Expr] = dict(repl)
     for n in _nodes(root):
         if id(n) in memo:
@@ -192,7 +195,10 @@ def _rebuild(root: Expr, repl: dict[int, Expr]) -> Expr:
                 else Tuple(fs)
         elif isinstance(n, TupleGetItem):
             t = memo[id(n.tuple_value)]
-            memo[id(n)] = n if t is n.tuple_value else TupleGetItem(t, n.index)
+            if fold and isinstance(t, Tuple) and 0 <= n.index < len(t.fields):
+                memo[id(n)] = t.fields[n.index]
+            else:
+                memo[id(n)] = n if t is n.tuple_value else TupleGetItem(t, n.index)
         elif isinstance(n, GridRegionExpr):
             ins = tuple(memo[id(a)] for a in n.init_args)
             memo[id(n)] = n if all(a is b for a, b in zip(ins, n.init_args, strict=True)) else \
@@ -409,6 +415,33 @@ class _Reducer:
                         return True
         return False
 
+    # -- pass 3b: inline a call ------------------------------------------------------------------
+    def inline(self) -> bool:
+        """Replace a call to a normal function by the callee's body on the call's arguments
+        (a get of the callee's returned Tuple becomes the field), so the other passes reach
+        the callee's ops. Accepted only when the program gets no larger: the callee is then
+        called nowhere else and goes with the call."""
+        fn = self.module[self.entry]
+        body = fn.body
+        if body is None:
+            return False
+        defs = {f.name: f for f in self.module.functions}
+        for n in _nodes(body):
+            if self.out_of_time():
+                return False
+            if not (isinstance(n, Call) and isinstance(n.op, Function)):
+                continue
+            callee = defs.get(n.op.name, n.op)
+            if callee.body is None or callee.variants or len(callee.params) != len(n.args):
+                continue
+            sub = _rebuild(callee.body, {id(p): a for p, a in zip(callee.params, n.args,
+                                                                  strict=True)})
+            new_body = _rebuild(body, {id(n): sub}, fold=True)
+            if self.accept(_with_body(self.module, self.entry, fn.params, new_body),
+                           self.inputs, f"inline @{callee.name}"):
+                return True
+        return False
+
     # -- pass 4: unshard ---------------------------------------------------------------------
     def unshard(self) -> bool:
         from tilefoundry.semantics.evaluator.erasure import erase_sharding
@@ -519,7 +552,7 @@ class _Reducer:
         """The structural passes to their fixpoint (or the deadline); True if any step was
         accepted."""
         passes = (self.drop_outputs, self.cut_downstream, self.cut_upstream, self.bypass,
-                  self.unshard, self.shrink_shape)
+                  self.inline, self.unshard, self.shrink_shape)
         changed = False
         while not self.out_of_time() and any(p() for p in passes):
             changed = True

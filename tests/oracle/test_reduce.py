@@ -300,6 +300,25 @@ def test_a_callee_only_an_unreachable_function_calls_is_removed():
     assert_reduced_well(module, "main", inputs, cand, r)
 
 
+def test_a_bug_inside_a_callee_is_reached_by_inlining():
+    # main(x) = get(f(x), 0) with f(a) = (abs(neg(a)), a): the bug is in neg, inside f. The
+    # call goes (its body takes its place, the get of its Tuple becomes the field), f with it,
+    # and the other passes cut down to the neg.
+    t = TensorType((2,), F32)
+    a, x = Var("a", t), Var("x", t)
+    f = Function("f", (a,), Tuple((Call(Unary(UnaryKind.ABS), (Call(Unary(UnaryKind.NEG),
+                                                                      (a,)),)), a)), None)
+    module = Module((Function("main", (x,), TupleGetItem(Call(f, (x,)), 0), None), f))
+    inputs = [np.array([1.5, -2.0], np.float32)]
+    cand = planted_candidate(Unary(UnaryKind.NEG), "zeros")
+    assert check_candidate(module, "main", inputs, cand).status == FAIL
+    r = reduce_failure(module, "main", inputs, fails_under(cand))
+    assert [fn.name for fn in r.module.functions] == ["main"]
+    body = r.module["main"].body
+    assert isinstance(body, Call) and body.op == Unary(UnaryKind.NEG)
+    assert_reduced_well(module, "main", inputs, cand, r)
+
+
 def test_an_unused_callee_of_the_original_is_removed():
     t = TensorType((2,), F32)
     x, a = Var("x", t), Var("a", t)
