@@ -20,6 +20,12 @@ build         an executable for the target, loaded                              
 ``stream`` when one is given): ``compile(m, "f", [(4, 64), (64,)], print_after={"fuse"})``.
 Targets are a registry (``TARGETS``); ``interp`` (the kernel-IR interpreter) is built in, the
 SIMD C, Triton and CUDA renderers plug in by name.
+
+The ``lower`` pass also records the program's run-time checks (``lower.RunChecks``: Gather /
+RoPE indices, CacheUpdate and InsertSlice bounds; ``Compiled.checks``); ``build`` hands them to
+the executable (its ``checks`` attribute), which makes them on every run and raises
+``RunTimeCheckError``. An executable without that attribute cannot run a program that has
+checks (``NotSupportedError``): no check is ever skipped.
 """
 
 from __future__ import annotations
@@ -177,8 +183,9 @@ def run_passes(state: State, names: Iterable[str] | None = None, *,
 
 @dataclass
 class Compiled:
-    """The result of ``compile``: the fused kernel-IR program, its executable and the texts
-    ``print_after`` asked for. Calling it runs the program."""
+    """The result of ``compile``: the fused kernel-IR program, its executable, the texts
+    ``print_after`` asked for and the run-time checks. Calling it runs the program (making the
+    checks: ``RunTimeCheckError`` when one fails)."""
 
     entry: str
     shapes: list[tuple[int, ...]]

@@ -260,3 +260,34 @@ def test_constants_and_views_of_inputs_are_checked_on_the_host(backend, make, ba
     m, e, ins = make(good)
     v = check(m, e, ins, backend.run(backend.compile(m, e), ins))
     assert v.status == "PASS", v.summary()
+
+
+def test_a_dispatch_call_outside_its_envelope_at_elaboration_is_the_check(monkeypatch, catalog):
+    """Elaboration's "outside the dispatch envelope" error (``typeinfer.functions._select``) is
+    exactly the ``dispatch_envelope`` check and becomes ``RunTimeCheckError``; any other type
+    error propagates unchanged."""
+    import tilefoundry.compiler.backends as be
+    from tilefoundry.semantics.typeinfer.core import TypeInferError
+
+    m, e, ins = catalog["spec/function/dispatch-large/f32"].build()
+    backend = KernelInterpBackend()
+    prog = backend.compile(m, e)
+    envelope = TypeInferError("M = 9 is outside the dispatch envelope [2, 9); it matches no "
+                              "variant and there is no base body to fall back to",
+                              op="Call @g", rule="Dispatch resolution")
+    other = TypeInferError("M = 3 matches 2 variants", op="Call @g",
+                           rule="Envelope coverage: every in-envelope shape selects exactly "
+                           "one variant")
+    for err, want in ((envelope, RunTimeCheckError), (other, TypeInferError)):
+        def fail(*a, err=err, **k):
+            raise err
+
+        monkeypatch.setattr(be, "compile", fail)
+        prog.cache.clear()
+        with pytest.raises(want) as info:
+            backend.run(prog, ins)
+        if want is RunTimeCheckError:
+            assert info.value.check == "dispatch_envelope" and info.value.__cause__ is err
+            assert "Call @g: M = 9 is outside the dispatch envelope [2, 9)" in str(info.value)
+        else:
+            assert info.value is err
