@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                                budget_s=args.budget)
         except Exception as e:  # the count this benchmark exists for
             frames = [f for f in traceback.extract_tb(e.__traceback__)
-                      if f.filename.endswith("reduce.py")]
+                      if Path(f.filename).name == "reduce.py"]
             where = f"reduce.py:{frames[-1].lineno}" if frames else "?"
             crashes.append(f"seed {s} (sharded={sharded}): {type(e).__name__} at {where}: {e}")
             continue

@@ -27,8 +27,10 @@ and no structural step applies on the final inputs (``Reduction.complete`` says 
 fixpoint was reached within the budget).
 
 Every candidate is first cleaned: entry parameters nothing reads (loop bodies included) are
-dropped with their inputs, and so is every function not reachable from the entry through calls
-(transitively, dispatch variants included). A candidate with more ops than the current program
+dropped with their inputs — when that candidate is rejected, a second one keeps, for each
+dimension (DimVar) no read parameter binds, the first unread parameter that binds it (a loop
+extent or an attribute may need it) — and every function not reachable from the entry through
+calls (transitively, loop bodies and dispatch variants included) is dropped. A candidate with more ops than the current program
 (``program_ops``) is never accepted. A candidate the pipeline cannot type, evaluate or judge is
 no reduction: any exception the predicate or type inference raises on a *candidate* rejects it
 (exceptions that are not ``TilefoundryError`` are recorded in ``Reduction.rejected``); on the
@@ -506,10 +508,10 @@ class _Reducer:
         return None
 
     def simplify_values(self) -> bool:
-        """Delta debugging over each input's elements. An accepted step may change the
-        parameter list (never here in practice: the module is unchanged, so only parameters
-        nothing reads could go, and those went with the first accepted step), so every step
-        finds its input again by parameter name and re-reads its current value."""
+        """Delta debugging over each input's elements. An accepted step may drop parameters
+        (``accept`` prunes unread ones), which shifts the input list: every step finds its
+        input again by parameter name and re-reads its current value (walking the list this
+        pass started with was the IndexError / reshape ValueError of issue 16)."""
         progress = False
         for name in [p.name for p in self.module[self.entry].params]:
             for fill in (0, 1):

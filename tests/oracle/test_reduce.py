@@ -243,11 +243,11 @@ def _dim_names(p) -> set:
     return {v.name for d in p.type.shape for v in free_dimvars(d)}
 
 
-@settings(max_examples=25)
+@settings(max_examples=40)
 @given(seed=st.integers(0, 2**20), sharded=st.booleans(), rotate=st.integers(0, 63),
        kinds=st.permutations(KINDS))
 def test_the_reducer_on_generated_failing_candidates(seed, sharded, rotate, kinds):
-    g = generate_program(seed, max_ops=6, sharded=sharded)
+    g = generate_program(seed, max_ops=8, sharded=sharded)
     inputs = list(g.inputs)
     cand = failing_candidate(g.module, g.entry, inputs, rotate, kinds)
     assume(cand is not None)
