@@ -61,6 +61,8 @@ def _cases(tier: str, n: int, seed: int):
     from tilefoundry.conformance.catalog import build_catalog
 
     for c in build_catalog(seed).tier(tier):
+        if c.expect_error:  # no result to judge: the reference raises its run-time check
+            continue
         m, e, ins = c.build()
         yield c.id, m, e, ins
 

@@ -617,6 +617,14 @@ def _row_op(s: Site, fn) -> Enc | None:
     return e.widen_ulps(s.ulp)
 
 
+def _exclusive_sum(t: np.ndarray) -> np.ndarray:
+    """Per element of the last axis, the sum of the *other* elements, without a subtraction."""
+    z = np.zeros_like(t[..., :1])
+    before = np.concatenate([z, np.cumsum(t[..., :-1], axis=-1)], axis=-1)
+    after = np.concatenate([np.cumsum(t[..., :0:-1], axis=-1)[..., ::-1], z], axis=-1)
+    return before + after
+
+
 @register_enclosure(SoftMax)
 def _softmax(s: Site):
     def fn(s):
@@ -624,9 +632,11 @@ def _softmax(s: Site):
         lo, hi, bad = (np.moveaxis(t, ax, -1) for t in _iv(s.enc(0)))
         m = hi.max(-1, keepdims=True)
         el, eh = np.exp(lo - m), np.exp(hi - m)
-        sl, sh = el.sum(-1, keepdims=True), eh.sum(-1, keepdims=True)
-        ylo = el / (el + (sh - eh))
-        yhi = eh / (eh + (sl - el))
+        # y_i >= e^lo_i / (e^lo_i + sum_{j != i} e^hi_j), y_i <= e^hi_i / (e^hi_i + sum_{j != i}
+        # e^lo_j); the sums over the others are prefix + suffix sums of positive terms (a total
+        # minus the own term cancels: 1 + 1e-48 - 1 is 0, which made y_i's lower bound 1)
+        ylo = el / (el + _exclusive_sum(eh))
+        yhi = eh / (eh + _exclusive_sum(el))
         rowbad = np.broadcast_to(bad.any(-1, keepdims=True), bad.shape)
         x = s.enc(0)
         moved = Enc(*(np.moveaxis(t, ax, -1) for t in (x.lo, x.hi, x.nan, x.real)))
