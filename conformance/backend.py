@@ -313,6 +313,7 @@ BUILTIN: dict[str, str] = {
     "torch": "tilefoundry.conformance.torch_backend:TorchBackend",
     "kernel-interp": "tilefoundry.compiler.backends:KernelInterpBackend",
     "simd": "tilefoundry.compiler.simd_backend:SimdBackend",
+    "triton": "tilefoundry.compiler.triton_backend:TritonBackend",
 }
 
 

@@ -1,0 +1,837 @@
+"""Render kernel-IR programs to Triton (issue 17): the Triton backend's renderer.
+
+``render(program) -> str`` is the source of one Python module: a prelude of ``@triton.jit``
+helpers (the bit-exact conversions, NaN-keeping min / max, the correctly rounded division)
+and one ``@triton.jit`` function per kernel, ``KERNELS[name] = (fn, roots, instances)``;
+``roots`` are the root buffers the kernel touches, in argument order, ``instances`` its
+program-instance count (the launch grid is one-dimensional: the instance id is unravelled
+over the kernel's grid in the kernel). Host loops stay on the host (``triton_backend``).
+
+**Tiles.** Every SSA value is a Triton tensor of the kernel's rank (rank 0 is rendered as
+rank 1 of extent 1) whose extent is the block on the axes its tile spans and 1 elsewhere;
+operations broadcast. Coordinates are ``pid * block + tl.arange`` reshaped onto their axis;
+a ``TileLoop`` is a ``range`` loop over the tiles of its axis with the carried values as loop
+variables. Every strided offset and extent is a literal (a kernel is rendered per shape).
+
+**Numerics** (the facts of issue 17): a low-precision float travels as its bit pattern in an
+unsigned integer (bf16 / f16 in ``uint16``, the fp8 formats in ``uint8``), loaded from an
+integer view of its storage; ``Widen`` / ``Round`` / ``Cast`` are integer code on those bits,
+the algorithms of ``c_runtime/tf_numerics.h`` with the same format parameters, so GPU and
+interpreter give the same bits (never ``.to(tl.bfloat16)`` / ``.to(tl.float8*)``, which
+saturate on the GPU and are wrong in the interpreter). f32 ``/`` is ``tl.div_rn`` and
+``sqrt`` ``tl.sqrt_rn`` (the GPU defaults are approximate); ``neg`` / ``abs`` flip / clear the
+sign bit (``-x`` of +0 is +0 in Triton 3.6); min / max propagate NaN and order -0 < +0
+(``tl.maximum`` drops NaN); ``ceil`` and ``round`` are written so that no subnormal is
+flushed. Reductions widen before reducing (the kernel IR's operand dtype), fold policies
+(and ``ordered_tree``, of which a left fold is one bracketing) fold their lanes in order, one
+lane a step; ``unordered_tree`` sums are ``tl.sum`` in f32 / f64 (a tree); max / min are
+``tl.reduce`` with the NaN-keeping pick. Math functions are computed in f64 and rounded once
+(within the ULP budgets of ``semantics.ulp``; the GPU's f32 ``tl.exp`` is not).
+
+Anything else raises ``NotSupportedError`` naming the instruction before any kernel runs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+from tilefoundry.compiler import kir
+from tilefoundry.compiler.errors import NotSupportedError
+from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
+from tilefoundry.compiler.render_c import _ARITH, _CMP, _LOGIC, _NARROW_ROUND
+
+__all__ = ["NARROW", "PRELUDE", "STORAGE", "render", "storage_view"]
+
+#: the storage element type a root of each kernel-IR dtype is passed as (a numpy view)
+STORAGE = {"f32": "float32", "f64": "float64", "bf16": "int16", "f16": "int16",
+           "fp8e4m3": "int8", "fp8e5m2": "int8", "f8e8m0": "int8", "bool": "uint8",
+           "i8": "int8", "u8": "uint8", "i32": "int32", "i64": "int64"}
+#: the in-kernel element type of an SSA value of each dtype
+_TL = {"f32": "tl.float32", "f64": "tl.float64", "bf16": "tl.uint16", "f16": "tl.uint16",
+       "fp8e4m3": "tl.uint8", "fp8e5m2": "tl.uint8", "f8e8m0": "tl.uint8", "bool": "tl.int1",
+       "i8": "tl.int8", "u8": "tl.uint8", "i32": "tl.int32", "i64": "tl.int64"}
+_STORE_TL = {"bf16": "tl.int16", "f16": "tl.int16", "fp8e4m3": "tl.int8", "fp8e5m2": "tl.int8",
+             "f8e8m0": "tl.int8"}
+#: IEEE-like narrow formats, as tf_numerics.h parameterizes them:
+#: (bits, exponent bits, mantissa bits, bias, largest finite code, NaN code, E4M3FN specials)
+NARROW = {"bf16": (16, 8, 7, 127, 0x7F7F, 0x7FC0, 0), "f16": (16, 5, 10, 15, 0x7BFF, 0x7E00, 0),
+          "fp8e4m3": (8, 4, 3, 7, 0x7E, 0x7F, 1), "fp8e5m2": (8, 5, 2, 15, 0x7B, 0x7E, 0)}
+assert set(NARROW) == set(_NARROW_ROUND)
+_BITS = frozenset(NARROW)
+_MATH = ("exp", "log", "exp2", "log2", "rsqrt", "tanh", "sigmoid", "silu", "gelu_tanh")
+
+
+def storage_view(a: np.ndarray, dt: str) -> np.ndarray:
+    """The flat numpy storage of a root of dtype ``dt`` as the kernel's pointer type."""
+    return a.view(np.dtype(STORAGE[dt]))
+
+
+PRELUDE = r'''import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tf_widen(code, BITS: tl.constexpr, EBITS: tl.constexpr, MBITS: tl.constexpr,
+              BIAS: tl.constexpr, E4M3FN: tl.constexpr, SCALE: tl.constexpr):
+    """narrow bits -> f32 (exact; NaN -> the quiet NaN with the source's sign): tf__widen_ieee"""
+    c = code.to(tl.uint32)
+    if BITS == 16 and EBITS == 8:  # bf16: the upper half of the f32 pattern
+        u = c << 16
+        r = tl.where((u & 0x7FFFFFFF) > 0x7F800000, (u & 0x80000000) | 0x7FC00000, u)
+    else:
+        sign = (c >> (BITS - 1)) << 31
+        mag = c & ((1 << (BITS - 1)) - 1)
+        e = mag >> MBITS
+        f = mag & ((1 << MBITS) - 1)
+        normal = ((e + (127 - BIAS)) << 23) | (f << (23 - MBITS))
+        sub = (f.to(tl.int32).to(tl.float32) * SCALE).to(tl.uint32, bitcast=True)
+        r = tl.where(e == 0, sub, normal)
+        if E4M3FN:
+            r = tl.where(mag == (1 << (BITS - 1)) - 1, 0x7FC00000, r)
+        else:
+            r = tl.where(e == (1 << EBITS) - 1, tl.where(f != 0, 0x7FC00000, 0x7F800000), r)
+        r = r | sign
+    return r.to(tl.uint32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _tf_round(x, BITS: tl.constexpr, MBITS: tl.constexpr, BIAS: tl.constexpr,
+              MAX_CODE: tl.constexpr, NAN_CODE: tl.constexpr, SAT: tl.constexpr):
+    """f32 -> narrow bits, one rounding to nearest even (tf__round_f32, pos_nan = 0)"""
+    u = x.to(tl.uint32, bitcast=True)
+    SHIFT: tl.constexpr = 23 - MBITS
+    EMIN: tl.constexpr = 1 - BIAS
+    a = u & 0x7FFFFFFF
+    sign = (u >> (32 - BITS)) & (1 << (BITS - 1))
+    t = (a + ((1 << (SHIFT - 1)) - 1) + ((a >> SHIFT) & 1)) >> SHIFT
+    t = t - ((127 - BIAS) << MBITS)
+    if BIAS != 127:
+        e = a >> 23
+        m = (a & 0x7FFFFF) | tl.where(e != 0, 0x800000, 0).to(tl.uint32)
+        s = (EMIN - MBITS + 150) - tl.where(e != 0, e, 1).to(tl.int32)
+        s = tl.minimum(tl.maximum(s, 1), 31).to(tl.uint32)
+        half = (m * 0 + 1) << (s - 1)
+        sub = (m + (half - 1) + ((m >> s) & 1)) >> s
+        t = tl.where(a < ((EMIN + 127) << 23), sub, t)
+    if SAT:
+        t = tl.minimum(t, MAX_CODE)
+    else:
+        t = tl.minimum(t, MAX_CODE + 1)
+    r = tl.where(a > 0x7F800000, sign | NAN_CODE, t | sign)
+    if BITS == 16:
+        return r.to(tl.uint16)
+    return r.to(tl.uint8)
+
+
+@triton.jit
+def _tf_f32_to_f32(x, SAT: tl.constexpr):
+    """the f32 'cast': NaN -> the quiet NaN with its sign; saturate: +-inf -> +-max"""
+    u = x.to(tl.uint32, bitcast=True)
+    a = u & 0x7FFFFFFF
+    sign = u & 0x80000000
+    r = u
+    if SAT:
+        r = tl.where(a == 0x7F800000, sign | 0x7F7FFFFF, r)
+    r = tl.where(a > 0x7F800000, sign | 0x7FC00000, r)
+    return r.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _tf_f64_to_f32_odd(d):
+    """f64 -> f32 rounded to odd (the carrier of one rounding to a narrower format)"""
+    f = d.to(tl.float32)
+    fd = f.to(tl.float64)
+    b = f.to(tl.uint32, bitcast=True)
+    inexact = fd != d
+    b = b - (inexact & (tl.abs(fd) > tl.abs(d))).to(tl.uint32)
+    b = b | inexact.to(tl.uint32)
+    return b.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _tf_rf64_f32(v):
+    """f64 -> f32 rounded once; a NaN gives the positive quiet NaN"""
+    r = v.to(tl.float32)
+    return tl.where(r != r, 0x7FC00000, r.to(tl.uint32, bitcast=True)).to(tl.uint32).to(
+        tl.float32, bitcast=True)
+
+
+@triton.jit
+def _tf_qnan32(x):
+    return tl.full(x.shape, 0x7FC00000, tl.uint32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _tf_neg32(x):
+    return (x.to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _tf_abs32(x):
+    return (x.to(tl.uint32, bitcast=True) & 0x7FFFFFFF).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _tf_neg64(x):
+    return (x.to(tl.uint64, bitcast=True) ^ 0x8000000000000000).to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def _tf_abs64(x):
+    return (x.to(tl.uint64, bitcast=True) & 0x7FFFFFFFFFFFFFFF).to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def _tf_signbit(x):
+    if x.dtype == tl.float64:
+        return (x.to(tl.uint64, bitcast=True) >> 63) != 0
+    return (x.to(tl.uint32, bitcast=True) >> 31) != 0
+
+
+@triton.jit
+def _tf_fmax(a, b):
+    """NaN-propagating max ordering -0 < +0; a NaN gives the positive quiet NaN"""
+    tie = tl.where(_tf_signbit(a), b, a)
+    r = tl.where(a > b, a, tl.where(b > a, b, tie))
+    nan = (a != a) | (b != b)
+    return tl.where(nan, (r * 0 + 1) * float("nan"), r)
+
+
+@triton.jit
+def _tf_fmin(a, b):
+    tie = tl.where(_tf_signbit(a), a, b)
+    r = tl.where(a < b, a, tl.where(b < a, b, tie))
+    nan = (a != a) | (b != b)
+    return tl.where(nan, (r * 0 + 1) * float("nan"), r)
+
+
+@triton.jit
+def _tf_pickmax(acc, v):
+    """a reduction step: the first NaN met stays; -0 < +0"""
+    take = (v > acc) | ((v == acc) & _tf_signbit(acc) & (~_tf_signbit(v)))
+    return tl.where(acc != acc, acc, tl.where(v != v, v, tl.where(take, v, acc)))
+
+
+@triton.jit
+def _tf_pickmin(acc, v):
+    take = (v < acc) | ((v == acc) & (~_tf_signbit(acc)) & _tf_signbit(v))
+    return tl.where(acc != acc, acc, tl.where(v != v, v, tl.where(take, v, acc)))
+
+
+@triton.jit
+def _tf_add(a, b):
+    """the combine step of float sums (the interpreter's tl.sum is np.sum: -0 lanes give +0)"""
+    return a + b
+
+
+@triton.jit
+def _tf_two_sum(a, b):
+    """Knuth's TwoSum (semantics.evaluator.nn._two_sum)"""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+@triton.jit
+def _tf_ceil32(x):
+    """ceil without flushing subnormals (tl.ceil flushes them on the GPU)"""
+    r = tl.ceil(x)
+    r = tl.where((x > 0) & (x < 1.0), 1.0, r)
+    return tl.where((x < 0) & (x > -1.0), _tf_neg32(x * 0.0 + 0.0), r)
+
+
+@triton.jit
+def _tf_rint32(x):
+    """round half to even (rint): |x| < 2^23 by adding and subtracting 2^23 (exact steps)"""
+    a = _tf_abs32(x)
+    r = (a + 8388608.0) - 8388608.0
+    r = tl.where(a < 8388608.0, r, a)
+    s = x.to(tl.uint32, bitcast=True) & 0x80000000
+    out = (r.to(tl.uint32, bitcast=True) | s).to(tl.float32, bitcast=True)
+    return tl.where(x != x, x, out)
+
+
+@triton.jit
+def _tf_exp64(w):
+    return tl.exp(w)
+
+
+@triton.jit
+def _tf_tanh64(w):
+    a = tl.abs(w)
+    big = 1.0 - 2.0 / (tl.exp(2.0 * a) + 1.0)
+    small = a - a * a * a / 3.0
+    r = tl.where(a < 0.000244140625, small, big)
+    r = tl.where(a > 20.0, 1.0, r)
+    r = tl.where(w < 0, -r, r)
+    return tl.where(w == 0, w, tl.where(w != w, w, r))
+'''
+
+
+def _unsupported(what: str, why: str) -> NotSupportedError:
+    return NotSupportedError(f"triton: {what}", why, stage="the Triton renderer")
+
+
+def _name(ssa: str) -> str:
+    return "v_" + re.sub(r"[^0-9A-Za-z_]", "_", ssa)
+
+
+def _f32_lit(v: float) -> str:
+    return f"0x{int(np.float32(v).view(np.uint32)):08X}"
+
+
+def _f64_lit(v: float) -> str:
+    return f"0x{int(np.float64(v).view(np.uint64)):016X}"
+
+
+def _root_size(b: kir.Buffer) -> int:
+    if b.kind == "input":
+        return b.size
+    if b.kind == "const":
+        return int(np.asarray(b.data).size)
+    return b.span
+
+
+class _KernelT:
+    """One kernel rendered as a ``@triton.jit`` function."""
+
+    def __init__(self, k: Kernel, bm: Mapping[str, kir.Buffer]):
+        self.k, self.bm = k, bm
+        self.types = kir.kernel_types(k, bm, where="triton")
+        self.rank = max(k.rank, 1)
+        self.block = k.block if k.rank else (1,)
+        self.lines: list[str] = []
+        self.roots: list[str] = []
+        self.n = 0
+        read = {root_of(i.buffer, bm).name for i in kir.iter_instrs(k.body)
+                if isinstance(i, kir.Load)}
+        wrote = {root_of(i.buffer, bm).name for i in kir.iter_instrs(k.body)
+                 if isinstance(i, kir.Store)}
+        if read & wrote:
+            raise _unsupported("Kernel", f"{k.name} loads and stores the storage of "
+                                         f"{', '.join(sorted(read & wrote))} (program instances "
+                                         f"run concurrently)")
+
+    # -- helpers ------------------------------------------------------------------------------
+    def fresh(self, p: str) -> str:
+        self.n += 1
+        return f"t_{p}{self.n}"
+
+    def dt(self, ssa: str) -> str:
+        return self.types[ssa].dtype
+
+    def shape(self, ssa: str | None = None, full: frozenset | set | None = None) -> list[int]:
+        f = self.types[ssa].full if ssa is not None else (full or frozenset())
+        return [b if d in f else 1 for d, b in enumerate(self.block)] if self.k.rank else [1]
+
+    def emit(self, ind: str, line: str) -> None:
+        self.lines.append(ind + line)
+
+    def ptr(self, buffer: str) -> str:
+        r = root_of(buffer, self.bm).name
+        if r not in self.roots:
+            self.roots.append(r)
+        return f"P{self.roots.index(r)}"
+
+    def coord(self, d: int) -> str:
+        return f"c{d}"
+
+    def put(self, ind: str, ssa: str, expr: str) -> None:
+        """``ssa = expr`` broadcast to its tile shape."""
+        self.emit(ind, f"{_name(ssa)} = tl.broadcast_to({expr}, {self.shape(ssa)})")
+
+    def full_const(self, value: object, dt: str, shape: list[int]) -> str:
+        if dt == "f32":
+            return f"tl.full({shape}, {_f32_lit(value)}, tl.uint32).to(tl.float32, bitcast=True)"
+        if dt == "f64":
+            return (f"tl.full({shape}, {_f64_lit(value)}, tl.uint64).to(tl.float64, "
+                    f"bitcast=True)")
+        if dt == "bool":
+            return f"tl.full({shape}, {1 if value else 0}, tl.int1)"
+        if dt in _BITS or dt == "f8e8m0":
+            npdt = kir.numpy_dtype(dt)
+            bits = int(np.asarray(np.asarray(value).astype(npdt)).view(f"u{npdt.itemsize}"))
+            return f"tl.full({shape}, {bits}, {_TL[dt]})"
+        return f"tl.full({shape}, {int(value)}, {_TL[dt]})"
+
+    # -- kernel -------------------------------------------------------------------------------
+    def render(self) -> tuple[str, list[str]]:
+        k = self.k
+        ind = "    "
+        grid = k.grid if k.rank else ()
+        self.emit(ind, "pid = tl.program_id(0).to(tl.int64)")
+        inner = 1
+        pids = {}
+        for d in reversed(range(k.rank)):
+            pids[d] = f"((pid // {inner}) % {grid[d]})" if grid[d] > 1 else "0"
+            inner *= grid[d]
+        for d in range(k.rank):
+            if d in k.loop_axes:
+                continue
+            self.emit_coord(ind, d, pids[d])
+        self.body(k.body, ind)
+        args = ", ".join(f"P{i}" for i in range(len(self.roots)))
+        head = ["@triton.jit", f"def {self.fn_name()}({args}):"]
+        return "\n".join(head + self.lines) + "\n", list(self.roots)
+
+    def fn_name(self) -> str:
+        return "k_" + re.sub(r"[^0-9A-Za-z_]", "_", self.k.name)
+
+    def emit_coord(self, ind: str, d: int, tile: str) -> None:
+        k = self.k
+        shape = [1] * self.rank
+        if k.domain[d] <= 1:
+            self.emit(ind, f"c{d} = tl.zeros({shape}, tl.int64)")
+            return
+        b = k.block[d]
+        shape[d] = b
+        self.emit(ind, f"c{d} = tl.reshape({tile} * {b} + tl.arange(0, {b}).to(tl.int64), "
+                       f"{shape})")
+
+    def body(self, seq, ind: str) -> None:
+        for ins in seq:
+            m = getattr(self, "i_" + type(ins).__name__, None)
+            if m is None:
+                raise _unsupported(type(ins).__name__, f"kernel {self.k.name}: "
+                                   f"{kir._instr_text(ins, None, self.k.block)}")
+            m(ins, ind)
+
+    # -- instructions -------------------------------------------------------------------------
+    def i_Const(self, ins: kir.Const, ind: str) -> None:
+        self.emit(ind, f"{_name(ins.out)} = {self.full_const(ins.value, ins.dtype, self.shape(ins.out))}")
+
+    def i_Coord(self, ins: kir.Coord, ind: str) -> None:
+        self.put(ind, ins.out, self.coord(ins.axis))
+
+    def i_EdgeMask(self, ins: kir.EdgeMask, ind: str) -> None:
+        conds = [f"(c{d} < {self.k.domain[d]})" for d in ins.axes if self.k.domain[d] > 1]
+        expr = " & ".join(conds) if conds else f"tl.full({[1] * self.rank}, 1, tl.int1)"
+        self.put(ind, ins.out, expr)
+
+    def offset_expr(self, ins: kir.Load | kir.Store) -> str:
+        b = self.bm[ins.buffer]
+        terms = [f"c{d} * {s}" for d, s in enumerate(ins.strides) if s]
+        terms += [f"{_name(n)}.to(tl.int64) * {s}" for n, s in ins.index]
+        terms.append(str(ins.offset + b.offset))
+        return f"tl.zeros({[1] * self.rank}, tl.int64) + " + " + ".join(terms)
+
+    def i_Load(self, ins: kir.Load, ind: str) -> None:
+        dt = self.bm[ins.buffer].dtype
+        size = _root_size(root_of(ins.buffer, self.bm))
+        shape = self.shape(ins.out)
+        if size == 0:
+            self.emit(ind, f"{_name(ins.out)} = {self.full_const(ins.other, dt, shape)}")
+            return
+        o = self.fresh("o")
+        self.emit(ind, f"{o} = {self.offset_expr(ins)}")
+        # offsets that may leave the storage are clamped into it (the interpreter's rule)
+        self.emit(ind, f"{o} = tl.minimum(tl.maximum({o}, 0), {size - 1})")
+        p = self.ptr(ins.buffer)
+        if ins.mask:
+            other = self.full_const(ins.other, dt, [1] * self.rank)
+            raw = f"tl.load({p} + {o}, mask={_name(ins.mask)})"
+        else:
+            raw = f"tl.load({p} + {o})"
+        v = self.fresh("l")
+        if dt in _STORE_TL:
+            self.emit(ind, f"{v} = {raw}.to({_TL[dt]}, bitcast=True)")
+        elif dt == "bool":
+            self.emit(ind, f"{v} = {raw} != 0")
+        else:
+            self.emit(ind, f"{v} = {raw}")
+        if ins.mask:
+            self.emit(ind, f"{v} = tl.where({_name(ins.mask)}, {v}, {other})")
+        self.put(ind, ins.out, v)
+
+    def i_Store(self, ins: kir.Store, ind: str) -> None:
+        b = root_of(ins.buffer, self.bm)
+        dt = self.bm[ins.buffer].dtype
+        size = _root_size(b)
+        if size == 0:
+            return
+        o = self.fresh("o")
+        self.emit(ind, f"{o} = {self.offset_expr(ins)}")
+        full = self.types[ins.value].full | (self.types[ins.mask].full if ins.mask else set())
+        shape = self.shape(full=full)
+        v = self.fresh("s")
+        val = _name(ins.value)
+        if dt in _STORE_TL:
+            val = f"{val}.to({_STORE_TL[dt]}, bitcast=True)"
+        elif dt == "bool":
+            val = f"{val}.to(tl.uint8)"
+        self.emit(ind, f"{v} = tl.broadcast_to({val}, {shape})")
+        self.emit(ind, f"{o} = tl.broadcast_to({o}, {shape})")
+        keep = f"({o} >= 0) & ({o} < {size})"
+        if ins.mask:
+            keep = f"{keep} & {_name(ins.mask)}"
+        p = self.ptr(ins.buffer)
+        self.emit(ind, f"tl.store({p} + {o}, {v}, mask={keep})")
+
+    def i_Broadcast(self, ins: kir.Broadcast, ind: str) -> None:
+        self.put(ind, ins.out, _name(ins.x))
+
+    def widened(self, x: str, src: str) -> str:
+        if src == "f32":
+            return x
+        if src in NARROW:
+            bits, eb, mb, bias, _, _, fn = NARROW[src]
+            scale = 2.0 ** (1 - bias - mb)
+            return f"_tf_widen({x}, {bits}, {eb}, {mb}, {bias}, {fn}, {scale!r})"
+        raise _unsupported("Widen", f"widening from {src}")
+
+    @staticmethod
+    def round_f32(w: str, to: str, overflow: str) -> str:
+        sat = 1 if overflow == "saturate" else 0
+        if to == "f32":
+            return f"_tf_f32_to_f32({w}, {sat})"
+        if to in NARROW:
+            bits, _, mb, bias, mx, nan, _ = NARROW[to]
+            return f"_tf_round({w}, {bits}, {mb}, {bias}, {mx}, {nan}, {sat})"
+        raise _unsupported("Round", f"rounding to {to}")
+
+    def i_Widen(self, ins: kir.Widen, ind: str) -> None:
+        src = self.dt(ins.x)
+        w = self.widened(_name(ins.x), src)
+        self.put(ind, ins.out, f"{w}.to(tl.float64)" if ins.to == "f64" else w)
+
+    def i_Round(self, ins: kir.Round, ind: str) -> None:
+        x, src = _name(ins.x), self.dt(ins.x)
+        if src == "f32":
+            expr = self.round_f32(x, ins.to, ins.overflow)
+        elif ins.to == "f32":
+            expr = f"_tf_rf64_f32({x})"
+            if ins.overflow != "nonfinite":
+                expr = f"_tf_f32_to_f32({expr}, 1)"
+        else:
+            expr = self.round_f32(f"_tf_f64_to_f32_odd({x})", ins.to, ins.overflow)
+        self.put(ind, ins.out, expr)
+
+    def i_Cast(self, ins: kir.Cast, ind: str) -> None:
+        self.put(ind, ins.out, self.cast_expr(ins, _name(ins.x), self.dt(ins.x), ins.to,
+                                              ins.overflow))
+
+    def cast_expr(self, ins: kir.Cast, x: str, src: str, dst: str, overflow: str) -> str:
+        if "f8e8m0" in (src, dst):
+            raise _unsupported("Cast", f"{ins.out}: {src} -> {dst} (f8e8m0 is not rendered)")
+        if src == "bool":
+            x, src = f"{x}.to(tl.int32)", "i32"
+        if kir.is_float(src):
+            w = self.widened(x, src)
+            if kir.is_float(dst):
+                return self.round_f32(w, dst, overflow)
+            if dst == "bool":
+                return f"({w} != 0.0)"
+            lo, hi = {"i8": (-129.0, 128.0), "u8": (-1.0, 256.0),
+                      "i32": (-2147483648.0, 2147483648.0),
+                      "i64": (-9223372036854775808.0, 9223372036854775808.0)}[dst]
+            lo_op = ">=" if dst in ("i32", "i64") else ">"
+            ok = f"(({w} {lo_op} {lo!r}) & ({w} < {hi!r}))"
+            mid = "tl.int64" if dst == "i64" else "tl.int32"
+            return f"tl.where({ok}, {w}, 0.0).to({mid}).to({_TL[dst]})"
+        if dst == "bool":
+            return f"({x} != 0)"
+        if kir.is_int(dst):
+            return f"{x}.to({_TL[dst]})"
+        if dst == "f32":
+            return f"{x}.to(tl.float32)" if src == "i64" else f"{x}.to(tl.int32).to(tl.float32)"
+        if src == "i64":
+            raise _unsupported("Cast", f"{ins.out}: i64 -> {dst} (the round-to-odd i64 carrier "
+                                       f"is not rendered)")
+        odd = f"_tf_f64_to_f32_odd({x}.to(tl.int32).to(tl.float64))"
+        return self.round_f32(odd, dst, overflow)
+
+    def i_BinOp(self, ins: kir.BinOp, ind: str) -> None:
+        a, b, k, dt = _name(ins.a), _name(ins.b), ins.kind, self.dt(ins.a)
+        expr = None
+        if dt in _BITS:
+            raise _unsupported("BinOp", f"{ins.out}: {k} on {dt} bit patterns")
+        if k in _CMP:
+            expr = f"({a} {_CMP[k]} {b})"
+        elif k in _LOGIC:
+            expr = f"({a} {_LOGIC[k]} {b})"
+        elif dt in ("f32", "f64"):
+            if k == "div":
+                expr = f"tl.div_rn({a}, {b})" if dt == "f32" else f"({a} / {b})"
+            elif k in _ARITH:
+                expr = f"({a} {_ARITH[k]} {b})"
+            elif k in ("min", "max"):
+                expr = f"_tf_f{k}({a}, {b})"
+        elif dt == "bool":
+            if k in ("min", "max"):
+                expr = f"({a} {'&' if k == 'min' else '|'} {b})"
+        elif kir.is_int(dt):
+            if k in ("add", "sub", "mul"):
+                expr = f"({a} {_ARITH[k]} {b}).to({_TL[dt]})"
+            elif k == "min":
+                expr = f"tl.minimum({a}, {b})"
+            elif k == "max":
+                expr = f"tl.maximum({a}, {b})"
+        if expr is None:
+            raise _unsupported("BinOp", f"{ins.out}: {k} on {dt}")
+        self.put(ind, ins.out, expr)
+
+    def i_UnOp(self, ins: kir.UnOp, ind: str) -> None:
+        x, k, dt = _name(ins.x), ins.kind, self.dt(ins.x)
+        expr = None
+        if k == "not":
+            expr = f"({x} == 0)"
+        elif dt == "f32":
+            expr = {"neg": f"_tf_neg32({x})", "abs": f"_tf_abs32({x})",
+                    "ceil": f"_tf_ceil32({x})", "round": f"_tf_rint32({x})",
+                    "relu": f"tl.where({x} < 0, 0.0, {x})", "square": f"({x} * {x})",
+                    "sqrt": f"tl.sqrt_rn({x})"}.get(k)
+        elif dt == "f64":
+            expr = {"neg": f"_tf_neg64({x})", "abs": f"_tf_abs64({x})",
+                    "relu": f"tl.where({x} < 0, 0.0, {x})", "square": f"({x} * {x})",
+                    "sqrt": f"tl.sqrt({x})"}.get(k)
+        elif kir.is_int(dt):
+            neg = f"(0 - {x}).to({_TL[dt]})"
+            expr = {"neg": neg, "abs": x if dt == "u8" else f"tl.where({x} < 0, {neg}, {x})",
+                    "ceil": x, "round": x, "relu": f"tl.where({x} < 0, 0, {x}).to({_TL[dt]})",
+                    "square": f"({x} * {x}).to({_TL[dt]})"}.get(k)
+        if expr is None:
+            raise _unsupported("UnOp", f"{ins.out}: {k} on {dt}")
+        self.put(ind, ins.out, expr)
+
+    def i_Select(self, ins: kir.Select, ind: str) -> None:
+        self.put(ind, ins.out, f"tl.where({_name(ins.cond)}, {_name(ins.a)}, {_name(ins.b)})")
+
+    def i_Math(self, ins: kir.Math, ind: str) -> None:
+        dt, fn = self.dt(ins.x), ins.fn
+        if dt == "f64" and fn in ("exp", "log", "exp2", "log2"):  # the f64 function
+            x = _name(ins.x)
+            self.put(ind, ins.out, f"tl.{fn}({x})")
+            return
+        if fn not in _MATH or dt == "f64":
+            raise _unsupported("Math", f"{ins.out}: {fn} on {dt}")
+        w = self.fresh("w")
+        self.emit(ind, f"{w} = {self.widened(_name(ins.x), dt)}.to(tl.float64)")
+        from tilefoundry.semantics.evaluator import nn
+
+        c0, c1, tiny = nn._GELU_C0, nn._GELU_C1, nn._TINY
+        neg_inf_to_m0 = f"tl.where({w} == float('-inf'), -0.0, {{}})"
+        v = {"exp": f"tl.exp({w})", "log": f"tl.log({w})", "exp2": f"tl.exp2({w})",
+             "log2": f"tl.log2({w})", "rsqrt": f"(1.0 / tl.sqrt({w}))",
+             "tanh": f"_tf_tanh64({w})", "sigmoid": f"(1.0 / (1.0 + tl.exp(-{w})))",
+             "silu": neg_inf_to_m0.format(f"({w} / (1.0 + tl.exp(-{w})))"),
+             "gelu_tanh": neg_inf_to_m0.format(
+                 f"tl.where(tl.abs({w}) < {tiny!r}, {w} * 0.5, {w} / (1.0 + tl.exp(-({w} * "
+                 f"({c0!r} + {c1!r} * ({w} * {w}))))))")}[fn]
+        r = f"_tf_rf64_f32({v})" if dt == "f32" else \
+            self.round_f32(f"_tf_f64_to_f32_odd({v})", dt, "nonfinite")
+        self.put(ind, ins.out, r)
+
+    # -- reductions ---------------------------------------------------------------------------
+    def identity(self, kind: str, dt: str, shape: list[int]) -> str:
+        if dt == "bool":
+            return self.full_const(kind == "min", "bool", shape)
+        if kir.is_int(dt):
+            ii = np.iinfo(kir.numpy_dtype(dt))
+            return self.full_const({"sum": 0, "max": ii.min, "min": ii.max}[kind], dt, shape)
+        return self.full_const({"sum": -0.0, "max": -math.inf, "min": math.inf,
+                                "abs_max": 0.0}[kind], dt, shape)
+
+    def i_Reduce(self, ins: kir.Reduce, ind: str) -> None:
+        dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
+        if (kind == "abs_max" and not kir.is_float(dt)) or dt in _BITS:
+            raise _unsupported("Reduce", f"{ins.out}: {kind} over {dt}")
+        full = set(self.types[ins.x].full) | (set(self.types[ins.mask].full) if ins.mask
+                                              else set())
+        red = [d for d in ins.axes if d in full]
+        ordered = kir.is_float(dt) and kind == "sum" and policy != "unordered_tree"
+        xshape = self.shape(full=full)
+        oshape = self.shape(ins.out)
+        x = self.fresh("x")
+        self.emit(ind, f"{x} = tl.broadcast_to({_name(ins.x)}, {xshape})")
+        if kind == "abs_max":
+            self.emit(ind, f"{x} = {'_tf_abs32' if dt == 'f32' else '_tf_abs64'}({x})")
+        if dt == "bool":
+            self.emit(ind, f"{x} = {x}.to(tl.int32)")
+        rdt = "i32" if dt == "bool" else dt
+        if ins.mask:  # masked lanes: the step's exact identity (+0 for the TwoSum fold)
+            mk = f"tl.broadcast_to({_name(ins.mask)}, {xshape})"
+            ident = self.full_const(0.0, "f64", [1] * self.rank) if kind in kir.COMPENSATED \
+                else self.identity(kind, rdt, [1] * self.rank)
+            self.emit(ind, f"{x} = tl.where({mk}, {x}, {ident})")
+        acc = self.fresh("r")
+        init = _name(ins.init) if ins.init else None
+        if kind in kir.COMPENSATED:
+            hi, lo = self.fresh("hi"), self.fresh("lo")
+            self.emit(ind, f"{hi} = {self.full_const(0.0, 'f64', oshape)}")
+            self.emit(ind, f"{lo} = {self.full_const(0.0, 'f64', oshape)}")
+            inner, at = self.lane_loops(ind, red, False)
+            w = self.fresh("w")
+            self.emit(inner, f"{w} = {self.lanes(x, at, dt) if at else x}")
+            self.emit(inner, f"{hi}, {w} = _tf_two_sum({hi}, {w})")
+            self.emit(inner, f"{lo} = {lo} + {w}")
+            self.emit(ind, f"{hi}, {lo} = _tf_two_sum({hi}, {lo})")
+            self.emit(ind, f"{acc} = {hi if kind == 'sum_hi' else lo}")
+        elif ordered:
+            seeded = init is not None and policy in ("fold_left", "fold_right")
+            # fold_left: the seed first; fold_right: the seed last (the first the fold meets)
+            self.emit(ind, f"{acc} = tl.broadcast_to({init}, {oshape})" if seeded else
+                      f"{acc} = {self.identity('sum', dt, oshape)}")
+            right = policy == "fold_right"
+            inner, at = self.lane_loops(ind, red, right)
+            lane = self.fresh("ln")
+            self.emit(inner, f"{lane} = {self.lanes(x, at, dt) if at else x}")
+            self.emit(inner, f"{acc} = {lane} + {acc}" if right else f"{acc} = {acc} + {lane}")
+            if init is not None and not seeded:  # ordered_tree: init + tree
+                self.emit(ind, f"{acc} = {init} + {acc}")
+        else:
+            cur = x
+            for d in red:
+                nxt = self.fresh("r")
+                if kind == "sum" and kir.is_float(dt):
+                    self.emit(ind, f"{nxt} = tl.reduce({cur}, {d}, _tf_add, keep_dims=True)")
+                elif kind == "sum":
+                    self.emit(ind, f"{nxt} = tl.sum({cur}, axis={d}, keep_dims=True)")
+                elif kir.is_float(dt):
+                    pick = "_tf_pickmin" if kind == "min" else "_tf_pickmax"
+                    self.emit(ind, f"{nxt} = tl.reduce({cur}, {d}, {pick}, keep_dims=True)")
+                else:
+                    fn = "tl.min" if kind == "min" else "tl.max"
+                    self.emit(ind, f"{nxt} = {fn}({cur}, axis={d}, keep_dims=True)")
+                cur = nxt
+            self.emit(ind, f"{acc} = tl.broadcast_to({cur}, {oshape})")
+            if dt == "bool":
+                self.emit(ind, f"{acc} = {acc} != 0")
+            elif kir.is_int(dt):
+                self.emit(ind, f"{acc} = {acc}.to({_TL[dt]})")
+            if init is not None:
+                if kind == "sum":
+                    comb = f"({init} + {acc})" if kir.is_float(dt) else \
+                        f"({init} + {acc}).to({_TL[dt]})"
+                elif dt == "bool":
+                    comb = f"({init} {'&' if kind == 'min' else '|'} {acc})"
+                elif kir.is_float(dt):
+                    comb = f"_tf_f{'min' if kind == 'min' else 'max'}({init}, {acc})"
+                else:
+                    comb = f"tl.{'minimum' if kind == 'min' else 'maximum'}({init}, {acc})"
+                self.emit(ind, f"{acc} = {comb}")
+        if ins.mask and init is None and kind == "sum" and kir.is_float(dt):
+            # a row with no valid lane is +0 (the interpreter's identity)
+            anyv = self.fresh("any")
+            cur = f"tl.broadcast_to({_name(ins.mask)}, {xshape}).to(tl.int32)"
+            for d in red:
+                cur = f"tl.max({cur}, axis={d}, keep_dims=True)"
+            self.emit(ind, f"{anyv} = {cur}")
+            self.emit(ind, f"{acc} = tl.where({anyv} != 0, {acc}, 0.0)")
+        self.put(ind, ins.out, acc)
+
+    def lane(self, v: str, d: int, j: str, dt: str, full: frozenset) -> str:
+        """Lane ``j`` of ``v`` along axis ``d`` (kept as extent 1; ``v`` itself if not full)."""
+        if d not in full:
+            return v
+        return self.lanes(v, [(d, j)], dt)
+
+    def lanes(self, v: str, at: list[tuple[int, str]], dt: str) -> str:
+        """The one lane of ``v`` at coordinates ``at`` (axis, index expression) of the tile,
+        exactly: an integer sum of the lane's bit pattern and zeros (a float ``tl.sum`` would
+        turn a -0 lane into +0 in the interpreter)."""
+        sel = " & ".join(f"(tl.reshape(tl.arange(0, {self.block[d]}), "
+                         f"{[self.block[d] if e == d else 1 for e in range(self.rank)]}) == {j})"
+                         for d, j in at)
+        bits = {"f32": ("tl.int32", "tl.float32"), "f64": ("tl.int64", "tl.float64")}.get(dt)
+        x = f"{v}.to({bits[0]}, bitcast=True)" if bits else \
+            (f"{v}.to(tl.int32)" if dt == "bool" else v)
+        r = f"tl.where({sel}, {x}, 0)"
+        for d, _ in at:
+            r = f"tl.sum({r}, axis={d}, keep_dims=True)"
+        if bits:
+            return f"{r}.to({bits[0]}).to({bits[1]}, bitcast=True)"
+        if dt == "bool":
+            return f"({r} != 0)"
+        return f"{r}.to({_TL[dt]})"
+
+    def lane_loops(self, ind: str, red: list[int], reverse: bool) -> tuple[str, list]:
+        """Nested loops over the lanes of ``red`` in lexicographic (or reverse) order; returns
+        the innermost indentation and the (axis, index) coordinates."""
+        at = []
+        for d in red:
+            i = self.fresh("i")
+            b = self.block[d]
+            self.emit(ind, f"for {i} in range(0, {b}):")
+            ind += "    "
+            at.append((d, f"({b - 1} - {i})" if reverse else i))
+        return ind, at
+
+    def i_Dot(self, ins: kir.Dot, ind: str) -> None:
+        """The reference K order (admitted whether or not ``reassociate``): one K lane a step,
+        the f32 products not contracted (the GPU launch turns fp fusion off)."""
+        dt, d = self.dt(ins.a), ins.axis
+        ta, tb = self.types[ins.a].full, self.types[ins.b].full
+        tm = self.types[ins.mask].full if ins.mask else frozenset()
+        n = self.block[d] if d in ta | tb | tm else 1
+        oshape = self.shape(ins.out)
+        s, st = self.fresh("dot"), self.fresh("started")
+        if ins.init:
+            self.emit(ind, f"{s} = tl.broadcast_to({_name(ins.init)}, {oshape})")
+            self.emit(ind, f"{st} = tl.full({oshape}, 1, tl.int1)")
+        else:
+            self.emit(ind, f"{s} = {self.full_const(0, dt, oshape)}")
+            self.emit(ind, f"{st} = tl.full({oshape}, 0, tl.int1)")
+        j = self.fresh("k")
+        self.emit(ind, f"for {j} in range(0, {n}):")
+        inner = ind + "    "
+        p = self.fresh("p")
+        aj = self.lane(_name(ins.a), d, j, dt, ta)
+        bj = self.lane(_name(ins.b), d, j, dt, tb)
+        self.emit(inner, f"{p} = tl.broadcast_to({aj} * {bj}, {oshape})")
+        if ins.mask:
+            vj = self.fresh("vm")
+            self.emit(inner, f"{vj} = tl.broadcast_to({self.lane(_name(ins.mask), d, j, 'bool', tm)}"
+                             f", {oshape})")
+            self.emit(inner, f"{s} = tl.where({vj}, tl.where({st}, {s} + {p}, {p}), {s})")
+            self.emit(inner, f"{st} = {st} | {vj}")
+        else:
+            self.emit(inner, f"{s} = tl.where({st}, {s} + {p}, {p})")
+            self.emit(inner, f"{st} = tl.full({oshape}, 1, tl.int1)")
+        self.put(ind, ins.out, s if dt == "f32" else f"{s}.to({_TL[dt]})")
+
+    def i_TileLoop(self, ins: kir.TileLoop, ind: str) -> None:
+        d, b = ins.axis, self.block[ins.axis]
+        tiles = -(-self.k.domain[d] // b)
+        for c, i in zip(ins.carried, ins.inits, strict=True):
+            self.emit(ind, f"{_name(c)} = {_name(i)}")
+        t = self.fresh("tile")
+        self.emit(ind, f"for {t} in range(0, {tiles}):")
+        inner = ind + "    "
+        tile = f"({tiles - 1} - {t})" if ins.reverse else t
+        self.emit_coord(inner, d, f"{tile}.to(tl.int64)" if self.k.domain[d] > 1 else "0")
+        self.body(ins.body, inner)
+        tmps = [self.fresh("y") for _ in ins.yields]
+        for tmp, y in zip(tmps, ins.yields, strict=True):
+            self.emit(inner, f"{tmp} = {_name(y)}")
+        for c, tmp in zip(ins.carried, tmps, strict=True):
+            self.emit(inner, f"{_name(c)} = {tmp}")
+        for o, c in zip(ins.outs, ins.carried, strict=True):
+            self.emit(ind, f"{_name(o)} = {_name(c)}")
+
+
+def render(program: Program) -> str:
+    """The Triton module of ``program``: the prelude, one jit function per kernel and
+    ``KERNELS = {kernel name: (fn, [root buffer, ...], instances)}``."""
+    bm = program.buffer_map()
+    parts = [PRELUDE]
+    table = []
+
+    def walk(steps) -> None:
+        for s in steps:
+            if isinstance(s, Kernel):
+                kt = _KernelT(s, bm)
+                src, roots = kt.render()
+                parts.append("\n\n" + src)
+                table.append(f"    {s.name!r}: ({kt.fn_name()}, {roots!r}, {s.instances}),")
+            elif isinstance(s, HostLoop):
+                walk(s.body)
+            else:
+                raise _unsupported(type(s).__name__, "not a kernel-IR step")
+
+    walk(program.steps)
+    parts.append("\n\nKERNELS = {\n" + "\n".join(table) + "\n}\n")
+    return "".join(parts)

@@ -1,0 +1,214 @@
+"""The Triton backend (``--backend triton``; pipeline target ``triton``; issue 17).
+
+The pipeline runs as for ``kernel-interp`` (typeinfer, elaborate, canonicalize, lower, fuse);
+``render_triton.render`` turns the fused kernel IR into a Triton module (one ``@triton.jit``
+function per kernel), written to a content-hashed file under the cache directory (Triton reads
+a kernel's source from its file) and imported once per process. The executable keeps the
+kernel-IR interpreter's flat numpy storage (inputs, temps, consts; outputs read back through
+the buffers' strides) and launches each kernel on it: host loops run on the host.
+
+Where it runs (``TritonBackend(device=...)``; by default from the environment):
+
+* ``TRITON_INTERPRET=1`` (or ``device="interpret"``): Triton's interpreter on the CPU, on the
+  storage itself (torch CPU tensors sharing the numpy memory). The variable must be set before
+  the generated module is imported; the backend sets it in its own process when asked for the
+  interpreter, so ``TRITON_INTERPRET=1 tilefoundry conformance run --backend triton`` and
+  ``TritonBackend(device="interpret")`` are the same.
+* ``device="cuda"`` (the default when the machine has an NVIDIA device node): the kernels run
+  on the GPU; each launch uploads the storage its kernel reads and downloads what it writes
+  (numpy stays the one copy of record, so host loops and run-time checks are unchanged).
+  CUDA is initialised only at the first launch, inside the process that runs the case (the
+  conformance runner forks its workers: a parent that initialised CUDA breaks every worker).
+  Kernels are launched with ``enable_fp_fusion=False`` (no FMA contraction).
+* neither: constructing the backend raises a one-line ``InvalidArgumentError`` saying how to
+  run it. There is never a fallback to another backend.
+
+Capabilities: the lowering's ops and policies and overflow modes, every evaluable dtype but
+``f8e8m0`` (the renderer has no f8e8m0 conversion yet); whatever the renderer cannot handle
+for a particular program raises ``NotSupportedError`` naming the kernel-IR construct during
+the render pass, before any kernel is built or launched. A Triton compile error becomes
+``TritonCompileError`` with the generated source kept on disk (``source_path``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.compiler import kir
+from tilefoundry.compiler.backends import KernelInterpBackend
+from tilefoundry.compiler.errors import CompilerError
+from tilefoundry.compiler.interp import Interpreter
+from tilefoundry.compiler.kir import Kernel, Program
+from tilefoundry.compiler.lower import LOWERINGS
+from tilefoundry.compiler.pipeline import TARGETS, Target
+from tilefoundry.compiler.render_triton import render, storage_view
+from tilefoundry.conformance.backend import ALL_OVERFLOW, ALL_POLICIES, Capabilities
+from tilefoundry.errors import InvalidArgumentError
+from tilefoundry.semantics.formats import FORMATS, DType
+
+__all__ = ["DEVICES", "TritonBackend", "TritonCompileError", "TritonExecutable",
+           "load_module", "triton_device"]
+
+DEVICES = ("interpret", "cuda")
+HOW = ("the triton backend needs a CUDA GPU or Triton's CPU interpreter: run it as "
+       "`TRITON_INTERPRET=1 tilefoundry conformance run --backend triton ...` "
+       "(or TritonBackend(device='interpret'))")
+
+
+class TritonCompileError(CompilerError, RuntimeError):
+    """Triton rejected a rendered kernel; ``source_path`` is the generated module (kept)."""
+
+    def __init__(self, message: str, *, source_path: Path | None):
+        super().__init__(message)
+        self.source_path = source_path
+
+
+def _gpu_present() -> bool:
+    """An NVIDIA device node, found without initialising CUDA in this process."""
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")
+
+
+def triton_device(device: str | None = None) -> str:
+    """Where kernels run: ``device``, else ``interpret`` under ``TRITON_INTERPRET=1``, else
+    ``cuda`` when a GPU is present; otherwise a one-line error saying how to run it."""
+    if device is None:
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            return "interpret"
+        if _gpu_present():
+            return "cuda"
+        raise InvalidArgumentError(HOW)
+    if device not in DEVICES:
+        raise InvalidArgumentError(f"triton device {device!r}: expected one of {DEVICES}")
+    if device == "cuda" and not _gpu_present():
+        raise InvalidArgumentError(f"triton device 'cuda': no NVIDIA GPU here; {HOW}")
+    return device
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("TILEFOUNDRY_CACHE") or os.path.join(tempfile.gettempdir(),
+                                                               f"tilefoundry-{os.getuid()}")
+    d = Path(root) / "triton"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+_MODULES: dict[str, Any] = {}
+
+
+def load_module(source: str, device: str) -> tuple[Any, Path]:
+    """Import a rendered module (content-hashed file; one import per process and device)."""
+    if device == "interpret":
+        os.environ["TRITON_INTERPRET"] = "1"  # read when triton.jit decorates the kernels
+    h = hashlib.sha256(source.encode()).hexdigest()[:24]
+    path = _cache_dir() / f"tf_triton_{h}.py"
+    key = f"{device}:{h}"
+    hit = _MODULES.get(key)
+    if hit is not None:
+        return hit, path
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    name = f"tf_triton_{h}_{device}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:
+        sys.modules.pop(name, None)
+        raise TritonCompileError(f"the generated Triton module {path} does not load: "
+                                 f"{type(e).__name__}: {e}", source_path=path) from e
+    _MODULES[key] = mod
+    return mod, path
+
+
+class TritonExecutable(Interpreter):
+    """Runs a program's rendered Triton kernels on flat numpy storage (the interpreter's)."""
+
+    def __init__(self, program: Program, source: str, device: str):
+        super().__init__(program)
+        self.source, self.device = source, device
+        self.module, self.source_path = load_module(source, device)
+        self.table = self.module.KERNELS
+        self.opts = {} if device == "interpret" else {"enable_fp_fusion": False}
+
+    def steps(self, seq: Sequence[Any], st: dict[str, np.ndarray]) -> None:
+        for s in seq:
+            if isinstance(s, Kernel):
+                self.launch(s, st)
+            else:
+                self.host_loop(s, st)
+
+    def launch(self, k: Kernel, st: dict[str, np.ndarray]) -> None:
+        if k.instances == 0 or any(n == 0 for n in k.domain):
+            return
+        import torch
+
+        fn, roots, n = self.table[k.name]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # read-only inputs: no kernel writes them
+            host = [torch.from_numpy(storage_view(st[r], self.bm[r].dtype)) for r in roots]
+        args = host if self.device == "interpret" else [t.to("cuda") for t in host]
+        try:
+            fn[(n,)](*args, **self.opts)
+        except Exception as e:
+            from triton.compiler.errors import CompilationError
+
+            if isinstance(e, CompilationError) or type(e).__name__ in (
+                    "CompilationError", "CompileTimeAssertionFailure"):
+                raise TritonCompileError(f"kernel {k.name}: Triton could not compile it "
+                                         f"(source kept in {self.source_path}): "
+                                         f"{str(e)[-1500:]}",
+                                         source_path=self.source_path) from e
+            raise
+        if self.device != "interpret":
+            written = {kir.root_of(i.buffer, self.bm).name for i in kir.iter_instrs(k.body)
+                       if isinstance(i, kir.Store)}
+            for r, h, d in zip(roots, host, args, strict=True):
+                if r in written:
+                    h.copy_(d.cpu())
+
+
+def _render(program: Program) -> str:
+    return render(program)
+
+
+def _builder(device: str):
+    def build(program: Program, source: str | None) -> TritonExecutable:
+        if source is None:
+            raise InvalidArgumentError("the triton target builds from rendered source; got none")
+        return TritonExecutable(program, source, device)
+    return build
+
+
+TARGETS.setdefault("triton", Target("triton", _render, _builder("interpret")))
+TARGETS.setdefault("triton-cuda", Target("triton-cuda", _render, _builder("cuda")))
+
+
+class TritonBackend(KernelInterpBackend):
+    """Triton as a conformance backend (``--backend triton``): on CUDA when a GPU is present,
+    through Triton's interpreter on the CPU under ``TRITON_INTERPRET=1``."""
+
+    name = "triton"
+
+    def __init__(self, *, device: str | None = None, fuse: bool = True, cfg=None):
+        super().__init__(fuse=fuse, cfg=cfg)
+        self.device = triton_device(device)
+        self.target = "triton" if self.device == "interpret" else "triton-cuda"
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            ops=frozenset(op.__name__ for op in LOWERINGS),
+            dtypes=frozenset(d for d in DType if FORMATS[d].evaluable and d.value != "f8e8m0"),
+            policies=ALL_POLICIES, overflow_modes=ALL_OVERFLOW, mesh=False)
