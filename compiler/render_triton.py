@@ -474,7 +474,8 @@ class _KernelT:
     def i_Broadcast(self, ins: kir.Broadcast, ind: str) -> None:
         self.put(ind, ins.out, _name(ins.x))
 
-    def widened(self, x: str, src: str) -> str:
+    @staticmethod
+    def widened(x: str, src: str) -> str:
         if src == "f32":
             return x
         if src in NARROW:
@@ -514,15 +515,16 @@ class _KernelT:
         self.put(ind, ins.out, self.cast_expr(ins, _name(ins.x), self.dt(ins.x), ins.to,
                                               ins.overflow))
 
-    def cast_expr(self, ins: kir.Cast, x: str, src: str, dst: str, overflow: str) -> str:
+    @staticmethod
+    def cast_expr(ins: kir.Cast, x: str, src: str, dst: str, overflow: str) -> str:
         if "f8e8m0" in (src, dst):
             raise _unsupported("Cast", f"{ins.out}: {src} -> {dst} (f8e8m0 is not rendered)")
         if src == "bool":
             x, src = f"{x}.to(tl.int32)", "i32"
         if kir.is_float(src):
-            w = self.widened(x, src)
+            w = _KernelT.widened(x, src)
             if kir.is_float(dst):
-                return self.round_f32(w, dst, overflow)
+                return _KernelT.round_f32(w, dst, overflow)
             if dst == "bool":
                 return f"({w} != 0.0)"
             lo, hi = {"i8": (-129.0, 128.0), "u8": (-1.0, 256.0),
@@ -542,7 +544,7 @@ class _KernelT:
             raise _unsupported("Cast", f"{ins.out}: i64 -> {dst} (the round-to-odd i64 carrier "
                                        f"is not rendered)")
         odd = f"_tf_f64_to_f32_odd({x}.to(tl.int32).to(tl.float64))"
-        return self.round_f32(odd, dst, overflow)
+        return _KernelT.round_f32(odd, dst, overflow)
 
     def i_BinOp(self, ins: kir.BinOp, ind: str) -> None:
         a, b, k, dt = _name(ins.a), _name(ins.b), ins.kind, self.dt(ins.a)

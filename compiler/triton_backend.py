@@ -105,10 +105,26 @@ def _cache_dir() -> Path:
 _MODULES: dict[str, Any] = {}
 
 
+def _interpret_mode() -> None:
+    """Ask for Triton's interpreter in this process. ``triton.jit`` reads ``TRITON_INTERPRET``
+    when it decorates a function, triton's own library functions (``tl.zeros``, ``tl.sum``)
+    included, which happens when ``triton`` is first imported: a process that imported it
+    without the variable cannot interpret (an error saying so, not a half-interpreted run)."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    if "triton" in sys.modules:
+        import triton.language as tl
+        from triton.runtime.interpreter import InterpretedFunction
+
+        if not isinstance(tl.zeros, InterpretedFunction):
+            raise InvalidArgumentError(
+                "the triton interpreter was asked for after triton was imported without "
+                "TRITON_INTERPRET=1: set TRITON_INTERPRET=1 before the process imports triton")
+
+
 def load_module(source: str, device: str) -> tuple[Any, Path]:
     """Import a rendered module (content-hashed file; one import per process and device)."""
     if device == "interpret":
-        os.environ["TRITON_INTERPRET"] = "1"  # read when triton.jit decorates the kernels
+        _interpret_mode()
     h = hashlib.sha256(source.encode()).hexdigest()[:24]
     path = _cache_dir() / f"tf_triton_{h}.py"
     key = f"{device}:{h}"
@@ -164,9 +180,10 @@ class TritonExecutable(Interpreter):
             fn[(n,)](*args, **self.opts)
         except Exception as e:
             from triton.compiler.errors import CompilationError
+            from triton.runtime.errors import InterpreterError
 
-            if isinstance(e, CompilationError) or type(e).__name__ in (
-                    "CompilationError", "CompileTimeAssertionFailure"):
+            # the interpreter reports a kernel its front end rejects as an InterpreterError
+            if isinstance(e, CompilationError | InterpreterError):
                 raise TritonCompileError(f"kernel {k.name}: Triton could not compile it "
                                          f"(source kept in {self.source_path}): "
                                          f"{str(e)[-1500:]}",
@@ -205,6 +222,8 @@ class TritonBackend(KernelInterpBackend):
     def __init__(self, *, device: str | None = None, fuse: bool = True, cfg=None):
         super().__init__(fuse=fuse, cfg=cfg)
         self.device = triton_device(device)
+        if self.device == "interpret":
+            _interpret_mode()
         self.target = "triton" if self.device == "interpret" else "triton-cuda"
 
     def capabilities(self) -> Capabilities:

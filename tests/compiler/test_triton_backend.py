@@ -1,0 +1,251 @@
+"""The Triton backend (issue 17) in Triton's CPU interpreter: the renderer's bit-exact
+conversions against ``semantics.dtypes.cast`` (every bf16 / f16 / fp8 pattern, structured f32
+values), a bounded subset of the quick tier through the conformance runner (0 FAIL / ERROR /
+CRASH / TIMEOUT; NOT_SUPPORTED only naming the unrendered construct or an undeclared
+capability), and the bad-input behaviour (NOT_SUPPORTED before any kernel runs, a Triton
+compile error with the source kept, the one-line error without GPU or interpreter)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+# Triton's interpreter is chosen when triton is first imported (triton_backend._interpret_mode)
+if "triton" not in sys.modules:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from tilefoundry.compiler import kir  # noqa: E402
+from tilefoundry.compiler.errors import NotSupportedError  # noqa: E402
+from tilefoundry.compiler.render_triton import NARROW, PRELUDE, _KernelT, render  # noqa: E402
+from tilefoundry.compiler.triton_backend import (  # noqa: E402
+    HOW,
+    TritonBackend,
+    TritonCompileError,
+    TritonExecutable,
+    load_module,
+    triton_device,
+)
+from tilefoundry.errors import InvalidArgumentError  # noqa: E402
+from tilefoundry.semantics.dtypes import cast  # noqa: E402
+
+_UINT = {8: "tl.uint8", 16: "tl.uint16"}
+_INT = {8: "tl.int8", 16: "tl.int16"}
+_NP_INT = {8: np.int8, 16: np.int16}
+
+
+def _conversion_module():
+    """Jit kernels applying the renderer's own conversion expressions to a block."""
+    r = _KernelT.round_f32
+    parts = [PRELUDE]
+    for dt, (bits, *_rest) in NARROW.items():
+        w = _KernelT.widened("x", dt)
+        parts.append(f'''
+@triton.jit
+def widen_{dt}(X, Y, N: tl.constexpr):
+    i = tl.arange(0, N)
+    x = tl.load(X + i).to({_UINT[bits]}, bitcast=True)
+    tl.store(Y + i, {w})
+''')
+        for ov in ("nonfinite", "saturate"):
+            parts.append(f'''
+@triton.jit
+def round_{dt}_{ov}(X, Y, N: tl.constexpr):
+    i = tl.arange(0, N)
+    x = tl.load(X + i)
+    tl.store(Y + i, {r("x", dt, ov)}.to({_INT[bits]}, bitcast=True))
+''')
+    cast_ins = kir.Cast("%1", "%0", "bf16")
+    for dt in NARROW:
+        e = _KernelT.cast_expr(cast_ins, "x", "i32", dt, "nonfinite")
+        parts.append(f'''
+@triton.jit
+def i32_to_{dt}(X, Y, N: tl.constexpr):
+    i = tl.arange(0, N)
+    x = tl.load(X + i)
+    tl.store(Y + i, {e}.to({_INT[NARROW[dt][0]]}, bitcast=True))
+''')
+    for dt in ("i8", "u8", "i32"):
+        e = _KernelT.cast_expr(cast_ins, "x", "f32", dt, "nonfinite")
+        parts.append(f'''
+@triton.jit
+def f32_to_{dt}(X, Y, N: tl.constexpr):
+    i = tl.arange(0, N)
+    x = tl.load(X + i)
+    tl.store(Y + i, {e})
+''')
+    return load_module("".join(parts), "interpret")[0]
+
+
+@pytest.fixture(scope="module")
+def conv():
+    return _conversion_module()
+
+
+def _pad(a: np.ndarray) -> tuple[np.ndarray, int]:
+    n = kir.next_pow2(max(a.size, 2))
+    out = np.zeros(n, a.dtype)
+    out[:a.size] = a
+    return out, n
+
+
+def _launch(fn, x: np.ndarray, out_dtype) -> np.ndarray:
+    xp, n = _pad(np.ascontiguousarray(x))
+    y = np.zeros(n, out_dtype)
+    fn[(1,)](torch.from_numpy(xp), torch.from_numpy(y), N=n)
+    return y[:x.size]
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a).view(f"u{np.asarray(a).dtype.itemsize}")
+
+
+def _structured_f32(dt: str) -> np.ndarray:
+    """Every value of ``dt`` in f32, its f32 neighbours, the midpoints of consecutive codes and
+    their neighbours, f32 specials and subnormals, and 2^16 random patterns."""
+    npdt = kir.numpy_dtype(dt)
+    nbits = npdt.itemsize * 8
+    codes = np.arange(1 << nbits, dtype=f"u{npdt.itemsize}")
+    vals = codes.view(npdt).astype(np.float32)
+    vals = vals[np.isfinite(vals)]
+    vals = np.unique(vals)
+    mids = (vals[:-1].astype(np.float64) + vals[1:].astype(np.float64)) / 2
+    mids = mids.astype(np.float32)
+    base = np.concatenate([vals, mids]).view(np.uint32)
+    near = np.concatenate([base, base + 1, base - 1])
+    rng = np.random.default_rng(17)
+    special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001, 1,
+                        0x807FFFFF, 0x7F7FFFFF, 0x00800000], np.uint32)
+    return np.concatenate([near, special, rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint32)]
+                          ).view(np.float32)
+
+
+@pytest.mark.parametrize("dt", sorted(NARROW))
+def test_widen_is_exact_on_every_pattern(conv, dt: str) -> None:
+    npdt = kir.numpy_dtype(dt)
+    bits = npdt.itemsize * 8
+    codes = np.arange(1 << bits, dtype=np.int64).astype(_NP_INT[bits])
+    got = _launch(getattr(conv, f"widen_{dt}"), codes, np.float32)
+    want = cast(codes.view(npdt), "f32")
+    assert np.array_equal(_bits(got), _bits(want)), dt
+
+
+@pytest.mark.parametrize("ov", ["nonfinite", "saturate"])
+@pytest.mark.parametrize("dt", sorted(NARROW))
+def test_round_from_f32_is_bit_exact(conv, dt: str, ov: str) -> None:
+    x = _structured_f32(dt)
+    npdt = kir.numpy_dtype(dt)
+    got = _launch(getattr(conv, f"round_{dt}_{ov}"), x, _NP_INT[npdt.itemsize * 8])
+    want = cast(x, dt, overflow=ov)
+    bad = np.flatnonzero(_bits(got) != _bits(want))
+    assert bad.size == 0, (dt, ov, [(hex(int(x.view(np.uint32)[i])), hex(int(_bits(got)[i])),
+                                     hex(int(_bits(want)[i]))) for i in bad[:5]])
+
+
+@pytest.mark.parametrize("dt", sorted(NARROW))
+def test_i32_to_narrow_rounds_once(conv, dt: str) -> None:
+    rng = np.random.default_rng(3)
+    x = np.concatenate([np.arange(-70000, 70000, dtype=np.int32),
+                        rng.integers(-(1 << 31), 1 << 31, 1 << 15, dtype=np.int64).astype(
+                            np.int32),
+                        np.array([-(1 << 31), (1 << 31) - 1], np.int32)])
+    got = _launch(getattr(conv, f"i32_to_{dt}"), x, _NP_INT[kir.numpy_dtype(dt).itemsize * 8])
+    assert np.array_equal(_bits(got), _bits(cast(x, dt)))
+
+
+@pytest.mark.parametrize("dt", ["i8", "u8", "i32"])
+def test_f32_to_integer_truncates_in_range(conv, dt: str) -> None:
+    x = np.concatenate([np.linspace(-300, 300, 4801, dtype=np.float32),
+                        np.array([np.nan, np.inf, -np.inf, 2.0 ** 31, -2.0 ** 31, 127.99,
+                                  -128.99, 255.5, -0.99], np.float32)])
+    got = _launch(getattr(conv, f"f32_to_{dt}"), x, kir.numpy_dtype(dt))
+    assert np.array_equal(got, cast(x, dt))
+
+
+# ---------------------------------------------------------------------------------------------
+# the quick tier, a bounded subset, through the conformance runner
+# ---------------------------------------------------------------------------------------------
+_ALLOWED_NS = ("not supported by the Triton renderer", "sharded programs",
+               "dtype(s) ['f8e8m0'] not supported")
+
+
+def test_quick_tier_subset_in_the_interpreter(tmp_path, monkeypatch) -> None:
+    from tilefoundry.conformance.runner import load_catalog, run, select_cases
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    cases = list(select_cases(load_catalog(0), "quick"))[::8]
+    assert len(cases) > 100
+    res = run("triton", cases, jobs=2, timeout_s=120, out_jsonl=tmp_path / "t.jsonl")
+    counts = res.counts()
+    assert counts["PASS"] > 60, counts
+    for v in ("FAIL", "ERROR", "CRASH", "TIMEOUT", "XPASS"):
+        assert counts[v] == 0, (counts, [r for r in res.records if r["verdict"] == v][:3])
+    for r in res.records:
+        if r["verdict"] == "NOT_SUPPORTED":
+            assert any(s in r.get("message", "") for s in _ALLOWED_NS), r
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------------------------
+def _program(body, dt="f32", n=8) -> kir.Program:
+    bufs = (kir.Buffer("x", dt, (n,), (1,), "input"), kir.Buffer("y", dt, (n,), (1,), "temp"))
+    k = kir.Kernel("k0", (n,), (n,), tuple(body))
+    return kir.Program("p", bufs, ("x",), "y", (k,))
+
+
+def test_an_unrendered_construct_is_not_supported_before_any_kernel_runs() -> None:
+    body = [kir.Load("%0", "x", (1,)), kir.Cast("%1", "%0", "f8e8m0"),
+            kir.Cast("%2", "%1", "f32"), kir.Store("y", (1,), "%2")]
+    prog = _program(body)
+    kir.verify(prog)
+    with pytest.raises(NotSupportedError, match=r"triton: Cast.*f8e8m0"):
+        render(prog)
+
+
+def test_a_kernel_reading_and_writing_one_storage_is_not_supported() -> None:
+    bufs = (kir.Buffer("x", "f32", (8,), (1,), "input"), kir.Buffer("y", "f32", (8,), (1,)))
+    k1 = kir.Kernel("k1", (8,), (8,), (kir.Load("%0", "x", (1,)), kir.Store("y", (1,), "%0")))
+    k2 = kir.Kernel("k2", (8,), (8,), (kir.Load("%0", "y", (1,)),
+                                       kir.UnOp("%1", "neg", "%0"), kir.Store("y", (1,), "%1")))
+    prog = kir.Program("p", bufs, ("x",), "y", (k1, k2))
+    with pytest.raises(NotSupportedError, match="loads and stores the storage of y"):
+        render(prog)
+
+
+def test_a_triton_compile_error_keeps_the_source() -> None:
+    prog = _program([kir.Load("%0", "x", (1,)), kir.Store("y", (1,), "%0")])
+    src = render(prog).replace("tl.store(", "tl.no_such_store(", 1)
+    ex = TritonExecutable(prog, src, "interpret")
+    with pytest.raises(TritonCompileError, match="kernel k0: Triton could not compile") as ei:
+        ex.run([np.arange(8, dtype=np.float32)])
+    assert ei.value.source_path == ex.source_path
+    assert "tl.no_such_store" in ex.source_path.read_text()
+
+
+def test_a_rendered_kernel_runs_and_neg_keeps_the_sign_of_zero() -> None:
+    body = [kir.Load("%0", "x", (1,)), kir.UnOp("%1", "neg", "%0"), kir.Store("y", (1,), "%1")]
+    prog = _program(body)
+    ex = TritonExecutable(prog, render(prog), "interpret")
+    x = np.array([0.0, -0.0, 1.5, -np.inf, np.nan, 1e-45, -3.0, 2.0], np.float32)
+    y = ex.run([x])
+    assert np.array_equal(_bits(y), _bits(x) ^ np.uint32(0x80000000))
+
+
+def test_no_gpu_and_no_interpreter_is_a_one_line_error(monkeypatch) -> None:
+    import tilefoundry.compiler.triton_backend as tb
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(tb, "_gpu_present", lambda: False)
+    with pytest.raises(InvalidArgumentError) as ei:
+        TritonBackend()
+    assert str(ei.value) == HOW and "\n" not in HOW and "TRITON_INTERPRET=1" in HOW
+    assert triton_device("interpret") == "interpret"
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert TritonBackend().device == "interpret"
+    assert "f8e8m0" not in {d.value for d in TritonBackend().capabilities().dtypes}
+    assert os.environ["TRITON_INTERPRET"] == "1"
