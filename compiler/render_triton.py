@@ -161,7 +161,10 @@ def _tf_rf64_f32(v):
 
 
 @triton.jit
-def _tf_qnan32(x):
+def _tf_qnan_like(x):
+    """the positive quiet NaN of x's float type, x's shape"""
+    if x.dtype == tl.float64:
+        return tl.full(x.shape, 0x7FF8000000000000, tl.uint64).to(tl.float64, bitcast=True)
     return tl.full(x.shape, 0x7FC00000, tl.uint32).to(tl.float32, bitcast=True)
 
 
@@ -198,7 +201,7 @@ def _tf_fmax(a, b):
     tie = tl.where(_tf_signbit(a), b, a)
     r = tl.where(a > b, a, tl.where(b > a, b, tie))
     nan = (a != a) | (b != b)
-    return tl.where(nan, (r * 0 + 1) * float("nan"), r)
+    return tl.where(nan, _tf_qnan_like(r), r)
 
 
 @triton.jit
@@ -206,7 +209,7 @@ def _tf_fmin(a, b):
     tie = tl.where(_tf_signbit(a), a, b)
     r = tl.where(a < b, a, tl.where(b < a, b, tie))
     nan = (a != a) | (b != b)
-    return tl.where(nan, (r * 0 + 1) * float("nan"), r)
+    return tl.where(nan, _tf_qnan_like(r), r)
 
 
 @triton.jit
@@ -615,7 +618,7 @@ class _KernelT:
         from tilefoundry.semantics.evaluator import nn
 
         c0, c1, tiny = nn._GELU_C0, nn._GELU_C1, nn._TINY
-        neg_inf_to_m0 = f"tl.where({w} == float('-inf'), -0.0, {{}})"
+        neg_inf_to_m0 = f"tl.where({w} < -1.7976931348623157e308, -0.0, {{}})"
         v = {"exp": f"tl.exp({w})", "log": f"tl.log({w})", "exp2": f"tl.exp2({w})",
              "log2": f"tl.log2({w})", "rsqrt": f"(1.0 / tl.sqrt({w}))",
              "tanh": f"_tf_tanh64({w})", "sigmoid": f"(1.0 / (1.0 + tl.exp(-{w})))",
