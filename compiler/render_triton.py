@@ -2,7 +2,8 @@
 
 ``render(program) -> str`` is the source of one Python module: a prelude of ``@triton.jit``
 helpers (the bit-exact conversions, NaN-keeping min / max, the correctly rounded division)
-and one ``@triton.jit`` function per kernel, ``KERNELS[name] = (fn, roots, instances)``;
+and one ``@triton.jit`` function per kernel, ``KERNELS[name] = (fn, roots, instances,
+storage types)``;
 ``roots`` are the root buffers the kernel touches, in argument order, ``instances`` its
 program-instance count (the launch grid is one-dimensional: the instance id is unravelled
 over the kernel's grid in the kernel). Host loops stay on the host (``triton_backend``).
@@ -123,8 +124,10 @@ def _tf_round(x, BITS: tl.constexpr, MBITS: tl.constexpr, BIAS: tl.constexpr,
         t = tl.minimum(t, MAX_CODE + 1)
     r = tl.where(a > 0x7F800000, sign | NAN_CODE, t | sign)
     if BITS == 16:
-        return r.to(tl.uint16)
-    return r.to(tl.uint8)
+        out = r.to(tl.uint16)
+    else:
+        out = r.to(tl.uint8)
+    return out
 
 
 @triton.jit
@@ -164,8 +167,10 @@ def _tf_rf64_f32(v):
 def _tf_qnan_like(x):
     """the positive quiet NaN of x's float type, x's shape"""
     if x.dtype == tl.float64:
-        return tl.full(x.shape, 0x7FF8000000000000, tl.uint64).to(tl.float64, bitcast=True)
-    return tl.full(x.shape, 0x7FC00000, tl.uint32).to(tl.float32, bitcast=True)
+        out = tl.full(x.shape, 0x7FF8000000000000, tl.uint64).to(tl.float64, bitcast=True)
+    else:
+        out = tl.full(x.shape, 0x7FC00000, tl.uint32).to(tl.float32, bitcast=True)
+    return out
 
 
 @triton.jit
@@ -191,8 +196,10 @@ def _tf_abs64(x):
 @triton.jit
 def _tf_signbit(x):
     if x.dtype == tl.float64:
-        return (x.to(tl.uint64, bitcast=True) >> 63) != 0
-    return (x.to(tl.uint32, bitcast=True) >> 31) != 0
+        out = (x.to(tl.uint64, bitcast=True) >> 63) != 0
+    else:
+        out = (x.to(tl.uint32, bitcast=True) >> 31) != 0
+    return out
 
 
 @triton.jit
@@ -820,7 +827,7 @@ class _KernelT:
 
 def render(program: Program) -> str:
     """The Triton module of ``program``: the prelude, one jit function per kernel and
-    ``KERNELS = {kernel name: (fn, [root buffer, ...], instances)}``."""
+    ``KERNELS = {kernel name: (fn, [root buffer, ...], instances, [storage type, ...])}``."""
     bm = program.buffer_map()
     parts = [PRELUDE]
     table = []
@@ -831,7 +838,9 @@ def render(program: Program) -> str:
                 kt = _KernelT(s, bm)
                 src, roots = kt.render()
                 parts.append("\n\n" + src)
-                table.append(f"    {s.name!r}: ({kt.fn_name()}, {roots!r}, {s.instances}),")
+                types = [STORAGE[bm[r].dtype] for r in roots]
+                table.append(f"    {s.name!r}: ({kt.fn_name()}, {roots!r}, {s.instances}, "
+                             f"{types!r}),")
             elif isinstance(s, HostLoop):
                 walk(s.body)
             else:

@@ -171,7 +171,7 @@ class TritonExecutable(Interpreter):
             return
         import torch
 
-        fn, roots, n = self.table[k.name]
+        fn, roots, n, _ = self.table[k.name]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # read-only inputs: no kernel writes them
             host = [torch.from_numpy(storage_view(st[r], self.bm[r].dtype)) for r in roots]
