@@ -1466,7 +1466,8 @@ def _classify(ctx: ProveCtx, tname: str, fmt: str, kname: str | None) -> FPClass
 
 def classify_formats(ctx: ProveCtx | None = None) -> dict[Row, dict[str, FPClass]]:
     """The float classification of every allow row in every format (``n/a`` where the row does
-    not hold over the reals)."""
+    not hold over the reals — a counterexample —, ``unproven`` where the real proof did not
+    finish: an ``unknown`` is never an answer)."""
     ctx = ctx or ProveCtx()
     out: dict[Row, dict[str, FPClass]] = {}
     for row in TABLE:
@@ -1476,9 +1477,14 @@ def classify_formats(ctx: ProveCtx | None = None) -> dict[Row, dict[str, FPClass
         tk = _fp_template(row)
         per: dict[str, FPClass] = {}
         for fmt in FORMATS:
-            if real.status != "proved":
+            if real.status == "counterexample":
                 per[fmt] = FPClass("n/a", "", f"the row does not hold over the reals: "
                                    f"{_fmt_witness(real.values)}")
+            elif real.status != "proved":
+                # the solver gave up (or the row could not be encoded): no answer, and never
+                # read as one ("does not hold" needs a counterexample)
+                per[fmt] = FPClass("unproven", "", f"the real-arithmetic proof did not "
+                                   f"finish ({real.status}: {real.detail})")
             elif tk is None:
                 per[fmt] = FPClass("unproven", "", "no float equation for this row")
             else:

@@ -274,3 +274,25 @@ def test_gather_migration(outcomes):
 def test_doc_is_current(outcomes):
     doc = (ROOT / "docs" / "commutation-proofs.md").read_text()
     assert C.classification_table() in doc
+
+
+def test_an_unknown_real_proof_is_unproven_never_n_a(monkeypatch):
+    """Issue 21: a real-arithmetic proof the solver gives up on was classified "n/a: does not
+    hold over the reals" in every format, so `prove commutation.float_formats --rlimit 1`
+    exited 0. Only a counterexample makes a row n/a; an unfinished proof is "unproven" and the
+    obligation fails."""
+    def gave_up(ctx, row):
+        return C.RowResult(row, "failed", "solver gave up (planted)")
+
+    monkeypatch.setattr(C, "prove_row", gave_up)
+    monkeypatch.setattr(C, "_classify", lambda *a: C.FPClass("exact", "", "planted"))
+    cls = C.classify_formats(ProveCtx())
+    assert cls and all(c.cls == "unproven" for per in cls.values() for c in per.values())
+    assert C.float_formats(ProveCtx()).status == "failed"
+
+    def refuted(ctx, row):
+        return C.RowResult(row, "counterexample", "planted", {"x": "1"})
+
+    monkeypatch.setattr(C, "prove_row", refuted)
+    cls = C.classify_formats(ProveCtx())
+    assert all(c.cls == "n/a" for per in cls.values() for c in per.values())
