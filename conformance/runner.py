@@ -366,7 +366,7 @@ def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, see
     try:
         backend = load_backend(spec)
     except Exception as e:
-        load_error = f"loading the backend in the worker raised {type(e).__name__}: {e}"
+        load_error = f"loading the backend in the worker raised {type(e).__name__}: {_text(e)}"
     while True:
         try:
             task = conn.recv()
@@ -395,8 +395,21 @@ def _where(e: BaseException) -> str:
     return f" ({os.path.basename(tb[-1].filename)}:{tb[-1].lineno})" if tb else ""
 
 
+def _text(e: BaseException) -> str:
+    """``str(e)``, or a placeholder when the exception's own ``__str__`` raises (a backend's
+    unprintable exception is still that backend's error, never the harness's)."""
+    try:
+        return str(e)
+    except BaseException as inner:
+        try:
+            name = type(inner).__name__
+        except BaseException:
+            name = "an exception"
+        return f"<unprintable {type(e).__name__}: its __str__ raised {name}>"
+
+
 def _raised(what: str, e: BaseException) -> str:
-    return _short(f"{what} raised {type(e).__name__}: {e}{_where(e)}")
+    return _short(f"{what} raised {type(e).__name__}: {_text(e)}{_where(e)}")
 
 
 def _copy(x: Any) -> Any:
@@ -477,12 +490,12 @@ def _reported_check(case: Case, e: RunTimeCheckError, ref_error: BaseException |
     """The verdict of a backend that raised ``RunTimeCheckError`` (backend.py's protocol)."""
     named = f"RunTimeCheckError({e.check!r})" if e.check else "RunTimeCheckError"
     if ref_error is None:
-        return "FAIL", _short(f"backend.run raised {named}: {e}; the reference evaluates this "
+        return "FAIL", _short(f"backend.run raised {named}: {_text(e)}; the reference evaluates this "
                               f"case without failing any run-time check")
     if e.check is not None and e.check != case.expect_error:
         return "FAIL", _short(f"backend.run reported the run-time check {e.check!r}, the "
                               f"reference fails {case.expect_error!r} here ({ref_error})")
-    return "PASS", _short(f"backend.run raised {named} as the reference does: {e}")
+    return "PASS", _short(f"backend.run raised {named} as the reference does: {_text(e)}")
 
 
 def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed: int,
@@ -533,14 +546,14 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
     try:
         compiled = backend.compile(module, entry)
     except BackendUnsupportedError as e:
-        return done("NOT_SUPPORTED", f"backend.compile: {e}")
+        return done("NOT_SUPPORTED", f"backend.compile: {_text(e)}")
     except Exception as e:
         return done("ERROR", _raised("backend.compile", e))
     phase.value = _RUN
     try:
         observed = backend.run(compiled, [_copy(x) for x in inputs])
     except BackendUnsupportedError as e:
-        return done("NOT_SUPPORTED", f"backend.run: {e}")
+        return done("NOT_SUPPORTED", f"backend.run: {_text(e)}")
     except RunTimeCheckError as e:
         return done(*_reported_check(case, e, ref_error))
     except Exception as e:

@@ -1,7 +1,7 @@
 """A test backend that misbehaves on purpose, chosen by the entry function's name.
 
 ``segv`` segfaults (a NULL read), ``hang`` sleeps far past any test timeout, ``garbage`` returns
-wrong values of the right shape and dtype, ``raise`` raises, ``malformed`` returns the wrong
+wrong values of the right shape and dtype, ``raise`` raises, ``unprintable`` raises an exception whose ``__str__`` raises, ``malformed`` returns the wrong
 shape, ``exit`` calls ``os._exit(3)``, ``ulp1`` returns every float result one ULP up; any other
 entry runs the reference. i8 is declared unsupported. ``FLAKY_DELAY`` (seconds) slows every
 ``run`` down (the kill-and-resume test uses it)."""
@@ -18,6 +18,11 @@ from tilefoundry.conformance.backend import Capabilities
 from tilefoundry.semantics.dtypes import from_bits, to_bits
 from tilefoundry.semantics.evaluator.core import evaluate
 from tilefoundry.semantics.formats import DType, dtype_of
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("this exception cannot be printed")
 
 
 class FlakyBackend:
@@ -43,6 +48,8 @@ class FlakyBackend:
             os._exit(3)
         if entry == "raise":
             raise ValueError("the flaky backend does not like this program")
+        if entry == "unprintable":
+            raise _Unprintable()
         out = evaluate(module, entry, inputs)
         if entry == "garbage":
             return (out.astype(np.float32) * 3 + 1).astype(out.dtype)

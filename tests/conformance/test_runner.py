@@ -342,3 +342,19 @@ def test_workers_over_the_memory_limit_are_replaced(tmp_path):
               worker_rss_mb=1e-3)
     assert set(res.verdicts().values()) == {"PASS"}
     assert res.recycled == len(cases)
+
+
+def test_an_unprintable_backend_exception_is_the_backends_error(tmp_path):
+    """Issue 21: an exception whose __str__ raises was blamed on the harness. It is the
+    backend's ERROR, naming the exception type."""
+    from tilefoundry.conformance.cases import Case
+    from tilefoundry.semantics.formats import DType
+    from tilefoundry.semantics.ops import BinaryKind
+
+    case = Case("flaky/unprintable", "flaky",
+                syn.binary("unprintable", BinaryKind.ADD, DType.F32, 0, "unprintable"))
+    res = run(FLAKY, [case], timeout_s=SLACK, out_jsonl=tmp_path / "r.jsonl")
+    (rec,) = res.records
+    assert rec["verdict"] == "ERROR", rec
+    assert not rec["message"].startswith("harness"), rec["message"]
+    assert "backend.run raised _Unprintable: <unprintable _Unprintable" in rec["message"]
