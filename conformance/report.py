@@ -39,21 +39,29 @@ TIMING_KEYS = ("seconds",)
 # =============================================================================================
 # JSON lines
 # =============================================================================================
-def read_jsonl(path: str | Path) -> tuple[dict | None, dict[str, dict]]:
+def read_jsonl(path: str | Path, *, skipped: list | None = None
+               ) -> tuple[dict | None, dict[str, dict]]:
     """The run header and the case records (by id; the first record of an id wins) of a
-    runner's JSON-lines file. A torn last line is ignored."""
+    runner's JSON-lines file. A torn last line is ignored. Any other unreadable line (torn
+    mid-file, foreign text, not an object) raises ``json.JSONDecodeError``, unless ``skipped``
+    is a list: then its 1-based line number is appended there and the line is skipped."""
     header: dict | None = None
     recs: dict[str, dict] = {}
-    with open(path) as f:
+    with open(path, errors="replace") as f:
         lines = f.read().split("\n")
     for n, line in enumerate(lines):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
+            if not isinstance(obj, dict):
+                raise json.JSONDecodeError("not a JSON object", line, 0)
         except json.JSONDecodeError:
             if n == len(lines) - 1:  # a line cut by a killed runner
                 break
+            if skipped is not None:
+                skipped.append(n + 1)
+                continue
             raise
         if obj.get("type") == "run":
             header = header or obj

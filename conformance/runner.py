@@ -51,6 +51,7 @@ import multiprocessing
 import os
 import random
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -806,6 +807,40 @@ def _check_writable(path: Path, what: str, directory: bool = False) -> None:
         raise ConformanceError(f"{what} {path}: cannot write it ({e.strerror or e})") from None
 
 
+def _lock_results(path: Path):
+    """The results file, opened for appending and locked exclusively (``flock``): a second
+    runner on the same file gets a one-line error instead of interleaving its lines."""
+    import fcntl
+
+    f = open(path, "a")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise ConformanceError(f"--jsonl {path} is in use by another conformance run; wait for "
+                               f"it or use another --jsonl") from None
+    return f
+
+
+def _term_as_exit():
+    """SIGTERM raises SystemExit in the main thread, so the run's cleanup (workers, temporary
+    folder, results file) happens on ``kill`` as on Ctrl-C. Returns the previous handler."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def on_term(signum, frame):
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, on_term)
+
+
+def _restore_term(old) -> None:
+    if old is not None:
+        signal.signal(signal.SIGTERM, old)
+
+
 def _read_resume(path: Path, spec: str, seed: int) -> tuple[dict | None, dict[str, dict]]:
     """The header and records of an existing JSON-lines file; a torn last line (the runner was
     killed while writing it) is cut off so that appending continues cleanly."""
@@ -818,7 +853,13 @@ def _read_resume(path: Path, spec: str, seed: int) -> tuple[dict | None, dict[st
         cut = data.rfind(b"\n") + 1
         with open(path, "r+b") as f:
             f.truncate(cut)
-    header, recs = read_jsonl(path)
+    skipped: list[int] = []
+    header, recs = read_jsonl(path, skipped=skipped)
+    if skipped:
+        print(f"tilefoundry conformance: --resume: skipped {len(skipped)} unreadable line(s) "
+              f"of {path} (line {', '.join(map(str, skipped[:5]))}"
+              f"{', ...' if len(skipped) > 5 else ''}); their cases run again",
+              file=sys.stderr)
     if header is None:
         raise ConformanceError(f"--resume: {path} has no run header; it was not written by "
                                f"the conformance runner")
@@ -891,7 +932,14 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     repro_dir = Path(repro_dir) if repro_dir is not None else None
     if repro_dir is not None:
         _check_writable(repro_dir, "--repro-dir", directory=True)
-    header, done = _read_resume(out_jsonl, backend_spec, seed) if resume else (None, {})
+    f = _lock_results(out_jsonl)  # before anything reads or truncates it
+    try:
+        header, done = _read_resume(out_jsonl, backend_spec, seed) if resume else (None, {})
+        if not resume:
+            f.truncate(0)
+    except BaseException:
+        f.close()
+        raise
     unused = manifest.unused([c.id for c in cases]) if manifest is not None and finite else []
     _warm_imports()
 
@@ -899,13 +947,19 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     from tilefoundry.oracle.compare import CONTRACTS_VERSION
     from tilefoundry.versions import environment
 
-    f = open(out_jsonl, "a" if resume else "w")
     stream = sys.stderr if stream is None else stream
     prog = Progress(len(cases) if finite else None, stream=stream, enabled=progress)
     order: list[str] = []
     taken: set[str] = set()
     tmp = Path(tempfile.mkdtemp(prefix="tilefoundry-conformance-"))
-    pool = _Pool(backend_spec, cases, caps, seed, min(jobs, max(1, len(cases))), tmp)
+    old_term = _term_as_exit()
+    try:
+        pool = _Pool(backend_spec, cases, caps, seed, min(jobs, max(1, len(cases))), tmp)
+    except BaseException:
+        f.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+        _restore_term(old_term)
+        raise
     stopped = False
 
     def emit(rec: dict) -> None:
@@ -1062,15 +1116,15 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                     slot.task = None
                     pool.kill(slot)
     finally:
-        pool.stop()
-        f.close()
-        prog.close()
-        with contextlib.suppress(OSError):
-            for p in tmp.iterdir():
-                p.unlink()
-            tmp.rmdir()
+        try:
+            pool.stop()
+        finally:
+            f.close()
+            prog.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+            _restore_term(old_term)
 
-    header, recs = read_jsonl(out_jsonl)
+    header, recs = read_jsonl(out_jsonl, skipped=[])
     records = [recs[c] for c in dict.fromkeys(order) if c in recs]
     return RunResult(backend_spec, seed, records, out_jsonl, header or {},
                      time.monotonic() - t_start, pool.recycled, unused, stopped)

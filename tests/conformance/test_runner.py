@@ -358,3 +358,67 @@ def test_an_unprintable_backend_exception_is_the_backends_error(tmp_path):
     assert rec["verdict"] == "ERROR", rec
     assert not rec["message"].startswith("harness"), rec["message"]
     assert "backend.run raised _Unprintable: <unprintable _Unprintable" in rec["message"]
+
+
+def test_a_second_runner_on_the_same_results_file_is_refused(tmp_path):
+    """Issue 21: two runners appending to one JSON-lines file interleaved and lost cases. The
+    results file is locked: a second run gets a one-line error and writes nothing."""
+    import fcntl
+
+    cases = [c for c in no_hang() if c.id.startswith("elementwise/")]
+    j = tmp_path / "r.jsonl"
+    first = run("reference", cases[:1], out_jsonl=j, timeout_s=30)
+    before = j.read_bytes()
+    with open(j, "a") as holder:  # another runner holding the file
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+        with pytest.raises(ConformanceError, match=r"in use by another conformance run"):
+            run("reference", cases, out_jsonl=j, timeout_s=30)
+        with pytest.raises(ConformanceError, match=r"in use by another conformance run"):
+            run("reference", cases, out_jsonl=j, resume=True, timeout_s=30)
+    assert j.read_bytes() == before and len(first.records) == 1
+    assert len(run("reference", cases, out_jsonl=j, resume=True, timeout_s=30).records) == \
+        len(cases)  # released: the resume goes on
+
+
+def test_resume_skips_torn_and_foreign_lines_and_reruns_their_cases(tmp_path, capsys):
+    """A torn line in the middle of the file (another writer, a full disk) or a foreign line
+    made --resume raise a raw JSONDecodeError; now it is reported and the case runs again."""
+    cases = [c for c in no_hang() if c.id.startswith("elementwise/")]
+    j = tmp_path / "r.jsonl"
+    run("reference", cases[:3], out_jsonl=j, timeout_s=30)
+    lines = j.read_text().splitlines()
+    lines[2] = lines[2][: len(lines[2]) // 2]  # case 2 torn mid-line
+    lines.insert(1, "not json at all")
+    lines.insert(1, "[1, 2]")
+    j.write_text("\n".join(lines) + "\n")
+    again = run("reference", cases, out_jsonl=j, resume=True, timeout_s=30)
+    err = capsys.readouterr().err
+    assert "skipped 3 unreadable line(s)" in err, err
+    assert [r["id"] for r in again.records] == [c.id for c in cases]
+    assert all(r["verdict"] == "PASS" for r in again.records)
+
+
+def test_no_temporary_folder_is_left_behind(tmp_path, monkeypatch):
+    """Every exit path removes the run's temporary folder: a normal end, and a SIGTERM to the
+    runner (it used to leave /tmp/tilefoundry-conformance-* behind)."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    cases = [c for c in no_hang() if c.id.startswith("elementwise/")]
+    run("reference", cases[:1], out_jsonl=tmp_path / "a.jsonl", timeout_s=30)
+    assert not list(tmp_path.glob("tilefoundry-conformance-*"))
+    jsonl = tmp_path / "t.jsonl"
+    p = subprocess.Popen([sys.executable, "-m", "tilefoundry", "conformance", "run", "--backend",
+                          FLAKY, "--catalog", "synthetic_catalog:build_catalog", "--tier",
+                          "quick", "--timeout", str(TIMEOUT), "--jsonl", str(jsonl)],
+                         env=env(FLAKY_DELAY="0.5", TMPDIR=str(tmp_path)),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 30 and not list(tmp_path.glob("tilefoundry-conformance-*")):
+        time.sleep(0.02)
+    assert list(tmp_path.glob("tilefoundry-conformance-*")), "the run never started"
+    time.sleep(0.3)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) != 0
+    assert not list(tmp_path.glob("tilefoundry-conformance-*"))
