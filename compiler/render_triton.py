@@ -62,7 +62,8 @@ _STORE_TL = {"bf16": "tl.int16", "f16": "tl.int16", "fp8e4m3": "tl.int8", "fp8e5
 NARROW = {"bf16": (16, 8, 7, 127, 0x7F7F, 0x7FC0, 0), "f16": (16, 5, 10, 15, 0x7BFF, 0x7E00, 0),
           "fp8e4m3": (8, 4, 3, 7, 0x7E, 0x7F, 1), "fp8e5m2": (8, 5, 2, 15, 0x7B, 0x7E, 0)}
 assert set(NARROW) == set(_NARROW_ROUND)
-_BITS = frozenset(NARROW)
+_BITS = frozenset(NARROW) | {"f8e8m0"}
+_RND = {"nearest": 0, "up": 1, "down": 2}
 _MATH = ("exp", "log", "exp2", "log2", "rsqrt", "tanh", "sigmoid", "silu", "gelu_tanh")
 
 
@@ -131,6 +132,50 @@ def _tf_round(x, BITS: tl.constexpr, MBITS: tl.constexpr, BIAS: tl.constexpr,
 
 
 @triton.jit
+def _tf_widen_e8m0(code):
+    """f8e8m0 bits -> f32: 2^(code - 127); code 0 is 2^-127 (an f32 subnormal, as bits); 0xFF
+    is NaN (tf_f8e8m0_to_f32)"""
+    c = code.to(tl.uint32)
+    r = tl.where(c == 0xFF, 0x7FC00000, tl.where(c == 0, 0x00400000, c << 23))
+    return r.to(tl.uint32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _tf_round_e8m0(x, SAT: tl.constexpr, RND: tl.constexpr):
+    """f32 -> f8e8m0 bits (tf_f32_to_f8e8m0): RND 0 nearest (a tie goes up), 1 up, 2 down"""
+    u = x.to(tl.uint32, bitcast=True)
+    e = (u >> 23) & 0xFF
+    f = u & 0x7FFFFF
+    if RND == 0:
+        inc = tl.where(e != 0, f >= 0x400000, f >= 0x600000).to(tl.uint32)
+    elif RND == 1:
+        inc = tl.where(e != 0, f != 0, f > 0x400000).to(tl.uint32)
+    else:
+        inc = e * 0
+    code = e + inc
+    if SAT:
+        code = tl.where(code > 0xFE, 0xFE, code)
+    else:
+        code = tl.where(code > 0xFE, 0xFF, code)
+    bad = ((u >> 31) != 0) | (u == 0) | ((u & 0x7FFFFFFF) > 0x7F800000)
+    return tl.where(bad, 0xFF, code).to(tl.uint8)
+
+
+@triton.jit
+def _tf_i64_to_f64_odd(v):
+    """i64 -> f64 rounded to odd (tf__i64_to_f64_odd): v = hi 2^32 + lo, Fast2Sum's error"""
+    a = (v >> 32).to(tl.int32).to(tl.float64) * 4294967296.0
+    lo = v.to(tl.uint32)
+    b = (lo ^ 0x80000000).to(tl.int32, bitcast=True).to(tl.float64) + 2147483648.0
+    s = a + b
+    err = b - (s - a)
+    bs = s.to(tl.uint64, bitcast=True)
+    bs = bs - ((err != 0.0) & ((err < 0.0) != (s < 0.0))).to(tl.uint64)
+    bs = bs | (err != 0.0).to(tl.uint64)
+    return bs.to(tl.float64, bitcast=True)
+
+
+@triton.jit
 def _tf_f32_to_f32(x, SAT: tl.constexpr):
     """the f32 'cast': NaN -> the quiet NaN with its sign; saturate: +-inf -> +-max"""
     u = x.to(tl.uint32, bitcast=True)
@@ -152,7 +197,8 @@ def _tf_f64_to_f32_odd(d):
     inexact = fd != d
     b = b - (inexact & (tl.abs(fd) > tl.abs(d))).to(tl.uint32)
     b = b | inexact.to(tl.uint32)
-    return b.to(tl.float32, bitcast=True)
+    b = tl.where(d != d, 0x7FC00000, b)  # a NaN gives the positive quiet NaN (tf__rf64_odd)
+    return b.to(tl.uint32).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -362,7 +408,7 @@ class _KernelT:
                     f"bitcast=True)")
         if dt == "bool":
             return f"tl.full({shape}, {1 if value else 0}, tl.int1)"
-        if dt in _BITS or dt == "f8e8m0":
+        if dt in _BITS:
             npdt = kir.numpy_dtype(dt)
             bits = int(np.asarray(np.asarray(value).astype(npdt)).view(f"u{npdt.itemsize}"))
             return f"tl.full({shape}, {bits}, {_TL[dt]})"
@@ -492,11 +538,15 @@ class _KernelT:
             bits, eb, mb, bias, _, _, fn = NARROW[src]
             scale = 2.0 ** (1 - bias - mb)
             return f"_tf_widen({x}, {bits}, {eb}, {mb}, {bias}, {fn}, {scale!r})"
+        if src == "f8e8m0":
+            return f"_tf_widen_e8m0({x})"
         raise _unsupported("Widen", f"widening from {src}")
 
     @staticmethod
-    def round_f32(w: str, to: str, overflow: str) -> str:
+    def round_f32(w: str, to: str, overflow: str, rounding: str = "nearest") -> str:
         sat = 1 if overflow == "saturate" else 0
+        if to == "f8e8m0":
+            return f"_tf_round_e8m0({w}, {sat}, {_RND[rounding]})"
         if to == "f32":
             return f"_tf_f32_to_f32({w}, {sat})"
         if to in NARROW:
@@ -527,14 +577,13 @@ class _KernelT:
 
     @staticmethod
     def cast_expr(ins: kir.Cast, x: str, src: str, dst: str, overflow: str) -> str:
-        if "f8e8m0" in (src, dst):
-            raise _unsupported("Cast", f"{ins.out}: {src} -> {dst} (f8e8m0 is not rendered)")
+        rounding = ins.rounding
         if src == "bool":
             x, src = f"{x}.to(tl.int32)", "i32"
         if kir.is_float(src):
             w = _KernelT.widened(x, src)
             if kir.is_float(dst):
-                return _KernelT.round_f32(w, dst, overflow)
+                return _KernelT.round_f32(w, dst, overflow, rounding)
             if dst == "bool":
                 return f"({w} != 0.0)"
             lo, hi = {"i8": (-129.0, 128.0), "u8": (-1.0, 256.0),
@@ -550,11 +599,9 @@ class _KernelT:
             return f"{x}.to({_TL[dst]})"
         if dst == "f32":
             return f"{x}.to(tl.float32)" if src == "i64" else f"{x}.to(tl.int32).to(tl.float32)"
-        if src == "i64":
-            raise _unsupported("Cast", f"{ins.out}: i64 -> {dst} (the round-to-odd i64 carrier "
-                                       f"is not rendered)")
-        odd = f"_tf_f64_to_f32_odd({x}.to(tl.int32).to(tl.float64))"
-        return _KernelT.round_f32(odd, dst, overflow)
+        # the integer rounded to odd at f32 precision carries it to the narrower format
+        wide = f"_tf_i64_to_f64_odd({x})" if src == "i64" else f"{x}.to(tl.int32).to(tl.float64)"
+        return _KernelT.round_f32(f"_tf_f64_to_f32_odd({wide})", dst, overflow, rounding)
 
     def i_BinOp(self, ins: kir.BinOp, ind: str) -> None:
         a, b, k, dt = _name(ins.a), _name(ins.b), ins.kind, self.dt(ins.a)
@@ -582,9 +629,31 @@ class _KernelT:
                 expr = f"tl.minimum({a}, {b})"
             elif k == "max":
                 expr = f"tl.maximum({a}, {b})"
+            elif k in ("floordiv", "mod"):
+                expr = self.floor_divmod(k, a, b, dt, ind)
         if expr is None:
             raise _unsupported("BinOp", f"{ins.out}: {k} on {dt}")
         self.put(ind, ins.out, expr)
+
+    def floor_divmod(self, k: str, a: str, b: str, dt: str, ind: str) -> str:
+        """numpy's floored ``//`` / ``%`` (tf__floordiv / tf__mod): a zero divisor gives 0,
+        MIN // -1 wraps; Triton's ``//`` / ``%`` truncate (C), on a divisor made safe."""
+        t = _TL[dt]
+        bs = self.fresh("bs")
+        if dt == "u8":
+            self.emit(ind, f"{bs} = tl.where({b} == 0, 1, {b}).to({t})")
+            op = "//" if k == "floordiv" else "%"
+            return f"tl.where({b} == 0, 0, {a} {op} {bs}).to({t})"
+        self.emit(ind, f"{bs} = tl.where(({b} == 0) | ({b} == -1), 1, {b}).to({t})")
+        q, r = self.fresh("q"), self.fresh("rm")
+        self.emit(ind, f"{q} = ({a} // {bs}).to({t})")
+        self.emit(ind, f"{r} = ({a} % {bs}).to({t})")
+        if k == "floordiv":
+            fix = f"({q} - (({r} != 0) & (({a} < 0) != ({b} < 0))).to({t})).to({t})"
+            return (f"tl.where({b} == 0, 0, tl.where({b} == -1, (0 - {a}).to({t}), "
+                    f"{fix})).to({t})")
+        fix = f"tl.where(({r} != 0) & (({r} < 0) != ({b} < 0)), ({r} + {b}).to({t}), {r})"
+        return f"tl.where(({b} == 0) | ({b} == -1), 0, {fix}).to({t})"
 
     def i_UnOp(self, ins: kir.UnOp, ind: str) -> None:
         x, k, dt = _name(ins.x), ins.kind, self.dt(ins.x)
@@ -649,8 +718,11 @@ class _KernelT:
 
     def i_Reduce(self, ins: kir.Reduce, ind: str) -> None:
         dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
-        if (kind == "abs_max" and not kir.is_float(dt)) or dt in _BITS:
+        if dt in _BITS or (kind == "abs_max" and dt == "bool"):
             raise _unsupported("Reduce", f"{ins.out}: {kind} over {dt}")
+        # integer abs_max compares magnitudes unsigned (a wrapped |INT_MIN| stays the largest)
+        umag = kind == "abs_max" and kir.is_int(dt)
+        ut = {"i8": "tl.uint8", "u8": "tl.uint8", "i32": "tl.uint32", "i64": "tl.uint64"}.get(dt)
         full = set(self.types[ins.x].full) | (set(self.types[ins.mask].full) if ins.mask
                                               else set())
         red = [d for d in ins.axes if d in full]
@@ -659,7 +731,10 @@ class _KernelT:
         oshape = self.shape(ins.out)
         x = self.fresh("x")
         self.emit(ind, f"{x} = tl.broadcast_to({_name(ins.x)}, {xshape})")
-        if kind == "abs_max":
+        if umag:
+            mag = x if dt == "u8" else f"tl.where({x} < 0, (0 - {x}).to({_TL[dt]}), {x})"
+            self.emit(ind, f"{x} = {mag}.to({ut}, bitcast=True)")
+        elif kind == "abs_max":
             self.emit(ind, f"{x} = {'_tf_abs32' if dt == 'f32' else '_tf_abs64'}({x})")
         if dt == "bool":
             self.emit(ind, f"{x} = {x}.to(tl.int32)")
@@ -667,6 +742,7 @@ class _KernelT:
         if ins.mask:  # masked lanes: the step's exact identity (+0 for the TwoSum fold)
             mk = f"tl.broadcast_to({_name(ins.mask)}, {xshape})"
             ident = self.full_const(0.0, "f64", [1] * self.rank) if kind in kir.COMPENSATED \
+                else f"tl.full({[1] * self.rank}, 0, {ut})" if umag \
                 else self.identity(kind, rdt, [1] * self.rank)
             self.emit(ind, f"{x} = tl.where({mk}, {x}, {ident})")
         acc = self.fresh("r")
@@ -712,10 +788,15 @@ class _KernelT:
             self.emit(ind, f"{acc} = tl.broadcast_to({cur}, {oshape})")
             if dt == "bool":
                 self.emit(ind, f"{acc} = {acc} != 0")
+            elif umag:
+                self.emit(ind, f"{acc} = {acc}.to({ut}).to({_TL[dt]}, bitcast=True)")
             elif kir.is_int(dt):
                 self.emit(ind, f"{acc} = {acc}.to({_TL[dt]})")
             if init is not None:
-                if kind == "sum":
+                if umag:
+                    comb = (f"tl.where({init}.to({ut}, bitcast=True) >= "
+                            f"{acc}.to({ut}, bitcast=True), {init}, {acc})")
+                elif kind == "sum":
                     comb = f"({init} + {acc})" if kir.is_float(dt) else \
                         f"({init} + {acc}).to({_TL[dt]})"
                 elif dt == "bool":

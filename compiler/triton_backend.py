@@ -23,8 +23,8 @@ Where it runs (``TritonBackend(device=...)``; by default from the environment):
 * neither: constructing the backend raises a one-line ``InvalidArgumentError`` saying how to
   run it. There is never a fallback to another backend.
 
-Capabilities: the lowering's ops and policies and overflow modes, every evaluable dtype but
-``f8e8m0`` (the renderer has no f8e8m0 conversion yet); whatever the renderer cannot handle
+Capabilities: the lowering's ops, dtypes, policies and overflow modes (those of
+``kernel-interp``; no mesh); whatever the renderer cannot handle
 for a particular program raises ``NotSupportedError`` naming the kernel-IR construct during
 the render pass, before any kernel is built or launched. A Triton compile error becomes
 ``TritonCompileError`` with the generated source kept on disk (``source_path``).
@@ -229,5 +229,5 @@ class TritonBackend(KernelInterpBackend):
     def capabilities(self) -> Capabilities:
         return Capabilities(
             ops=frozenset(op.__name__ for op in LOWERINGS),
-            dtypes=frozenset(d for d in DType if FORMATS[d].evaluable and d.value != "f8e8m0"),
+            dtypes=frozenset(d for d in DType if FORMATS[d].evaluable),
             policies=ALL_POLICIES, overflow_modes=ALL_OVERFLOW, mesh=False)

@@ -20,6 +20,7 @@ pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
 
 from tilefoundry.compiler import kir  # noqa: E402
+from tilefoundry.compiler.backends import KernelInterpBackend  # noqa: E402
 from tilefoundry.compiler.errors import NotSupportedError  # noqa: E402
 from tilefoundry.compiler.render_triton import NARROW, PRELUDE, _KernelT, render  # noqa: E402
 from tilefoundry.compiler.triton_backend import (  # noqa: E402
@@ -59,15 +60,32 @@ def round_{dt}_{ov}(X, Y, N: tl.constexpr):
     x = tl.load(X + i)
     tl.store(Y + i, {r("x", dt, ov)}.to({_INT[bits]}, bitcast=True))
 ''')
-    cast_ins = kir.Cast("%1", "%0", "bf16")
-    for dt in NARROW:
-        e = _KernelT.cast_expr(cast_ins, "x", "i32", dt, "nonfinite")
-        parts.append(f'''
+    parts.append(f'''
 @triton.jit
-def i32_to_{dt}(X, Y, N: tl.constexpr):
+def widen_f8e8m0(X, Y, N: tl.constexpr):
+    i = tl.arange(0, N)
+    x = tl.load(X + i).to(tl.uint8, bitcast=True)
+    tl.store(Y + i, {_KernelT.widened("x", "f8e8m0")})
+''')
+    for ov in ("nonfinite", "saturate"):
+        for rnd in ("nearest", "up", "down"):
+            parts.append(f'''
+@triton.jit
+def round_f8e8m0_{ov}_{rnd}(X, Y, N: tl.constexpr):
     i = tl.arange(0, N)
     x = tl.load(X + i)
-    tl.store(Y + i, {e}.to({_INT[NARROW[dt][0]]}, bitcast=True))
+    tl.store(Y + i, {r("x", "f8e8m0", ov, rnd)}.to(tl.int8, bitcast=True))
+''')
+    cast_ins = kir.Cast("%1", "%0", "bf16")
+    for src in ("i32", "i64"):
+        for dt in (*NARROW, "f8e8m0"):
+            e = _KernelT.cast_expr(cast_ins, "x", src, dt, "nonfinite")
+            parts.append(f'''
+@triton.jit
+def {src}_to_{dt}(X, Y, N: tl.constexpr):
+    i = tl.arange(0, N)
+    x = tl.load(X + i)
+    tl.store(Y + i, {e}.to({_INT[NARROW.get(dt, (8,))[0]]}, bitcast=True))
 ''')
     for dt in ("i8", "u8", "i32"):
         e = _KernelT.cast_expr(cast_ins, "x", "f32", dt, "nonfinite")
@@ -146,14 +164,34 @@ def test_round_from_f32_is_bit_exact(conv, dt: str, ov: str) -> None:
                                      hex(int(_bits(want)[i]))) for i in bad[:5]])
 
 
-@pytest.mark.parametrize("dt", sorted(NARROW))
-def test_i32_to_narrow_rounds_once(conv, dt: str) -> None:
+def test_f8e8m0_widen_every_pattern_and_round_in_every_mode(conv) -> None:
+    codes = np.arange(256, dtype=np.int64).astype(np.int8)
+    got = _launch(conv.widen_f8e8m0, codes, np.float32)
+    assert np.array_equal(_bits(got), _bits(cast(codes.view(kir.numpy_dtype("f8e8m0")), "f32")))
+    x = np.concatenate([_structured_f32("bf16")[::7], np.ldexp(np.float32(1.5), np.arange(
+        -149, 128)).astype(np.float32), np.float32(2.0) ** np.arange(-149, 128, dtype=np.float32)])
+    for ov in ("nonfinite", "saturate"):
+        for rnd in ("nearest", "up", "down"):
+            got = _launch(getattr(conv, f"round_f8e8m0_{ov}_{rnd}"), x, np.int8)
+            want = cast(x, "f8e8m0", overflow=ov, rounding=rnd)
+            assert np.array_equal(_bits(got), _bits(want)), (ov, rnd)
+
+
+@pytest.mark.parametrize("src", ["i32", "i64"])
+@pytest.mark.parametrize("dt", [*sorted(NARROW), "f8e8m0"])
+def test_integer_to_narrow_rounds_once(conv, src: str, dt: str) -> None:
     rng = np.random.default_rng(3)
-    x = np.concatenate([np.arange(-70000, 70000, dtype=np.int32),
-                        rng.integers(-(1 << 31), 1 << 31, 1 << 15, dtype=np.int64).astype(
-                            np.int32),
-                        np.array([-(1 << 31), (1 << 31) - 1], np.int32)])
-    got = _launch(getattr(conv, f"i32_to_{dt}"), x, _NP_INT[kir.numpy_dtype(dt).itemsize * 8])
+    npsrc = kir.numpy_dtype(src)
+    ii = np.iinfo(npsrc)
+    x = np.concatenate([np.arange(-70000, 70000), rng.integers(ii.min, ii.max, 1 << 15,
+                                                               dtype=np.int64, endpoint=True),
+                        [ii.min, ii.max, ii.max - 1, ii.min + 1]]).astype(npsrc)
+    if src == "i64":  # near-ties at every scale: 2^k ± small, the carrier's hard cases
+        k = np.arange(20, 63)
+        x = np.concatenate([x, *[(np.int64(1) << k) + d for d in (-3, -1, 1, 3)],
+                            *[-(np.int64(1) << k) + d for d in (-1, 1)]]).astype(npsrc)
+    got = _launch(getattr(conv, f"{src}_to_{dt}"), x,
+                  _NP_INT[NARROW.get(dt, (8,))[0]])
     assert np.array_equal(_bits(got), _bits(cast(x, dt)))
 
 
@@ -169,8 +207,7 @@ def test_f32_to_integer_truncates_in_range(conv, dt: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # the quick tier, a bounded subset, through the conformance runner
 # ---------------------------------------------------------------------------------------------
-_ALLOWED_NS = ("not supported by the Triton renderer", "sharded programs",
-               "dtype(s) ['f8e8m0'] not supported")
+_ALLOWED_NS = ("not supported by the Triton renderer", "sharded programs")
 
 
 def test_quick_tier_subset_in_the_interpreter(tmp_path, monkeypatch) -> None:
@@ -199,11 +236,11 @@ def _program(body, dt="f32", n=8) -> kir.Program:
 
 
 def test_an_unrendered_construct_is_not_supported_before_any_kernel_runs() -> None:
-    body = [kir.Load("%0", "x", (1,)), kir.Cast("%1", "%0", "f8e8m0"),
-            kir.Cast("%2", "%1", "f32"), kir.Store("y", (1,), "%2")]
+    body = [kir.Load("%0", "x", (1,)), kir.Math("%1", "gelu_none", "%0"),
+            kir.Store("y", (1,), "%1")]
     prog = _program(body)
     kir.verify(prog)
-    with pytest.raises(NotSupportedError, match=r"triton: Cast.*f8e8m0"):
+    with pytest.raises(NotSupportedError, match=r"triton: Math.*gelu_none on f32"):
         render(prog)
 
 
@@ -227,6 +264,31 @@ def test_a_triton_compile_error_keeps_the_source() -> None:
     assert "tl.no_such_store" in ex.source_path.read_text()
 
 
+@pytest.mark.parametrize("dt", ["i8", "u8", "i32", "i64"])
+def test_integer_floordiv_and_mod_are_floored_with_zero_divisors(dt: str) -> None:
+    npdt = kir.numpy_dtype(dt)
+    ii = np.iinfo(npdt)
+    vals = np.array(sorted({0, 1, 2, 3, 7, 100, ii.max, ii.min, ii.min + 1,
+                            *([-1, -2, -3, -7, -100] if ii.min < 0 else [])}), npdt)
+    a, b = (v.reshape(-1) for v in np.meshgrid(vals, vals))
+    n = a.size
+    bufs = (kir.Buffer("a", dt, (n,), (1,), "input"), kir.Buffer("b", dt, (n,), (1,), "input"),
+            kir.Buffer("q", dt, (n,), (1,)), kir.Buffer("r", dt, (n,), (1,)))
+    nb = kir.next_pow2(n)
+    body = (kir.EdgeMask("%m", (0,)), kir.Load("%a", "a", (1,), mask="%m"),
+            kir.Load("%b", "b", (1,), mask="%m", other=1), kir.BinOp("%q", "floordiv", "%a", "%b"),
+            kir.BinOp("%r", "mod", "%a", "%b"), kir.Store("q", (1,), "%q", mask="%m"),
+            kir.Store("r", (1,), "%r", mask="%m"))
+    prog = kir.Program("p", bufs, ("a", "b"), ("q", "r"),
+                       (kir.Kernel("k0", (n,), (nb,), body),))
+    kir.verify(prog)
+    q, r = TritonExecutable(prog, render(prog), "interpret").run([a, b])
+    with np.errstate(all="ignore"):
+        want_q = np.where(b == 0, 0, np.floor_divide(a, np.where(b == 0, 1, b))).astype(npdt)
+        want_r = np.where((b == 0), 0, np.mod(a, np.where(b == 0, 1, b))).astype(npdt)
+    assert np.array_equal(q, want_q) and np.array_equal(r, want_r)
+
+
 def test_a_rendered_kernel_runs_and_neg_keeps_the_sign_of_zero() -> None:
     body = [kir.Load("%0", "x", (1,)), kir.UnOp("%1", "neg", "%0"), kir.Store("y", (1,), "%1")]
     prog = _program(body)
@@ -247,5 +309,5 @@ def test_no_gpu_and_no_interpreter_is_a_one_line_error(monkeypatch) -> None:
     assert triton_device("interpret") == "interpret"
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert TritonBackend().device == "interpret"
-    assert "f8e8m0" not in {d.value for d in TritonBackend().capabilities().dtypes}
+    assert TritonBackend().capabilities() == KernelInterpBackend().capabilities()
     assert os.environ["TRITON_INTERPRET"] == "1"
