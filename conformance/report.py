@@ -11,7 +11,6 @@ so a report can be regenerated from a JSON-lines file alone (``read_jsonl``).
 from __future__ import annotations
 
 import json
-import pickle
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -25,8 +24,19 @@ import numpy as np
 from tilefoundry.conformance.cases import VERDICTS
 
 __all__ = [
-    "SEVERITY", "Progress", "coverage_matrix", "judged_line", "read_jsonl", "strip_timing", "summary_table",
-    "write_coverage", "write_junit", "write_reproducer",
+    "SEVERITY",
+    "Progress",
+    "ReproducerError",
+    "coverage_matrix",
+    "judged_line",
+    "load_reproducer",
+    "read_jsonl",
+    "rerun_reproducer",
+    "strip_timing",
+    "summary_table",
+    "write_coverage",
+    "write_junit",
+    "write_reproducer",
 ]
 
 ABBR = {"PASS": "PASS", "UNJUDGED": "UNJ", "FAIL": "FAIL", "NOT_SUPPORTED": "N/S", "XFAIL": "XFAIL",
@@ -286,73 +296,138 @@ def write_coverage(records: list[dict], path: str | Path) -> None:
 # =============================================================================================
 # reproducers
 # =============================================================================================
+REPRO_FORMAT = 2  # 2: no pickle anywhere (program as DSL source, inputs as raw bits)
+
 REPRO_PY = '''\
 #!/usr/bin/env python
 """Reproducer of conformance case {case_id!r} ({family}), seed {seed}.
 
-    python repro.py [--backend SPEC] [--recorded]
+    python repro.py [--backend SPEC] [--recorded] [--catalog MOD:FN]
 
 SPEC: a backend (a built-in name or 'package.module:factory') or a candidate callable
 'package.module:function' taking (module, entry, inputs).
 
-re-runs the backend (default: {backend!r}; a 'package.module:factory' must be importable, e.g.
-through PYTHONPATH) on the recorded input bits and judges its outputs with the tilefoundry
-oracle; --recorded judges the recorded observed outputs instead, with no backend. The program is
-module.pkl (its text: program.txt); when that cannot be loaded, program_dsl.py (the DSL source)
-is read, else the case is rebuilt from the catalog by case id and seed. Exit status: 0 PASS, 1 FAIL / ERROR."""
+Re-runs the backend (default: {backend!r}) on the recorded input bits and judges its outputs
+with the tilefoundry oracle; --recorded judges the recorded observed outputs instead, with no
+backend. Safe to open: nothing in this directory is executed or unpickled. The program is read
+from program_dsl.py by the DSL parser (which runs no code), the inputs are raw bits (.npy
+without pickles), and this script imports only tilefoundry, numpy and the backend you name
+(its own directory is taken off the import path first). Exit status: 0 PASS, 1 FAIL / ERROR,
+2 when the reproducer cannot be loaded."""
 
-import argparse
-import json
-import pickle
+import os
 import sys
-from pathlib import Path
 
-import numpy as np
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 
-HERE = Path(__file__).resolve().parent
+from tilefoundry.conformance.report import rerun_reproducer  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(rerun_reproducer(HERE, sys.argv[1:]))
+'''
 
 
-def arrays(prefix, metas):
+class ReproducerError(Exception):
+    """A reproducer directory that cannot be loaded without running or unpickling its files."""
+
+
+def _load_program(d: Path, meta: dict, catalog: str | None = None):
+    from tilefoundry.errors import TilefoundryError
+
+    if meta.get("format", 1) < REPRO_FORMAT or (d / "module.pkl").exists() or \
+            (d / "inputs.pkl").exists():
+        raise ReproducerError(
+            f"{d}: an old reproducer holding pickles (module.pkl / inputs.pkl), which can run "
+            f"code when loaded; it is refused. Rebuild it with this tilefoundry (rerun the case "
+            f"with --repro-dir), or load the pickles yourself if you trust their origin")
+    src = d / "program_dsl.py"
+    if src.exists():
+        from tilefoundry.semantics.dsl import parse_module
+
+        try:
+            return parse_module(src.read_text(), filename=str(src))
+        except TilefoundryError as e:
+            raise ReproducerError(f"{src}: {e}") from None
+    if meta.get("program") == "catalog":
+        from tilefoundry.conformance.runner import load_catalog
+
+        cat = load_catalog(meta["seed"], catalog=catalog)  # the built-in one unless named
+        try:
+            return cat[meta["id"]].build()[0]
+        except KeyError:
+            raise ReproducerError(f"{d}: case {meta['id']!r} is not in the catalog "
+                                  f"{catalog or '(built in)'}; name its catalog with "
+                                  f"--catalog") from None
+    raise ReproducerError(f"{d}: the program has no DSL spelling "
+                          f"({meta.get('program_note', 'not written')}) and is not a catalog "
+                          f"case; program.txt holds its text")
+
+
+def _load_arrays(d: Path, prefix: str, metas: list) -> list:
     from tilefoundry.semantics.dtypes import from_bits
 
-    return [from_bits(np.load(HERE / f"{{prefix}}_{{i}}.npy"), m["dtype"])
-            for i, m in enumerate(metas)]
+    out = []
+    for i, m in enumerate(metas):
+        f = d / f"{prefix}_{i}.npy"
+        try:
+            bits = np.load(f, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise ReproducerError(f"{f}: {e}") from None
+        out.append(from_bits(bits, m["dtype"]))
+    return out
 
 
-def load(meta):
+def load_reproducer(directory: str | Path, catalog: str | None = None
+                    ) -> tuple[Any, str, list, dict]:
+    """(module, entry, inputs, case metadata) of a reproducer directory, executing and
+    unpickling nothing from it (``ReproducerError`` when it cannot be loaded that way)."""
+    from tilefoundry.semantics.evaluator.mesh import Sharded
+
+    d = Path(directory)
     try:
-        module = pickle.loads((HERE / "module.pkl").read_bytes())
-    except Exception as e:  # an IR change since the pickle was written
-        if (HERE / "program_dsl.py").exists():
-            print(f"module.pkl: {{e}}; reading program_dsl.py", file=sys.stderr)
-            import runpy
+        meta = json.loads((d / "case.json").read_text())
+    except (OSError, ValueError) as e:
+        raise ReproducerError(f"{d / 'case.json'}: {e}") from None
+    if not isinstance(meta, dict) or "entry" not in meta or "inputs" not in meta:
+        raise ReproducerError(f"{d / 'case.json'}: not a reproducer's case description")
+    module = _load_program(d, meta, catalog)
+    inputs = _load_arrays(d, "input", meta["inputs"])
+    if any(m.get("sharded") for m in meta["inputs"]):
+        from tilefoundry.semantics.typeinfer.core import Session
+        from tilefoundry.semantics.typeinfer.functions import infer_module
 
-            module = runpy.run_path(str(HERE / "program_dsl.py"))["mod"]
-        else:
-            print(f"module.pkl: {{e}}; rebuilding the case from the catalog", file=sys.stderr)
-            from tilefoundry.conformance.runner import load_catalog
-
-            cat = load_catalog(meta["seed"], catalog=meta.get("catalog"))
-            module = cat[meta["id"]].build()[0]
-    if (HERE / "inputs.pkl").exists():
-        inputs = pickle.loads((HERE / "inputs.pkl").read_bytes())
-    else:
-        inputs = arrays("input", meta["inputs"])
-    return module, meta["entry"], inputs
+        fn = infer_module(module, Session())[meta["entry"]]
+        inputs = [Sharded(fn.params[i].type.shard, x) if m.get("sharded") else x
+                  for i, (m, x) in enumerate(zip(meta["inputs"], inputs, strict=True))]
+    return module, meta["entry"], inputs, meta
 
 
-def main(argv=None):
-    meta = json.loads((HERE / "case.json").read_text())
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", default=meta["backend"])
+def rerun_reproducer(directory: str | Path, argv: list[str] | None = None) -> int:
+    """``repro.py``'s logic: re-run the backend (or judge the recorded outputs) and print the
+    verdict; 0 PASS, 1 FAIL / ERROR, 2 when the reproducer cannot be loaded."""
+    import argparse
+
+    d = Path(directory)
+    try:
+        meta_backend = json.loads((d / "case.json").read_text()).get("backend") or "reference"
+    except (OSError, ValueError, AttributeError):
+        meta_backend = "reference"
+    ap = argparse.ArgumentParser(prog="repro.py", description="re-run a conformance case")
+    ap.add_argument("--backend", default=meta_backend)
     ap.add_argument("--recorded", action="store_true",
                     help="judge the recorded observed outputs; run no backend")
+    ap.add_argument("--catalog", help="the catalog a case id belongs to (default: built in)")
     args = ap.parse_args(argv)
     from tilefoundry.oracle.compare import check
 
-    module, entry, inputs = load(meta)
+    try:
+        module, entry, inputs, meta = load_reproducer(d, args.catalog)
+    except ReproducerError as e:
+        print(f"repro.py: {e}", file=sys.stderr)
+        return 2
     if args.recorded:
-        observed = tuple(arrays("observed", meta["observed"]))
+        observed = tuple(_load_arrays(d, "observed", meta["observed"]))
         observed = observed[0] if len(observed) == 1 and not meta["tuple_result"] else observed
     else:
         from tilefoundry.oracle.repro import load_candidate
@@ -361,14 +436,9 @@ def main(argv=None):
         observed = run(module, entry, [np.array(x, copy=True) if isinstance(x, np.ndarray)
                                        else x for x in inputs])
     verdict = check(module, entry, inputs, observed)
-    print(f"case {{meta['id']}} on {{'the recorded outputs' if args.recorded else args.backend}}:")
+    print(f"case {meta['id']} on {'the recorded outputs' if args.recorded else args.backend}:")
     print(verdict.summary())
     return 0 if verdict.status == "PASS" else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''
 
 
 def _bits(x: np.ndarray) -> tuple[np.ndarray, str]:
@@ -392,17 +462,24 @@ def _hex_lines(name: str, x: np.ndarray) -> list[str]:
     return out
 
 
-def _program_source(module: Any) -> tuple[str, str | None]:
-    """(canonical IR text, DSL source or None). The DSL printer is preferred when it exists."""
+def _program_source(module: Any) -> tuple[str, str | None, str]:
+    """(canonical IR text, DSL source or None, why not). The DSL source is written only when
+    the parser reads it back to the same Module (it is what a reproducer loads)."""
+    from tilefoundry.semantics.dsl import parse_module, to_source
     from tilefoundry.semantics.printer import to_text
 
     text = to_text(module)
     try:
-        from tilefoundry.semantics.dsl import to_source  # type: ignore[attr-defined]
-
-        return text, to_source(module)
-    except Exception:
-        return text, None
+        src = to_source(module)
+    except Exception as e:  # a construct the DSL cannot spell: no source, said in case.json
+        return text, None, f"{type(e).__name__}: {e}"[:300]
+    try:
+        back = parse_module(src)
+    except Exception as e:
+        return text, None, f"the DSL source does not parse back: {e}"[:300]
+    if back != module:
+        return text, None, "the DSL source parses back to another program"
+    return text, src, ""
 
 
 def write_reproducer(path: str | Path, *, case_id: str, family: str, seed: int, backend: str,
@@ -410,34 +487,34 @@ def write_reproducer(path: str | Path, *, case_id: str, family: str, seed: int, 
                      catalog: str | None = None) -> Path:
     """A self-contained reproducer directory for a failing case:
 
-    ``program.txt`` (the IR text; ``program_dsl.py`` too when the DSL printer exists),
-    ``module.pkl``, ``input_<i>.npy`` (raw bits, unsigned integers of the storage width) and
+    ``program.txt`` (the IR text) and ``program_dsl.py`` (the DSL source, when it reads back to
+    the same program), ``input_<i>.npy`` (raw bits, unsigned integers of the storage width, no
+    pickle; a Sharded input's per-device data) and
     ``inputs.hex.txt``, ``expected_<i>.npy`` / ``observed_<i>.npy`` (raw bits), ``verdict.txt``
     (the oracle's summary: contract, worst element, ULP distance), ``case.json`` (id, seed,
     backend, dtypes and shapes) and ``repro.py``, which re-runs the comparison with only
-    tilefoundry and the backend installed: ``python repro.py --backend SPEC``."""
+    tilefoundry and the backend installed: ``python repro.py --backend SPEC``. Nothing in it is
+    a pickle and nothing in it runs when it is loaded (``load_reproducer``)."""
     from tilefoundry.oracle.compare import _as_outputs, _gather
 
     p = Path(path)
     p.mkdir(parents=True, exist_ok=True)
-    text, dsl = _program_source(module)
+    from tilefoundry.semantics.evaluator.mesh import Sharded
+
+    text, dsl, why = _program_source(module)
     (p / "program.txt").write_text(text + "\n")
     if dsl:
         (p / "program_dsl.py").write_text(dsl if dsl.endswith("\n") else dsl + "\n")
-    (p / "module.pkl").write_bytes(pickle.dumps(module))
     in_meta: list[dict] = []
     hexes: list[str] = []
-    plain = all(isinstance(x, np.ndarray) for x in inputs)
-    if not plain:
-        (p / "inputs.pkl").write_bytes(pickle.dumps(list(inputs)))
     for i, x in enumerate(inputs):
-        if isinstance(x, np.ndarray):
-            bits, dt = _bits(x)
-            np.save(p / f"input_{i}.npy", bits)
-            in_meta.append({"dtype": dt, "shape": list(x.shape)})
-            hexes += _hex_lines(f"input {i}", x)
-        else:
-            in_meta.append({"dtype": None, "type": type(x).__name__})
+        sharded = isinstance(x, Sharded)
+        data = x.data if sharded else np.asarray(x)
+        bits, dt = _bits(data)
+        np.save(p / f"input_{i}.npy", bits, allow_pickle=False)
+        in_meta.append({"dtype": dt, "shape": list(data.shape),
+                        **({"sharded": True} if sharded else {})})
+        hexes += _hex_lines(f"input {i}" + (" (per-device data)" if sharded else ""), data)
     (p / "inputs.hex.txt").write_text("\n".join(hexes) + "\n")
     ref = verdict.reference.value if verdict.reference is not None else None
     tuple_result = isinstance(ref, tuple | list)
@@ -457,8 +534,12 @@ def write_reproducer(path: str | Path, *, case_id: str, family: str, seed: int, 
         ob_meta.append({"dtype": dt, "shape": list(np.asarray(o).shape)})
     (p / "verdict.txt").write_text(f"case {case_id} ({family}) on backend {backend}, seed "
                                    f"{seed}\n{verdict.summary()}\n")
-    meta = {"id": case_id, "family": family, "seed": seed, "backend": backend,
-            "catalog": catalog, "entry": entry, "inputs": in_meta, "expected": ex_meta,
+    program = "dsl" if dsl else ("catalog" if not case_id.startswith(("oracle/", "fuzz/"))
+                                 else "none")
+    meta = {"format": REPRO_FORMAT, "id": case_id, "family": family, "seed": seed,
+            "backend": backend, "catalog": catalog, "program": program,
+            **({"program_note": why} if why else {}),
+            "entry": entry, "inputs": in_meta, "expected": ex_meta,
             "observed": ob_meta, "tuple_result": tuple_result, "status": verdict.status,
             "contracts_version": verdict.contracts_version}
     (p / "case.json").write_text(json.dumps(meta, indent=1) + "\n")

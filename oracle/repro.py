@@ -1,8 +1,8 @@
 """The reproducer writer: a self-contained directory per failure.
 
 One writer serves the oracle and the conformance runner (``conformance.report.write_reproducer``
-holds the format): the program (``module.pkl``, its text ``program.txt`` and the DSL source
-``program_dsl.py`` when the DSL can print it), the inputs as raw bits (``input_<i>.npy``, an
+holds the format): the program (its text ``program.txt`` and the DSL source ``program_dsl.py``
+when the DSL spells it exactly; a catalog case is otherwise rebuilt by id), the inputs as raw bits (``input_<i>.npy``, an
 unsigned view: ``.npy`` has no bf16 / fp8 types) and in hex (``inputs.hex.txt``), the expected and
 observed outputs (``expected_<i>.npy`` / ``observed_<i>.npy``), the verdict (``verdict.txt``:
 contract, mismatches, worst element in hex and decimal), ``case.json`` and a standalone
@@ -11,15 +11,14 @@ contract, mismatches, worst element in hex and decimal), ``case.json`` and a sta
     python repro.py [--backend SPEC] [--recorded]
 
 re-runs the comparison with only tilefoundry and the candidate installed (exit 1 on FAIL /
-ERROR). ``SPEC`` names a backend (a built-in name, ``package.module:factory``) or a candidate
+ERROR). Nothing in a reproducer is a pickle or runs when it is opened: the program is DSL source
+read by the DSL parser, the inputs raw bits. ``SPEC`` names a backend (a built-in name, ``package.module:factory``) or a candidate
 callable ``package.module:function`` taking ``(module, entry, inputs)``.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
-import runpy
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,15 +39,13 @@ def write_repro(directory: str | Path, module: Module, entry: str, inputs: Seque
                             inputs=list(inputs), verdict=verdict, observed=observed)
 
 
-def _script(directory: str | Path) -> dict:
-    return runpy.run_path(str(Path(directory) / "repro.py"), run_name="tilefoundry_repro")
+def load_repro(directory: str | Path, catalog: str | None = None
+               ) -> tuple[Module, str, list, dict]:
+    """(module, entry, inputs, case metadata) of a reproducer directory; nothing in it is
+    executed or unpickled (``conformance.report.load_reproducer``)."""
+    from tilefoundry.conformance.report import load_reproducer
 
-
-def load_repro(directory: str | Path) -> tuple[Module, str, list, dict]:
-    """(module, entry, inputs, case metadata) of a reproducer directory."""
-    meta = json.loads((Path(directory) / "case.json").read_text())
-    module, entry, inputs = _script(directory)["load"](meta)
-    return module, entry, list(inputs), meta
+    return load_reproducer(directory, catalog)
 
 
 def load_candidate(spec: str):
@@ -80,8 +77,11 @@ def _arity(obj: Any) -> int:
 
 
 def rerun(directory: str | Path, candidate: str | None = None) -> int:
-    """Run the directory's ``repro.py`` logic in-process; returns its exit status."""
+    """``repro.py``'s logic in-process (the library's, not the directory's file); returns its
+    exit status."""
+    from tilefoundry.conformance.report import rerun_reproducer
+
     args = [] if candidate is None else ["--backend", candidate]
-    return int(_script(directory)["main"](args))
+    return int(rerun_reproducer(directory, args))
 
 

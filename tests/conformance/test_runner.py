@@ -308,9 +308,10 @@ def test_fail_gets_a_reproducer_that_replays_without_the_runner(full_run):
     rec = {r["id"]: r for r in res.records}
     rdir = d / "repro" / rec["flaky/garbage"]["repro"]
     names = {p.name for p in rdir.iterdir()}
-    assert {"program.txt", "module.pkl", "input_0.npy", "input_1.npy", "inputs.hex.txt",
+    assert {"program.txt", "program_dsl.py", "input_0.npy", "input_1.npy", "inputs.hex.txt",
             "expected_0.npy", "observed_0.npy", "verdict.txt", "case.json",
             "repro.py"} <= names
+    assert not [n for n in names if n.endswith(".pkl")]  # nothing that runs code when loaded
     assert "Binary(kind=sub)" in (rdir / "program.txt").read_text()
     hexes = (rdir / "inputs.hex.txt").read_text()
     assert hexes.startswith("input 0: f32 shape [8]")

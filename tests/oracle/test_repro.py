@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from tilefoundry.oracle.compare import FAIL, check_candidate
 from tilefoundry.oracle.planted import buried_program, truncating_mul
@@ -28,8 +29,9 @@ def test_reduced_failure_round_trips_through_a_standalone_reproducer(tmp_path):
     d = write_repro(tmp_path / "case", r.module, r.entry, r.inputs, v,
                     candidate="tilefoundry.oracle.planted:truncating_mul", observed=observed)
     names = {p.name for p in d.iterdir()}
-    assert {"program.txt", "module.pkl", "input_0.npy", "inputs.hex.txt", "expected_0.npy",
+    assert {"program.txt", "input_0.npy", "inputs.hex.txt", "expected_0.npy",
             "observed_0.npy", "verdict.txt", "repro.py", "case.json"} <= names
+    assert not [n for n in names if n.endswith(".pkl")]
     assert "program_dsl.py" in names  # the minimal program as DSL source
     dsl_lines = [ln for ln in (d / "program_dsl.py").read_text().splitlines() if ln.strip()]
     assert len(dsl_lines) <= 15, dsl_lines
@@ -47,3 +49,49 @@ def test_reduced_failure_round_trips_through_a_standalone_reproducer(tmp_path):
     good = subprocess.run([sys.executable, str(d / "repro.py"), "--backend", "reference"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert good.returncode == 0 and "PASS" in good.stdout, good.stdout + good.stderr
+
+
+def _planted_reproducer(tmp_path):
+    module, entry, inputs = buried_program(8, 0)
+    v = check_candidate(module, entry, inputs, truncating_mul)
+    observed = truncating_mul(module, entry, list(inputs))
+    return write_repro(tmp_path / "case", module, entry, inputs, v,
+                       candidate="tilefoundry.oracle.planted:truncating_mul", observed=observed)
+
+
+def test_a_reproducer_runs_nothing_of_its_own_when_opened(tmp_path):
+    """Issue 21: repro.py unpickled module.pkl / inputs.pkl, ran program_dsl.py and put its own
+    directory first on sys.path, so a reproducer from a bug report ran code when opened. Now:
+    a module shadowing the standard library or numpy in the directory is not imported, code in
+    program_dsl.py is parsed, never run (the load fails instead), and a planted pickle makes
+    the reproducer refused. The payloads would create a marker file."""
+    import pickle
+
+    d = _planted_reproducer(tmp_path)
+    marker = tmp_path / "pwned"
+    payload = f"open({str(marker)!r}, 'w').write('x')\n"
+    for name in ("json.py", "argparse.py", "numpy.py", "pathlib.py"):
+        (d / name).write_text(payload)
+    ok = subprocess.run([sys.executable, str(d / "repro.py"), "--backend", "reference"],
+                        capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert ok.returncode == 0 and "PASS" in ok.stdout, ok.stdout + ok.stderr
+    assert not marker.exists()
+    # code in the program source: the DSL parser reads it, never runs it
+    src = (d / "program_dsl.py").read_text()
+    (d / "program_dsl.py").write_text(f"__import__('os').system('touch {marker}')\n" + src)
+    bad = subprocess.run([sys.executable, str(d / "repro.py")], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert not marker.exists(), bad.stdout + bad.stderr
+    (d / "program_dsl.py").write_text(src)
+
+    class Boom:
+        def __reduce__(self):
+            return (exec, (payload,))
+
+    (d / "module.pkl").write_bytes(pickle.dumps(Boom()))
+    refused = subprocess.run([sys.executable, str(d / "repro.py")], capture_output=True,
+                             text=True, cwd=tmp_path, timeout=120)
+    assert refused.returncode == 2 and "refused" in refused.stderr, refused.stderr
+    assert not marker.exists()
+    with pytest.raises(Exception, match="holding pickles"):
+        load_repro(d)
