@@ -1,0 +1,1188 @@
+"""``--backend distributed``: sharded programs on real processes through ``torch.distributed``.
+
+Each device of the program's mesh is one process (a *rank*) of a ``torch.distributed`` process
+group (``gloo`` on CPU; ``TILEFOUNDRY_DIST_BACKEND`` or the factory's ``dist_backend`` picks
+another, such as ``nccl``, which needs GPUs). Device ``(d0, d1, ...)`` is the rank with that
+C-order linear index; a collective over some mesh axes runs in the sub-group of the ranks that
+differ only along those axes (one sub-group per mesh axis, or per set of axes a Partial
+completes jointly), created lazily and cached in every rank.
+
+What runs where:
+
+* The **driver** (``DistributedBackend.run``, inside the conformance runner's worker) checks the
+  inputs against the entry's signature, distributes each sharded parameter (``mesh.shard``: every
+  rank receives only its own local block) and sends each rank the program and its blocks.
+* Every **rank** evaluates the whole typed entry function on its local data with
+  ``_RankEvaluator``: an op on mesh values runs the reference evaluator's implementation of that
+  op on the rank's local block (``--local-target reference``, the only local target so far), the
+  same local computation ``semantics/evaluator/sharding.py``'s mesh simulation gives that device;
+  the steps that cross devices are the library's collectives:
+
+  - ``Reshard`` completing ``Partial(r)``: ``all_reduce`` with SUM / MAX / MIN in the value's
+    own dtype (gloo reduces f32 / f64 / f16 / bf16 / integers itself). A dtype the library does
+    not reduce (fp8, e8m0, f4, unsigned > 8 bits) is composed: ``all_gather`` of the pieces,
+    then the reference's reduction of them on each rank.
+  - ``Reshard`` Split(p) -> Split(q) on one mesh axis (same layout otherwise): ``all_to_all``.
+  - every other ``Reshard``: ``all_gather`` of each Split (Split -> Broadcast), then a local
+    slice (Broadcast -> Split; Partial(sum) targets keep the value on coordinate 0 and ``-0`` /
+    0 elsewhere, as ``mesh.shard`` does). A Split the target keeps is gathered and re-sliced:
+    correct, not minimal traffic.
+  - ``Reduce`` over an axis whose position is Split: ``all_gather`` of that position first (the
+    HIR rule makes the result Broadcast on that mesh axis).
+  - data movement uses the bytes of the storage dtype (any dtype moves); gloo's
+    ``all_gather_into_tensor`` / ``all_to_all_single`` are used on contiguous byte views.
+* The program's outputs are completed on the ranks (a sharded output is Reshard-ed to a plain
+  value by the same collectives); every rank returns its copy and the driver checks the replicas
+  are bit-identical (a diverged replica is an error of the backend, never hidden).
+
+Processes start with ``torch.multiprocessing``'s ``spawn`` context from inside the runner's
+worker (never forked, never touched by the runner), rendezvous on ``tcp://127.0.0.1:<port>``
+(``TILEFOUNDRY_DIST_PORT``; a free port otherwise), and are **reused across cases**: one pool,
+whose ranks 0..n-1 run a mesh of n devices (the others only join the sub-groups' creation). Each rank dies with its parent (``PR_SET_PDEATHSIG``
+plus a watchdog), so a worker killed for a TIMEOUT leaves no rank behind.
+
+Faults: a rank that dies during a case makes the driver kill the pool and then itself with the
+same signal (the runner reports the case as CRASH, naming the signal, and starts a fresh worker);
+a rank that hangs keeps ``run`` waiting until the runner's per-case timeout (TIMEOUT). Outside the
+runner ``on_rank_death="raise"`` raises ``DistributedRankError`` instead, and ``timeout_s``
+bounds the wait. ``TILEFOUNDRY_DIST_FAULT=kill:<rank>:<marker file>`` / ``hang:<rank>:<marker>``
+injects one such fault (the first case whose collective the rank reaches while the marker file
+does not exist; the rank creates the marker), for the tests.
+
+NOT_SUPPORTED (``BackendUnsupportedError``): a program without a mesh, meshes of different sizes
+in one program, a per-device (``Local``) value as an output, a local target other than
+``reference``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import os
+import pickle
+import queue
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.conformance.backend import Capabilities, reference_check
+from tilefoundry.errors import (
+    BackendUnsupportedError,
+    InvalidArgumentError,
+    RunTimeCheckError,
+    TilefoundryError,
+)
+from tilefoundry.semantics.formats import DType
+
+__all__ = ["DistributedBackend", "DistributedRankError"]
+
+LOCAL_TARGETS = ("reference",)
+_READY_S = 120.0  # spawning ranks and the rendezvous
+
+
+class DistributedRankError(TilefoundryError, RuntimeError):
+    """A rank of the process group died or did not answer (``on_rank_death="raise"``)."""
+
+
+# =============================================================================================
+# rank-local values
+# =============================================================================================
+@dataclass(frozen=True, eq=False)
+class LocalShard:
+    """A ShardLayout-typed value on one rank: that device's local tensor only."""
+
+    layout: Any  # ShardLayout
+    block: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.layout.layout.axis_extents)
+
+
+@dataclass(frozen=True, eq=False)
+class LocalVarying:
+    """A plain-typed, device-varying value (``Local``'s view) on one rank."""
+
+    mesh: Any
+    block: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.block.shape)
+
+
+def _is_local_mesh(v: object) -> bool:
+    if isinstance(v, tuple):
+        return any(_is_local_mesh(f) for f in v)
+    return isinstance(v, LocalShard | LocalVarying)
+
+
+def _shape_of(v: Any) -> tuple:
+    if isinstance(v, np.ndarray | LocalShard | LocalVarying):
+        return tuple(v.shape)
+    return ()
+
+
+def coord_of(rank: int, extents: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(c) for c in np.unravel_index(rank, extents)) if extents else ()
+
+
+# =============================================================================================
+# collectives (in a rank)
+# =============================================================================================
+class _Comm:
+    """This rank's view of the process group: sub-groups by (mesh extents, mesh axes)."""
+
+    def __init__(self, rank: int, world: int, fault: tuple | None):
+        self.rank, self.world = rank, world
+        self.groups: dict[tuple, Any] = {}
+        self.prepared: set[tuple[int, ...]] = set()
+        self.fault = fault
+        self.collectives = 0
+
+    def _maybe_fault(self) -> None:
+        if self.fault is None:
+            return
+        kind, who, marker = self.fault
+        if who != self.rank or os.path.exists(marker):
+            return
+        with open(marker, "w") as f:
+            f.write(f"{kind} rank {who}\n")
+        self.fault = None
+        if kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        while True:  # hang
+            time.sleep(3600)
+
+    def prepare(self, meshes: list[tuple[int, ...]]) -> None:
+        """Create the sub-groups of every mesh shape of a program (every rank of the world,
+        members or not, calls ``new_group`` for each, in the same order): for each non-empty
+        set of mesh axes, one group per assignment of the other axes (ranks in C order of the
+        axes), the whole mesh included when it is smaller than the world."""
+        import torch.distributed as dist
+
+        for extents in sorted(set(meshes)):
+            if extents in self.prepared:
+                continue
+            self.prepared.add(extents)
+            nd = len(extents)
+            for k in range(1, nd + 1):
+                for axes in itertools.combinations(range(nd), k):
+                    if k == nd and math.prod(extents) == self.world:
+                        self.groups[(extents, axes)] = None  # the whole world
+                        continue
+                    others = [i for i in range(nd) if i not in axes]
+                    mine = None
+                    for fixed in itertools.product(*(range(extents[i]) for i in others)):
+                        ranks = []
+                        for var in itertools.product(*(range(extents[i]) for i in axes)):
+                            c = [0] * nd
+                            for i, v in zip(others, fixed, strict=True):
+                                c[i] = v
+                            for i, v in zip(axes, var, strict=True):
+                                c[i] = v
+                            ranks.append(int(np.ravel_multi_index(c, extents)))
+                        g = dist.new_group(ranks=ranks)
+                        if self.rank in ranks:
+                            mine = g
+                    self.groups[(extents, axes)] = mine
+
+    def group(self, extents: tuple[int, ...], axes: tuple[int, ...]):
+        """This rank's sub-group along ``axes`` of a mesh of ``extents`` (None: the world)."""
+        return self.groups[(tuple(extents), tuple(sorted(axes)))]
+
+    # -- byte-level data movement --------------------------------------------------------------
+    @staticmethod
+    def _bytes(x: np.ndarray):
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(x).reshape(-1).view(np.uint8).copy())
+
+    def all_gather(self, x: np.ndarray, extents, axes) -> np.ndarray:
+        """Every group member's ``x`` stacked on a new leading axis (group order)."""
+        import torch
+        import torch.distributed as dist
+
+        self._maybe_fault()
+        self.collectives += 1
+        g = self.group(extents, axes)
+        n = math.prod(extents[i] for i in axes)
+        src = self._bytes(x)
+        out = torch.empty(n * src.numel(), dtype=torch.uint8)
+        dist.all_gather_into_tensor(out, src, group=g)
+        return out.numpy().view(x.dtype).reshape((n, *x.shape)).copy()
+
+    def all_to_all(self, chunks: np.ndarray, extents, axis: int) -> np.ndarray:
+        """``chunks[k]`` goes to the group member ``k``; returns what each member sent here."""
+        import torch
+        import torch.distributed as dist
+
+        self._maybe_fault()
+        self.collectives += 1
+        g = self.group(extents, (axis,))
+        src = self._bytes(chunks)
+        out = torch.empty_like(src)
+        dist.all_to_all_single(out, src, group=g)
+        return out.numpy().view(chunks.dtype).reshape(chunks.shape).copy()
+
+    def all_reduce(self, x: np.ndarray, red: str, extents, axes) -> np.ndarray:
+        """``red`` over the group: the library's all_reduce where it reduces the dtype, else
+        all_gather + the reference's reduction (composed)."""
+        import torch.distributed as dist
+
+        from tilefoundry.semantics.formats import dtype_of
+
+        dt = dtype_of(x)
+        tdt = _torch_reducible(dt)
+        if tdt is None:
+            from tilefoundry.semantics.reductions import reduce
+
+            stacked = self.all_gather(x, extents, axes)
+            return np.ascontiguousarray(reduce(stacked, red, (0,), keepdim=False,
+                                               policy="unordered_tree"))
+        self._maybe_fault()
+        self.collectives += 1
+        g = self.group(extents, axes)
+        t = _to_torch(x, dt)
+        op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[red]
+        dist.all_reduce(t, op=op, group=g)
+        return _from_torch(t, x)
+
+
+def _torch_reducible(dt: DType):
+    """The torch dtype gloo reduces for ``dt`` (None: compose the reduction)."""
+    import torch
+
+    return {DType.F32: torch.float32, DType.F16: torch.float16, DType.BF16: torch.bfloat16,
+            DType.I8: torch.int8, DType.I32: torch.int32, DType.I64: torch.int64}.get(dt)
+
+
+def _to_torch(x: np.ndarray, dt: DType):
+    import torch
+
+    x = np.ascontiguousarray(x).copy()
+    if dt in (DType.BF16, DType.F16):
+        t = torch.from_numpy(x.view(np.int16))
+        return t.view(torch.bfloat16 if dt is DType.BF16 else torch.float16)
+    return torch.from_numpy(x)
+
+
+def _from_torch(t, like: np.ndarray) -> np.ndarray:
+    import torch
+
+    if t.dtype in (torch.bfloat16, torch.float16):
+        return t.view(torch.int16).numpy().view(like.dtype).reshape(like.shape).copy()
+    return t.numpy().reshape(like.shape).copy()
+
+
+# =============================================================================================
+# Reshard on ranks
+# =============================================================================================
+def _positions_local(lay) -> list[int]:
+    sp = lay.split_positions
+    return [e // sp[p] if p in sp else e for p, e in enumerate(lay.layout.positions)]
+
+
+def _complete(comm: _Comm, v: LocalShard) -> tuple[Any, np.ndarray]:
+    """Complete every Partial axis (all_reduce); returns (layout with Broadcast there, block)."""
+    from tilefoundry.semantics.types import Broadcast, ShardLayout
+
+    lay = v.layout
+    parts = lay.partials
+    block = v.block
+    ext = tuple(lay.mesh.axis_extents)
+    if parts:
+        reds = set(parts.values())
+        if len(reds) == 1:
+            block = comm.all_reduce(block, next(iter(reds)), ext, tuple(sorted(parts)))
+        else:  # one axis at a time, in mesh-axis order (as the reference completes them)
+            for i in sorted(parts):
+                block = comm.all_reduce(block, parts[i], ext, (i,))
+        attrs = tuple(Broadcast() if i in parts else a for i, a in enumerate(lay.attrs))
+        lay = ShardLayout(lay.mesh, attrs, lay.layout)
+    return lay, block
+
+
+def _gather_axes(comm: _Comm, lay, block: np.ndarray, axes: list[int]) -> tuple[Any, np.ndarray]:
+    """All-gather the Split position of each mesh axis in ``axes`` (Split -> Broadcast)."""
+    from tilefoundry.semantics.types import Broadcast, ShardLayout
+
+    ext = tuple(lay.mesh.axis_extents)
+    loc = _positions_local(lay)
+    data = block.reshape(loc)
+    attrs = list(lay.attrs)
+    for i in axes:
+        p = attrs[i].position
+        got = comm.all_gather(data, ext, (i,))  # (m, *loc)
+        data = np.concatenate(list(got), axis=p)
+        attrs[i] = Broadcast()
+    out = ShardLayout(lay.mesh, tuple(attrs), lay.layout)
+    return out, np.ascontiguousarray(data).reshape(out.local_axis_extents())
+
+
+def _to_global(comm: _Comm, v: LocalShard) -> np.ndarray:
+    from tilefoundry.semantics.types import Split
+
+    lay, block = _complete(comm, v)
+    splits = [i for i, a in enumerate(lay.attrs) if isinstance(a, Split)]
+    lay, block = _gather_axes(comm, lay, block, splits)
+    return np.ascontiguousarray(block).reshape(tuple(lay.layout.axis_extents))
+
+
+def _slice_global(x: np.ndarray, target, coord: tuple) -> np.ndarray:
+    """Broadcast -> target: this device's block of a replicated value (a local slice)."""
+    from tilefoundry.semantics.evaluator.mesh import shard
+
+    return np.ascontiguousarray(shard(x, target).data[coord])
+
+
+def _try_all_to_all(comm: _Comm, lay, block: np.ndarray, target) -> np.ndarray | None:
+    """Split(p) -> Split(q) on one mesh axis, the rest unchanged and no Partial: all_to_all."""
+    from tilefoundry.semantics.types import Split
+
+    if lay.layout.shape != target.layout.shape or lay.partials or target.partials:
+        return None
+    diff = [i for i, (a, b) in enumerate(zip(lay.attrs, target.attrs, strict=True)) if a != b]
+    if len(diff) != 1:
+        return None
+    (i,) = diff
+    a, b = lay.attrs[i], target.attrs[i]
+    if not (isinstance(a, Split) and isinstance(b, Split)):
+        return None
+    p, q = a.position, b.position
+    if q in lay.split_positions or p in target.split_positions:
+        return None
+    m = lay.mesh.axis_extents[i]
+    loc = _positions_local(lay)
+    data = block.reshape(loc)
+    # chunk k of position q goes to member k
+    shp = list(data.shape)
+    chunks = data.reshape((*shp[:q], m, shp[q] // m, *shp[q + 1:]))
+    chunks = np.ascontiguousarray(np.moveaxis(chunks, q, 0))
+    got = comm.all_to_all(chunks, tuple(lay.mesh.axis_extents), i)  # got[k]: member k's p-block
+    merged = np.concatenate(list(got), axis=p)
+    return np.ascontiguousarray(merged).reshape(target.local_axis_extents())
+
+
+def reshard_local(comm: _Comm, x: Any, target: Any, coord: tuple) -> Any:
+    from tilefoundry.semantics.types import ShardLayout
+
+    if isinstance(x, LocalShard):
+        if isinstance(target, ShardLayout):
+            lay, block = _complete(comm, x)
+            fast = _try_all_to_all(comm, lay, block, target)
+            if fast is not None:
+                return LocalShard(target, fast)
+            if lay.layout.shape == target.layout.shape and lay.attrs == target.attrs:
+                return LocalShard(target, block)
+            return LocalShard(target, _slice_global(_to_global(comm, LocalShard(lay, block)),
+                                                    target, coord))
+        return _to_global(comm, x)
+    x = np.asarray(x)
+    if isinstance(target, ShardLayout):
+        return LocalShard(target, _slice_global(x, target, coord))
+    return np.array(x, copy=True, order="C")
+
+
+# =============================================================================================
+# the per-rank evaluator
+# =============================================================================================
+def _rank_evaluator_class():
+    from tilefoundry.semantics.evaluator.core import _Evaluator
+    from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx, EvaluationError
+    from tilefoundry.semantics.ir import Call, Function
+    from tilefoundry.semantics.typeinfer.core import TypeInferError
+    from tilefoundry.semantics.typeinfer.functions import (
+        dim_env,
+        resolved_target,
+        select_variant,
+    )
+
+    class _RankEvaluator(_Evaluator):
+        """The reference evaluator on one rank's local data; cross-device steps are
+        collectives."""
+
+        def __init__(self, session, comm: _Comm, extents_to_coord):
+            super().__init__(session)
+            self.comm = comm
+            self.coord_for = extents_to_coord
+
+        def call_function(self, fn: Function, args: list[Any]) -> Any:
+            if fn.body is None:
+                try:
+                    fn = select_variant(fn, [_shape_of(a) for a in args])
+                except TypeInferError as e:
+                    raise EvaluationError(f"dispatch of @{fn.name} on argument shapes "
+                                          f"{[_shape_of(a) for a in args]}: {e}") from None
+            env = dim_env(fn.params, [_shape_of(a) for a in args])
+            values: dict[int, Any] = {id(p): a for p, a in zip(fn.params, args, strict=True)}
+            return self.eval_expr(fn.body, values, env)
+
+        def eval_node(self, node, values: dict[int, Any], env: Mapping[str, int]) -> Any:
+            if not isinstance(node, Call) or isinstance(node.op, Function):
+                if isinstance(node, Call):
+                    args = [values[id(a)] for a in node.args]
+                    return self.call_function(resolved_target(node, self.session), args)
+                return super().eval_node(node, values, env)
+            args = tuple(values[id(a)] for a in node.args)
+            impl = EVALUATORS.get(type(node.op))
+            if impl is None:
+                raise EvaluationError(f"{type(node.op).__name__}: the reference evaluator has "
+                                      f"no implementation of this op yet")
+            ctx = EvalCtx(node.op, node, node.checked_type, [], args, env)
+            from tilefoundry.semantics.ops.sharding import Local, Reshard
+
+            if isinstance(node.op, Reshard):
+                return self.reshard(ctx, args)
+            if isinstance(node.op, Local):
+                return self.local(ctx, args)
+            if any(_is_local_mesh(a) for a in args):
+                return self.on_mesh(ctx, impl, args)
+            return impl(ctx, args)
+
+        # -- sharding ops ------------------------------------------------------------------------
+        def reshard(self, ctx, args):
+            from tilefoundry.semantics.types import ShardLayout, TensorType
+
+            (x,) = args
+            if isinstance(x, LocalVarying):
+                ctx.error("x is a device-varying value (computed from Local), which has no "
+                          "logical value to redistribute")
+            target = ctx.out_type.layout if isinstance(ctx.out_type, TensorType) else None
+            mesh = target.mesh if isinstance(target, ShardLayout) else \
+                (x.layout.mesh if isinstance(x, LocalShard) else None)
+            coord = self.coord_for(mesh) if mesh is not None else ()
+            return reshard_local(self.comm, x, target, coord)
+
+        def local(self, ctx, args):
+            (x,) = args
+            if not isinstance(x, LocalShard):
+                ctx.error(f"x is not a sharded value (got {type(x).__name__}); Local exposes "
+                          f"the local view of a ShardLayout-typed value")
+            if x.layout.is_fully_broadcast:
+                return np.array(x.block, copy=True, order="C")
+            return LocalVarying(x.layout.mesh, np.array(x.block, copy=True, order="C"))
+
+        # -- the per-device driver, for this rank's device ---------------------------------------
+        def on_mesh(self, ctx, impl, args):
+            from tilefoundry.semantics.evaluator.sharding import local_type
+            from tilefoundry.semantics.ops.math import Binary
+            from tilefoundry.semantics.ops.tensor import (
+                CacheUpdate,
+                Gather,
+                InsertSlice,
+                Rank,
+                Reduce,
+                Reshape,
+                ShapeOf,
+            )
+            from tilefoundry.semantics.types import TensorType
+
+            op = ctx.op
+            flat = list(_flatten(args))
+            if any(isinstance(a, LocalVarying) for a in flat) and \
+                    any(isinstance(a, LocalShard) for a in flat):
+                ctx.error("a device-varying value (from Local) meets a ShardLayout-typed value "
+                          "in one op")
+            mesh = next(a.layout.mesh if isinstance(a, LocalShard) else a.mesh for a in flat
+                        if isinstance(a, LocalShard | LocalVarying))
+            coord = self.coord_for(mesh)
+            if isinstance(op, ShapeOf | Rank):
+                glob = tuple(np.zeros(a.shape, np.int8) if isinstance(a, LocalShard) else
+                             (a.block if isinstance(a, LocalVarying) else a) for a in args)
+                return impl(ctx, glob)
+            out_t = ctx.out_type
+            if isinstance(op, Reduce) and isinstance(args[0], LocalShard):
+                args = (self._gather_reduced(args[0], op),)
+            if isinstance(op, Binary) and isinstance(out_t, TensorType) and \
+                    out_t.shard is not None:
+                args = tuple(LocalShard(out_t.shard, _align(a, out_t.shard, coord))
+                             for a in args)
+            if isinstance(op, Gather) and isinstance(args[0], LocalShard):
+                r = self._gather_split(ctx, impl, args, coord)
+                if r is not None:
+                    return r
+            if isinstance(op, Reshape) and isinstance(out_t, TensorType) and \
+                    out_t.shard is not None:
+                local = Reshape(tuple(out_t.shard.local_axis_extents()))
+                ctx = EvalCtx(local, ctx.call, out_t, ctx.contracts, ctx.args, ctx.dims)
+            if isinstance(op, InsertSlice | CacheUpdate) and isinstance(args[0], LocalShard):
+                args = _write_split_args(op, args, coord)
+            local = _local_args(args)
+            lctx = EvalCtx(ctx.op, ctx.call, local_type(ctx.out_type), [], local, ctx.dims)
+            r = impl(lctx, local)
+            varying = any(isinstance(a, LocalVarying) for a in flat)
+            return _wrap(ctx.out_type, r, mesh, varying)
+
+        def _gather_reduced(self, x: LocalShard, op):
+            from tilefoundry.semantics.types import Split
+
+            lay = x.layout
+            rank = len(lay.layout.shape)
+            red = {a % rank for a in op.axes}
+            aop = lay.layout.axis_of_position
+            axes = [i for i, a in enumerate(lay.attrs)
+                    if isinstance(a, Split) and aop[a.position] in red]
+            if not axes:
+                return x
+            out, block = _gather_axes(self.comm, lay, x.block, axes)
+            return LocalShard(out, block)
+
+        def _gather_split(self, ctx, impl, args, coord):
+            from tilefoundry.semantics.evaluator.mesh import _neutral_sum
+            from tilefoundry.semantics.evaluator.sharding import local_type
+            from tilefoundry.semantics.formats import dtype_of
+            from tilefoundry.semantics.types import Split
+
+            x, idx = args
+            lay = x.layout
+            rank = len(lay.layout.shape)
+            axis = ctx.op.axis % rank
+            on = [(i, a) for i, a in enumerate(lay.attrs)
+                  if isinstance(a, Split) and lay.layout.axis_of_position[a.position] == axis]
+            if not on:
+                return None
+            if isinstance(idx, LocalShard):
+                idx = _to_global(self.comm, idx)
+            if isinstance(idx, LocalVarying):
+                ctx.error("indices vary by device (from Local); gather needs replicated "
+                          "indices")
+            ((i, _),) = on
+            n_glob = lay.layout.axis_extents[axis]
+            blk = n_glob // lay.mesh.axis_extents[i]
+            iv = np.asarray(idx).astype(np.int64)
+            bad = (iv < 0) | (iv >= n_glob)
+            if bad.any():
+                pos = tuple(int(j) for j in np.argwhere(bad)[0])
+                ctx.error(f"index {int(iv[pos])} at indices{list(pos)} is outside [0, "
+                          f"{n_glob}) on axis {axis}")
+            dt = dtype_of(x.block)
+            neutral = _neutral_sum(dt) if dt is not DType.F8E8M0 else None
+            lo = coord[i] * blk
+            own = (iv >= lo) & (iv < lo + blk)
+            li = np.where(own, iv - lo, 0).astype(np.asarray(idx).dtype)
+            local = (np.array(x.block, order="C"), li)
+            lctx = EvalCtx(ctx.op, ctx.call, local_type(ctx.out_type), [], local, ctx.dims)
+            r = impl(lctx, local)
+            mask = own.reshape((1,) * axis + own.shape + (1,) * (r.ndim - axis - own.ndim))
+            return _wrap(ctx.out_type, np.where(mask, r, neutral).astype(r.dtype), lay.mesh,
+                         False)
+
+    return _RankEvaluator
+
+
+def _flatten(args):
+    for a in args:
+        if isinstance(a, tuple):
+            yield from _flatten(a)
+        else:
+            yield a
+
+
+def _local_args(args: tuple) -> tuple:
+    out = []
+    for a in args:
+        if isinstance(a, LocalShard | LocalVarying):
+            out.append(np.array(a.block, order="C"))
+        elif isinstance(a, tuple):
+            out.append(_local_args(a))
+        else:
+            out.append(a)
+    return tuple(out)
+
+
+def _wrap(t, r, mesh, varying: bool):
+    from tilefoundry.semantics.types import TensorType, TupleType
+
+    if isinstance(t, TupleType):
+        return tuple(_wrap(ft, ri, mesh, varying) for ft, ri in zip(t.fields, r, strict=True))
+    if isinstance(t, TensorType) and t.shard is not None:
+        return LocalShard(t.shard, np.ascontiguousarray(r))
+    if varying:
+        return LocalVarying(mesh, np.ascontiguousarray(r))
+    # a plain result from sharded operands is replicated by the type rules; the replicas of
+    # the program's outputs are checked by the driver
+    return np.array(r, order="C")
+
+
+def _align(v: Any, out, coord: tuple) -> np.ndarray:
+    """This device's block of an elementwise operand read through the result layout ``out``
+    (the rank-local version of ``sharding.align``)."""
+    from tilefoundry.semantics.evaluator.mesh import shard
+    from tilefoundry.semantics.evaluator.registry import EvaluationError
+    from tilefoundry.semantics.evaluator.sharding import _replicated
+    from tilefoundry.semantics.types import Broadcast, Partial, Split
+
+    if isinstance(v, np.ndarray):
+        full = np.broadcast_to(v, tuple(out.layout.axis_extents))
+        return np.ascontiguousarray(shard(np.array(full, order="C"), _replicated(out)).data[coord])
+    if not isinstance(v, LocalShard):
+        raise EvaluationError(f"cannot combine a {type(v).__name__} value with a sharded one")
+    if v.layout.mesh != out.mesh:
+        raise EvaluationError(f"operands live on different meshes ({v.layout.mesh} vs "
+                              f"{out.mesh})")
+    mine = v.layout.split_positions
+    if mine and v.layout.layout.shape != out.layout.shape:
+        raise EvaluationError(f"a sharded operand's layout {v.layout.layout.shape} does not "
+                              f"refine like the result's {out.layout.shape}")
+    loc = [e // mine[p] if p in mine else e for p, e in enumerate(out.layout.positions)]
+    data = v.block.reshape(loc)
+    for i, (a, b) in enumerate(zip(v.layout.attrs, out.attrs, strict=True)):
+        if isinstance(b, Split) and isinstance(a, Broadcast):
+            p, m = b.position, out.mesh.axis_extents[i]
+            blk = data.shape[p] // m
+            sl = [slice(None)] * data.ndim
+            sl[p] = slice(coord[i] * blk, (coord[i] + 1) * blk)
+            data = data[tuple(sl)]
+        elif a != b:
+            if not (isinstance(b, Partial) and isinstance(a, Broadcast | Partial)):
+                raise EvaluationError(f"an operand's {a} on mesh axis {out.mesh.axis_names[i]} "
+                                      f"cannot be read through the result's {b}")
+    return np.ascontiguousarray(data).reshape(out.local_axis_extents())
+
+
+def _write_split_args(op, args: tuple, coord: tuple) -> tuple:
+    """InsertSlice / CacheUpdate into a destination with Splits: a replicated update covers a
+    split axis whole, so this device writes its own block of it (``sharding._write_split``)."""
+    from tilefoundry.semantics.evaluator.sharding import _natural_axis
+    from tilefoundry.semantics.ops.tensor import InsertSlice
+    from tilefoundry.semantics.types import Split
+
+    dst = args[0]
+    upd_i = 1 if isinstance(op, InsertSlice) else 3
+    splits = [(i, a.position) for i, a in enumerate(dst.layout.attrs) if isinstance(a, Split)]
+    upd = args[upd_i]
+    own = isinstance(upd, LocalShard) and all(
+        isinstance(upd.layout.attrs[i], Split) for i, _ in splits)
+    if own or not splits:
+        return args
+    u = upd.block if isinstance(upd, LocalShard) else np.asarray(upd)
+    mesh = dst.layout.mesh
+    for i, p in splits:
+        if isinstance(upd, LocalShard) and isinstance(upd.layout.attrs[i], Split):
+            continue
+        a = _natural_axis(dst.layout, p)
+        blk = u.shape[a] // mesh.axis_extents[i]
+        sl = [slice(None)] * u.ndim
+        sl[a] = slice(coord[i] * blk, (coord[i] + 1) * blk)
+        u = u[tuple(sl)]
+    out = list(args)
+    out[upd_i] = np.array(u, order="C")
+    return tuple(out)
+
+
+# =============================================================================================
+# the rank process
+# =============================================================================================
+def _die_with_parent(parent: int) -> None:
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _parse_fault(spec: str | None) -> tuple | None:
+    if not spec:
+        return None
+    kind, _, rest = spec.partition(":")
+    who, _, marker = rest.partition(":")
+    if kind not in ("kill", "hang") or not who.isdigit() or not marker:
+        raise InvalidArgumentError(f"TILEFOUNDRY_DIST_FAULT={spec!r}: expected "
+                                   f"'kill:<rank>:<marker file>' or 'hang:<rank>:<marker file>'")
+    return (kind, int(who), marker)
+
+
+def _rank_main(rank: int, world: int, port: int, backend: str, parent: int, tasks, results,
+               fault: tuple | None) -> None:
+    import warnings
+    from datetime import timedelta
+
+    warnings.filterwarnings("ignore")
+    _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import torch
+        import torch.distributed as dist
+
+        torch.set_num_threads(1)
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, timeout=timedelta(seconds=3600))
+    except Exception as e:
+        results.put(("init-error", rank, None, f"{type(e).__name__}: {e}"))
+        return
+    from tilefoundry.semantics.evaluator import families  # noqa: F401
+
+    comm = _Comm(rank, world, fault)
+    results.put(("ready", rank, None, None))
+    while True:
+        task = tasks.get()
+        if task is None:
+            break
+        case_no, payload = task
+        try:
+            out = _rank_run(comm, payload)
+            results.put(("ok", rank, case_no, out))
+        except Exception as e:
+            from tilefoundry.semantics.evaluator.registry import EvaluationError
+
+            check = reference_check(e) if isinstance(e, EvaluationError) else None
+            results.put(("err", rank, case_no,
+                         (type(e).__name__, str(e), check,
+                          isinstance(e, BackendUnsupportedError))))
+    with contextlib.suppress(Exception):
+        dist.destroy_process_group()
+
+
+def _rank_run(comm: _Comm, payload: bytes) -> Any:
+    from tilefoundry.semantics.typeinfer.core import Session
+    from tilefoundry.semantics.typeinfer.functions import infer_module, select_variant
+
+    meshes, body = pickle.loads(payload)
+    comm.prepare(meshes)
+    if body is None:  # a rank outside this program's (smaller) mesh
+        return None, 0
+    module, entry, shapes, blocks = body
+    session = Session()
+    m = infer_module(module, session)
+    fn = m[entry]
+    if fn.body is None:
+        fn = select_variant(fn, shapes)
+    args = []
+    for p, b in zip(fn.params, blocks, strict=True):
+        sh = getattr(p.type, "shard", None)
+        args.append(LocalShard(sh, b) if sh is not None else b)
+
+    def coord_for(mesh):
+        return coord_of(comm.rank, tuple(mesh.axis_extents))
+
+    ev = _rank_evaluator_class()(session, comm, coord_for)
+    value = ev.call_function(fn, args)
+
+    def finish(v):
+        if isinstance(v, tuple):
+            return tuple(finish(f) for f in v)
+        if isinstance(v, LocalVarying):
+            raise BackendUnsupportedError("a per-device (Local) value as a program output has no "
+                                          "logical value to return")
+        if isinstance(v, LocalShard):
+            return _to_global(comm, v)
+        return np.asarray(v)
+
+    return finish(value), comm.collectives
+
+
+# =============================================================================================
+# the driver
+# =============================================================================================
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _no_main_reimport():
+    """Spawned ranks must not re-run the parent's ``__main__`` (pytest, the CLI, a script read
+    from stdin): hide its spec and path while the ranks start; they import this module only."""
+    main = sys.modules.get("__main__")
+    saved = {k: getattr(main, k) for k in ("__spec__", "__file__") if hasattr(main, k)}
+    try:
+        if main is not None:
+            main.__spec__ = None
+            if hasattr(main, "__file__"):
+                del main.__file__
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(main, k, v)
+
+
+class _RankPool:
+    def __init__(self, world: int, dist_backend: str, port: int, fault: tuple | None):
+        import torch.multiprocessing as tmp
+
+        ctx = tmp.get_context("spawn")
+        self.world, self.port = world, port
+        self.results = ctx.Queue()
+        self.tasks = [ctx.Queue() for _ in range(world)]
+        self.procs = []
+        self.cases = 0
+        with _no_main_reimport():
+            for r in range(world):
+                p = ctx.Process(target=_rank_main, daemon=True,
+                                args=(r, world, port, dist_backend, os.getpid(), self.tasks[r],
+                                      self.results, fault))
+                p.start()
+                self.procs.append(p)
+        ready: set[int] = set()
+        t0 = time.monotonic()
+        while len(ready) < world:
+            msg = None
+            with contextlib.suppress(queue.Empty):
+                msg = self.results.get(timeout=0.1)
+            if msg is None:
+                dead = [r for r, p in enumerate(self.procs) if not p.is_alive()]
+                if dead or time.monotonic() - t0 > _READY_S:
+                    self.kill()
+                    why = f"rank {dead[0]} exited with status {self.procs[dead[0]].exitcode}" \
+                        if dead else f"no rendezvous within {_READY_S:g} s"
+                    raise DistributedRankError(f"distributed: starting {world} ranks on "
+                                               f"127.0.0.1:{port} failed ({why})")
+                continue
+            kind, rank, _, info = msg
+            if kind == "init-error":
+                self.kill()
+                if "in use" in info or "EADDRINUSE" in info:
+                    raise InvalidArgumentError(
+                        f"distributed: the rendezvous port {port} is in use; set "
+                        f"TILEFOUNDRY_DIST_PORT to a free port (or unset it to pick one)")
+                raise InvalidArgumentError(f"distributed: rank {rank} could not join the "
+                                           f"process group: {info.splitlines()[0]}")
+            ready.add(rank)
+
+    def alive(self) -> bool:
+        return all(p.is_alive() for p in self.procs)
+
+    def kill(self) -> None:
+        for p in self.procs:
+            if p.is_alive():
+                with contextlib.suppress(Exception):
+                    os.kill(p.pid, signal.SIGKILL)
+        for p in self.procs:
+            p.join(2)
+
+    def stop(self) -> None:
+        for q in self.tasks:
+            with contextlib.suppress(Exception):
+                q.put(None)
+        for p in self.procs:
+            p.join(2)
+        self.kill()
+
+
+class DistributedBackend:
+    """``--backend distributed``: see the module docstring. Options (arguments win over the
+    environment): ``dist_backend`` / ``TILEFOUNDRY_DIST_BACKEND`` (``gloo``), ``local_target`` /
+    ``TILEFOUNDRY_DIST_LOCAL_TARGET`` (``reference``), ``port`` / ``TILEFOUNDRY_DIST_PORT``
+    (a free port per pool when unset), ``max_ranks`` / ``TILEFOUNDRY_DIST_MAX_RANKS`` (8),
+    ``ranks`` / ``TILEFOUNDRY_DIST_RANKS`` (the pool's least size: a pool of 8 serves every mesh
+    of up to 8 devices without restarting; unset, the pool is the mesh's size and is replaced by
+    a larger one when a larger mesh comes),
+    ``reuse`` (keep the process group across cases; False starts a fresh one per case, for the
+    throughput measurement), ``on_rank_death`` (``"exit"``: the runner's CRASH; ``"raise"``),
+    ``timeout_s`` (the driver's own wait bound; None: wait for the runner's timeout)."""
+
+    name = "distributed"
+
+    def __init__(self, dist_backend: str | None = None, local_target: str | None = None,
+                 port: int | None = None, max_ranks: int | None = None,
+                 ranks: int | None = None, reuse: bool = True,
+                 on_rank_death: str = "exit", timeout_s: float | None = None):
+        import torch.distributed as dist
+
+        env = os.environ
+        self.dist_backend = dist_backend or env.get("TILEFOUNDRY_DIST_BACKEND", "gloo")
+        self.local_target = local_target or env.get("TILEFOUNDRY_DIST_LOCAL_TARGET",
+                                                    "reference")
+        if self.local_target not in LOCAL_TARGETS:
+            raise InvalidArgumentError(
+                f"distributed: local target {self.local_target!r} is not available (only "
+                f"{list(LOCAL_TARGETS)} so far); set TILEFOUNDRY_DIST_LOCAL_TARGET=reference")
+        avail = {"gloo": dist.is_gloo_available(), "nccl": dist.is_nccl_available(),
+                 "mpi": dist.is_mpi_available()}
+        if self.dist_backend not in avail:
+            raise InvalidArgumentError(
+                f"distributed: unknown torch.distributed backend {self.dist_backend!r}; set "
+                f"TILEFOUNDRY_DIST_BACKEND to one of {sorted(avail)} (gloo on CPU)")
+        if not avail[self.dist_backend]:
+            raise InvalidArgumentError(
+                f"distributed: this torch build has no {self.dist_backend!r} backend; set "
+                f"TILEFOUNDRY_DIST_BACKEND=gloo (CPU)")
+        if self.dist_backend == "nccl":
+            import torch
+
+            if not torch.cuda.is_available():
+                raise InvalidArgumentError("distributed: backend 'nccl' needs CUDA GPUs and "
+                                           "none is visible; set TILEFOUNDRY_DIST_BACKEND=gloo")
+            raise InvalidArgumentError("distributed: the nccl path (ranks on GPUs) is not "
+                                       "implemented yet; set TILEFOUNDRY_DIST_BACKEND=gloo")
+        p = port if port is not None else env.get("TILEFOUNDRY_DIST_PORT")
+        if p is not None:
+            try:
+                p = int(p)
+            except ValueError:
+                raise InvalidArgumentError(f"distributed: TILEFOUNDRY_DIST_PORT={p!r} is not a "
+                                           f"port number") from None
+            if not 0 < p < 65536:
+                raise InvalidArgumentError(f"distributed: port {p} is outside 1..65535; set "
+                                           f"TILEFOUNDRY_DIST_PORT to a free port")
+            if not _port_free(p):
+                raise InvalidArgumentError(
+                    f"distributed: the rendezvous port {p} is in use; set TILEFOUNDRY_DIST_PORT "
+                    f"to a free port (or unset it to pick one)")
+        self.port = p
+        mr = max_ranks if max_ranks is not None else env.get("TILEFOUNDRY_DIST_MAX_RANKS", 8)
+        try:
+            self.max_ranks = int(mr)
+        except ValueError:
+            raise InvalidArgumentError(f"distributed: TILEFOUNDRY_DIST_MAX_RANKS={mr!r} is not "
+                                       f"an integer") from None
+        if self.max_ranks < 1:
+            raise InvalidArgumentError(f"distributed: max ranks must be >= 1, got "
+                                       f"{self.max_ranks}; set TILEFOUNDRY_DIST_MAX_RANKS")
+        rk = ranks if ranks is not None else env.get("TILEFOUNDRY_DIST_RANKS", 0)
+        try:
+            self.min_ranks = int(rk)
+        except ValueError:
+            raise InvalidArgumentError(f"distributed: TILEFOUNDRY_DIST_RANKS={rk!r} is not an "
+                                       f"integer") from None
+        if self.min_ranks > self.max_ranks:
+            raise InvalidArgumentError(f"distributed: {self.min_ranks} ranks requested but at "
+                                       f"most {self.max_ranks} are available; lower "
+                                       f"TILEFOUNDRY_DIST_RANKS or raise "
+                                       f"TILEFOUNDRY_DIST_MAX_RANKS")
+        if on_rank_death not in ("exit", "raise"):
+            raise InvalidArgumentError(f"distributed: on_rank_death must be 'exit' or 'raise', "
+                                       f"got {on_rank_death!r}")
+        self.reuse, self.on_rank_death, self.timeout_s = reuse, on_rank_death, timeout_s
+        self.fault = _parse_fault(env.get("TILEFOUNDRY_DIST_FAULT"))
+        self._pool_obj: _RankPool | None = None
+        self.pools_started = 0
+        self._case_no = 0
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(ops=None, dtypes=frozenset(d for d in DType
+                                                       if d is not DType.F4E2M1), mesh=True)
+
+    def compile(self, module: Any, entry: str) -> Any:
+        return (module, entry)
+
+    # -- pools -----------------------------------------------------------------------------------
+    def _pool(self, n: int) -> _RankPool:
+        """The live pool if it has at least ``n`` ranks (a smaller mesh runs on ranks
+        0..n-1 and its own sub-groups); otherwise a fresh pool of max(n, ranks) ranks."""
+        pool = self._pool_obj
+        if pool is not None and pool.alive() and pool.world >= n:
+            return pool
+        self.close()
+        port = self.port if self.port is not None else _free_port()
+        if self.port is not None and not _port_free(port):
+            raise InvalidArgumentError(
+                f"distributed: the rendezvous port {port} is in use; set TILEFOUNDRY_DIST_PORT "
+                f"to a free port (or unset it to pick one)")
+        self._pool_obj = _RankPool(max(n, self.min_ranks), self.dist_backend, port, self.fault)
+        self.pools_started += 1
+        return self._pool_obj
+
+    def close(self) -> None:
+        if self._pool_obj is not None:
+            self._pool_obj.stop()
+            self._pool_obj = None
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self.close()
+
+    # -- a case ------------------------------------------------------------------------------------
+    def run(self, compiled: Any, inputs: list[np.ndarray]) -> Any:
+        from tilefoundry.semantics.evaluator import families  # noqa: F401
+        from tilefoundry.semantics.evaluator.core import _check_inputs, shape_of
+        from tilefoundry.semantics.evaluator.mesh import Sharded
+        from tilefoundry.semantics.evaluator.registry import EvaluationError
+        from tilefoundry.semantics.typeinfer.core import Session, TypeInferError
+        from tilefoundry.semantics.typeinfer.functions import infer_module, select_variant
+
+        module, entry = compiled
+        m = infer_module(module, Session())
+        fn = m[entry]
+        try:
+            if fn.body is None:
+                try:
+                    fn = select_variant(fn, [shape_of(x) for x in inputs])
+                except TypeInferError as e:
+                    raise EvaluationError(f"dispatch of @{fn.name}: {e}") from None
+            args = _check_inputs(fn, list(inputs))
+        except EvaluationError as e:
+            check = reference_check(e)
+            if check is None:
+                raise
+            raise RunTimeCheckError(str(e), check) from e
+        meshes = _meshes(m)
+        if not meshes:
+            raise BackendUnsupportedError("the program has no mesh (no ShardLayout-typed "
+                                          "value); the distributed backend runs sharded "
+                                          "programs only")
+        sizes = {math.prod(ms.axis_extents) for ms in meshes}
+        if len(sizes) > 1:
+            raise BackendUnsupportedError(f"meshes of different sizes {sorted(sizes)} in one "
+                                          f"program (one process group per program)")
+        (world,) = sizes
+        if world > self.max_ranks:
+            raise InvalidArgumentError(
+                f"distributed: the program's mesh has {world} devices but only "
+                f"{self.max_ranks} ranks are available; raise TILEFOUNDRY_DIST_MAX_RANKS "
+                f"(one process per device)")
+        shapes = [shape_of(x) for x in args]
+        if not self.reuse:
+            self.close()
+        pool = self._pool(world)
+        shapes_of_meshes = sorted({tuple(ms.axis_extents) for ms in meshes})
+        per_rank = []
+        for r in range(pool.world):
+            if r >= world:
+                per_rank.append(pickle.dumps((shapes_of_meshes, None)))
+                continue
+            blocks = []
+            for x in args:
+                if isinstance(x, Sharded):
+                    c = coord_of(r, tuple(x.mesh.axis_extents))
+                    blocks.append(np.ascontiguousarray(x.data[c]))
+                else:
+                    blocks.append(x)
+            per_rank.append(pickle.dumps((shapes_of_meshes, (module, entry, shapes, blocks))))
+        self._case_no += 1
+        case_no = self._case_no
+        for r in range(pool.world):
+            pool.tasks[r].put((case_no, per_rank[r]))
+        got = self._collect(pool, case_no, world)
+        if not self.reuse:
+            self.close()
+        return got
+
+    def _collect(self, pool: _RankPool, case_no: int, n: int) -> Any:
+        outs: dict[int, Any] = {}
+        errs: dict[int, tuple] = {}
+        t0 = time.monotonic()
+        first_err = None
+        while len(outs) + len(errs) < pool.world:
+            msg = None
+            with contextlib.suppress(queue.Empty):
+                msg = pool.results.get(timeout=0.05)
+            if msg is None:
+                dead = [r for r, p in enumerate(pool.procs) if not p.is_alive()]
+                if dead:
+                    self._rank_died(pool, dead[0])
+                if first_err is not None and time.monotonic() - first_err > 5.0:
+                    self._drop(pool)  # the others wait in a collective the failed rank left
+                    break
+                if self.timeout_s is not None and time.monotonic() - t0 > self.timeout_s:
+                    self._drop(pool)
+                    raise DistributedRankError(
+                        f"distributed: ranks {sorted(set(range(pool.world)) - set(outs))} did "
+                        f"not answer within {self.timeout_s:g} s")
+                continue
+            kind, rank, no, info = msg
+            if no != case_no:
+                continue  # a late answer of an earlier, abandoned case
+            if kind == "ok":
+                outs[rank] = info
+            else:
+                errs[rank] = info
+                first_err = first_err or time.monotonic()
+        pool.cases += 1
+        if errs:
+            name, msg, check, unsupported = errs[min(errs)]
+            if unsupported:
+                raise BackendUnsupportedError(msg)
+            if check is not None:
+                raise RunTimeCheckError(msg, check)
+            raise DistributedRankError(f"rank {min(errs)} raised {name}: {msg}")
+        from tilefoundry.semantics.dtypes import to_bits
+
+        vals = {r: outs[r][0] for r in outs if r < n}
+        ref = vals[0]
+        for r in range(1, n):
+            for i, (a, b) in enumerate(zip(_as_list(ref), _as_list(vals[r]), strict=True)):
+                if a.shape != b.shape or not np.array_equal(to_bits(np.ascontiguousarray(a)),
+                                                            to_bits(np.ascontiguousarray(b))):
+                    raise DistributedRankError(f"output {i}: rank {r}'s replica differs from "
+                                               f"rank 0's (a replicated value diverged)")
+        return ref
+
+    def _drop(self, pool: _RankPool) -> None:
+        pool.kill()
+        if self._pool_obj is pool:
+            self._pool_obj = None
+
+    def _rank_died(self, pool: _RankPool, rank: int) -> None:
+        code = pool.procs[rank].exitcode
+        self._drop(pool)
+        what = f"killed by signal {-code}" if code is not None and code < 0 else \
+            f"exited with status {code}"
+        msg = f"distributed: rank {rank} of {pool.world} {what} during the case"
+        if self.on_rank_death == "raise":
+            raise DistributedRankError(msg)
+        # the runner's CRASH: this worker dies the way the rank did
+        print(msg, file=sys.stderr, flush=True)
+        if code is not None and code < 0:
+            signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+            time.sleep(5)
+        os._exit(code if code and code > 0 else 70)
+
+
+def _as_list(v: Any) -> list:
+    return list(v) if isinstance(v, tuple) else [v]
+
+
+def _meshes(m) -> list:
+    """Every mesh of the typed module's ShardLayouts."""
+    from tilefoundry.oracle.reduce import nodes
+    from tilefoundry.semantics.ir import GridRegionExpr
+    from tilefoundry.semantics.types import TensorType, TupleType
+
+    found: dict[tuple, Any] = {}
+
+    def see(t):
+        if isinstance(t, TensorType) and t.shard is not None:
+            ms = t.shard.mesh
+            found.setdefault((tuple(ms.axis_names), tuple(ms.axis_extents)), ms)
+        elif isinstance(t, TupleType):
+            for f in t.fields:
+                see(f)
+
+    for f in m.functions:
+        for fn in (f, *f.variants):
+            for p in fn.params:
+                see(p.type)
+            if fn.body is None:
+                continue
+            stack = [fn.body]
+            seen: set[int] = set()
+            while stack:
+                for n in nodes(stack.pop()):
+                    if id(n) in seen:
+                        continue
+                    seen.add(id(n))
+                    if n.has_type:
+                        see(n.checked_type)
+                    if isinstance(n, GridRegionExpr):
+                        stack.extend(n.yield_values)
+    return list(found.values())
