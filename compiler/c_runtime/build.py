@@ -9,6 +9,11 @@ builds, so a key that is present is loaded without invoking the compiler.
 
 * Cache directory: ``$TILEFOUNDRY_CACHE`` if set, else ``$XDG_CACHE_HOME/tilefoundry`` (default
   ``~/.cache/tilefoundry``); builds go to its ``c/`` subfolder, read at every call.
+* The cache folder (``c/``) is the user's own, mode 0700 (made so when it is not; refused when it
+  belongs to another user). Every build records ``<key>.json``: the key, the sha256 of the
+  source it was built from and of the shared object. A hit is loaded only when that record
+  matches the object's bytes; a tampered or unrecorded object is removed and built again, and
+  an edited ``<key>.c`` is rewritten from the text before compiling (D205).
 * Writes are atomic: the compiler writes a uniquely named temporary file in the cache folder,
   which ``os.replace`` moves onto the final name, so a reader (another process building the
   same key at the same moment included) sees no file or a complete one, never a partial one.
@@ -258,21 +263,24 @@ def build(source: str | os.PathLike, *, include_dirs: Sequence[str | os.PathLike
     incs, search = _include_args(include_dirs, file)
     flags = [*DEFAULT_FLAGS, f"-march={march}", *extra_flags]
     key = build_key(text, flags=[*flags, *libs], tc=tc, include_dirs=incs, file=file)
-    root = cache_dir() / "c"
-    root.mkdir(parents=True, exist_ok=True)
+    root = _private_dir(cache_dir() / "c")
     so = root / f"{key}.so"
     # The compiler reads a snapshot of the text the key was computed from (so a file edited
     # meanwhile cannot land under this key); for a file, `#line` makes the diagnostics name it.
     snapshot = root / f"{key}.c"
     src_path = file if file is not None else snapshot
+    if file is not None:
+        quoted = str(file).replace("\\", "\\\\").replace('"', '\\"')
+        want = f'#line 1 "{quoted}"\n{text}'.encode()
+    else:
+        want = text.encode()
     if so.exists():
-        return BuildResult(key, so, src_path, compiled=False)
-    if not snapshot.exists():
-        if file is not None:
-            quoted = str(file).replace("\\", "\\\\").replace('"', '\\"')
-            _write_atomic(snapshot, f'#line 1 "{quoted}"\n{text}'.encode())
-        else:
-            _write_atomic(snapshot, text.encode())
+        if _verified(root, key, so, want):
+            return BuildResult(key, so, src_path, compiled=False)
+        so.unlink(missing_ok=True)  # tampered or unrecorded: never loaded, built again
+    # an edited snapshot must not be compiled under this key: it is rewritten from the text
+    if not snapshot.exists() or snapshot.read_bytes() != want:
+        _write_atomic(snapshot, want)
     tmp = root / f".{key}.{os.getpid()}.{uuid.uuid4().hex}.so.tmp"
     argv = [tc.path, *flags, *search, "-o", str(tmp), str(snapshot), *libs, "-lm"]
     for hook in list(COMPILE_HOOKS):
@@ -296,10 +304,48 @@ def build(source: str | os.PathLike, *, include_dirs: Sequence[str | os.PathLike
                 f"{src_path}\n{out.stderr.rstrip()}",
                 source_path=src_path, stderr=out.stderr, command=argv,
                 returncode=out.returncode)
+        digest = _sha256(tmp.read_bytes())
         os.replace(tmp, so)
+        _write_atomic(root / f"{key}.json", json.dumps(
+            {"key": key, "so_sha256": digest, "source_sha256": _sha256(want)}).encode())
     finally:
         tmp.unlink(missing_ok=True)
     return BuildResult(key, so, src_path, compiled=True)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _verified(root: Path, key: str, so: Path, want: bytes) -> bool:
+    """A cached shared object is loaded only when its record (``<key>.json``, written after the
+    build) names this key, the source it was built from, and the object's own bytes."""
+    try:
+        rec = json.loads((root / f"{key}.json").read_text())
+        return (isinstance(rec, dict) and rec.get("key") == key and
+                rec.get("source_sha256") == _sha256(want) and
+                rec.get("so_sha256") == _sha256(so.read_bytes()))
+    except (OSError, ValueError):
+        return False
+
+
+def _private_dir(d: Path) -> Path:
+    """The cache folder, created with mode 0700; an existing one must belong to this user (it
+    is then made 0700). Anything else is refused: a folder others can write lets them choose
+    the code this process loads."""
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = d.stat()
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise CompilerError(f"the build cache {d} belongs to user id {st.st_uid}, not to you "
+                            f"({os.getuid()}); set TILEFOUNDRY_CACHE to a folder of your own")
+    if st.st_mode & 0o077:
+        try:
+            d.chmod(0o700)
+        except OSError as e:
+            raise CompilerError(f"the build cache {d} has mode {st.st_mode & 0o777:o} and "
+                                f"cannot be made 0700 ({e}); set TILEFOUNDRY_CACHE to a folder "
+                                f"of your own") from None
+    return d
 
 
 _LOADED: dict[Path, ctypes.CDLL] = {}

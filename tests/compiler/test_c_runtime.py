@@ -525,7 +525,8 @@ def test_concurrent_builds_of_one_key_are_safe(tmp_path):
     assert {r[1] for r in res} == {res[0][1]} and all(r[2] == 41 for r in res)
     assert any(r[0] for r in res)
     files = sorted(p.name for p in (Path(cache) / "c").iterdir())
-    assert files == [f"{res[0][1]}.c", f"{res[0][1]}.so"]  # one object, no temporaries
+    # one object and its record, no temporaries
+    assert files == [f"{res[0][1]}.c", f"{res[0][1]}.json", f"{res[0][1]}.so"]
 
 
 def test_cache_dir_defaults(monkeypatch, tmp_path):
@@ -536,3 +537,45 @@ def test_cache_dir_defaults(monkeypatch, tmp_path):
     assert cbuild.cache_dir() == Path.home() / ".cache" / "tilefoundry"
     monkeypatch.setenv("TILEFOUNDRY_CACHE", str(tmp_path / "mine"))
     assert cbuild.cache_dir() == tmp_path / "mine"
+
+
+def test_a_tampered_cache_entry_is_rebuilt_never_loaded(counting, tmp_path):
+    """Issue 21: a replaced <key>.so was loaded and run, an edited <key>.c was compiled under
+    the original key. Every build records the object's and the source's sha256; a hit whose
+    object does not match is removed and built again, and an edited snapshot is rewritten."""
+    src = _unique_source("tamper")
+    res = cbuild.build(src)
+    assert res.compiled and (res.path.parent / f"{res.key}.json").exists()
+    other = cbuild.build(src.replace("x + 41", "x + 1000"))  # a valid object of another key
+    res.path.write_bytes(other.path.read_bytes())  # swap it in under the first key
+    cbuild.forget_loaded()
+    n = len(counting)
+    again = cbuild.build(src)
+    assert again.compiled and len(counting) == n + 1  # rebuilt, not loaded
+    cbuild.forget_loaded()
+    assert cbuild.load(src).answer(1) == 42
+    # an edited snapshot is not what gets compiled under the key
+    snap = res.path.parent / f"{res.key}.c"
+    snap.write_text(snap.read_text().replace("x + 41", "x - 41"))
+    res.path.unlink()
+    cbuild.forget_loaded()
+    assert cbuild.load(src).answer(1) == 42
+    assert "x + 41" in snap.read_text()
+    # an unrecorded object (an older cache) is rebuilt too
+    (res.path.parent / f"{res.key}.json").unlink()
+    cbuild.forget_loaded()
+    assert cbuild.build(src).compiled
+
+
+def test_the_cache_folder_is_private(counting, tmp_path, monkeypatch):
+    """The folder is made 0700; one that belongs to another user is refused."""
+    from tilefoundry.compiler.errors import CompilerError
+
+    c = tmp_path / "cache" / "c"
+    c.mkdir(parents=True)
+    c.chmod(0o777)
+    cbuild.build(_unique_source("mode"))
+    assert c.stat().st_mode & 0o777 == 0o700
+    monkeypatch.setattr(os, "getuid", lambda: c.stat().st_uid + 1)
+    with pytest.raises(CompilerError, match="belongs to user id"):
+        cbuild.build(_unique_source("owner"))
