@@ -2,8 +2,9 @@
 
 The pipeline runs as for ``kernel-interp`` (typeinfer, elaborate, canonicalize, lower, fuse);
 ``render_triton.render`` turns the fused kernel IR into a Triton module (one ``@triton.jit``
-function per kernel), written to a content-hashed file under the cache directory (Triton reads
-a kernel's source from its file) and imported once per process. The executable keeps the
+function per kernel), written to a content-hashed file under ``<cache>/triton``
+(``c_runtime.build.cache_dir``, private to the user as for the C runtime; Triton reads a
+kernel's source from its file) and imported once per process. The executable keeps the
 kernel-IR interpreter's flat numpy storage (inputs, temps, consts; outputs read back through
 the buffers' strides) and launches each kernel on it: host loops run on the host.
 
@@ -36,7 +37,6 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +46,7 @@ import numpy as np
 
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.backends import KernelInterpBackend
+from tilefoundry.compiler.c_runtime.build import _private_dir, _write_atomic, cache_dir
 from tilefoundry.compiler.errors import CompilerError
 from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Kernel, Program
@@ -95,11 +96,9 @@ def triton_device(device: str | None = None) -> str:
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("TILEFOUNDRY_CACHE") or os.path.join(tempfile.gettempdir(),
-                                                               f"tilefoundry-{os.getuid()}")
-    d = Path(root) / "triton"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    """``<cache>/triton``, private to this user (the C runtime's rules: a folder others can
+    write would let them choose the code this process imports)."""
+    return _private_dir(cache_dir() / "triton")
 
 
 _MODULES: dict[str, Any] = {}
@@ -131,10 +130,8 @@ def load_module(source: str, device: str) -> tuple[Any, Path]:
     hit = _MODULES.get(key)
     if hit is not None:
         return hit, path
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)
+    if not path.exists() or path.read_text() != source:
+        _write_atomic(path, source.encode())
     name = f"tf_triton_{h}_{device}"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
