@@ -312,3 +312,28 @@ def test_no_gpu_and_no_interpreter_is_a_one_line_error(monkeypatch) -> None:
     assert TritonBackend().device == "interpret"
     assert TritonBackend().capabilities() == KernelInterpBackend().capabilities()
     assert os.environ["TRITON_INTERPRET"] == "1"
+
+
+def test_the_renderer_never_uses_triton_float_conversions_or_approximate_division() -> None:
+    """Low-precision floats stay bit patterns: no ``tl.bfloat16`` / ``tl.float16`` /
+    ``tl.float8*`` anywhere in a rendered kernel; f32 division is ``tl.div_rn``; max is the
+    NaN-keeping helper, never ``tl.maximum`` on floats."""
+    bufs = (kir.Buffer("x", "bf16", (8,), (1,), "input"),
+            kir.Buffer("y", "fp8e4m3", (8,), (1,), "temp"))
+    body = (kir.Load("%0", "x", (1,)), kir.Widen("%1", "%0", "f32"),
+            kir.BinOp("%2", "div", "%1", "%1"), kir.BinOp("%3", "max", "%2", "%1"),
+            kir.Cast("%4", "%3", "fp8e4m3", overflow="saturate"), kir.Store("y", (1,), "%4"))
+    prog = kir.Program("p", bufs, ("x",), "y", (kir.Kernel("k0", (8,), (8,), body),))
+    src = render(prog)
+    kernel = src[src.index("def k_k0"):]
+    for banned in ("tl.bfloat16", "tl.float16", "tl.float8", "tl.maximum(v_", " / "):
+        assert banned not in kernel, banned
+    assert "tl.div_rn(" in kernel and "_tf_fmax(" in kernel and "_tf_round(" in kernel
+    x = np.array([1.0, -2.0, np.nan, 0.0, 3.0, -0.0, np.inf, 1e-40], np.float32)
+    y = TritonExecutable(prog, src, "interpret").run([x.astype(kir.numpy_dtype("bf16"))])
+    xb = cast(x, "bf16").astype(np.float32)
+    with np.errstate(all="ignore"):
+        q = xb / xb
+        want = cast(np.where(np.isnan(q) | np.isnan(xb), np.float32(np.nan),
+                             np.maximum(q, xb)), "fp8e4m3", overflow="saturate")
+    assert np.array_equal(_bits(y), _bits(want))
