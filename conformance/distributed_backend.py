@@ -1142,7 +1142,8 @@ class DistributedBackend:
         # the runner's CRASH: this worker dies the way the rank did
         print(msg, file=sys.stderr, flush=True)
         if code is not None and code < 0:
-            signal.signal(-code, signal.SIG_DFL)
+            with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
+                signal.signal(-code, signal.SIG_DFL)
             os.kill(os.getpid(), -code)
             time.sleep(5)
         os._exit(code if code and code > 0 else 70)
