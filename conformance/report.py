@@ -43,7 +43,9 @@ ABBR = {"PASS": "PASS", "UNJUDGED": "UNJ", "FAIL": "FAIL", "NOT_SUPPORTED": "N/S
         "XPASS": "XPASS", "CRASH": "CRASH", "TIMEOUT": "T/O", "ERROR": "ERROR"}
 # worst last: what a coverage cell shows when several cases exercise it
 SEVERITY = ("NOT_SUPPORTED", "PASS", "UNJUDGED", "XFAIL", "XPASS", "FAIL", "ERROR", "TIMEOUT", "CRASH")
-TIMING_KEYS = ("seconds",)
+#: record keys that depend on scheduling, not on the case (how long it took; whether it ran
+#: again in a fresh worker after the worker that started it died from an earlier case)
+TIMING_KEYS = ("seconds", "rerun")
 
 
 # =============================================================================================

@@ -41,6 +41,7 @@ draws random numbers is reproducible too. Nothing in a record depends on timing 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import faulthandler
@@ -661,6 +662,8 @@ class _Slot:
     task: tuple | None = None  # (index, case, started, deadline)
     partial: dict | None = None
     meta: dict = field(default_factory=dict)
+    runs: int = 0  # cases this worker process finished
+    rerun: str | None = None  # why the current case runs again in a fresh worker
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
@@ -699,6 +702,7 @@ class _Pool:
 
     def spawn(self, slot: _Slot) -> None:
         self.spawned += 1
+        slot.runs = 0
         parent, child = self.ctx.Pipe()
         slot.phase = self.ctx.RawValue("i", _IDLE)
         slot.fault = self.tmp / f"worker-{self.spawned}.txt"
@@ -1009,21 +1013,29 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
 
         it = tasks()
         exhausted = False
+        retry: collections.deque = collections.deque()
         while True:
             # hand out work
             for slot in pool.slots:
-                if slot.task is not None or exhausted or stopped:
+                if slot.task is not None or ((exhausted or stopped) and not retry):
                     continue
-                if deadline is not None and time.monotonic() >= deadline:
-                    stopped = True
-                    break
-                try:
-                    i, case = next(it)
-                except StopIteration:
-                    exhausted = True
-                    break
-                order.append(case.id)
-                sk = manifest.skip_for(case.id) if manifest is not None else None
+                rerun = None
+                if retry:  # a case whose worker died after running earlier cases
+                    i, case, rerun = retry.popleft()
+                    if slot.proc is not None and slot.runs:
+                        pool.kill(slot)  # it runs again in a fresh worker
+                else:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        stopped = True
+                        break
+                    try:
+                        i, case = next(it)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    order.append(case.id)
+                sk = manifest.skip_for(case.id) if manifest is not None and rerun is None \
+                    else None
                 if sk is not None:
                     emit(finalize(case, {"verdict": "NOT_SUPPORTED",
                                          "message": f"skipped by manifest: {sk.reason}",
@@ -1047,10 +1059,10 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                     slot.conn.send((i, opts))
                 now = time.monotonic()
                 slot.task = (i, case, now, now + timeout_s)
-                slot.partial, slot.meta = None, {}
+                slot.partial, slot.meta, slot.rerun = None, {}, rerun
             busy = [s for s in pool.slots if s.task is not None]
             if not busy:
-                if exhausted or stopped:
+                if (exhausted or stopped) and not retry:
                     break
                 continue
             now = time.monotonic()
@@ -1073,8 +1085,12 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                     slot.task = (i, case, started, dl + msg[3])
                     continue
                 if msg is not None and msg[0] == "done":
-                    emit(finalize(case, msg[2]))
+                    out = msg[2]
+                    if slot.rerun is not None:
+                        out = {**out, "rerun": slot.rerun}
+                    emit(finalize(case, out))
                     slot.task = None
+                    slot.runs += 1
                     if msg[3] > worker_rss_mb:
                         pool.recycled += 1
                         pool.kill(slot)
@@ -1085,6 +1101,16 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                     what = _death(slot.proc.exitcode)
                     phase = _PHASES[slot.phase.value]
                     where = _frames(slot.fault)
+                    if slot.partial is None and slot.rerun is None and slot.runs:
+                        # this worker ran earlier cases: its death may be theirs (a backend
+                        # thread exiting late). The case runs again in a fresh worker and
+                        # gets that verdict; a second death is its own CRASH.
+                        retry.append((i, case, f"{what} during {phase} in a worker that had "
+                                               f"run {slot.runs} earlier case(s); run again in "
+                                               f"a fresh worker"))
+                        slot.task = None
+                        pool.kill(slot)
+                        continue
                     if slot.partial is not None:
                         out = dict(slot.partial)
                         out["message"] += f" [{what} while reducing the failure]"
@@ -1092,6 +1118,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                         out = {**slot.meta, "verdict": "CRASH", "seconds": elapsed,
                                "message": f"{what} during {phase}"
                                           + (f"; innermost frames: {where}" if where else "")}
+                    if slot.rerun is not None:
+                        out["rerun"] = slot.rerun
                     emit(finalize(case, out))
                     slot.task = None
                     pool.kill(slot)

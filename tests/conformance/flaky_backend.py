@@ -1,10 +1,12 @@
 """A test backend that misbehaves on purpose, chosen by the entry function's name.
 
 ``segv`` segfaults (a NULL read), ``hang`` sleeps far past any test timeout, ``garbage`` returns
-wrong values of the right shape and dtype, ``raise`` raises, ``unprintable`` raises an exception whose ``__str__`` raises, ``malformed`` returns the wrong
-shape, ``exit`` calls ``os._exit(3)``, ``ulp1`` returns every float result one ULP up; any other
-entry runs the reference. i8 is declared unsupported. ``FLAKY_DELAY`` (seconds) slows every
-``run`` down (the kill-and-resume test uses it)."""
+wrong values of the right shape and dtype, ``raise`` raises, ``unprintable`` raises an exception
+whose ``__str__`` raises, ``late_exit`` returns the right values and exits the process from a
+thread ``LATE_EXIT_S`` seconds later, ``malformed`` returns the wrong shape, ``exit`` calls
+``os._exit(3)``, ``ulp1`` returns every float result one ULP up; any other entry runs the
+reference. i8 is declared unsupported. ``FLAKY_DELAY`` (seconds) slows every ``run`` down (the
+kill-and-resume test uses it)."""
 
 from __future__ import annotations
 
@@ -50,6 +52,11 @@ class FlakyBackend:
             raise ValueError("the flaky backend does not like this program")
         if entry == "unprintable":
             raise _Unprintable()
+        if entry == "late_exit":  # passes, then a backend thread ends the process
+            import threading
+
+            threading.Timer(float(os.environ.get("LATE_EXIT_S", "0.5")),
+                            lambda: os._exit(7)).start()
         out = evaluate(module, entry, inputs)
         if entry == "garbage":
             return (out.astype(np.float32) * 3 + 1).astype(out.dtype)

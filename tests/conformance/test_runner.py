@@ -423,3 +423,27 @@ def test_no_temporary_folder_is_left_behind(tmp_path, monkeypatch):
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=30) != 0
     assert not list(tmp_path.glob("tilefoundry-conformance-*"))
+
+
+def test_a_late_worker_death_is_not_charged_to_the_next_case(tmp_path, monkeypatch):
+    """Issue 21: a backend thread that ends the process after its case passed made the next,
+    well-behaved case CRASH. A case whose worker dies after having run earlier cases runs again
+    in a fresh worker and gets that verdict (the record says so); a second death is its own."""
+    from tilefoundry.conformance.cases import Case
+    from tilefoundry.semantics.formats import DType
+    from tilefoundry.semantics.ops import BinaryKind
+
+    monkeypatch.setenv("FLAKY_DELAY", "0.4")
+    monkeypatch.setenv("LATE_EXIT_S", "0.2")
+    cases = [Case("flaky/late-exit", "flaky",
+                  syn.binary("late", BinaryKind.ADD, DType.F32, 0, "late_exit")),
+             Case("after/add", "elementwise", syn.binary("a1", BinaryKind.ADD, DType.F32, 0)),
+             Case("after/segv", "flaky", syn.binary("segv", BinaryKind.ADD, DType.F32, 0,
+                                                    "segv"))]
+    res = run(FLAKY, cases, jobs=1, timeout_s=SLACK, out_jsonl=tmp_path / "r.jsonl")
+    rec = {r["id"]: r for r in res.records}
+    assert rec["flaky/late-exit"]["verdict"] == "PASS"
+    assert rec["after/add"]["verdict"] == "PASS", rec["after/add"]
+    assert "fresh worker" in rec["after/add"]["rerun"]
+    assert "exited with status 7" in rec["after/add"]["rerun"]
+    assert rec["after/segv"]["verdict"] == "CRASH"  # a death of its own stays a CRASH
