@@ -360,6 +360,8 @@ def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, see
                  fault_path: str, phase) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
     _die_with_parent()
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)  # its own process group: what the backend forks goes with it
     fh = open(fault_path, "w")  # kept open for faulthandler
     faulthandler.enable(file=fh, all_threads=False)
     if hasattr(signal, "SIGUSR1"):
@@ -716,6 +718,7 @@ class _Pool:
 
     def kill(self, slot: _Slot) -> None:
         if slot.proc is not None:
+            _kill_group(slot.proc.pid)
             with contextlib.suppress(Exception):
                 slot.proc.kill()
             slot.proc.join(5)
@@ -736,6 +739,16 @@ class _Pool:
                 if s.task is None:
                     s.proc.join(2)
                 self.kill(s)
+
+
+def _kill_group(pid: int | None) -> None:
+    """SIGKILL the worker's process group (it leads one: ``_worker_main``), so processes its
+    backend forked do not outlive it."""
+    if pid is None or not hasattr(os, "killpg"):
+        return
+    with contextlib.suppress(OSError):
+        if os.getpgid(pid) == pid:  # never the runner's own group
+            os.killpg(pid, signal.SIGKILL)
 
 
 def _death(code: int | None) -> str:

@@ -3,7 +3,8 @@
 ``segv`` segfaults (a NULL read), ``hang`` sleeps far past any test timeout, ``garbage`` returns
 wrong values of the right shape and dtype, ``raise`` raises, ``unprintable`` raises an exception
 whose ``__str__`` raises, ``late_exit`` returns the right values and exits the process from a
-thread ``LATE_EXIT_S`` seconds later, ``malformed`` returns the wrong shape, ``exit`` calls
+thread ``LATE_EXIT_S`` seconds later, ``fork_leftover`` returns the right values and leaves a
+forked child sleeping (its pid appended to ``$LEFTOVER_PID_FILE``), ``malformed`` returns the wrong shape, ``exit`` calls
 ``os._exit(3)``, ``ulp1`` returns every float result one ULP up; any other entry runs the
 reference. i8 is declared unsupported. ``FLAKY_DELAY`` (seconds) slows every ``run`` down (the
 kill-and-resume test uses it)."""
@@ -52,6 +53,13 @@ class FlakyBackend:
             raise ValueError("the flaky backend does not like this program")
         if entry == "unprintable":
             raise _Unprintable()
+        if entry == "fork_leftover":  # passes, leaving a forked child behind
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(120)
+                os._exit(0)
+            with open(os.environ["LEFTOVER_PID_FILE"], "a") as f:
+                f.write(f"{pid}\n")
         if entry == "late_exit":  # passes, then a backend thread ends the process
             import threading
 

@@ -447,3 +447,33 @@ def test_a_late_worker_death_is_not_charged_to_the_next_case(tmp_path, monkeypat
     assert "fresh worker" in rec["after/add"]["rerun"]
     assert "exited with status 7" in rec["after/add"]["rerun"]
     assert rec["after/segv"]["verdict"] == "CRASH"  # a death of its own stays a CRASH
+
+
+def test_processes_a_backend_forks_do_not_outlive_the_run(tmp_path, monkeypatch):
+    """Issue 21: a process the backend forked outlived the runner. Each worker leads its own
+    process group, killed whole when the worker goes (at the end of the run, or replaced)."""
+    from tilefoundry.conformance.cases import Case
+    from tilefoundry.semantics.formats import DType
+    from tilefoundry.semantics.ops import BinaryKind
+
+    pids = tmp_path / "pids.txt"
+    monkeypatch.setenv("LEFTOVER_PID_FILE", str(pids))
+    cases = [Case(f"flaky/fork-{k}", "flaky",
+                  syn.binary(f"fork{k}", BinaryKind.ADD, DType.F32, k, "fork_leftover"))
+             for k in range(2)]
+    res = run(FLAKY, cases, jobs=2, timeout_s=SLACK, out_jsonl=tmp_path / "r.jsonl")
+    assert [r["verdict"] for r in res.records] == ["PASS", "PASS"]
+    children = [int(x) for x in pids.read_text().split()]
+    assert len(children) == 2
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().split(")")[-1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    t0 = time.monotonic()
+    while any(alive(p) for p in children) and time.monotonic() - t0 < 5:
+        time.sleep(0.05)
+    assert not [p for p in children if alive(p)]
