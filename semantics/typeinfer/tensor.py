@@ -201,8 +201,10 @@ def sizes_equal(a: tuple, b: tuple) -> tuple[bool | None, str]:
         points = itertools.product(*(range(v.lo, v.hi) for v in dvs))
         exhaustive = True
     else:
-        points = itertools.product(*({v.lo, v.lo + 1, (v.lo + v.hi) // 2, v.hi - 1} & set(
-            range(v.lo, v.hi)) for v in dvs))
+        # sample points of each envelope, never enumerated (an envelope may span 2^40 values)
+        points = itertools.product(*(sorted(p for p in {v.lo, v.lo + 1, (v.lo + v.hi) // 2,
+                                                        v.hi - 1} if v.lo <= p < v.hi)
+                                     for v in dvs))
         exhaustive = False
     for pt in points:
         env = dict(zip(names, pt, strict=True))

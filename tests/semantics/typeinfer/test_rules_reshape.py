@@ -396,3 +396,17 @@ def test_partial_only_all_size_one_reshape_carries_the_partial():
     for new in [(), (1,), (1, 1, 1)]:
         out = reshape_layout(s, (1, 1), new)
         assert out.attrs == (Partial("sum"),) and out.layout.axis_extents == new
+
+
+def test_sizes_are_compared_without_enumerating_a_huge_envelope():
+    """Issue 21: sizes_equal built set(range(lo, hi)) of a DimVar's envelope: N in [2, 2^28)
+    took seconds then MemoryError, 2^40 never finished. Sample points decide it (a
+    counterexample here; equal product forms are proven without sampling)."""
+    from tilefoundry.semantics.typeinfer.tensor import sizes_equal
+    from tilefoundry.semantics.types import DimVar
+
+    for hi in (1 << 28, 1 << 40, 1 << 62):
+        n = DimVar("N", 2, hi)
+        ok, why = sizes_equal((n,), (n // 2, 2))
+        assert ok is False and "N" in why
+        assert sizes_equal((n, 2), (2, n))[0] is True
