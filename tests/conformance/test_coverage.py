@@ -89,3 +89,16 @@ def test_dropping_a_case_opens_a_hole(catalog, universe):
     assert op_h and cast_h
     text = cov.report(without, universe, "quick", limit=5)
     assert f"holes in quick: {len(op_h)} op features, {len(cast_h)} cast boundary" in text
+
+
+def test_the_fill_ships_with_the_package():
+    """A non-editable install (the GPU machine's) had no quick_fill.json: its quick tier was the
+    791 cases without the fill. The file is package data of tilefoundry.conformance."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    st = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "tilefoundry.conformance" in st["packages"]
+    assert cov.FILL_PATH in st["package-data"]["tilefoundry.conformance"]
+    assert cov.fill_file().exists()
