@@ -160,6 +160,7 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
     c = result.counts()
     worst = [f"{c[v]} {v}" for v in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS") if c[v]]
     verdict = "FAIL (" + ", ".join(worst) + ")" if worst else \
+        f"NOTHING JUDGED ({result.vacuous})" if result.vacuous else \
         f"UNJUDGED ({c['UNJUDGED']} case(s) not fully judged; no failures)" if c["UNJUDGED"] \
         else "PASS"
     print(f"\nresult: {verdict}; results in "

@@ -792,8 +792,21 @@ class RunResult:
         return not self.bad
 
     @property
+    def vacuous(self) -> str:
+        """Why a run with no failure still proves nothing ("" when it judged something): no
+        case ran, or every case was NOT_SUPPORTED (misspelled capabilities, a glob matching
+        nothing, a backend that supports none of the tier)."""
+        if not self.records:
+            return "no case ran"
+        if all(r["verdict"] == "NOT_SUPPORTED" for r in self.records):
+            return f"every case ({len(self.records)}) was NOT_SUPPORTED"
+        return ""
+
+    @property
     def exit_code(self) -> int:
-        return 0 if self.ok else 1
+        """0 when nothing failed and something was judged; 1 otherwise (a run that judged
+        nothing is no pass)."""
+        return 0 if self.ok and not self.vacuous else 1
 
     def report(self) -> list[dict]:
         """The records without timing: what two runs of the same seed must agree on."""

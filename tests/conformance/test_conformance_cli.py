@@ -249,3 +249,16 @@ def test_a_replayed_seed_that_passes_now_is_dropped_from_the_database(tmp_path, 
     assert not any(r["id"] == "fuzz/replay/12345" for r in recs)  # keyed by the backend
     assert "(0 still FAIL, 1 now PASS and dropped)" in out, out
     assert list(db.fetch(key)) == []
+
+
+def test_a_run_that_judges_nothing_is_no_pass(tmp_path, monkeypatch, capsys):
+    """Issue 22: `--cases 'nomatch*'` ran 0 cases and passed; a backend that supports none of
+    the cases got `result: PASS`, exit 0. Both now exit 1 and say why."""
+    monkeypatch.chdir(tmp_path)
+    rc = cli("run", "--backend", "reference", *CAT, "--cases", "nomatch*", "--jsonl", "a.jsonl")
+    out = capsys.readouterr().out
+    assert rc == 1 and "result: NOTHING JUDGED (no case ran)" in out, out
+    rc = cli("run", "--backend", "flaky_backend:factory", *CAT, "--tier", "full", "--cases",
+             "int/*", "--jsonl", "b.jsonl")  # the flaky backend declares no i8
+    out = capsys.readouterr().out
+    assert rc == 1 and "NOTHING JUDGED (every case (1) was NOT_SUPPORTED)" in out, out
