@@ -17,8 +17,8 @@
    ``DistributedBackend.run`` (no oracle), with the process group reused across cases vs a fresh
    group (spawn + rendezvous) per case.
 
-3. ``--verdicts``: the quick tier's sharded cases through the runner, verdict counts per mesh
-   shape.
+3. ``--verdicts`` (``--verdicts-only`` skips 1 and 2): the sharded cases of ``--tier`` (quick)
+   through the runner, verdict counts per mesh shape.
 
 Prints one JSON object. Deterministic inputs; the timings are the only varying numbers.
 """
@@ -159,14 +159,14 @@ def throughput(n: int) -> dict:
     return res
 
 
-def verdicts_per_mesh() -> dict:
+def verdicts_per_mesh(tier: str = "quick") -> dict:
     from tilefoundry.conformance import runner
     from tilefoundry.conformance.distributed_backend import _meshes
     from tilefoundry.semantics.typeinfer.core import Session
     from tilefoundry.semantics.typeinfer.functions import infer_module
 
     os.environ.setdefault("TILEFOUNDRY_DIST_RANKS", "8")
-    cases = runner.select_cases(runner.load_catalog(0), "quick", SHARDED)
+    cases = runner.select_cases(runner.load_catalog(0), tier, SHARDED)
     shape = {}
     for c in cases:
         m, _, _ = c.build()
@@ -188,10 +188,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--cases", type=int, default=16)
     ap.add_argument("--verdicts", action="store_true")
+    ap.add_argument("--tier", default="quick", choices=("quick", "full"))
+    ap.add_argument("--verdicts-only", action="store_true")
     a = ap.parse_args(argv)
-    out = {"gloo": gloo_semantics(a.ranks), "throughput": throughput(a.cases)}
-    if a.verdicts:
-        out["verdicts"] = verdicts_per_mesh()
+    out = {} if a.verdicts_only else {"gloo": gloo_semantics(a.ranks),
+                                      "throughput": throughput(a.cases)}
+    if a.verdicts or a.verdicts_only:
+        out["verdicts"] = verdicts_per_mesh(a.tier)
     json.dump(out, sys.stdout, indent=1)
     print()
     return 0

@@ -46,8 +46,8 @@ same signal (the runner reports the case as CRASH, naming the signal, and starts
 a rank that hangs keeps ``run`` waiting until the runner's per-case timeout (TIMEOUT). Outside the
 runner ``on_rank_death="raise"`` raises ``DistributedRankError`` instead, and ``timeout_s``
 bounds the wait. ``TILEFOUNDRY_DIST_FAULT=kill:<rank>:<marker file>`` / ``hang:<rank>:<marker>``
-injects one such fault (the first case whose collective the rank reaches while the marker file
-does not exist; the rank creates the marker), for the tests.
+(comma-separated, fired in order) injects such faults for the tests: a fault fires at the rank's
+first collective while its marker file does not exist (the rank creates the marker).
 
 NOT_SUPPORTED (``BackendUnsupportedError``): a program without a mesh, meshes of different sizes
 in one program, a per-device (``Local``) value as an output, a local target other than
@@ -119,6 +119,11 @@ class LocalVarying:
         return tuple(self.block.shape)
 
 
+def _contig(x: Any) -> np.ndarray:
+    """C-contiguous, keeping rank 0 (``np.ascontiguousarray`` makes a 0-d array 1-d)."""
+    return np.asarray(x, order="C")
+
+
 def _is_local_mesh(v: object) -> bool:
     if isinstance(v, tuple):
         return any(_is_local_mesh(f) for f in v)
@@ -149,18 +154,19 @@ class _Comm:
         self.collectives = 0
 
     def _maybe_fault(self) -> None:
-        if self.fault is None:
-            return
-        kind, who, marker = self.fault
-        if who != self.rank or os.path.exists(marker):
-            return
-        with open(marker, "w") as f:
-            f.write(f"{kind} rank {who}\n")
-        self.fault = None
-        if kind == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
-        while True:  # hang
-            time.sleep(3600)
+        """The first injected fault whose marker file does not exist yet is the active one; it
+        fires in its rank at that rank's next collective (and creates the marker)."""
+        for kind, who, marker in self.fault or ():
+            if os.path.exists(marker):
+                continue
+            if who != self.rank:
+                return
+            with open(marker, "w") as f:
+                f.write(f"{kind} rank {who}\n")
+            if kind == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            while True:  # hang
+                time.sleep(3600)
 
     def prepare(self, meshes: list[tuple[int, ...]]) -> None:
         """Create the sub-groups of every mesh shape of a program (every rank of the world,
@@ -204,7 +210,7 @@ class _Comm:
     def _bytes(x: np.ndarray):
         import torch
 
-        return torch.from_numpy(np.ascontiguousarray(x).reshape(-1).view(np.uint8).copy())
+        return torch.from_numpy(_contig(x).reshape(-1).view(np.uint8).copy())
 
     def all_gather(self, x: np.ndarray, extents, axes) -> np.ndarray:
         """Every group member's ``x`` stacked on a new leading axis (group order)."""
@@ -246,7 +252,7 @@ class _Comm:
             from tilefoundry.semantics.reductions import reduce
 
             stacked = self.all_gather(x, extents, axes)
-            return np.ascontiguousarray(reduce(stacked, red, (0,), keepdim=False,
+            return _contig(reduce(stacked, red, (0,), keepdim=False,
                                                policy="unordered_tree"))
         self._maybe_fault()
         self.collectives += 1
@@ -268,7 +274,7 @@ def _torch_reducible(dt: DType):
 def _to_torch(x: np.ndarray, dt: DType):
     import torch
 
-    x = np.ascontiguousarray(x).copy()
+    x = _contig(x).copy()
     if dt in (DType.BF16, DType.F16):
         t = torch.from_numpy(x.view(np.int16))
         return t.view(torch.bfloat16 if dt is DType.BF16 else torch.float16)
@@ -325,7 +331,7 @@ def _gather_axes(comm: _Comm, lay, block: np.ndarray, axes: list[int]) -> tuple[
         data = np.concatenate(list(got), axis=p)
         attrs[i] = Broadcast()
     out = ShardLayout(lay.mesh, tuple(attrs), lay.layout)
-    return out, np.ascontiguousarray(data).reshape(out.local_axis_extents())
+    return out, _contig(data).reshape(out.local_axis_extents())
 
 
 def _to_global(comm: _Comm, v: LocalShard) -> np.ndarray:
@@ -334,14 +340,14 @@ def _to_global(comm: _Comm, v: LocalShard) -> np.ndarray:
     lay, block = _complete(comm, v)
     splits = [i for i, a in enumerate(lay.attrs) if isinstance(a, Split)]
     lay, block = _gather_axes(comm, lay, block, splits)
-    return np.ascontiguousarray(block).reshape(tuple(lay.layout.axis_extents))
+    return _contig(block).reshape(tuple(lay.layout.axis_extents))
 
 
 def _slice_global(x: np.ndarray, target, coord: tuple) -> np.ndarray:
     """Broadcast -> target: this device's block of a replicated value (a local slice)."""
     from tilefoundry.semantics.evaluator.mesh import shard
 
-    return np.ascontiguousarray(shard(x, target).data[coord])
+    return _contig(shard(x, target).data[coord])
 
 
 def _try_all_to_all(comm: _Comm, lay, block: np.ndarray, target) -> np.ndarray | None:
@@ -366,10 +372,10 @@ def _try_all_to_all(comm: _Comm, lay, block: np.ndarray, target) -> np.ndarray |
     # chunk k of position q goes to member k
     shp = list(data.shape)
     chunks = data.reshape((*shp[:q], m, shp[q] // m, *shp[q + 1:]))
-    chunks = np.ascontiguousarray(np.moveaxis(chunks, q, 0))
+    chunks = _contig(np.moveaxis(chunks, q, 0))
     got = comm.all_to_all(chunks, tuple(lay.mesh.axis_extents), i)  # got[k]: member k's p-block
     merged = np.concatenate(list(got), axis=p)
-    return np.ascontiguousarray(merged).reshape(target.local_axis_extents())
+    return _contig(merged).reshape(target.local_axis_extents())
 
 
 def reshard_local(comm: _Comm, x: Any, target: Any, coord: tuple) -> Any:
@@ -605,9 +611,9 @@ def _wrap(t, r, mesh, varying: bool):
     if isinstance(t, TupleType):
         return tuple(_wrap(ft, ri, mesh, varying) for ft, ri in zip(t.fields, r, strict=True))
     if isinstance(t, TensorType) and t.shard is not None:
-        return LocalShard(t.shard, np.ascontiguousarray(r))
+        return LocalShard(t.shard, _contig(r))
     if varying:
-        return LocalVarying(mesh, np.ascontiguousarray(r))
+        return LocalVarying(mesh, _contig(r))
     # a plain result from sharded operands is replicated by the type rules; the replicas of
     # the program's outputs are checked by the driver
     return np.array(r, order="C")
@@ -623,7 +629,7 @@ def _align(v: Any, out, coord: tuple) -> np.ndarray:
 
     if isinstance(v, np.ndarray):
         full = np.broadcast_to(v, tuple(out.layout.axis_extents))
-        return np.ascontiguousarray(shard(np.array(full, order="C"), _replicated(out)).data[coord])
+        return _contig(shard(np.array(full, order="C"), _replicated(out)).data[coord])
     if not isinstance(v, LocalShard):
         raise EvaluationError(f"cannot combine a {type(v).__name__} value with a sharded one")
     if v.layout.mesh != out.mesh:
@@ -646,7 +652,7 @@ def _align(v: Any, out, coord: tuple) -> np.ndarray:
             if not (isinstance(b, Partial) and isinstance(a, Broadcast | Partial)):
                 raise EvaluationError(f"an operand's {a} on mesh axis {out.mesh.axis_names[i]} "
                                       f"cannot be read through the result's {b}")
-    return np.ascontiguousarray(data).reshape(out.local_axis_extents())
+    return _contig(data).reshape(out.local_axis_extents())
 
 
 def _write_split_args(op, args: tuple, coord: tuple) -> tuple:
@@ -700,14 +706,20 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _parse_fault(spec: str | None) -> tuple | None:
+    """``kill:<rank>:<marker>`` / ``hang:<rank>:<marker>``, several separated by commas (they
+    fire one after the other, one per case)."""
     if not spec:
         return None
-    kind, _, rest = spec.partition(":")
-    who, _, marker = rest.partition(":")
-    if kind not in ("kill", "hang") or not who.isdigit() or not marker:
-        raise InvalidArgumentError(f"TILEFOUNDRY_DIST_FAULT={spec!r}: expected "
-                                   f"'kill:<rank>:<marker file>' or 'hang:<rank>:<marker file>'")
-    return (kind, int(who), marker)
+    out = []
+    for one in spec.split(","):
+        kind, _, rest = one.partition(":")
+        who, _, marker = rest.partition(":")
+        if kind not in ("kill", "hang") or not who.isdigit() or not marker:
+            raise InvalidArgumentError(f"TILEFOUNDRY_DIST_FAULT={spec!r}: expected "
+                                       f"'kill:<rank>:<marker file>' or 'hang:<rank>:<marker "
+                                       f"file>' (comma-separated)")
+        out.append((kind, int(who), marker))
+    return tuple(out)
 
 
 def _rank_main(rank: int, world: int, port: int, backend: str, parent: int, tasks, results,
@@ -744,8 +756,13 @@ def _rank_main(rank: int, world: int, port: int, backend: str, parent: int, task
             from tilefoundry.semantics.evaluator.registry import EvaluationError
 
             check = reference_check(e) if isinstance(e, EvaluationError) else None
+            import traceback
+
+            tb = traceback.extract_tb(e.__traceback__)
+            where = " ← ".join(f"{os.path.basename(f.filename)}:{f.lineno}" for f in tb[-3:][::-1])
             results.put(("err", rank, case_no,
-                         (type(e).__name__, str(e), check,
+                         (type(e).__name__, str(e) if check is not None else f"{e} ({where})",
+                          check,
                           isinstance(e, BackendUnsupportedError))))
     with contextlib.suppress(Exception):
         dist.destroy_process_group()
@@ -1063,7 +1080,7 @@ class DistributedBackend:
             for x in args:
                 if isinstance(x, Sharded):
                     c = coord_of(r, tuple(x.mesh.axis_extents))
-                    blocks.append(np.ascontiguousarray(x.data[c]))
+                    blocks.append(_contig(x.data[c]))
                 else:
                     blocks.append(x)
             per_rank.append(pickle.dumps((shapes_of_meshes, (module, entry, shapes, blocks))))
@@ -1120,8 +1137,8 @@ class DistributedBackend:
         ref = vals[0]
         for r in range(1, n):
             for i, (a, b) in enumerate(zip(_as_list(ref), _as_list(vals[r]), strict=True)):
-                if a.shape != b.shape or not np.array_equal(to_bits(np.ascontiguousarray(a)),
-                                                            to_bits(np.ascontiguousarray(b))):
+                if a.shape != b.shape or not np.array_equal(to_bits(_contig(a)),
+                                                            to_bits(_contig(b))):
                     raise DistributedRankError(f"output {i}: rank {r}'s replica differs from "
                                                f"rank 0's (a replicated value diverged)")
         return ref

@@ -1,6 +1,7 @@
 """--backend distributed (issue 19): sharded cases on real torch.distributed (gloo) ranks.
 
-* the quick tier's sharded cases through ``runner.run("distributed", ...)``: no ERROR / CRASH /
+* the quick tier's sharded cases (the sharding family and the sharded/ spec/reshard spec/local
+  program/*/sharded ids, 233) through ``runner.run("distributed", ...)``: no ERROR / CRASH /
   TIMEOUT, and the FAILs are exactly the documented findings (docs/findings.md), each with its
   exact signature;
 * a rank killed with SIGKILL mid-case is that case's CRASH, a rank that hangs is its TIMEOUT; the
@@ -79,6 +80,11 @@ def test_quick_tier_sharded_cases(tmp_path, monkeypatch):
     monkeypatch.delenv("TILEFOUNDRY_DIST_FAULT", raising=False)
     cases = _cases(SHARDED)
     assert len(cases) == 92
+    # and the rest of the sharding family (generated cover programs, special/sharding/*)
+    ids = {c.id for c in cases}
+    cases += [c for c in runner.select_cases(runner.load_catalog(0), "quick")
+              if c.family == "sharding" and c.id not in ids]
+    assert len(cases) == 233
     cases = [*cases, _gloo_max_case()]
     res = runner.run("distributed", cases, jobs=1, timeout_s=150, seed=0,
                      out_jsonl=tmp_path / "r.jsonl")
@@ -105,24 +111,24 @@ def _two_device_cases():
                    "spec/reshard/partial-sum-completion/f32"])
 
 
-@pytest.mark.parametrize("fault, verdict, timeout_s", [("kill", "CRASH", 60),
-                                                        ("hang", "TIMEOUT", 12)])
-def test_rank_fault_is_that_cases_verdict(tmp_path, monkeypatch, fault, verdict, timeout_s):
-    marker = tmp_path / "fired"
-    monkeypatch.setenv("TILEFOUNDRY_DIST_FAULT", f"{fault}:1:{marker}")
+def test_rank_killed_then_rank_hung_then_pass(tmp_path, monkeypatch):
+    """Case 1: rank 1 SIGKILLs itself at its first collective -> CRASH; case 2 (a fresh worker
+    and process group): rank 1 hangs there -> TIMEOUT; case 3 passes. 0 cases lost."""
+    killed, hung = tmp_path / "killed", tmp_path / "hung"
+    monkeypatch.setenv("TILEFOUNDRY_DIST_FAULT", f"kill:1:{killed},hang:1:{hung}")
     monkeypatch.delenv("TILEFOUNDRY_DIST_RANKS", raising=False)
-    cases = _two_device_cases()
-    assert len(cases) == 2
-    res = runner.run("distributed", cases, jobs=1, timeout_s=timeout_s, seed=0,
+    a, b = _two_device_cases()
+    from tilefoundry.conformance.cases import Case
+
+    again = Case(id=a.id + "#again", family=a.family, build=a.build, ops=a.ops,
+                 dtypes=a.dtypes, spec=a.spec)
+    res = runner.run("distributed", [a, b, again], jobs=1, timeout_s=12, seed=0,
                      out_jsonl=tmp_path / "r.jsonl")
-    v = [r["verdict"] for r in res.records]
-    assert v == [verdict, "PASS"], res.records
-    assert marker.read_text() == f"{fault} rank 1\n"  # the fault fired, in rank 1
-    first = res.records[0]["message"]
-    if fault == "kill":
-        assert "SIGKILL" in first and "backend.run" in first, first
-    else:
-        assert f"exceeded the {timeout_s:g} s limit during backend.run" in first, first
+    assert [r["verdict"] for r in res.records] == ["CRASH", "TIMEOUT", "PASS"], res.records
+    assert killed.read_text() == "kill rank 1\n" and hung.read_text() == "hang rank 1\n"
+    crash, timeout = res.records[0]["message"], res.records[1]["message"]
+    assert "SIGKILL" in crash and "backend.run" in crash, crash
+    assert "exceeded the 12 s limit during backend.run" in timeout, timeout
 
 
 def _busy_port():
@@ -197,3 +203,6 @@ def test_bad_input_one_line_errors(monkeypatch, tmp_path):
     with pytest.raises(InvalidArgumentError) as e:
         DistributedBackend()
     assert "kill:<rank>:<marker file>" in one_line(e)
+    monkeypatch.setenv("TILEFOUNDRY_DIST_FAULT", "kill:1:/tmp/m,hang:x:/tmp/m")
+    with pytest.raises(InvalidArgumentError):
+        DistributedBackend()
