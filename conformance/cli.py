@@ -55,6 +55,9 @@ def add_parser(sub) -> None:
                    help="continue the run recorded in --jsonl: skip the cases it holds")
     r.add_argument("--cases", action="append", metavar="GLOB",
                    help="only the case ids matching this fnmatch glob (repeatable)")
+    r.add_argument("--shard", metavar="I/N",
+                   help="run shard I of N (1-based): a stable partition of the selected cases "
+                        "by case id; the N shards together run every case once")
     r.add_argument("--catalog", help="'package.module:function' building the catalog from a "
                                      "seed (default: the built-in catalog)")
     r.set_defaults(func=_run)
@@ -174,10 +177,12 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         manifest, progress = _prepare(args)
+        shard = runner.parse_shard(args.shard) if args.shard else None
         result = runner.run(args.backend, args.tier, jobs=args.jobs, timeout_s=args.timeout,
                             seed=args.seed, out_jsonl=Path(args.jsonl), resume=args.resume,
                             manifest=manifest, repro_dir=args.repro_dir, progress=progress,
-                            catalog=args.catalog, case_globs=args.cases, reduce_s=args.reduce)
+                            catalog=args.catalog, case_globs=args.cases, reduce_s=args.reduce,
+                            shard=shard)
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:

@@ -207,6 +207,27 @@ def select_cases(catalog: Catalog, tier: str = "full",
     return cases
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` (1 <= I <= N) as ``(I, N)``; anything else is a one-line error."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(text))
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise ConformanceError(f"--shard: expected I/N with 1 <= I <= N (e.g. 2/8), got "
+                               f"{text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def shard_cases(cases: Sequence[Case], i: int, n: int) -> list[Case]:
+    """Shard ``i`` of ``n`` (1-based): the cases whose id hashes (sha256) to ``i - 1`` mod
+    ``n``. Stable under catalog growth (a case stays in its shard), and the shards partition
+    the cases: every case in exactly one."""
+    import hashlib
+
+    if not 1 <= i <= n:
+        raise ConformanceError(f"--shard: expected I/N with 1 <= I <= N, got {i}/{n}")
+    return [c for c in cases
+            if int.from_bytes(hashlib.sha256(c.id.encode()).digest()[:8], "big") % n == i - 1]
+
+
 def _derive(seed: int, *parts: object) -> int:
     return zlib.crc32(":".join(str(p) for p in (seed, *parts)).encode())
 
@@ -925,7 +946,7 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         repro_dir: Path | str | None = None, progress: bool = False,
         catalog: str | None = None, case_globs: Sequence[str] | None = None,
         reduce_s: float = 0.0, deadline: float | None = None, worker_rss_mb: float = 4096,
-        stream: Any = None) -> RunResult:
+        stream: Any = None, shard: tuple[int, int] | None = None) -> RunResult:
     """Run ``cases`` (a list, a Catalog, a lazy sequence such as ``GeneratedCases``, or a tier
     name of the catalog ``catalog``) against the backend ``backend_spec``; see the module
     docstring. ``deadline`` (a ``time.monotonic()`` value) stops handing out new cases;
@@ -951,6 +972,11 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     elif case_globs:
         cases = select_cases(Catalog(cases), "full", case_globs)
     finite = not isinstance(cases, GeneratedCases)
+    if shard is not None:
+        if not finite:
+            raise ConformanceError("--shard: fuzz campaigns are not sharded; give each "
+                                   "machine its own --seed instead")
+        cases = shard_cases(cases, *shard)
     if finite:
         seen: set[str] = set()
         dup = next((c.id for c in cases if c.id in seen or seen.add(c.id)), None)
@@ -1180,8 +1206,16 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
 
     header, recs = read_jsonl(out_jsonl, skipped=[])
     records = [recs[c] for c in dict.fromkeys(order) if c in recs]
-    return RunResult(backend_spec, seed, records, out_jsonl, header or {},
-                     time.monotonic() - t_start, pool.recycled, unused, stopped)
+    result = RunResult(backend_spec, seed, records, out_jsonl, header or {},
+                       time.monotonic() - t_start, pool.recycled, unused, stopped)
+    with contextlib.suppress(OSError), open(out_jsonl, "a") as f:
+        # a closing record: what this run (this session of a resumed run) concluded
+        f.write(json.dumps({"type": "summary", "cases": len(records),
+                            "counts": dict(result.counts()), "exit_code": result.exit_code,
+                            "vacuous": result.vacuous, "stopped": stopped,
+                            "shard": list(shard) if shard else None,
+                            "seconds": round(result.wall_s, 3)}) + "\n")
+    return result
 
 
 __all__ += ["ManifestEntry"]

@@ -33,7 +33,10 @@ def test_run_writes_every_report_and_fails_on_failures(tmp_path, monkeypatch, ca
     assert "CRASH    flaky/segv: the worker was killed by signal SIGSEGV" in out
     assert "result: FAIL (2 FAIL, 2 CRASH, 2 ERROR)" in out, out
     lines = (tmp_path / "tilefoundry-conformance.jsonl").read_text().splitlines()
-    assert len(lines) == 15  # the header and one line per case
+    assert len(lines) == 16  # the header, one line per case, the closing summary
+    summary = json.loads(lines[-1])
+    assert summary["type"] == "summary" and summary["cases"] == 14
+    assert summary["exit_code"] == 1 and summary["counts"]["CRASH"] == 2
     assert ET.parse(tmp_path / "j.xml").getroot().get("tests") == "14"
     assert "Binary.add" in (tmp_path / "cov.txt").read_text()
     assert len(list((tmp_path / "repro").iterdir())) == 2  # the two FAILs
@@ -101,8 +104,8 @@ def test_fuzz_runs_generated_programs_until_the_deadline(tmp_path, monkeypatch, 
     rc = cli("fuzz", "--backend", "flaky_backend:truncating", "--minutes", "0.03",
              "--generator", "synthetic_catalog:generate", "--repro-dir", "repro", "--seed", "5")
     out = capsys.readouterr().out
-    recs = [json.loads(x) for x in (tmp_path / "tilefoundry-fuzz.jsonl").read_text()
-            .splitlines()[1:]]
+    recs = [r for r in (json.loads(x) for x in (tmp_path / "tilefoundry-fuzz.jsonl")
+                        .read_text().splitlines()[1:]) if r["type"] == "case"]
     assert len(recs) >= 5 and recs[0]["id"] == "fuzz/5/000000"
     assert {r["verdict"] for r in recs} <= {"PASS", "FAIL"}
     # every generated program holds one bf16 mul: the truncating backend fails some
@@ -124,7 +127,8 @@ def test_fuzz_without_a_generator_names_the_gap_or_uses_the_oracles():
 # capability-directed fuzzing (issue 16, deliverable 5)
 # ---------------------------------------------------------------------------------------------
 def _fuzz_records(path):
-    return [json.loads(x) for x in path.read_text().splitlines()[1:]]
+    return [r for r in (json.loads(x) for x in path.read_text().splitlines()[1:])
+            if r["type"] == "case"]
 
 
 def test_fuzz_against_a_narrow_backend_stays_inside_it_and_finds_the_truncating_cast(tmp_path):
@@ -262,3 +266,34 @@ def test_a_run_that_judges_nothing_is_no_pass(tmp_path, monkeypatch, capsys):
              "int/*", "--jsonl", "b.jsonl")  # the flaky backend declares no i8
     out = capsys.readouterr().out
     assert rc == 1 and "NOTHING JUDGED (every case (1) was NOT_SUPPORTED)" in out, out
+
+
+def test_shards_partition_the_tier(tmp_path, monkeypatch, capsys):
+    """Issue 22: --shard I/N runs a stable partition of the selected cases: the shards'
+    union is the selection, no case twice; a malformed shard is one line, exit 2."""
+    from tilefoundry.conformance.catalog import build_catalog
+    from tilefoundry.conformance.runner import parse_shard, select_cases, shard_cases
+
+    quick = select_cases(build_catalog(0), "quick")
+    parts = [shard_cases(quick, i, 4) for i in range(1, 5)]
+    ids = [c.id for p in parts for c in p]
+    assert sorted(ids) == sorted(c.id for c in quick) and len(ids) == len(set(ids))
+    assert all(len(p) > len(quick) // 8 for p in parts)  # no empty or degenerate shard
+    assert [c.id for c in shard_cases(quick[:50], 2, 4)] == \
+        [c.id for c in parts[1] if c in quick[:50]]  # stable: a case keeps its shard
+    assert parse_shard("3/8") == (3, 8)
+    monkeypatch.chdir(tmp_path)
+    for bad in ("0/4", "5/4", "x", "2-4"):
+        rc = cli("run", "--backend", "reference", *CAT, "--shard", bad)
+        err = capsys.readouterr().err
+        assert rc == 2 and "--shard" in err and len(err.strip().splitlines()) == 1, err
+    rc = cli("run", "--backend", "reference", *CAT, "--cases", "elementwise/*", "--shard", "1/2",
+             "--jsonl", "s1.jsonl")
+    rc2 = cli("run", "--backend", "reference", *CAT, "--cases", "elementwise/*", "--shard",
+              "2/2", "--jsonl", "s2.jsonl")
+    capsys.readouterr()
+    got = [json.loads(x)["id"] for f in ("s1.jsonl", "s2.jsonl")
+           for x in (tmp_path / f).read_text().splitlines() if '"type": "case"' in x]
+    assert sorted(got) == sorted(c.id for c in select_cases(
+        __import__("synthetic_catalog").build_no_hang(0), "full", ["elementwise/*"]))
+    assert rc in (0, 1) and rc2 in (0, 1)
