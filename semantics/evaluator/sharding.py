@@ -188,7 +188,9 @@ def gather_positions(v: Sharded, axes: list[int]) -> Sharded:
     for i in axes:
         p, m = attrs[i].position, lay.mesh.axis_extents[i]
         # bring mesh axis i next to position p, merge them (block index outermost), re-broadcast
-        moved = np.moveaxis(data, i, mesh_rank + p)  # mesh axis i now sits before position p
+        # mesh axis i moves to sit just before position p's local axis (the block index is
+        # the outer factor of the gathered position: devices hold consecutive blocks)
+        moved = np.moveaxis(data, i, mesh_rank - 1 + p)
         shp = list(moved.shape)
         d = mesh_rank - 1 + p  # index of the moved mesh dim after removing axis i
         merged = moved.reshape((*shp[:d], shp[d] * shp[d + 1], *shp[d + 2:]))

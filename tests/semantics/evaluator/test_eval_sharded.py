@@ -556,3 +556,36 @@ def test_slice_of_a_rank0_value_stays_an_array():
                          None),))
     out = evaluate(m, "f", [np.asarray(np.float32(2.5))])
     assert isinstance(out, np.ndarray) and out.shape == () and out == -2.5
+
+
+@pytest.mark.parametrize(("ext", "attrs", "shape"), [
+    ((2,), (Split(1),), (2, 4)), ((2, 3), (Split(0), Split(1)), (4, 6)),
+    ((2, 3), (Split(1), Split(0)), (6, 4)), ((4,), (Split(0),), (8, 3))])
+def test_an_all_gather_keeps_the_blocks_in_device_order(ext, attrs, shape):
+    """Found by the gloo backend (docs/findings.md F22): gather_positions interleaved the
+    blocks (on 2 devices columns [0,1 | 2,3] came back [0,2,1,3]), so a fold over a split axis
+    ran in the wrong order. Every device must hold the global value after the all-gather."""
+    from tilefoundry.semantics.evaluator.sharding import gather_positions
+    from tilefoundry.semantics.types import Layout
+
+    mesh = Mesh("device", ("x", "y")[:len(ext)], ext)
+    lay = ShardLayout(mesh, attrs, Layout(shape))
+    x = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+    g = gather_positions(shard(x, lay), list(range(len(ext))))
+    for coord in np.ndindex(*ext):
+        assert np.array_equal(g.data[coord], x), coord
+
+
+def test_a_fold_over_a_split_axis_runs_in_global_order():
+    """fold_left over an axis split on 2 devices: [1e8, -1e8, 1, 1] in order is 2; the
+    interleaved order [1e8, 1, -1e8, 1] gave 1 (the 1 absorbed by 1e8)."""
+    from tilefoundry.semantics.ops.tensor import Reduce, ReduceKind
+
+    mesh, topo = mesh_of((2,))
+    lay = sl(mesh, (Split(1),), (1, 4))
+    x = Var("x", TensorType((1, 4), F32, lay))
+    red = Call(Reduce((1,), False, ReduceKind.SUM, policy="fold_left"), (x,))
+    m = Module((Function("f", (x,), red, None),), topology=topo)
+    xs = np.array([[1e8, -1e8, 1.0, 1.0]], np.float32)
+    out = evaluate(m, "f", [xs])
+    assert unshard(out).tolist() == [2.0]
