@@ -30,15 +30,8 @@ FINDINGS = {
         "FAIL under enclosure(Reshard(Partial(sum) completion); width median 2 / max 2 ulp): "
         "2/12 elements rejected; worst at index [2, 2]: expected 9.9375 (0x411f), observed "
         "9.8125 (0x411d)",
-    # the reference's mesh simulation (sharding.gather_positions) gathers a Split position in a
-    # permuted order, so its fold_left reduce of the gathered fiber is not the logical order;
-    # the ranks (all_gather in device order) compute the logical fold
-    "sharded/reduce/split-axis-sum/f32":
-        "FAIL under exact: 1/16 elements rejected; worst at index [9, 0]: expected "
-        "3.4028234663852886e+38 (0x7f7fffff), observed inf (0x7f800000)",
-    "sharded/reduce/split-axis-sum/bf16":
-        "FAIL under exact: 1/16 elements rejected; worst at index [9, 0]: expected "
-        "3.3895313892515355e+38 (0x7f7f), observed inf (0x7f80)",
+    # (F22, the reference's all-gather interleaving the blocks of a split position, is fixed:
+    # the split-axis fold_left cases PASS on the ranks)
 }
 
 
