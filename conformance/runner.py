@@ -378,7 +378,10 @@ def _rss_mb() -> float:
 
 
 def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, seed: int,
-                 fault_path: str, phase) -> None:
+                 fault_path: str, phase, close_fds: tuple = ()) -> None:
+    for fd in close_fds:  # the runner's locked results file: a worker must not hold the lock
+        with contextlib.suppress(OSError):
+            os.close(fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
     _die_with_parent()
     with contextlib.suppress(OSError):
@@ -716,8 +719,9 @@ def _frames(fault: Path | None) -> str:
 
 class _Pool:
     def __init__(self, spec: str, cases: Sequence[Case], caps: Capabilities, seed: int,
-                 jobs: int, tmp: Path):
+                 jobs: int, tmp: Path, close_fds: tuple = ()):
         self.ctx = multiprocessing.get_context("fork")
+        self.close_fds = tuple(close_fds)
         self.spec, self.cases, self.caps, self.seed, self.tmp = spec, cases, caps, seed, tmp
         self.slots = [_Slot(n) for n in range(jobs)]
         self.spawned = 0
@@ -732,7 +736,7 @@ class _Pool:
         slot.proc = self.ctx.Process(
             target=_worker_main, name=f"tilefoundry-conformance-{self.spawned}",
             args=(child, self.spec, self.cases, self.caps, self.seed, str(slot.fault),
-                  slot.phase))
+                  slot.phase, self.close_fds))
         slot.proc.start()
         child.close()
         slot.conn = parent
@@ -1010,7 +1014,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     tmp = Path(tempfile.mkdtemp(prefix="tilefoundry-conformance-"))
     old_term = _term_as_exit()
     try:
-        pool = _Pool(backend_spec, cases, caps, seed, min(jobs, max(1, len(cases))), tmp)
+        pool = _Pool(backend_spec, cases, caps, seed, min(jobs, max(1, len(cases))), tmp,
+                     close_fds=(f.fileno(),))
     except BaseException:
         f.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -4,7 +4,8 @@
 wrong values of the right shape and dtype, ``raise`` raises, ``unprintable`` raises an exception
 whose ``__str__`` raises, ``late_exit`` returns the right values and exits the process from a
 thread ``LATE_EXIT_S`` seconds later, ``fork_leftover`` returns the right values and leaves a
-forked child sleeping (its pid appended to ``$LEFTOVER_PID_FILE``), ``malformed`` returns the wrong shape, ``exit`` calls
+forked child sleeping (its pid appended to ``$LEFTOVER_PID_FILE``), ``list_fds`` writes the
+files the worker holds open to ``$FD_LIST_FILE``, ``malformed`` returns the wrong shape, ``exit`` calls
 ``os._exit(3)``, ``ulp1`` returns every float result one ULP up; any other entry runs the
 reference. i8 is declared unsupported. ``FLAKY_DELAY`` (seconds) slows every ``run`` down (the
 kill-and-resume test uses it)."""
@@ -53,6 +54,15 @@ class FlakyBackend:
             raise ValueError("the flaky backend does not like this program")
         if entry == "unprintable":
             raise _Unprintable()
+        if entry == "list_fds":  # passes, writing the files this process holds open
+            held = []
+            for fd in os.listdir("/proc/self/fd"):
+                try:
+                    held.append(os.readlink(f"/proc/self/fd/{fd}"))
+                except OSError:
+                    pass
+            with open(os.environ["FD_LIST_FILE"], "w") as f:
+                f.write("\n".join(held))
         if entry == "fork_leftover":  # passes, leaving a forked child behind
             pid = os.fork()
             if pid == 0:

@@ -479,3 +479,22 @@ def test_processes_a_backend_forks_do_not_outlive_the_run(tmp_path, monkeypatch)
     while any(alive(p) for p in children) and time.monotonic() - t0 < 5:
         time.sleep(0.05)
     assert not [p for p in children if alive(p)]
+
+
+def test_workers_do_not_hold_the_results_files_lock(tmp_path, monkeypatch):
+    """The lock is the runner's: a forked worker (and whatever its backend forks) closes its
+    copy of the results file, so a killed runner's lingering children cannot keep a resume out
+    (a suite run under load saw `--resume` refused as 'in use' after a SIGKILL)."""
+    from tilefoundry.conformance.cases import Case
+    from tilefoundry.semantics.formats import DType
+    from tilefoundry.semantics.ops import BinaryKind
+
+    held = tmp_path / "fds.txt"
+    monkeypatch.setenv("FD_LIST_FILE", str(held))
+    j = tmp_path / "r.jsonl"
+    case = Case("flaky/list-fds", "flaky",
+                syn.binary("fds", BinaryKind.ADD, DType.F32, 0, "list_fds"))
+    res = run(FLAKY, [case], timeout_s=SLACK, out_jsonl=j)
+    assert [r["verdict"] for r in res.records] == ["PASS"]
+    files = held.read_text().splitlines()
+    assert files and str(j.resolve()) not in files, files
