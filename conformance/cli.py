@@ -50,7 +50,9 @@ def add_parser(sub) -> None:
     csub = p.add_subparsers(dest="conformance_command")
     r = csub.add_parser("run", help="run a tier of the catalog against a backend")
     _common(r, jsonl="tilefoundry-conformance.jsonl", timeout=60.0)
-    r.add_argument("--tier", choices=("quick", "full"), default="quick")
+    r.add_argument("--tier", choices=("quick", "full"), default="quick",
+                   help="quick (default: every op feature and cast boundary class, about a "
+                        "minute) or full (a superset: the exhaustive sweeps)")
     r.add_argument("--resume", action="store_true",
                    help="continue the run recorded in --jsonl: skip the cases it holds")
     r.add_argument("--cases", action="append", metavar="GLOB",

@@ -297,3 +297,18 @@ def test_shards_partition_the_tier(tmp_path, monkeypatch, capsys):
     assert sorted(got) == sorted(c.id for c in select_cases(
         __import__("synthetic_catalog").build_no_hang(0), "full", ["elementwise/*"]))
     assert rc in (0, 1) and rc2 in (0, 1)
+
+
+def test_a_closed_pipe_is_no_traceback():
+    """Issue 22: `tilefoundry conformance list | head` ended in a BrokenPipeError traceback.
+    A reader that goes away stops the command quietly (exit 141, as SIGPIPE)."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "tilefoundry", "conformance", "list", "--tier",
+                          "full"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline()
+    p.stdout.close()  # the reader goes away with the rest unread
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
