@@ -62,6 +62,7 @@ from tilefoundry.semantics.ir import (
     operands,
 )
 from tilefoundry.semantics.ops import CacheUpdate, Gather, InsertSlice, Local, RoPE
+from tilefoundry.semantics.run_time_checks import cache_bounds_problem, slice_window_problem
 from tilefoundry.semantics.types import TensorType
 
 __all__ = ["LOWERINGS", "NOT_LOWERED", "RunCheck", "RunChecks", "lower", "lower_checked"]
@@ -313,24 +314,15 @@ class RunCheck:
         if self.kind == "cache":
             cur, s = vals
             nlen, length = self.bounds
-            if cur < 0:
-                msg = f"cur_pos = {cur} is negative (the spec: cur_pos >= 0)"
-            elif not 1 <= s <= nlen:
-                msg = f"s = {s} is outside [1, new.len = {nlen}] (the spec: 1 <= s <= new.len)"
-            elif cur + s > length:
-                msg = (f"cur_pos + s = {cur} + {s} = {cur + s} exceeds cache.len = {length} "
-                       f"(the spec: cur_pos + s <= cache.len)")
-            else:
+            msg = cache_bounds_problem(cur, s, nlen, length)
+            if msg is None:
                 return
             raise RunTimeCheckError(f"CacheUpdate: {msg}", self.check)
         r = len(vals)
         for a, o in enumerate(vals):
-            u, d = self.bounds[a], self.bounds[r + a]
-            if o < 0 or o + u > d:
-                raise RunTimeCheckError(
-                    f"InsertSlice: axis {a}: offset {o} places the window [{o}, {o + u}) of "
-                    f"the update extent {u} outside the dst extent {d} (needs 0 <= offset and "
-                    f"offset + {u} <= {d})", self.check)
+            msg = slice_window_problem(a, o, self.bounds[a], self.bounds[r + a])
+            if msg is not None:
+                raise RunTimeCheckError(f"InsertSlice: {msg}", self.check)
 
 
 @dataclass(frozen=True)

@@ -544,7 +544,7 @@ def _rank_evaluator_class():
 
         def _gather_split(self, ctx, impl, args, coord):
             from tilefoundry.semantics.evaluator.mesh import _neutral_sum
-            from tilefoundry.semantics.evaluator.sharding import local_type
+            from tilefoundry.semantics.evaluator.sharding import global_indices, local_type
             from tilefoundry.semantics.formats import dtype_of
             from tilefoundry.semantics.types import Split
 
@@ -564,12 +564,7 @@ def _rank_evaluator_class():
             ((i, _),) = on
             n_glob = lay.layout.axis_extents[axis]
             blk = n_glob // lay.mesh.axis_extents[i]
-            iv = np.asarray(idx).astype(np.int64)
-            bad = (iv < 0) | (iv >= n_glob)
-            if bad.any():
-                pos = tuple(int(j) for j in np.argwhere(bad)[0])
-                ctx.error(f"index {int(iv[pos])} at indices{list(pos)} is outside [0, "
-                          f"{n_glob}) on axis {axis}")
+            iv = global_indices(ctx, idx, n_glob, axis)
             dt = dtype_of(x.block)
             neutral = _neutral_sum(dt) if dt is not DType.F8E8M0 else None
             lo = coord[i] * blk

@@ -74,6 +74,7 @@ from tilefoundry.semantics.ir import (
     run_dag,
 )
 from tilefoundry.semantics.ops import ALL_OPS
+from tilefoundry.semantics.run_time_checks import cache_bounds_problem, slice_window_problem
 from tilefoundry.semantics.types import DimVar, TensorType, TupleType, evaluate_dim, simplify
 
 __all__ = ["TorchBackend", "from_torch", "to_torch"]
@@ -559,12 +560,9 @@ def _reduce_on(kind: str, x, axes: tuple, kd: bool):
 
 def _insert_slice(ctx: _Ctx, dst, upd, *offs):
     for a, (o, u, d) in enumerate(zip(offs, upd.shape, dst.shape, strict=True)):
-        o = int(o)
-        if o < 0 or o + u > d:
-            raise RunTimeCheckError(f"InsertSlice: axis {a}: offset {o} places the window "
-                                    f"[{o}, {o + u}) of the update extent {u} outside the dst "
-                                    f"extent {d} (needs 0 <= offset and offset + {u} <= {d})",
-                                    "slice_window")
+        msg = slice_window_problem(a, int(o), u, d)
+        if msg is not None:
+            raise RunTimeCheckError(f"InsertSlice: {msg}", "slice_window")
     out = dst.clone()
     window = tuple(slice(int(o), int(o) + n) for o, n in zip(offs, upd.shape, strict=True))
     out[window] = upd
@@ -573,16 +571,7 @@ def _insert_slice(ctx: _Ctx, dst, upd, *offs):
 
 def _cache_update(ctx: _Ctx, cache, cur_pos, s, new):
     c, n = int(cur_pos), int(s)
-    nlen, length = new.shape[1], cache.shape[1]
-    if c < 0:
-        msg = f"cur_pos = {c} is negative (the spec: cur_pos >= 0)"
-    elif not 1 <= n <= nlen:
-        msg = f"s = {n} is outside [1, new.len = {nlen}] (the spec: 1 <= s <= new.len)"
-    elif c + n > length:
-        msg = (f"cur_pos + s = {c} + {n} = {c + n} exceeds cache.len = {length} (the spec: "
-               f"cur_pos + s <= cache.len)")
-    else:
-        msg = None
+    msg = cache_bounds_problem(c, n, new.shape[1], cache.shape[1])
     if msg is not None:
         raise RunTimeCheckError(f"CacheUpdate: {msg}", "cache_bounds")
     out = cache.clone()

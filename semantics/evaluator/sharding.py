@@ -360,6 +360,18 @@ def _gather_reduced(x: Sharded, op: Reduce) -> Sharded:
     return gather_positions(x, axes) if axes else x
 
 
+def global_indices(ctx: EvalCtx, idx, n_glob: int, axis: int) -> np.ndarray:
+    """Gather indices along a split axis as int64, each checked against the axis's global
+    extent (the run-time check ``index_range``; negative indices do not wrap)."""
+    iv = np.asarray(idx).astype(np.int64)
+    bad = (iv < 0) | (iv >= n_glob)
+    if bad.any():
+        pos = tuple(int(j) for j in np.argwhere(bad)[0])
+        ctx.error(f"index {int(iv[pos])} at indices{list(pos)} is outside [0, {n_glob}) on "
+                  f"axis {axis}")
+    return iv
+
+
 def _gather_split(ctx: EvalCtx, impl: Callable, args: tuple):
     x, idx = args
     op: Gather = ctx.op
@@ -378,12 +390,7 @@ def _gather_split(ctx: EvalCtx, impl: Callable, args: tuple):
     n_glob = lay.layout.axis_extents[axis]
     m = lay.mesh.axis_extents[i]
     blk = n_glob // m
-    iv = np.asarray(idx).astype(np.int64)
-    bad = (iv < 0) | (iv >= n_glob)
-    if bad.any():
-        pos = tuple(int(j) for j in np.argwhere(bad)[0])
-        ctx.error(f"index {int(iv[pos])} at indices{list(pos)} is outside [0, {n_glob}) on "
-                  f"axis {axis}")
+    iv = global_indices(ctx, idx, n_glob, axis)
     dt = dtype_of(x.data)
     neutral = _neutral_sum(dt) if dt is not DType.F8E8M0 else None
 

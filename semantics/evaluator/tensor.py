@@ -82,6 +82,7 @@ from tilefoundry.semantics.ops.tensor import (
 )
 from tilefoundry.semantics.ordering import topk
 from tilefoundry.semantics.reductions import reduce
+from tilefoundry.semantics.run_time_checks import cache_bounds_problem, slice_window_problem
 from tilefoundry.semantics.types import (
     DimVar,
     IRError,
@@ -452,10 +453,9 @@ def eval_insert_slice(ctx: EvalCtx, args: tuple) -> np.ndarray:
     for a, v in enumerate(offs):
         o = _scalar_int(ctx, v, f"offset for axis {a}")
         u, d = upd.shape[a], dst.shape[a]
-        if o < 0 or o + u > d:
-            ctx.error(f"axis {a}: offset {o} places the window [{o}, {o + u}) of the update "
-                      f"extent {u} outside the dst extent {d} (needs 0 <= offset and "
-                      f"offset + {u} <= {d})")
+        problem = slice_window_problem(a, o, u, d)
+        if problem:
+            ctx.error(problem)
         window.append(slice(o, o + u))
     out = np.array(dst, copy=True, order="C")
     out[tuple(window)] = upd
@@ -479,13 +479,9 @@ def eval_cache_update(ctx: EvalCtx, args: tuple) -> np.ndarray:
     cur = _scalar_int(ctx, args[1], "cur_pos")
     s = _scalar_int(ctx, args[2], "s")
     length, nlen = cache.shape[1], new.shape[1]
-    if cur < 0:
-        ctx.error(f"cur_pos = {cur} is negative (the spec: cur_pos >= 0)")
-    if not 1 <= s <= nlen:
-        ctx.error(f"s = {s} is outside [1, new.len = {nlen}] (the spec: 1 <= s <= new.len)")
-    if cur + s > length:
-        ctx.error(f"cur_pos + s = {cur} + {s} = {cur + s} exceeds cache.len = {length} (the "
-                  f"spec: cur_pos + s <= cache.len)")
+    problem = cache_bounds_problem(cur, s, nlen, length)
+    if problem:
+        ctx.error(problem)
     out = np.array(cache, copy=True, order="C")
     out[:, cur:cur + s] = new[:, :s]
     return out
