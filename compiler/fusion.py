@@ -44,7 +44,7 @@ from tilefoundry.compiler.kir import (
     TileLoop,
     iter_instrs,
 )
-from tilefoundry.compiler.schedule import TileConfig, choose_block, reduced_axes
+from tilefoundry.compiler.schedule import TileConfig, choose_block, dot_axis, reduced_axes
 
 __all__ = ["cleanup_kernel", "fuse"]
 
@@ -378,7 +378,8 @@ class _Fuser:
         body = pb + _rename_uses(_replace_loads(cb, set(fwd), widen), fwd)
         loop_blocks = {d: host.block[d] for d in host.loop_axes}
         probe = Kernel("probe", hdom, host.block, body, host.loop_axes)
-        block = choose_block(hdom, reduced_axes(probe) | single, loop_blocks, self.cfg)
+        block = choose_block(hdom, reduced_axes(probe) | single, loop_blocks, self.cfg,
+                             dot_axis(body))
         if block is None:
             return None
         name = _merged_name(P.name, C.name)

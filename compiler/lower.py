@@ -47,7 +47,7 @@ from tilefoundry.compiler.kir import (
     c_strides,
     root_of,
 )
-from tilefoundry.compiler.schedule import TileConfig, choose_block, prev_pow2
+from tilefoundry.compiler.schedule import TileConfig, choose_block, dot_axis, prev_pow2
 from tilefoundry.errors import RunTimeCheckError
 from tilefoundry.semantics.formats import dtype_of
 from tilefoundry.semantics.ir import (
@@ -226,7 +226,8 @@ class KB:
         return outs
 
     def finish(self, single: Sequence[int] = ()) -> Kernel:
-        block = choose_block(self.domain, single, self.loop_blocks, self.lw.cfg)
+        block = choose_block(self.domain, single, self.loop_blocks, self.lw.cfg,
+                             dot_axis(self.stack[0]))
         if block is None:
             raise LoweringError(f"{self.hint}: the unsplit axes {sorted(single)} of domain "
                                 f"{self.domain} do not fit a tile")

@@ -3,7 +3,7 @@
 ``render(program) -> str`` is the source of one Python module: a prelude of ``@triton.jit``
 helpers (the bit-exact conversions, NaN-keeping min / max, the correctly rounded division)
 and one ``@triton.jit`` function per kernel, ``KERNELS[name] = (fn, roots, instances,
-storage types)``;
+storage types, launch options)``;
 ``roots`` are the root buffers the kernel touches, in argument order, ``instances`` its
 program-instance count (the launch grid is one-dimensional: the instance id is unravelled
 over the kernel's grid in the kernel). Host loops stay on the host (``triton_backend``).
@@ -45,7 +45,7 @@ from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
 from tilefoundry.compiler.render_c import _ARITH, _CMP, _LOGIC, _NARROW_ROUND
 
-__all__ = ["NARROW", "PRELUDE", "STORAGE", "render", "storage_view"]
+__all__ = ["NARROW", "PRELUDE", "STORAGE", "TUNING", "render", "storage_view"]
 
 #: the storage element type a root of each kernel-IR dtype is passed as (a numpy view)
 STORAGE = {"f32": "float32", "f64": "float64", "bf16": "int16", "f16": "int16",
@@ -57,6 +57,20 @@ _TL = {"f32": "tl.float32", "f64": "tl.float64", "bf16": "tl.uint16", "f16": "tl
        "i8": "tl.int8", "u8": "tl.uint8", "i32": "tl.int32", "i64": "tl.int64"}
 _STORE_TL = {"bf16": "tl.int16", "f16": "tl.int16", "fp8e4m3": "tl.int8", "fp8e5m2": "tl.int8",
              "f8e8m0": "tl.int8"}
+#: matmul tile rows per group of the grouped launch order (``_KernelT.grouped_axes``)
+_GROUP_M = 8
+#: launch options by kernel class, measured on an H200 (``benchmarks/bench_gpu.py --tune``):
+#: ``dot`` kernels, and row / elementwise kernels by the elements of their tile (the first
+#: entry whose limit the tile fits). They change speed only: any value gives the same bits.
+TUNING: dict = {
+    "dot": {"num_warps": 8, "num_stages": 3},
+    "rows": [(1024, {"num_warps": 4, "num_stages": 1}),
+             (4096, {"num_warps": 8, "num_stages": 1}),
+             (1 << 62, {"num_warps": 16, "num_stages": 1})],
+}
+#: the Triton element type ``tl.dot`` takes a narrow operand's bits as (tensor cores)
+_MMA_TL = {"bf16": "tl.bfloat16", "f16": "tl.float16", "fp8e4m3": "tl.float8e4nv",
+           "fp8e5m2": "tl.float8e5"}
 #: IEEE-like narrow formats, as tf_numerics.h parameterizes them:
 #: (bits, exponent bits, mantissa bits, bias, largest finite code, NaN code, E4M3FN specials)
 NARROW = {"bf16": (16, 8, 7, 127, 0x7F7F, 0x7FC0, 0), "f16": (16, 5, 10, 15, 0x7BFF, 0x7E00, 0),
@@ -72,8 +86,13 @@ def storage_view(a: np.ndarray, dt: str) -> np.ndarray:
     return a.view(np.dtype(STORAGE[dt]))
 
 
-PRELUDE = r'''import triton
+PRELUDE = r'''import os
+
+import triton
 import triton.language as tl
+
+#: True when this module runs in Triton's CPU interpreter (read once, at import)
+_TF_INTERPRET = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
 
 
 @triton.jit
@@ -367,6 +386,8 @@ class _KernelT:
                 if isinstance(i, kir.Load)}
         wrote = {root_of(i.buffer, bm).name for i in kir.iter_instrs(k.body)
                  if isinstance(i, kir.Store)}
+        #: each widened value's source (the tensor-core ``dot`` takes the narrow operands)
+        self.widens = {i.out: i for i in kir.iter_instrs(k.body) if isinstance(i, kir.Widen)}
         if read & wrote:
             raise _unsupported("Kernel", f"{k.name} loads and stores the storage of "
                                          f"{', '.join(sorted(read & wrote))} (program instances "
@@ -422,8 +443,22 @@ class _KernelT:
         self.emit(ind, "pid = tl.program_id(0).to(tl.int64)")
         inner = 1
         pids = {}
+        mn = self.grouped_axes()
+        if mn is not None:
+            # a matmul's output tiles in groups of GROUP_M rows of tiles, so the instances
+            # running together share their operand tiles in L2 (any instance order is valid:
+            # instances are independent)
+            m, n = mn
+            gm, gn, g = grid[m], grid[n], min(_GROUP_M, grid[m])
+            self.emit(ind, f"t_group = pid // {g * gn}")
+            self.emit(ind, f"t_first = t_group * {g}")
+            self.emit(ind, f"t_size = tl.minimum({gm} - t_first, {g})")
+            self.emit(ind, f"t_in = pid % {g * gn}")
+            pids[m] = "(t_first + t_in % t_size)"
+            pids[n] = "(t_in // t_size)"
         for d in reversed(range(k.rank)):
-            pids[d] = f"((pid // {inner}) % {grid[d]})" if grid[d] > 1 else "0"
+            if d not in pids:
+                pids[d] = f"((pid // {inner}) % {grid[d]})" if grid[d] > 1 else "0"
             inner *= grid[d]
         for d in range(k.rank):
             if d in k.loop_axes:
@@ -433,6 +468,28 @@ class _KernelT:
         args = ", ".join(f"P{i}" for i in range(len(self.roots)))
         head = ["@triton.jit", f"def {self.fn_name()}({args}):"]
         return "\n".join(head + self.lines) + "\n", list(self.roots)
+
+    def grouped_axes(self) -> tuple[int, int] | None:
+        """The (M, N) axes of a matmul kernel whose grid is over those two axes only."""
+        dots = [i for i in kir.iter_instrs(self.k.body) if isinstance(i, kir.Dot)]
+        if len(dots) != 1 or dots[0].axis < 2 or not self.k.rank:
+            return None
+        m, n = dots[0].axis - 2, dots[0].axis - 1
+        grid = self.k.grid
+        if any(g > 1 for d, g in enumerate(grid) if d not in (m, n)) or grid[m] < 2:
+            return None
+        return m, n
+
+    def launch_options(self) -> dict[str, int]:
+        """``num_warps`` / ``num_stages`` for the launch: the tuned values of
+        ``TUNING`` for this kernel's class, else a default by tile size."""
+        if any(isinstance(i, kir.Dot) for i in kir.iter_instrs(self.k.body)):
+            return dict(TUNING["dot"])
+        elems = math.prod(self.block)
+        for limit, opts in TUNING["rows"]:
+            if elems <= limit:
+                return dict(opts)
+        return dict(TUNING["rows"][-1][1])
 
     def fn_name(self) -> str:
         return "k_" + re.sub(r"[^0-9A-Za-z_]", "_", self.k.name)
@@ -853,9 +910,73 @@ class _KernelT:
             at.append((d, f"({b - 1} - {i})" if reverse else i))
         return ind, at
 
+    def mma_operands(self, ins: kir.Dot) -> tuple[str, str, str] | None:
+        """The narrow operands of a ``dot`` that ``tl.dot`` may compute (tensor cores): the
+        contract admits reassociation, both operands are exact f32 widenings of one bf16 /
+        f16 / fp8 dtype, the tile is [M, K] x [N, K] with M, N, K blocks of at least 16 (the
+        two axes before K; every other block 1), and the K fold starts from a seed (so the
+        zero accumulator ``tl.dot`` starts from is not a sign-of-zero question: D200).
+        Returns (a bits, b bits, narrow dtype), or None for the K-ordered loop."""
+        d = ins.axis
+        if not ins.reassociate or ins.init is None or d < 2 or self.dt(ins.a) != "f32":
+            return None
+        wa, wb = self.widens.get(ins.a), self.widens.get(ins.b)
+        if wa is None or wb is None or wa.to != "f32" or wb.to != "f32":
+            return None
+        src = self.dt(wa.x)
+        if src != self.dt(wb.x) or src not in _MMA_TL:
+            return None
+        m, n = d - 2, d - 1
+        if self.types[ins.a].full != {m, d} or self.types[ins.b].full != {n, d}:
+            return None
+        if min(self.block[m], self.block[n], self.block[d]) < 16 or any(
+                b != 1 for i, b in enumerate(self.block) if i not in (m, n, d)):
+            return None
+        return wa.x, wb.x, src
+
+    def dot_mma(self, ins: kir.Dot, ind: str, a: str, b: str, src: str) -> None:
+        """``tl.dot`` on the narrow operands (bit-cast, never converted), f32 accumulation
+        into the seed; lanes past a ragged K edge are +0 in both operands. Judged by the
+        contract's admitted set like any reassociated sum (docs/compiler.md)."""
+        d = ins.axis
+        bm, bn, bk = self.block[d - 2], self.block[d - 1], self.block[d]
+        tl_t = _MMA_TL[src]
+        av, bv = _name(a), _name(b)
+        if ins.mask:
+            mk = _name(ins.mask)
+            av, bv = (f"tl.where({mk}, {av}, tl.zeros_like({av}))",
+                      f"tl.where({mk}, {bv}, tl.zeros_like({bv}))")
+        a2, b2, c2 = self.fresh("mma_a"), self.fresh("mma_b"), self.fresh("mma_c")
+        oshape = self.shape(ins.out)
+        self.emit(ind, f"{c2} = tl.reshape(tl.broadcast_to({_name(ins.init)}, {oshape}), "
+                       f"[{bm}, {bn}])")
+        # Triton's interpreter multiplies bf16 / fp8 tensors on their raw bits (findings
+        # F20): there the exact f32 widenings go through an IEEE f32 dot instead
+        self.emit(ind, "if _TF_INTERPRET:")
+        fa, fb = _name(ins.a), _name(ins.b)
+        if ins.mask:
+            mk = _name(ins.mask)
+            fa, fb = f"tl.where({mk}, {fa}, 0.0)", f"tl.where({mk}, {fb}, 0.0)"
+        self.emit(ind + "    ", f"{a2} = tl.reshape({fa}, [{bm}, {bk}])")
+        self.emit(ind + "    ", f"{b2} = tl.trans(tl.reshape({fb}, [{bn}, {bk}]))")
+        self.emit(ind + "    ", f"{c2} = tl.dot({a2}, {b2}, acc={c2}, input_precision='ieee', "
+                               f"out_dtype=tl.float32)")
+        self.emit(ind, "else:")
+        self.emit(ind + "    ", f"{a2} = tl.reshape({av}, [{bm}, {bk}]).to({tl_t}, "
+                               f"bitcast=True)")
+        self.emit(ind + "    ", f"{b2} = tl.trans(tl.reshape({bv}, [{bn}, {bk}]).to({tl_t}, "
+                               f"bitcast=True))")
+        self.emit(ind + "    ", f"{c2} = tl.dot({a2}, {b2}, acc={c2}, out_dtype=tl.float32)")
+        self.put(ind, ins.out, f"tl.reshape({c2}, {oshape})")
+
     def i_Dot(self, ins: kir.Dot, ind: str) -> None:
-        """The reference K order (admitted whether or not ``reassociate``): one K lane a step,
-        the f32 products not contracted (the GPU launch turns fp fusion off)."""
+        """Tensor cores (``dot_mma``) where ``mma_operands`` allows; otherwise the reference K
+        order (admitted whether or not ``reassociate``): one K lane a step, the f32 products
+        not contracted (the GPU launch turns fp fusion off)."""
+        mma = self.mma_operands(ins)
+        if mma is not None:
+            self.dot_mma(ins, ind, *mma)
+            return
         dt, d = self.dt(ins.a), ins.axis
         ta, tb = self.types[ins.a].full, self.types[ins.b].full
         tm = self.types[ins.mask].full if ins.mask else frozenset()
@@ -895,7 +1016,10 @@ class _KernelT:
         self.emit(ind, f"for {t} in range(0, {tiles}):")
         inner = ind + "    "
         tile = f"({tiles - 1} - {t})" if ins.reverse else t
-        self.emit_coord(inner, d, f"{tile}.to(tl.int64)" if self.k.domain[d] > 1 else "0")
+        # the loop variable is a Python int in the interpreter and an i32 on the GPU: widen it
+        # to i64 through a tensor so both compute offsets alike
+        self.emit_coord(inner, d, f"(tl.full([], 0, tl.int64) + {tile})"
+                        if self.k.domain[d] > 1 else "0")
         self.body(ins.body, inner)
         tmps = [self.fresh("y") for _ in ins.yields]
         for tmp, y in zip(tmps, ins.yields, strict=True):
@@ -921,7 +1045,7 @@ def render(program: Program) -> str:
                 parts.append("\n\n" + src)
                 types = [STORAGE[bm[r].dtype] for r in roots]
                 table.append(f"    {s.name!r}: ({kt.fn_name()}, {roots!r}, {s.instances}, "
-                             f"{types!r}),")
+                             f"{types!r}, {kt.launch_options()!r}),")
             elif isinstance(s, HostLoop):
                 walk(s.body)
             else:

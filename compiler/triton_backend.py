@@ -53,14 +53,18 @@ from tilefoundry.compiler.kir import Kernel, Program
 from tilefoundry.compiler.lower import LOWERINGS
 from tilefoundry.compiler.pipeline import TARGETS, Target
 from tilefoundry.compiler.render_triton import render, storage_view
+from tilefoundry.compiler.schedule import TileConfig
 from tilefoundry.conformance.backend import ALL_OVERFLOW, ALL_POLICIES, Capabilities
 from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.semantics.formats import FORMATS, DType
 
-__all__ = ["DEVICES", "TritonBackend", "TritonCompileError", "TritonExecutable",
+__all__ = ["DEVICES", "TRITON_TILES", "DeviceRun", "TritonBackend", "TritonCompileError", "TritonExecutable",
            "load_module", "triton_device"]
 
 DEVICES = ("interpret", "cuda")
+#: the Triton backend's tiles: matmul kernels get 128 x 128 output tiles and a K block of 64,
+#: the shape ``tl.dot`` runs on tensor cores (``render_triton.mma_operands``)
+TRITON_TILES = TileConfig(k_block=64, dot_mn=(128, 128))
 HOW = ("the triton backend needs a CUDA GPU or Triton's CPU interpreter: run it as "
        "`TRITON_INTERPRET=1 tilefoundry conformance run --backend triton ...` "
        "(or TritonBackend(device='interpret'))")
@@ -168,13 +172,13 @@ class TritonExecutable(Interpreter):
             return
         import torch
 
-        fn, roots, n, _ = self.table[k.name]
+        fn, roots, n, _, launch = self.table[k.name]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # read-only inputs: no kernel writes them
             host = [torch.from_numpy(storage_view(st[r], self.bm[r].dtype)) for r in roots]
         args = host if self.device == "interpret" else [t.to("cuda") for t in host]
         try:
-            fn[(n,)](*args, **self.opts)
+            fn[(n,)](*args, **self.opts, **({} if self.device == "interpret" else launch))
         except Exception as e:
             from triton.compiler.errors import CompilationError
             from triton.runtime.errors import InterpreterError
@@ -192,6 +196,48 @@ class TritonExecutable(Interpreter):
             for r, h, d in zip(roots, host, args, strict=True):
                 if r in written:
                     h.copy_(d.cpu())
+
+
+class DeviceRun:
+    """A compiled program with its whole storage resident on the GPU, for timing
+    (``benchmarks/bench_gpu.py``): the inputs are uploaded once, ``launch()`` runs every kernel
+    in program order with no host copies, ``outputs()`` reads the results back (as
+    ``TritonExecutable.run`` returns them). Programs with host loops or run-time checks are
+    refused: their steps need the host between launches."""
+
+    def __init__(self, exe: TritonExecutable, inputs: Sequence[np.ndarray]):
+        if exe.device != "cuda":
+            raise InvalidArgumentError(f"DeviceRun needs the triton backend on 'cuda', not "
+                                       f"{exe.device!r}")
+        if any(not isinstance(s, Kernel) for s in exe.p.steps):
+            raise InvalidArgumentError(f"program {exe.p.name}: host loops need the host "
+                                       f"between launches; DeviceRun runs kernels only")
+        if exe.checks.host or exe.checks.probed:
+            raise InvalidArgumentError(f"program {exe.p.name} has run-time checks; DeviceRun "
+                                       f"does not make them")
+        import torch
+
+        self.exe = exe
+        self.st = exe.storage(inputs)
+        self.dev = {n: torch.from_numpy(storage_view(a, exe.bm[n].dtype)).to("cuda")
+                    for n, a in self.st.items()}
+        self.calls = []
+        for k in exe.p.steps:
+            if k.instances == 0 or any(n == 0 for n in k.domain):
+                continue
+            fn, roots, n, _, launch = exe.table[k.name]
+            self.calls.append((fn, n, [self.dev[r] for r in roots], launch))
+
+    def launch(self) -> None:
+        for fn, n, args, launch in self.calls:
+            fn[(n,)](*args, **self.exe.opts, **launch)
+
+    def outputs(self) -> Any:
+        for name, d in self.dev.items():
+            if self.exe.bm[name].kind != "input":
+                h = self.st[name]
+                storage_view(h, self.exe.bm[name].dtype)[...] = d.cpu().numpy()
+        return self.exe._outputs(self.exe.p.outputs, self.st)
 
 
 def _render(program: Program) -> str:
@@ -217,7 +263,7 @@ class TritonBackend(KernelInterpBackend):
     name = "triton"
 
     def __init__(self, *, device: str | None = None, fuse: bool = True, cfg=None):
-        super().__init__(fuse=fuse, cfg=cfg)
+        super().__init__(fuse=fuse, cfg=cfg or TRITON_TILES)
         self.device = triton_device(device)
         if self.device == "interpret":
             _interpret_mode()
