@@ -176,7 +176,7 @@ def bench_gemm(n: int, results: list[dict]) -> None:
     run.launch()
     torch.cuda.synchronize()
     out = run.outputs()
-    verdict = _judge("gemm", [a[:64], b[:, :64]], out[:64, :64])
+    verdict = _judge("gemm", [a[:64], np.ascontiguousarray(b[:, :64])], out[:64, :64])
     ta = torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
     tb = torch.from_numpy(b.view(np.int16)).cuda().view(torch.bfloat16)
     rows = {"tilefoundry-triton": _time(run.launch),

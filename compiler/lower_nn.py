@@ -320,7 +320,9 @@ def _matmul(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
     kax = nb + 2
     # the reference seeds the K fold with +0 (matmul is mma(a, b, zeros), D200)
     seed = kb.broadcast(kb.const(0.0 if acc == "f32" else 0, acc), range(nb + 2))
-    if kir.next_pow2(k) <= lw.cfg.k_block:
+    # a single K tile needs no loop, except for a target that asks for matmul tiles
+    # (``dot_mn``: Triton, whose tensor-core dot gave zeros outside a loop on the H200)
+    if kir.next_pow2(k) <= lw.cfg.k_block and lw.cfg.dot_mn is None:
         r = tile(seed)
         single = [kax]
     else:

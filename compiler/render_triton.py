@@ -386,8 +386,10 @@ class _KernelT:
                 if isinstance(i, kir.Load)}
         wrote = {root_of(i.buffer, bm).name for i in kir.iter_instrs(k.body)
                  if isinstance(i, kir.Store)}
-        #: each widened value's source (the tensor-core ``dot`` takes the narrow operands)
+        #: each widened value's source and each load (the tensor-core ``dot`` loads its
+        #: narrow operands itself, as 2-D tiles)
         self.widens = {i.out: i for i in kir.iter_instrs(k.body) if isinstance(i, kir.Widen)}
+        self.loads = {i.out: i for i in kir.iter_instrs(k.body) if isinstance(i, kir.Load)}
         if read & wrote:
             raise _unsupported("Kernel", f"{k.name} loads and stores the storage of "
                                          f"{', '.join(sorted(read & wrote))} (program instances "
@@ -910,62 +912,81 @@ class _KernelT:
             at.append((d, f"({b - 1} - {i})" if reverse else i))
         return ind, at
 
-    def mma_operands(self, ins: kir.Dot) -> tuple[str, str, str] | None:
-        """The narrow operands of a ``dot`` that ``tl.dot`` may compute (tensor cores): the
-        contract admits reassociation, both operands are exact f32 widenings of one bf16 /
-        f16 / fp8 dtype, the tile is [M, K] x [N, K] with M, N, K blocks of at least 16 (the
-        two axes before K; every other block 1), and the K fold starts from a seed (so the
-        zero accumulator ``tl.dot`` starts from is not a sign-of-zero question: D200).
-        Returns (a bits, b bits, narrow dtype), or None for the K-ordered loop."""
+    def mma_operands(self, ins: kir.Dot) -> tuple[kir.Load, kir.Load, str] | None:
+        """The loads of the narrow operands of a ``dot`` that ``tl.dot`` may compute (tensor
+        cores): the contract admits reassociation, both operands are exact f32 widenings of
+        plain loads (no gathered index) of one bf16 / f16 / fp8 dtype, the tile is
+        [M, K] x [N, K] with M, N, K blocks of at least 16 (the two axes before K; every other
+        block 1; each load strided on its two axes only), and the K fold starts from a seed
+        (so the zero accumulator of a padded lane is not a sign-of-zero question: D200).
+        Returns (a's load, b's load, narrow dtype), or None for the K-ordered loop."""
         d = ins.axis
         if not ins.reassociate or ins.init is None or d < 2 or self.dt(ins.a) != "f32":
             return None
         wa, wb = self.widens.get(ins.a), self.widens.get(ins.b)
         if wa is None or wb is None or wa.to != "f32" or wb.to != "f32":
             return None
+        la, lb = self.loads.get(wa.x), self.loads.get(wb.x)
         src = self.dt(wa.x)
-        if src != self.dt(wb.x) or src not in _MMA_TL:
+        if la is None or lb is None or la.index or lb.index or src != self.dt(wb.x) \
+                or src not in _MMA_TL:
             return None
         m, n = d - 2, d - 1
         if self.types[ins.a].full != {m, d} or self.types[ins.b].full != {n, d}:
             return None
+        if any(s for i, s in enumerate(la.strides) if i not in (m, d)) or any(
+                s for i, s in enumerate(lb.strides) if i not in (n, d)):
+            return None
         if min(self.block[m], self.block[n], self.block[d]) < 16 or any(
                 b != 1 for i, b in enumerate(self.block) if i not in (m, n, d)):
             return None
-        return wa.x, wb.x, src
+        return la, lb, src
 
-    def dot_mma(self, ins: kir.Dot, ind: str, a: str, b: str, src: str) -> None:
-        """``tl.dot`` on the narrow operands (bit-cast, never converted), f32 accumulation
-        into the seed; lanes past a ragged K edge are +0 in both operands. Judged by the
-        contract's admitted set like any reassociated sum (docs/compiler.md)."""
+    def mma_tile(self, ind: str, ld: kir.Load, rows: int, cols: int, src: str) -> str:
+        """A 2-D operand tile [rows axis, cols axis] loaded for ``tl.dot``: lanes past an edge
+        (M / N / K) are +0, the storage is read as the narrow type (bf16 /
+        f16, bit-cast), or as bits widened exactly and converted to f16 (fp8: every fp8e4m3 / fp8e5m2
+        value is an f16 value; Hopper's fp8 tensor-core accumulation left the admitted set,
+        findings F23). In the interpreter: the exact f32 widening (findings F20)."""
+        dom, b = self.k.domain, self.block
+        r1, c1 = self.fresh("r"), self.fresh("c")
+        self.emit(ind, f"{r1} = tl.reshape(c{rows}, [{b[rows]}])[:, None]")
+        self.emit(ind, f"{c1} = tl.reshape(c{cols}, [{b[cols]}])[None, :]")
+        off = f"{r1} * {ld.strides[rows]} + {c1} * {ld.strides[cols]} + " \
+              f"{ld.offset + self.bm[ld.buffer].offset}"
+        mask = f"({r1} < {dom[rows]}) & ({c1} < {dom[cols]})"
+        p = self.ptr(ld.buffer)
+        t = self.fresh("mt")
+        bits = f"tl.load({p} + ({off}), mask={mask}, other=0).to({_TL[src]}, bitcast=True)"
+        self.emit(ind, "if _TF_INTERPRET:")
+        self.emit(ind + "    ", f"{t} = {self.widened(bits, src)}")
+        self.emit(ind, "else:")
+        if src in ("bf16", "f16"):
+            # bit-cast after the load (a pointer cast in a loop broke Triton 3.6's make_ttgir:
+            # "operand #0 does not dominate this use")
+            self.emit(ind + "    ", f"{t} = tl.load({p} + ({off}), mask={mask}, other=0)"
+                                   f".to({_MMA_TL[src]}, bitcast=True)")
+        else:
+            self.emit(ind + "    ", f"{t} = {self.widened(bits, src)}.to(tl.float16)")
+        return t
+
+    def dot_mma(self, ins: kir.Dot, ind: str, la: kir.Load, lb: kir.Load, src: str) -> None:
+        """``tl.dot`` on 2-D operand tiles loaded for it (``mma_tile``), f32 accumulation into
+        the seed. Judged by the contract's admitted set like any reassociated sum
+        (docs/compiler.md)."""
         d = ins.axis
-        bm, bn, bk = self.block[d - 2], self.block[d - 1], self.block[d]
-        tl_t = _MMA_TL[src]
-        av, bv = _name(a), _name(b)
-        if ins.mask:
-            mk = _name(ins.mask)
-            av, bv = (f"tl.where({mk}, {av}, tl.zeros_like({av}))",
-                      f"tl.where({mk}, {bv}, tl.zeros_like({bv}))")
-        a2, b2, c2 = self.fresh("mma_a"), self.fresh("mma_b"), self.fresh("mma_c")
+        m, n = d - 2, d - 1
+        bm, bn = self.block[m], self.block[n]
+        a2 = self.mma_tile(ind, la, m, d, src)
+        b2 = self.mma_tile(ind, lb, d, n, src)
+        c2 = self.fresh("mma_c")
         oshape = self.shape(ins.out)
         self.emit(ind, f"{c2} = tl.reshape(tl.broadcast_to({_name(ins.init)}, {oshape}), "
                        f"[{bm}, {bn}])")
-        # Triton's interpreter multiplies bf16 / fp8 tensors on their raw bits (findings
-        # F20): there the exact f32 widenings go through an IEEE f32 dot instead
         self.emit(ind, "if _TF_INTERPRET:")
-        fa, fb = _name(ins.a), _name(ins.b)
-        if ins.mask:
-            mk = _name(ins.mask)
-            fa, fb = f"tl.where({mk}, {fa}, 0.0)", f"tl.where({mk}, {fb}, 0.0)"
-        self.emit(ind + "    ", f"{a2} = tl.reshape({fa}, [{bm}, {bk}])")
-        self.emit(ind + "    ", f"{b2} = tl.trans(tl.reshape({fb}, [{bn}, {bk}]))")
         self.emit(ind + "    ", f"{c2} = tl.dot({a2}, {b2}, acc={c2}, input_precision='ieee', "
                                f"out_dtype=tl.float32)")
         self.emit(ind, "else:")
-        self.emit(ind + "    ", f"{a2} = tl.reshape({av}, [{bm}, {bk}]).to({tl_t}, "
-                               f"bitcast=True)")
-        self.emit(ind + "    ", f"{b2} = tl.trans(tl.reshape({bv}, [{bn}, {bk}]).to({tl_t}, "
-                               f"bitcast=True))")
         self.emit(ind + "    ", f"{c2} = tl.dot({a2}, {b2}, acc={c2}, out_dtype=tl.float32)")
         self.put(ind, ins.out, f"tl.reshape({c2}, {oshape})")
 
