@@ -287,9 +287,15 @@ class Select(Instr):
 
 @dataclass(frozen=True)
 class Math(Instr):
+    """``fn(x)`` within its ULP budget for x's dtype. ``within``: the result is only ever
+    rounded to this narrow dtype (whose budget is 1 ulp), so a renderer may compute an f32
+    ``x`` with any f32 error below 2^(23-p) ulp (``semantics.ulp``, lemma B; p the narrow
+    dtype's significand bits) instead of the f32 budget."""
+
     out: str
     fn: str
     x: str
+    within: str | None = None
     SSA = ("x",)
 
 
@@ -990,6 +996,8 @@ def _instr_text(ins: Instr, types: Mapping[str, Tile] | None, block: tuple[int, 
                 contract = ""
         elif types is not None:
             contract = " [f64 libm]"
+        if ins.within:
+            contract += f" [for {ins.within}]"
         return f"{ins.out} = math.{ins.fn} {ins.x}{contract}{ty(ins.out)}"
     if isinstance(ins, Reduce):
         init = f" init {ins.init}" if ins.init else ""

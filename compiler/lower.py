@@ -182,8 +182,8 @@ class KB:
     def unop(self, kind: str, x: str) -> str:
         return self.emit(kir.UnOp(self.name(), kind, x), self.f(x))
 
-    def math(self, fn: str, x: str) -> str:
-        return self.emit(kir.Math(self.name(), fn, x), self.f(x))
+    def math(self, fn: str, x: str, within: str | None = None) -> str:
+        return self.emit(kir.Math(self.name(), fn, x, within), self.f(x))
 
     def broadcast(self, x: str, axes: Any) -> str:
         """``x`` spanning ``axes`` too (a loop's carried seed takes the result's tile)."""

@@ -740,8 +740,39 @@ class _KernelT:
     def i_Select(self, ins: kir.Select, ind: str) -> None:
         self.put(ind, ins.out, f"tl.where({_name(ins.cond)}, {_name(ins.a)}, {_name(ins.b)})")
 
+    @staticmethod
+    def exp_f32(w: str) -> str:
+        """f32 ``exp`` whose subnormal results are not flushed: ``tl.exp`` on the GPU is
+        ``ex2.approx.ftz`` (subnormals flushed, tens of ulps near overflow), so below -80
+        it is ``exp(w/2)²`` (normal halves; the product rounds once into the subnormals)."""
+        half = f"tl.exp({w} * 0.5)"
+        return f"tl.where({w} < -80.0, {half} * {half}, tl.exp({w}))"
+
+    def math_narrow_f32(self, fn: str, w: str) -> str | None:
+        """``fn`` of an f32 ``w`` whose result only needs the accuracy of a narrow dtype (a
+        1-ulp budget: any f32 error below 2^(23-p) ulp, ``semantics.ulp`` lemma B): the fast
+        f32 forms of the model implementations, or None (use the f64 path)."""
+        e = self.exp_f32
+        if fn == "exp":
+            return e(w)
+        if fn == "sigmoid":
+            return f"tl.where({w} < -80.0, {e(w)}, tl.div_rn(1.0, 1.0 + tl.exp(-{w})))"
+        if fn == "silu":
+            half = f"tl.exp({w} * 0.5)"
+            return (f"tl.where({w} == float('-inf'), -0.0, tl.where({w} < -80.0, "
+                    f"({w} * {half}) * {half}, tl.div_rn({w}, 1.0 + tl.exp(-{w}))))")
+        return None
+
     def i_Math(self, ins: kir.Math, ind: str) -> None:
         dt, fn = self.dt(ins.x), ins.fn
+        if dt == "f32" and ins.within and self.math_narrow_f32(fn, "w") is not None:
+            self.put(ind, ins.out, self.math_narrow_f32(fn, _name(ins.x)))
+            return
+        if dt in NARROW and self.math_narrow_f32(fn, "w") is not None:
+            w = self.fresh("w")
+            self.emit(ind, f"{w} = {self.widened(_name(ins.x), dt)}")
+            self.put(ind, ins.out, self.round_f32(self.math_narrow_f32(fn, w), dt, "nonfinite"))
+            return
         if dt == "f64" and fn in ("exp", "log", "exp2", "log2"):  # the f64 function
             x = _name(ins.x)
             self.put(ind, ins.out, f"tl.{fn}({x})")

@@ -27,6 +27,9 @@ class TileConfig:
     #: axis), or None to fill them like any parallel axis. The Triton backend sets it so that
     #: its ``tl.dot`` gets tensor-core-sized tiles.
     dot_mn: tuple[int, int] | None = None
+    #: compute softmax over a narrow dtype (bf16, f16, fp8) in f32 instead of f64: within its
+    #: 1-ulp budget by ``semantics.ulp``'s lemma B (the f32 exp is marked ``within`` the dtype)
+    narrow_f32: bool = False
 
 
 def prev_pow2(n: int) -> int:
