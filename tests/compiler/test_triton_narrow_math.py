@@ -23,11 +23,11 @@ if "triton" not in sys.modules:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("triton")
 
-from tilefoundry.compiler import kir  # noqa: E402
-from tilefoundry.compiler.pipeline import compile as tf_compile  # noqa: E402
-from tilefoundry.compiler.triton_backend import TRITON_TILES, TritonBackend  # noqa: E402
-from tilefoundry.oracle.compare import check  # noqa: E402
-from tilefoundry.semantics.dsl import parse_module  # noqa: E402
+from tilefoundry.compiler import kir
+from tilefoundry.compiler.pipeline import compile as tf_compile
+from tilefoundry.compiler.triton_backend import TRITON_TILES, TritonBackend
+from tilefoundry.oracle.compare import check
+from tilefoundry.semantics.dsl import parse_module
 
 NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
 
