@@ -1,6 +1,8 @@
 """Render kernel-IR programs to Triton (issue 17): the Triton backend's renderer.
 
-``render(program) -> str`` is the source of one Python module: a prelude of ``@triton.jit``
+``render(program, interpret=False) -> str`` is the source of one Python module (rendered per
+target: ``interpret=True`` for Triton's CPU interpreter, which differs only in the tensor-core
+``dot``, findings F20): a prelude of ``@triton.jit``
 helpers (the bit-exact conversions, NaN-keeping min / max, the correctly rounded division)
 and one ``@triton.jit`` function per kernel, ``KERNELS[name] = (fn, roots, instances,
 storage types, launch options)``;
@@ -86,13 +88,8 @@ def storage_view(a: np.ndarray, dt: str) -> np.ndarray:
     return a.view(np.dtype(STORAGE[dt]))
 
 
-PRELUDE = r'''import os
-
-import triton
+PRELUDE = r'''import triton
 import triton.language as tl
-
-#: True when this module runs in Triton's CPU interpreter (read once, at import)
-_TF_INTERPRET = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
 
 
 @triton.jit
@@ -374,8 +371,11 @@ def _root_size(b: kir.Buffer) -> int:
 class _KernelT:
     """One kernel rendered as a ``@triton.jit`` function."""
 
-    def __init__(self, k: Kernel, bm: Mapping[str, kir.Buffer]):
+    def __init__(self, k: Kernel, bm: Mapping[str, kir.Buffer], interpret: bool = False):
         self.k, self.bm = k, bm
+        #: rendered for Triton's CPU interpreter (whose bf16 / fp8 dot works on raw bits,
+        #: findings F20) rather than the GPU; the module is rendered per target
+        self.interpret = interpret
         self.types = kir.kernel_types(k, bm, where="triton")
         self.rank = max(k.rank, 1)
         self.block = k.block if k.rank else (1,)
@@ -988,17 +988,17 @@ class _KernelT:
         mask = f"({r1} < {dom[rows]}) & ({c1} < {dom[cols]})"
         p = self.ptr(ld.buffer)
         t = self.fresh("mt")
-        bits = f"tl.load({p} + ({off}), mask={mask}, other=0).to({_TL[src]}, bitcast=True)"
-        self.emit(ind, "if _TF_INTERPRET:")
-        self.emit(ind + "    ", f"{t} = {self.widened(bits, src)}")
-        self.emit(ind, "else:")
-        if src in ("bf16", "f16"):
+        bits = self.fresh("mb")
+        self.emit(ind, f"{bits} = tl.load({p} + ({off}), mask={mask}, other=0).to({_TL[src]}, "
+                       f"bitcast=True)")
+        if self.interpret:
+            self.emit(ind, f"{t} = {self.widened(bits, src)}")
+        elif src in ("bf16", "f16"):
             # bit-cast after the load (a pointer cast in a loop broke Triton 3.6's make_ttgir:
             # "operand #0 does not dominate this use")
-            self.emit(ind + "    ", f"{t} = tl.load({p} + ({off}), mask={mask}, other=0)"
-                                   f".to({_MMA_TL[src]}, bitcast=True)")
+            self.emit(ind, f"{t} = {bits}.to({_MMA_TL[src]}, bitcast=True)")
         else:
-            self.emit(ind + "    ", f"{t} = {self.widened(bits, src)}.to(tl.float16)")
+            self.emit(ind, f"{t} = {self.widened(bits, src)}.to(tl.float16)")
         return t
 
     def dot_mma(self, ins: kir.Dot, ind: str, la: kir.Load, lb: kir.Load, src: str) -> None:
@@ -1014,12 +1014,14 @@ class _KernelT:
         oshape = self.shape(ins.out)
         self.emit(ind, f"{c2} = tl.reshape(tl.broadcast_to({_name(ins.init)}, {oshape}), "
                        f"[{bm}, {bn}])")
-        self.emit(ind, "if _TF_INTERPRET:")
-        self.emit(ind + "    ", f"{c2} = tl.dot({a2}, {b2}, acc={c2}, input_precision='ieee', "
-                               f"out_dtype=tl.float32)")
-        self.emit(ind, "else:")
-        self.emit(ind + "    ", f"{c2} = tl.dot({a2}, {b2}, acc={c2}, out_dtype=tl.float32)")
-        self.put(ind, ins.out, f"tl.reshape({c2}, {oshape})")
+        prec = ", input_precision='ieee'" if self.interpret else ""
+        self.emit(ind, f"{c2} = tl.dot({a2}, {b2}, acc={c2}{prec}, out_dtype=tl.float32)")
+        # back to the kernel's rank by inserting the unit axes (expand_dims, not a reshape of
+        # the accumulator's layout)
+        expr, axes = c2, [i for i in range(self.rank) if i not in (m, n)]
+        for i in axes:
+            expr = f"tl.expand_dims({expr}, {i})"
+        self.put(ind, ins.out, expr)
 
     def i_Dot(self, ins: kir.Dot, ind: str) -> None:
         """Tensor cores (``dot_mma``) where ``mma_operands`` allows; otherwise the reference K
@@ -1082,7 +1084,7 @@ class _KernelT:
             self.emit(ind, f"{_name(o)} = {_name(c)}")
 
 
-def render(program: Program) -> str:
+def render(program: Program, interpret: bool = False) -> str:
     """The Triton module of ``program``: the prelude, one jit function per kernel and
     ``KERNELS = {kernel name: (fn, [root buffer, ...], instances, [storage type, ...])}``."""
     bm = program.buffer_map()
@@ -1092,7 +1094,7 @@ def render(program: Program) -> str:
     def walk(steps) -> None:
         for s in steps:
             if isinstance(s, Kernel):
-                kt = _KernelT(s, bm)
+                kt = _KernelT(s, bm, interpret)
                 src, roots = kt.render()
                 parts.append("\n\n" + src)
                 types = [STORAGE[bm[r].dtype] for r in roots]

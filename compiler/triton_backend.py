@@ -242,6 +242,10 @@ class DeviceRun:
 
 
 def _render(program: Program) -> str:
+    return render(program, interpret=True)
+
+
+def _render_cuda(program: Program) -> str:
     return render(program)
 
 
@@ -254,7 +258,7 @@ def _builder(device: str):
 
 
 TARGETS.setdefault("triton", Target("triton", _render, _builder("interpret")))
-TARGETS.setdefault("triton-cuda", Target("triton-cuda", _render, _builder("cuda")))
+TARGETS.setdefault("triton-cuda", Target("triton-cuda", _render_cuda, _builder("cuda")))
 
 
 class TritonBackend(KernelInterpBackend):
