@@ -1,0 +1,235 @@
+"""The CUDA C++ backend (``--backend cuda``; pipeline target ``cuda``; issue 18).
+
+The pipeline runs as for ``kernel-interp`` (typeinfer, elaborate, canonicalize, lower, fuse);
+``render_cuda.render`` turns the fused kernel IR into CUDA C++ (the SIMD C renderer's code in
+its CUDA spelling: one thread per program instance); the build pass compiles it with NVRTC to
+PTX (``cuda_build``: needs no GPU, so a rendering error surfaces on any machine). The executable
+keeps the kernel-IR interpreter's flat numpy storage (inputs, temps, consts; outputs read back
+through the buffers' strides), runs host loops on the host and launches each kernel on the GPU:
+it copies the roots the kernel loads or stores to device buffers (and a second copy of each
+root it both reads and writes: the snapshot its loads read), launches, and copies back the
+roots it stores. numpy stays the one copy of record.
+
+CUDA is initialised only at the first launch, in the process that runs the case, through
+``cuda.bindings.driver`` (the conformance runner forks its workers: a parent that initialised
+CUDA breaks every worker; nothing here touches the driver before a launch). The cubin for the
+device's own architecture (``sm_<major><minor>``) is built with NVRTC at that point, through
+the same cache.
+
+Where it runs: ``CudaBackend()`` needs an NVIDIA device node and ``cuda-python``; without a GPU
+constructing it raises a one-line ``InvalidArgumentError`` naming the missing device and how
+to run it. There is never a fallback to another backend.
+
+Capabilities: the lowering's ops, dtypes, policies and overflow modes (those of
+``kernel-interp``; no mesh), as for SIMD C, whose renderer this one is; whatever the renderer
+cannot handle raises ``NotSupportedError`` naming the construct in the render pass, before any
+NVRTC compile. An NVRTC error is ``CudaCompileError`` with NVRTC's log and the kept source.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.compiler import cuda_build
+from tilefoundry.compiler.backends import KernelInterpBackend
+from tilefoundry.compiler.errors import CompilerError
+from tilefoundry.compiler.interp import Interpreter
+from tilefoundry.compiler.kir import Kernel, Program
+from tilefoundry.compiler.pipeline import TARGETS, Target
+from tilefoundry.compiler.render_cuda import kernel_roots, parse_plan, render
+from tilefoundry.errors import InvalidArgumentError
+
+__all__ = ["HOW", "SCRATCH_LIMIT", "CudaBackend", "CudaError", "CudaExecutable",
+           "gpu_present"]
+
+HOW = ("the cuda backend needs an NVIDIA GPU and none is here (no /dev/nvidiactl): run "
+       "`tilefoundry conformance run --backend cuda ...` on a machine with one (or render "
+       "only: `tilefoundry compile ... --target cuda --print-after render`)")
+#: bytes of per-thread scratch one launch may use; more instances run as several launches
+SCRATCH_LIMIT = 1 << 30
+
+
+class CudaError(CompilerError, RuntimeError):
+    """The CUDA driver reported an error (the message names the call and the error)."""
+
+
+def gpu_present() -> bool:
+    """An NVIDIA device node, found without initialising CUDA in this process."""
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError as e:
+        raise InvalidArgumentError(f"the cuda backend needs cuda-python ({e}); "
+                                   f"{cuda_build.HOW}") from None
+    return driver
+
+
+def _ok(cu, res, what: str):
+    err = res[0]
+    if err != cu.CUresult.CUDA_SUCCESS:
+        _, name = cu.cuGetErrorName(err)
+        raise CudaError(f"CUDA {what} failed: {name.decode() if name else err}")
+    return None if len(res) == 1 else res[1] if len(res) == 2 else res[1:]
+
+
+class _Device:
+    """The process's CUDA context on device 0 and its loaded modules (made on first use)."""
+
+    _lock = threading.Lock()
+    _current: tuple[int, _Device] | None = None
+
+    def __init__(self) -> None:
+        cu = self.cu = _driver()
+        _ok(cu, cu.cuInit(0), "cuInit")
+        self.dev = _ok(cu, cu.cuDeviceGet(0), "cuDeviceGet")
+        a = cu.CUdevice_attribute
+        major = _ok(cu, cu.cuDeviceGetAttribute(
+            a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.dev), "cuDeviceGetAttribute")
+        minor = _ok(cu, cu.cuDeviceGetAttribute(
+            a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev), "cuDeviceGetAttribute")
+        self.arch = f"sm_{major}{minor}"
+        self.ctx = _ok(cu, cu.cuDevicePrimaryCtxRetain(self.dev), "cuDevicePrimaryCtxRetain")
+        _ok(cu, cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+        self.modules: dict[str, Any] = {}
+        self.functions: dict[tuple[str, str], Any] = {}
+
+    @classmethod
+    def get(cls) -> _Device:
+        with cls._lock:
+            cur = cls._current
+            if cur is None or cur[0] != os.getpid():  # a forked child starts its own
+                cls._current = cur = (os.getpid(), cls())
+            _ok(cur[1].cu, cur[1].cu.cuCtxSetCurrent(cur[1].ctx), "cuCtxSetCurrent")
+            return cur[1]
+
+    def function(self, source: str, name: str):
+        key = (source, name)
+        f = self.functions.get(key)
+        if f is None:
+            mod = self.modules.get(source)
+            if mod is None:
+                cubin = cuda_build.build(source, self.arch).data
+                mod = self.modules[source] = _ok(self.cu, self.cu.cuModuleLoadData(cubin),
+                                                 "cuModuleLoadData")
+            f = self.functions[key] = _ok(self.cu, self.cu.cuModuleGetFunction(
+                mod, name.encode()), f"cuModuleGetFunction({name})")
+        return f
+
+    def alloc(self, nbytes: int):
+        return _ok(self.cu, self.cu.cuMemAlloc(max(int(nbytes), 1)), "cuMemAlloc")
+
+    def upload(self, dptr, a: np.ndarray) -> None:
+        if a.nbytes:
+            _ok(self.cu, self.cu.cuMemcpyHtoD(dptr, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
+
+    def download(self, a: np.ndarray, dptr) -> None:
+        if a.nbytes:
+            _ok(self.cu, self.cu.cuMemcpyDtoH(a.ctypes.data, dptr, a.nbytes), "cuMemcpyDtoH")
+
+    def launch(self, f, blocks: int, threads: int, params: Sequence[int]) -> None:
+        """``f`` on ``blocks`` x ``threads`` with 8-byte parameters (pointers, int64)."""
+        vals = np.array([int(p) & 0xFFFFFFFFFFFFFFFF for p in params], np.uint64)
+        ptrs = np.array([vals.ctypes.data + 8 * i for i in range(len(vals))], np.uint64)
+        _ok(self.cu, self.cu.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, 0,
+                                            ptrs.ctypes.data, 0), "cuLaunchKernel")
+        _ok(self.cu, self.cu.cuCtxSynchronize(), "kernel run (cuCtxSynchronize)")
+
+
+class CudaExecutable(Interpreter):
+    """Runs a program's rendered CUDA kernels on flat numpy storage (the interpreter's)."""
+
+    def __init__(self, program: Program, source: str):
+        super().__init__(program)
+        self.source = source
+        self.plan = parse_plan(source)
+        # the CPU-side check: NVRTC to PTX (cached), so a compile error needs no GPU
+        self.ptx = cuda_build.build(source, cuda_build.PTX_ARCH)
+        self.source_path = self.ptx.source_path
+        self._roots = {k.name: kernel_roots(k, self.bm) for k in program.kernels()}
+
+    def steps(self, seq: Sequence[Any], st: dict[str, np.ndarray]) -> None:
+        for s in seq:
+            if isinstance(s, Kernel):
+                self.launch(s, st)
+            else:
+                self.host_loop(s, st)
+
+    def launch(self, k: Kernel, st: dict[str, np.ndarray]) -> None:
+        if k.instances == 0 or any(n == 0 for n in k.domain):
+            return
+        entry = self.plan["kernels"][k.name]
+        dev = _Device.get()
+        f = dev.function(self.source, entry["fn"])
+        loads, stores = self._roots[k.name]
+        order = self.plan["roots"]
+        bufs: list = []
+        try:
+            ptr: dict[str, Any] = {}
+            for r in order:
+                if r in loads or r in stores:
+                    a = np.ascontiguousarray(st[r])
+                    ptr[r] = dev.alloc(a.nbytes)
+                    bufs.append(ptr[r])
+                    dev.upload(ptr[r], a)
+            snaps = []
+            for r in entry["snap"]:
+                q = dev.alloc(st[r].nbytes)
+                bufs.append(q)
+                dev.upload(q, np.ascontiguousarray(st[r]))
+                snaps.append(q)
+            n, per = entry["instances"], entry["scratch"]
+            threads = self.plan["threads"]
+            chunk = n if per == 0 else max(threads, SCRATCH_LIMIT // per // threads * threads)
+            chunk = min(chunk, n)
+            scratch = dev.alloc(chunk * per) if per else 0
+            if per:
+                bufs.append(scratch)
+            base = [int(ptr[r]) if r in ptr else 0 for r in order] + [int(q) for q in snaps]
+            for lo in range(0, n, chunk):
+                hi = min(n, lo + chunk)
+                dev.launch(f, -(-(hi - lo) // threads), threads,
+                           [*base, int(scratch), lo, hi])
+            for r in order:
+                if r in stores:
+                    out = st[r]
+                    if out.flags.c_contiguous and out.flags.writeable:
+                        dev.download(out, ptr[r])
+                    else:
+                        tmp = np.empty_like(out)
+                        dev.download(tmp, ptr[r])
+                        st[r] = tmp
+        finally:
+            for b in bufs:
+                dev.cu.cuMemFree(b)
+
+
+def _build(program: Program, source: str | None) -> CudaExecutable:
+    if source is None:
+        raise InvalidArgumentError("the cuda target builds from rendered source; got none")
+    return CudaExecutable(program, source)
+
+
+TARGETS.setdefault("cuda", Target("cuda", render, _build))
+
+
+class CudaBackend(KernelInterpBackend):
+    """The CUDA C++ backend as a conformance backend (``--backend cuda``); capabilities are
+    the lowering's (``KernelInterpBackend.capabilities``), the renderer raising
+    ``NotSupportedError`` for the rest."""
+
+    name = "cuda"
+    target = "cuda"
+
+    def __init__(self, *, fuse: bool = True, cfg=None):
+        super().__init__(fuse=fuse, cfg=cfg)
+        if not gpu_present():
+            raise InvalidArgumentError(HOW)
+        _driver()  # cuda-python importable (imports only; CUDA is not initialised here)
