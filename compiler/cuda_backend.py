@@ -44,12 +44,15 @@ from tilefoundry.compiler.pipeline import TARGETS, Target
 from tilefoundry.compiler.render_cuda import kernel_roots, parse_plan, render
 from tilefoundry.errors import InvalidArgumentError
 
-__all__ = ["HOW", "SCRATCH_LIMIT", "CudaBackend", "CudaError", "CudaExecutable",
-           "gpu_present"]
+__all__ = ["DEVICES", "HOW", "SCRATCH_LIMIT", "CudaBackend", "CudaError", "CudaExecutable",
+           "gpu_present", "host_backend", "host_source"]
 
 HOW = ("the cuda backend needs an NVIDIA GPU and none is here (no /dev/nvidiactl): run "
        "`tilefoundry conformance run --backend cuda ...` on a machine with one (or render "
        "only: `tilefoundry compile ... --target cuda --print-after render`)")
+#: "cuda": the GPU; "host": the source compiled for the host (a test harness, never chosen
+#: for you: ``CudaBackend(device="host")``)
+DEVICES = ("cuda", "host")
 #: bytes of per-thread scratch one launch may use; more instances run as several launches
 SCRATCH_LIMIT = 1 << 30
 
@@ -142,13 +145,107 @@ class _Device:
                                             ptrs.ctypes.data, 0), "cuLaunchKernel")
         _ok(self.cu, self.cu.cuCtxSynchronize(), "kernel run (cuCtxSynchronize)")
 
+    def free(self, dptr) -> None:
+        self.cu.cuMemFree(dptr)
+
+
+_HOST_SHIM = r"""/* host emulation of the CUDA C++ source (CudaBackend(device="host")): the host C++
+ * compiler, the grid as a sequential loop over blocks and threads */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#define __global__
+#define __launch_bounds__(n)
+struct tf__dim3 { int64_t x; };
+static tf__dim3 blockIdx, blockDim, threadIdx;
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
+static inline double __dsqrt_rn(double a) { return sqrt(a); }
+"""
+
+
+def host_source(source: str) -> str:
+    """The CUDA source as host C++: the shim, the source, one ``<fn>_grid`` per kernel that
+    runs every (block, thread) of a launch in order."""
+    plan = parse_plan(source)
+    n = len(plan["roots"])
+    out = [_HOST_SHIM, source]
+    for k in plan["kernels"].values():
+        args = [f"p{i}" for i in range(n)] + [f"q{i}" for i in range(len(k["snap"]))] + \
+            ["S0", "lo", "hi"]
+        params = ", ".join([f"char *{a}" for a in args[:-2]] + ["int64_t lo", "int64_t hi"])
+        out.append(f'''extern "C" void {k["fn"]}_grid(int64_t blocks, int64_t threads, {params})
+{{
+    blockDim.x = threads;
+    for (int64_t b = 0; b < blocks; ++b)
+        for (int64_t t = 0; t < threads; ++t) {{
+            blockIdx.x = b; threadIdx.x = t;
+            {k["fn"]}({", ".join(args)});
+        }}
+}}''')
+    return "\n".join(out) + "\n"
+
+
+class _HostDevice:
+    """``_Device``'s interface on the host: memory is numpy, kernels are the host-compiled
+    source (``host_source``). It checks the rendering, the launch plan and the launch logic
+    on a CPU; it says nothing about the GPU's own arithmetic or memory model."""
+
+    def __init__(self) -> None:
+        self.mem: dict[int, np.ndarray] = {}
+        self.functions: dict[tuple[str, str], Any] = {}
+
+    def function(self, source: str, name: str):
+
+        from tilefoundry.compiler.c_runtime.build import load
+
+        key = (source, name)
+        f = self.functions.get(key)
+        if f is None:
+            lib = load(host_source(source), cc=os.environ.get("TILEFOUNDRY_CXX", "g++"),
+                       extra_flags=("-x", "c++", "-std=gnu++17"))
+            f = getattr(lib, f"{name}_grid")
+            f.restype = None
+            self.functions[key] = f
+        return f
+
+    def alloc(self, nbytes: int) -> int:
+        a = np.zeros(max(int(nbytes), 1), np.uint8)
+        self.mem[a.ctypes.data] = a
+        return a.ctypes.data
+
+    def upload(self, dptr: int, a: np.ndarray) -> None:
+        if a.nbytes:
+            self.mem[dptr][:a.nbytes] = np.frombuffer(a.tobytes(), np.uint8)
+
+    def download(self, a: np.ndarray, dptr: int) -> None:
+        if a.nbytes:
+            a.reshape(-1).view(np.uint8)[:] = self.mem[dptr][:a.nbytes]
+
+    def launch(self, f, blocks: int, threads: int, params: Sequence[int]) -> None:
+        import ctypes
+
+        f(ctypes.c_int64(blocks), ctypes.c_int64(threads),
+          *[ctypes.c_int64(int(p) - (1 << 64) if int(p) >= 1 << 63 else int(p))
+            for p in params])
+
+    def free(self, dptr: int) -> None:
+        self.mem.pop(dptr, None)
+
 
 class CudaExecutable(Interpreter):
     """Runs a program's rendered CUDA kernels on flat numpy storage (the interpreter's)."""
 
-    def __init__(self, program: Program, source: str):
+    def __init__(self, program: Program, source: str, device: str = "cuda"):
         super().__init__(program)
-        self.source = source
+        self.source, self.device = source, device
         self.plan = parse_plan(source)
         # the CPU-side check: NVRTC to PTX (cached), so a compile error needs no GPU
         self.ptx = cuda_build.build(source, cuda_build.PTX_ARCH)
@@ -166,7 +263,7 @@ class CudaExecutable(Interpreter):
         if k.instances == 0 or any(n == 0 for n in k.domain):
             return
         entry = self.plan["kernels"][k.name]
-        dev = _Device.get()
+        dev = _Device.get() if self.device == "cuda" else _HOST
         f = dev.function(self.source, entry["fn"])
         loads, stores = self._roots[k.name]
         order = self.plan["roots"]
@@ -208,16 +305,22 @@ class CudaExecutable(Interpreter):
                         st[r] = tmp
         finally:
             for b in bufs:
-                dev.cu.cuMemFree(b)
+                dev.free(b)
 
 
-def _build(program: Program, source: str | None) -> CudaExecutable:
-    if source is None:
-        raise InvalidArgumentError("the cuda target builds from rendered source; got none")
-    return CudaExecutable(program, source)
+_HOST = _HostDevice()
 
 
-TARGETS.setdefault("cuda", Target("cuda", render, _build))
+def _builder(device: str):
+    def build(program: Program, source: str | None) -> CudaExecutable:
+        if source is None:
+            raise InvalidArgumentError("the cuda target builds from rendered source; got none")
+        return CudaExecutable(program, source, device)
+    return build
+
+
+TARGETS.setdefault("cuda", Target("cuda", render, _builder("cuda")))
+TARGETS.setdefault("cuda-host", Target("cuda-host", render, _builder("host")))
 
 
 class CudaBackend(KernelInterpBackend):
@@ -228,8 +331,20 @@ class CudaBackend(KernelInterpBackend):
     name = "cuda"
     target = "cuda"
 
-    def __init__(self, *, fuse: bool = True, cfg=None):
+    def __init__(self, *, device: str = "cuda", fuse: bool = True, cfg=None):
         super().__init__(fuse=fuse, cfg=cfg)
-        if not gpu_present():
-            raise InvalidArgumentError(HOW)
-        _driver()  # cuda-python importable (imports only; CUDA is not initialised here)
+        if device not in DEVICES:
+            raise InvalidArgumentError(f"cuda device {device!r}: expected one of {DEVICES}")
+        if device == "cuda":
+            if not gpu_present():
+                raise InvalidArgumentError(HOW)
+            _driver()  # cuda-python importable (imports only; CUDA is not initialised here)
+        self.device = device
+        self.target = "cuda" if device == "cuda" else "cuda-host"
+
+
+def host_backend(**kw) -> CudaBackend:
+    """``CudaBackend(device="host")`` (for ``--backend
+    tilefoundry.compiler.cuda_backend:host_backend``): the CUDA source run on the CPU, a test
+    harness of the rendering and the launch logic, not of the GPU."""
+    return CudaBackend(device="host", **kw)
