@@ -210,7 +210,7 @@ class _HostDevice:
         f = self.functions.get(key)
         if f is None:
             lib = load(host_source(source), cc=os.environ.get("TILEFOUNDRY_CXX", "g++"),
-                       extra_flags=("-x", "c++", "-std=gnu++17"))
+                       extra_flags=("-x", "c++", "-std=gnu++17", "-O1"))
             f = getattr(lib, f"{name}_grid")
             f.restype = None
             self.functions[key] = f
