@@ -32,6 +32,7 @@ from pathlib import Path
 from tilefoundry.compiler.c_runtime.build import (
     RUNTIME_DIR,
     _private_dir,
+    _verified,
     _write_atomic,
     cache_dir,
 )
@@ -111,16 +112,6 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _verified(root: Path, key: str, art: Path, src: bytes) -> bool:
-    try:
-        rec = json.loads((root / f"{key}.json").read_text())
-        return (isinstance(rec, dict) and rec.get("key") == key and
-                rec.get("source_sha256") == _sha(src) and
-                rec.get("artefact_sha256") == _sha(art.read_bytes()))
-    except (OSError, ValueError):
-        return False
-
-
 def compile_source(source: str, arch: str = PTX_ARCH, *, name: str = "tf_program.cu",
                    options: Sequence[str] = OPTIONS,
                    source_path: Path | None = None) -> bytes:
@@ -170,7 +161,7 @@ def build(source: str, arch: str = PTX_ARCH, *,
     src_path = root / f"{key}.cu"
     want = source.encode()
     if art.exists():
-        if _verified(root, key, art, want):
+        if _verified(root, key, art, want, "artefact_sha256"):
             return CudaBuild(key, art, src_path, compiled=False)
         art.unlink(missing_ok=True)  # tampered or unrecorded: built again
     if not src_path.exists() or src_path.read_bytes() != want:

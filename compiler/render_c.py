@@ -1254,12 +1254,16 @@ class ProgramC:
                     continue
                 kc = self.KERNEL(s, self.bm, self.roots, self.nk)
                 self.funcs.append(kc.render())
-                out.append(f"{ind}tf_k{self.nk}(P); /* {s.name} */")
+                self.kernel_step(kc, out, ind)
                 self.nk += 1
             elif isinstance(s, HostLoop):
                 self.host_loop(s, out, ind)
             else:
                 raise self.unsupported(type(s).__name__, "not a step")
+
+    def kernel_step(self, kc: KernelC, out: list[str], ind: str) -> None:
+        """*Spelling*: what the host code does for a rendered kernel (here: calls it)."""
+        out.append(f"{ind}tf_k{kc.kidx}(P); /* {kc.k.name} */")
 
     def elem(self, name: str, idx: list[str]) -> str:
         b = self.bm[name]

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
@@ -143,21 +142,13 @@ class ProgramCuda(ProgramC):
                  f"{PLAN_TAG}{text} */"]
         return "\n".join(parts) + "\n"
 
-    def steps(self, seq: Iterable, out: list[str], ind: str) -> None:
-        for s in seq:
-            if isinstance(s, Kernel):
-                if s.instances == 0 or any(n == 0 for n in s.domain):
-                    continue
-                if s.name in self.kernels:
-                    raise self.unsupported("Kernel", f"two kernels named {s.name}")
-                kc = self.KERNEL(s, self.bm, self.roots, self.nk)
-                self.funcs.append(kc.render())
-                self.kernels[s.name] = kc.plan()
-                self.nk += 1
-            elif isinstance(s, HostLoop):
-                self.steps(s.body, out, ind)
-            else:
-                raise self.unsupported(type(s).__name__, "not a step")
+    def kernel_step(self, kc: KernelC, out: list[str], ind: str) -> None:
+        if kc.k.name in self.kernels:
+            raise self.unsupported("Kernel", f"two kernels named {kc.k.name}")
+        self.kernels[kc.k.name] = kc.plan()
+
+    def host_loop(self, s: HostLoop, out: list[str], ind: str) -> None:
+        self.steps(s.body, out, ind)  # the loop itself runs on the host
 
 
 def render(program: Program) -> str:
