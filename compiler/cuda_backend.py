@@ -12,9 +12,9 @@ roots it stores. numpy stays the one copy of record.
 
 CUDA is initialised only at the first launch, in the process that runs the case, through
 ``cuda.bindings.driver`` (the conformance runner forks its workers: a parent that initialised
-CUDA breaks every worker; nothing here touches the driver before a launch). The cubin for the
-device's own architecture (``sm_<major><minor>``) is built with NVRTC at that point, through
-the same cache.
+CUDA breaks every worker; nothing here touches the driver before a launch). The module loaded
+is the build pass's compute_90 PTX (a cache hit), which the driver compiles for the device
+(D210); ``cuda_build.build(source, "sm_90")`` makes a cubin where one is wanted.
 
 Where it runs: ``CudaBackend()`` needs an NVIDIA device node and ``cuda-python``; without a GPU
 constructing it raises a one-line ``InvalidArgumentError`` naming the missing device and how
@@ -67,20 +67,13 @@ def gpu_present() -> bool:
 
 
 def _driver():
-    try:
-        from cuda.bindings import driver
-    except ImportError as e:
-        raise InvalidArgumentError(f"the cuda backend needs cuda-python ({e}); "
-                                   f"{cuda_build.HOW}") from None
-    return driver
+    return cuda_build.cuda_python("driver")
 
 
 def _ok(cu, res, what: str):
-    err = res[0]
-    if err != cu.CUresult.CUDA_SUCCESS:
-        _, name = cu.cuGetErrorName(err)
-        raise CudaError(f"CUDA {what} failed: {name.decode() if name else err}")
-    return None if len(res) == 1 else res[1] if len(res) == 2 else res[1:]
+    return cuda_build.unpack(res, cu.CUresult.CUDA_SUCCESS,
+                             lambda e: cu.cuGetErrorName(e)[1].decode(errors="replace"),
+                             CudaError, f"CUDA {what}")
 
 
 class _Device:
@@ -91,7 +84,12 @@ class _Device:
 
     def __init__(self) -> None:
         cu = self.cu = _driver()
-        _ok(cu, cu.cuInit(0), "cuInit")
+        try:
+            res = cu.cuInit(0)
+        except RuntimeError as e:  # cuda-python could not load the driver library
+            raise CudaError(f"CUDA cuInit failed: {e} (is the NVIDIA driver installed?)") \
+                from None
+        _ok(cu, res, "cuInit")
         self.dev = _ok(cu, cu.cuDeviceGet(0), "cuDeviceGet")
         a = cu.CUdevice_attribute
         major = _ok(cu, cu.cuDeviceGetAttribute(
@@ -119,8 +117,9 @@ class _Device:
         if f is None:
             mod = self.modules.get(source)
             if mod is None:
-                cubin = cuda_build.build(source, self.arch).data
-                mod = self.modules[source] = _ok(self.cu, self.cu.cuModuleLoadData(cubin),
+                # the build pass's PTX (a cache hit): the driver compiles it for this device
+                ptx = cuda_build.build(source, cuda_build.PTX_ARCH).data
+                mod = self.modules[source] = _ok(self.cu, self.cu.cuModuleLoadData(ptx),
                                                  "cuModuleLoadData")
             f = self.functions[key] = _ok(self.cu, self.cu.cuModuleGetFunction(
                 mod, name.encode()), f"cuModuleGetFunction({name})")
@@ -247,9 +246,9 @@ class CudaExecutable(Interpreter):
         super().__init__(program)
         self.source, self.device = source, device
         self.plan = parse_plan(source)
-        # the CPU-side check: NVRTC to PTX (cached), so a compile error needs no GPU
-        self.ptx = cuda_build.build(source, cuda_build.PTX_ARCH)
-        self.source_path = self.ptx.source_path
+        # NVRTC to PTX (cached) in the build pass: a compile error needs no GPU. The host
+        # emulation compiles the same source with the host's C++ compiler instead.
+        self.ptx = cuda_build.build(source, cuda_build.PTX_ARCH) if device == "cuda" else None
         self._roots = {k.name: kernel_roots(k, self.bm) for k in program.kernels()}
 
     def steps(self, seq: Sequence[Any], st: dict[str, np.ndarray]) -> None:

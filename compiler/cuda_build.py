@@ -24,6 +24,7 @@ on a CPU-only machine.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from tilefoundry.compiler.errors import CompilerError
 from tilefoundry.errors import InvalidArgumentError
 
 __all__ = ["HEADER", "OPTIONS", "PTX_ARCH", "CudaBuild", "CudaCompileError", "build",
-           "nvrtc_version"]
+           "compile_source", "cuda_python", "nvrtc_version", "unpack"]
 
 OPTIONS: tuple[str, ...] = ("--fmad=false", "--prec-div=true", "--prec-sqrt=true",
                             "--ftz=false", "-std=c++17")
@@ -57,7 +58,7 @@ COMPILE_HOOKS: list = []
 class CudaCompileError(CompilerError, RuntimeError):
     """NVRTC rejected a source: ``log`` is NVRTC's log, ``source_path`` the kept source."""
 
-    def __init__(self, message: str, *, source_path: Path | None, log: str,
+    def __init__(self, message: str, *, source_path: Path | None = None, log: str = "",
                  options: Sequence[str] = ()):
         super().__init__(message)
         self.source_path = source_path
@@ -77,22 +78,31 @@ class CudaBuild:
         return self.path.read_bytes()
 
 
-def _nvrtc():
+def cuda_python(module: str):
+    """``cuda.bindings.<module>`` (``nvrtc``, ``driver``), or the error naming the extra."""
     try:
-        from cuda.bindings import nvrtc
+        return importlib.import_module(f"cuda.bindings.{module}")
     except ImportError as e:
-        raise InvalidArgumentError(f"the CUDA backend needs NVRTC through cuda-python ({e}); "
-                                   f"{HOW}") from None
-    return nvrtc
+        raise InvalidArgumentError(f"the CUDA backend needs cuda-python ({e}); {HOW}") from None
+
+
+def unpack(res: tuple, success: object, name_of, error: type, what: str):
+    """The values of a cuda-python result ``(status, *values)``: None, one value or a tuple; a
+    status other than ``success`` raises ``error`` naming the call and ``name_of(status)``."""
+    if res[0] != success:
+        raise error(f"{what} failed: {name_of(res[0])}")
+    vals = res[1:]
+    return None if not vals else vals[0] if len(vals) == 1 else vals
+
+
+def _nvrtc():
+    return cuda_python("nvrtc")
 
 
 def _ok(nvrtc, res, what: str):
-    err = res[0]
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        _, msg = nvrtc.nvrtcGetErrorString(err)
-        raise CudaCompileError(f"NVRTC {what} failed: {msg.decode(errors='replace')}",
-                               source_path=None, log="")
-    return None if len(res) == 1 else res[1] if len(res) == 2 else res[1:]
+    return unpack(res, nvrtc.nvrtcResult.NVRTC_SUCCESS,
+                  lambda e: nvrtc.nvrtcGetErrorString(e)[1].decode(errors="replace"),
+                  CudaCompileError, f"NVRTC {what}")
 
 
 def nvrtc_version() -> tuple[int, int]:

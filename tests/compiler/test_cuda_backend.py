@@ -209,6 +209,25 @@ def test_no_gpu_is_a_one_line_error_naming_the_device(monkeypatch) -> None:
         CudaBackend(device="cpu")
 
 
+def test_cuda_is_first_touched_at_the_first_launch(cache) -> None:
+    """Compiling (render, NVRTC to PTX) initialises nothing; the first launch does, in the
+    process that runs it, and a driver failure is the project's ``CudaError``."""
+    a = np.ones((4,), np.float32)
+    c = compile(one_op(Unary(UnaryKind.NEG), a), "f", [a.shape], "cuda")
+    assert cuda_backend._Device._current is None and c.executable.ptx.path.exists()
+    if cuda_backend.gpu_present():
+        pytest.skip("a GPU is here: the launch would succeed")
+    with pytest.raises(cuda_backend.CudaError, match="cuInit"):
+        c([a])
+
+
+def test_a_failing_status_names_the_call() -> None:
+    nvrtc = cuda_build.cuda_python("nvrtc")
+    with pytest.raises(cuda_build.CudaCompileError, match=r"NVRTC probe failed: .*INVALID_INPUT"):
+        cuda_build._ok(nvrtc, (nvrtc.nvrtcResult.NVRTC_ERROR_INVALID_INPUT,), "probe")
+    assert cuda_build._ok(nvrtc, (nvrtc.nvrtcResult.NVRTC_SUCCESS, 7), "probe") == 7
+
+
 def test_capabilities_are_the_lowerings() -> None:
     caps = cuda_backend.host_backend().capabilities()
     assert caps.ops == frozenset(op.__name__ for op in LOWERINGS) and not caps.mesh
