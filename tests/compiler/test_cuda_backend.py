@@ -142,6 +142,32 @@ def test_the_header_refuses_fast_math_under_nvrtc() -> None:
     assert "-use_fast_math" in ei.value.log
 
 
+def test_the_runtime_loops_compile_as_device_kernels() -> None:
+    """``tf_numerics.c`` with each loop a kernel (what ``TILEFOUNDRY_C_RUNTIME=cuda`` runs the
+    exhaustive tests of test_c_runtime.py on): every conversion the C library exports, no FMA,
+    no flush to zero. The names are counted from the dtype lists, not from the source."""
+    from tilefoundry.compiler import cuda_numerics
+    from tilefoundry.compiler.c_runtime.convert import runtime_library
+
+    ptx = cuda_build.compile_source(cuda_numerics.unit_source()).decode()
+    names = set(re.findall(r"\.entry (tfl_\w+)\(", ptx))
+    narrow, floats = ("bf16", "f16", "fp8e4m3", "fp8e5m2"), ("f32", "bf16", "f16", "fp8e4m3",
+                                                             "fp8e5m2")
+    want = {f"tfl_widen_{d}" for d in (*narrow, "f8e8m0")}
+    want |= {f"tfl_f32_to_{d}_{o}{s}" for d in floats for o in ("nonfinite", "saturate")
+             for s in ("", "_pnan")}
+    e8 = {f"to_f8e8m0_{o}_{r}" for o in ("nonfinite", "saturate") for r in ("nearest", "up",
+                                                                            "down")}
+    want |= {f"tfl_f32_{x}" for x in e8} | {f"tfl_f32_to_{i}" for i in ("i8", "u8", "i32", "i64")}
+    for src in ("i8", "u8", "i32", "i64"):
+        want |= {f"tfl_{src}_{x}" for x in e8}
+        want |= {f"tfl_{src}_to_{d}_{o}" for d in floats for o in ("nonfinite", "saturate")}
+    assert names == want and len(want) == 99
+    lib = runtime_library()
+    assert all(hasattr(lib, n) for n in names)
+    assert "fma." not in ptx and ".ftz" not in ptx
+
+
 # ---------------------------------------------------------------------------------------------
 # the cache
 # ---------------------------------------------------------------------------------------------
