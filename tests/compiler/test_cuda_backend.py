@@ -93,6 +93,10 @@ def test_every_quick_tier_kernel_compiles_with_nvrtc() -> None:
             kernels.setdefault(k, case.id)
     t_render = time.perf_counter() - t0
     distinct = sorted(kernels)
+    with pytest.raises(cuda_build.CudaCompileError, match="tf_no_such_fn"):  # the check bites
+        cuda_build.compile_source(_unit(['extern "C" __global__ void tf_kX(float *x) '
+                                         '{ x[0] = tf_no_such_fn(x[0]); }']),
+                                  options=(*cuda_build.OPTIONS, "--fdevice-syntax-only"))
     t1 = time.perf_counter()
     for i in range(0, len(distinct), _BATCH):
         cuda_build.compile_source(_unit(distinct[i:i + _BATCH]),
