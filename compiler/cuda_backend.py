@@ -53,7 +53,7 @@ HOW = ("the cuda backend needs an NVIDIA GPU and none is here (no /dev/nvidiactl
 #: "cuda": the GPU; "host": the source compiled for the host (a test harness, never chosen
 #: for you: ``CudaBackend(device="host")``)
 DEVICES = ("cuda", "host")
-#: bytes of per-thread scratch one launch may use; more instances run as several launches
+#: bytes of scratch one launch may use; more instances run as several launches
 SCRATCH_LIMIT = 1 << 30
 
 
@@ -281,18 +281,19 @@ class CudaExecutable(Interpreter):
                 bufs.append(q)
                 dev.upload(q, np.ascontiguousarray(st[r]))
                 snaps.append(q)
-            n, per = entry["instances"], entry["scratch"]
+            # threads: one per instance, or one per lane of each instance (the lane mapping);
+            # scratch is per instance, and a launch covers whole instances
+            n, lanes, per = entry["instances"], entry.get("lanes", 1), entry["scratch"]
             threads = self.plan["threads"]
-            chunk = n if per == 0 else max(threads, SCRATCH_LIMIT // per // threads * threads)
-            chunk = min(chunk, n)
+            chunk = n if per == 0 else max(1, min(n, SCRATCH_LIMIT // per))
             scratch = dev.alloc(chunk * per) if per else 0
             if per:
                 bufs.append(scratch)
             base = [int(ptr[r]) if r in ptr else 0 for r in order] + [int(q) for q in snaps]
             for lo in range(0, n, chunk):
                 hi = min(n, lo + chunk)
-                dev.launch(f, -(-(hi - lo) // threads), threads,
-                           [*base, int(scratch), lo, hi])
+                dev.launch(f, -(-(hi - lo) * lanes // threads), threads,
+                           [*base, int(scratch), lo * lanes, hi * lanes])
             for r in order:
                 if r in stores:
                     out = st[r]

@@ -561,9 +561,13 @@ class KernelC:
         self.check_storage()
         segs = self.segments(self.k.body)
         self.plan_arrays(segs)
+        self.plan_mapping(segs)
         body: list[str] = []
         self.emit(segs, body, "            ")
         return "\n".join(self.wrap(body))
+
+    def plan_mapping(self, segs: list) -> None:
+        """*Spelling*: choose how instances (and lanes) map to threads (C: nothing to choose)."""
 
     def comment(self) -> str:
         k = self.k

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
@@ -40,6 +41,7 @@ from tilefoundry.compiler.render_c import (
     SHARED_PRELUDE,
     KernelC,
     ProgramC,
+    _Run,
     prelude_constants,
 )
 
@@ -83,6 +85,52 @@ class KernelCuda(KernelC):
 
     SPELLING = ("cuda", "the CUDA C++ renderer")
     SIMD_PRAGMA = None
+    #: allow the lane mapping (one thread per lane) for kernels that are one lane-wise run
+    LANE_MAPPING = True
+
+    flat: tuple[int, ...] | None = None  # the run's axes under the lane mapping
+
+    def plan_mapping(self, segs: list) -> None:
+        """One thread per lane when the kernel is lane-wise runs only (no reduction, dot or
+        tile loop), every run over the same axes of block > 1, no snapshot, and stores that
+        no two instances or lanes share (``parallel_safe``; no indexed store, no zero stride
+        on a lane axis). Every value then spans
+        those axes (a run's values span its axes), so a lane reads only the array elements it
+        wrote itself: the lanes are independent and running them concurrently computes what
+        the instance loop does."""
+        if not self.LANE_MAPPING or not segs or self.snap or not self.parallel_safe():
+            return
+        if not all(isinstance(s, _Run) for s in segs):
+            return
+        wide = {tuple(d for d in s.axes if self.k.block[d] > 1) for s in segs}
+        if len(wide) != 1:
+            return
+        axes = next(iter(wide))
+        for s in segs:
+            for i in s.instrs:
+                # two lanes must never store to one place (a zero stride on a lane axis would
+                # make the instance loop's last-lane-wins order a race)
+                if isinstance(i, kir.Store) and (i.index or any(i.strides[d] == 0
+                                                                 for d in axes)):
+                    return
+        self.flat = axes
+
+    def lanes(self) -> int:
+        return self.elems(self.flat) if self.flat else 1
+
+    def loops(self, axes: Iterable[int], ind: str, out: list[str], simd: bool = True,
+              var: str = "c") -> str:
+        if self.flat is None:
+            return super().loops(axes, ind, out, simd, var)
+        axes = list(axes)
+        for d in axes:  # the lane coordinates come from the thread index (``wrap``)
+            lane = f"L{d}" if d in self.flat else "0"
+            out.append(f"{ind}{{ const int64_t {var}{d} = {lane};")
+            ind += "    "
+        if not axes:
+            out.append(f"{ind}{{")
+            ind += "    "
+        return ind
 
     def farith(self, k: str, a: str, b: str, dt: str) -> str:
         if dt not in ("f32", "f64"):
@@ -101,18 +149,31 @@ class KernelCuda(KernelC):
         out = [self.comment(),
                f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}(',
                "    " + ", ".join(params) + ")", "{",
-               "    const int64_t pid = lo + (int64_t)blockIdx.x * (int64_t)blockDim.x + "
+               "    const int64_t tid = lo + (int64_t)blockIdx.x * (int64_t)blockDim.x + "
                "(int64_t)threadIdx.x;",
-               "    if (pid >= hi) return;",
-               f"    char *const P[{max(n, 1)}] = {{{', '.join(f'p{i}' for i in range(n)) or '0'}}};",
-               "    (void)P; (void)S0;"]
+               "    if (tid >= hi) return;"]
+        if self.flat is None:
+            out.append("    const int64_t pid = tid;")
+        else:  # thread tid: lane tid % lanes (row-major over the run's axes) of instance pid
+            lanes = self.lanes()
+            out.append(f"    const int64_t pid = tid / {lanes}ll;")
+            out.append(f"    int64_t lane = tid % {lanes}ll;")
+            for d in reversed(self.flat):
+                out.append(f"    const int64_t L{d} = lane % {self.k.block[d]}ll; "
+                           f"lane /= {self.k.block[d]}ll;")
+            out.append("    (void)lane;")
+        ps = ", ".join(f"p{i}" for i in range(n)) or "0"
+        out += [f"    char *const P[{max(n, 1)}] = {{{ps}}};", "    (void)P; (void)S0;"]
         if snaps:
             qs = ", ".join(f"q{i}" if i in snaps else "0" for i in range(n))
             out.append(f"    char *const Q[{n}] = {{{qs}}};")
         out += self.const_lines("    ")
         out.append("    {")
         if self.scratch:
-            out.append(f"        char *const S = S0 + (pid - lo) * {self.scratch}ll;")
+            # the instance's scratch (its lanes use disjoint elements of it); a launch's
+            # thread range starts at an instance: lo is a multiple of the lanes
+            first = "lo" if self.flat is None else f"lo / {self.lanes()}ll"
+            out.append(f"        char *const S = S0 + (pid - {first}) * {self.scratch}ll;")
         out += self.scratch_views("        ")
         out.append("        {")
         out += self.tile_origin("            ")
@@ -125,7 +186,7 @@ class KernelCuda(KernelC):
     def plan(self) -> dict:
         """What the executable needs to launch this kernel (after ``render``)."""
         return {"fn": f"tf_k{self.kidx}", "instances": self.k.instances,
-                "scratch": self.scratch, "snap": list(self.snap)}
+                "lanes": self.lanes(), "scratch": self.scratch, "snap": list(self.snap)}
 
 
 class ProgramCuda(ProgramC):

@@ -9,6 +9,7 @@ interpreter and through the conformance runner."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import stat
 import time
@@ -26,9 +27,10 @@ from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.lower import LOWERINGS
 from tilefoundry.compiler.pipeline import TARGETS, Target, compile
 from tilefoundry.errors import InvalidArgumentError, TilefoundryError
+from tilefoundry.oracle.compare import check
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call
-from tilefoundry.semantics.ops import Binary, BinaryKind, Unary, UnaryKind
+from tilefoundry.semantics.ops import Binary, BinaryKind, Reduce, ReduceKind, Unary, UnaryKind
 
 
 @pytest.fixture
@@ -300,29 +302,54 @@ def test_in_place_kernel_reads_its_snapshot_on_the_device(cache) -> None:
     assert plan["kernels"]["flip"]["snap"] == ["o"] and plan["kernels"]["flip"]["instances"] == 4
 
 
-def test_launches_split_by_scratch_give_the_same_bits(cache, monkeypatch) -> None:
-    """Many instances with per-thread scratch: one launch, and launches of one block each
-    (``SCRATCH_LIMIT`` tiny), agree bit for bit with the kernel-IR interpreter."""
+@pytest.mark.parametrize("policy", ("fold_left", "unordered_tree"))
+def test_launches_split_by_scratch_give_the_same_bits(cache, monkeypatch, policy) -> None:
+    """Row sums over many instances with per-instance scratch: one launch, and launches of 50
+    instances each (``SCRATCH_LIMIT`` small), give the same bits: the kernel-IR interpreter's for
+    the fold; for ``unordered_tree`` SIMD C's (the same tree, D207), which the oracle admits."""
     rng = np.random.default_rng(7)
-    x = rng.standard_normal((300, 12)).astype(np.float32)
-    m = one_op(Unary(UnaryKind.EXP), x)
-    c = compile(m, "f", [x.shape], "interp", cfg=SMALL)
-    p = c.program
-    k = p.kernels()[0]
+    x = rng.standard_normal((300, 40)).astype(np.float32)
+    m = one_op(Reduce((1,), False, ReduceKind.SUM, policy), x)
+    p = compile(m, "f", [x.shape], "interp", cfg=SMALL).program
     plan = render_cuda.parse_plan(render_cuda.render(p))
-    assert k.instances > render_cuda.THREADS
-    want = Interpreter(p).run([x])
+    (k,) = [k for k in p.kernels() if plan["kernels"][k.name]["scratch"]]
+    assert k.instances > render_cuda.THREADS and plan["kernels"][k.name]["lanes"] == 1
+    if policy == "fold_left":
+        want = Interpreter(p).run([x])
+    else:
+        want = compile(m, "f", [x.shape], "simd", cfg=SMALL)([x])
+        assert check(m, "f", [x], want).status == "PASS"
     assert _same_bits(want, _host_run(p, [x]))
     launches: list = []
     real = cuda_backend._HostDevice.launch
     monkeypatch.setattr(cuda_backend._HostDevice, "launch",
-                        lambda self, f, b, t, ps: (launches.append(ps[-2:]), real(self, f, b, t,
-                                                                                    ps)))
-    monkeypatch.setattr(cuda_backend, "SCRATCH_LIMIT", 1)
+                        lambda self, f, b, t, ps: (launches.append(ps[-2:]),
+                                                   real(self, f, b, t, ps)))
+    per = plan["kernels"][k.name]["scratch"]
+    monkeypatch.setattr(cuda_backend, "SCRATCH_LIMIT", 50 * per + per // 2)
     assert _same_bits(want, _host_run(p, [x]))
-    if plan["kernels"][k.name]["scratch"]:
-        assert len(launches) == -(-k.instances // render_cuda.THREADS)
-        assert launches[1] == [render_cuda.THREADS, 2 * render_cuda.THREADS]
+    n = k.instances
+    assert all([lo, min(lo + 50, n)] in launches for lo in range(0, n, 50)), launches
+
+
+def test_lane_mapping_runs_one_thread_per_lane(cache) -> None:
+    """An elementwise kernel (lane-wise runs only) gets one thread per lane: the
+    plan's thread count is instances x lanes, and the bits are the interpreter's, ragged
+    edges included."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((37, 19)).astype(np.float32)
+    y = rng.standard_normal((37, 19)).astype(np.float32)
+    xv, yv = var("x", x.shape, DType.F32), var("y", y.shape, DType.F32)
+    m = module_of([xv, yv], Call(Binary(BinaryKind.DIV), (xv, yv)))
+    p = compile(m, "f", [x.shape, y.shape], "interp", cfg=SMALL).program
+    src = render_cuda.render(p)
+    plan = render_cuda.parse_plan(src)
+    (k,) = p.kernels()
+    entry = plan["kernels"][k.name]
+    assert entry["lanes"] == math.prod(k.block) > 1
+    assert "const int64_t pid = tid / " in src and "#pragma unroll" not in src
+    got = _host_run(p, [x, y])
+    assert _same_bits(Interpreter(p).run([x, y]), got) and _same_bits(got, x / y)
 
 
 def test_quick_tier_subset_on_the_host_emulation(tmp_path, cache) -> None:
