@@ -14,6 +14,8 @@ construction: ``fold_left`` / ``fold_right`` / ``ordered_tree`` walk the lanes i
 ``unordered_tree`` runs the eight interleaved accumulators and the balanced tree that the SIMD
 renderer uses (one of the trees the policy admits); dots fold K in order. No warp shuffles or
 shared memory: correctness first (a faster mapping must realise the same admitted orders).
+Kernels of lane-wise runs only, over one set of axes and storing nowhere twice, get one thread
+per lane instead (``KernelCuda.plan_mapping``): their lanes are independent.
 
 **What differs from SIMD C** (the spelling): no ``omp simd`` pragmas; no pthreads, malloc or
 libm; the kernels are ``extern "C" __global__`` functions taking one pointer per root buffer,
