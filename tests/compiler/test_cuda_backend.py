@@ -279,11 +279,21 @@ def test_compile_prints_the_cuda_source(cache, capsys) -> None:
 # ---------------------------------------------------------------------------------------------
 # the launches, emulated on the host
 # ---------------------------------------------------------------------------------------------
-def _host_run(p: kir.Program, inputs: list[np.ndarray]) -> np.ndarray:
-    return CudaExecutable(p, render_cuda.render(p), "host").run(inputs)
+#: where the launch tests run: the host emulation, and the GPU where there is one (the same
+#: tests then exercise cuda.bindings.driver: run this file on the GPU machine)
+DEVICES = ("host", "cuda") if cuda_backend.gpu_present() else ("host",)
 
 
-def test_in_place_kernel_reads_its_snapshot_on_the_device(cache) -> None:
+@pytest.fixture(params=DEVICES)
+def device(request) -> str:
+    return request.param
+
+
+def _run_on(device: str, p: kir.Program, inputs: list[np.ndarray]) -> np.ndarray:
+    return CudaExecutable(p, render_cuda.render(p), device).run(inputs)
+
+
+def test_in_place_kernel_reads_its_snapshot_on_the_device(cache, device) -> None:
     """o[i] = o[6 - i] + 1 in one kernel over four instances: every load reads the snapshot
     uploaded before the launch (the interpreter's all-instances-at-once order)."""
     bufs = (kir.Buffer("a", "f32", (7,), (1,), "input"), kir.Buffer("o", "f32", (7,), (1,)))
@@ -296,14 +306,15 @@ def test_in_place_kernel_reads_its_snapshot_on_the_device(cache) -> None:
         kir.Store("o", (1,), "%y", mask="%m")))
     p = kir.Program("p", bufs, ("a",), "o", (copy, flip))
     a = np.arange(7, dtype=np.float32)
-    got = _host_run(p, [a])
+    got = _run_on(device, p, [a])
     assert got.tolist() == (a[::-1] + 1).tolist()
     plan = render_cuda.parse_plan(render_cuda.render(p))
     assert plan["kernels"]["flip"]["snap"] == ["o"] and plan["kernels"]["flip"]["instances"] == 4
 
 
 @pytest.mark.parametrize("policy", ("fold_left", "unordered_tree"))
-def test_launches_split_by_scratch_give_the_same_bits(cache, monkeypatch, policy) -> None:
+def test_launches_split_by_scratch_give_the_same_bits(cache, monkeypatch, policy,
+                                                       device) -> None:
     """Row sums over many instances with per-instance scratch: one launch, and launches of 50
     instances each (``SCRATCH_LIMIT`` small), give the same bits: the kernel-IR interpreter's for
     the fold; for ``unordered_tree`` SIMD C's (the same tree, D207), which the oracle admits."""
@@ -319,26 +330,30 @@ def test_launches_split_by_scratch_give_the_same_bits(cache, monkeypatch, policy
     else:
         want = compile(m, "f", [x.shape], "simd", cfg=SMALL)([x])
         assert check(m, "f", [x], want).status == "PASS"
-    assert _same_bits(want, _host_run(p, [x]))
+    assert _same_bits(want, _run_on(device, p, [x]))
     launches: list = []
-    real = cuda_backend._HostDevice.launch
-    monkeypatch.setattr(cuda_backend._HostDevice, "launch",
+    cls = cuda_backend._HostDevice if device == "host" else cuda_backend._Device
+    real = cls.launch
+    monkeypatch.setattr(cls, "launch",
                         lambda self, f, b, t, ps: (launches.append(ps[-2:]),
                                                    real(self, f, b, t, ps)))
     per = plan["kernels"][k.name]["scratch"]
     monkeypatch.setattr(cuda_backend, "SCRATCH_LIMIT", 50 * per + per // 2)
-    assert _same_bits(want, _host_run(p, [x]))
+    assert _same_bits(want, _run_on(device, p, [x]))
     n = k.instances
     assert all([lo, min(lo + 50, n)] in launches for lo in range(0, n, 50)), launches
 
 
-def test_lane_mapping_runs_one_thread_per_lane(cache) -> None:
+def test_lane_mapping_runs_one_thread_per_lane(cache, device) -> None:
     """An elementwise kernel (lane-wise runs only) gets one thread per lane: the
     plan's thread count is instances x lanes, and the bits are the interpreter's, ragged
     edges included."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((37, 19)).astype(np.float32)
     y = rng.standard_normal((37, 19)).astype(np.float32)
+    # subnormal quotients and operands (no flush to zero), overflow to inf, a signed zero
+    x[0, :5] = [1e-38, -3e-39, 1.5e-45, 3.4e38, -0.0]
+    y[0, :5] = [3.0, 7.0, 1.0, 0.5, 2.0]
     xv, yv = var("x", x.shape, DType.F32), var("y", y.shape, DType.F32)
     m = module_of([xv, yv], Call(Binary(BinaryKind.DIV), (xv, yv)))
     p = compile(m, "f", [x.shape, y.shape], "interp", cfg=SMALL).program
@@ -348,8 +363,12 @@ def test_lane_mapping_runs_one_thread_per_lane(cache) -> None:
     entry = plan["kernels"][k.name]
     assert entry["lanes"] == math.prod(k.block) > 1
     assert "const int64_t pid = tid / " in src and "#pragma unroll" not in src
-    got = _host_run(p, [x, y])
-    assert _same_bits(Interpreter(p).run([x, y]), got) and _same_bits(got, x / y)
+    got = _run_on(device, p, [x, y])
+    with np.errstate(over="ignore"):
+        want = x / y  # numpy's f32 division: IEEE, correctly rounded
+    assert _same_bits(Interpreter(p).run([x, y]), got) and _same_bits(got, want)
+    assert got[0, 0] != 0 and got[0, 1] != 0 and np.isinf(got[0, 3]) and \
+        np.signbit(got[0, 4])
 
 
 def test_quick_tier_subset_on_the_host_emulation(tmp_path, cache) -> None:
