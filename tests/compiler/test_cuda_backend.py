@@ -241,9 +241,10 @@ def test_no_gpu_is_a_one_line_error_naming_the_device(monkeypatch) -> None:
         CudaBackend(device="cpu")
 
 
-def test_cuda_is_first_touched_at_the_first_launch(cache) -> None:
+def test_cuda_is_first_touched_at_the_first_launch(cache, monkeypatch) -> None:
     """Compiling (render, NVRTC to PTX) initialises nothing; the first launch does, in the
     process that runs it, and a driver failure is the project's ``CudaError``."""
+    monkeypatch.setattr(cuda_backend._Device, "_current", None)
     a = np.ones((4,), np.float32)
     c = compile(one_op(Unary(UnaryKind.NEG), a), "f", [a.shape], "cuda")
     assert cuda_backend._Device._current is None and c.executable.ptx.path.exists()
