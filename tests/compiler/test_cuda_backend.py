@@ -383,7 +383,7 @@ def test_quick_tier_subset_on_the_host_emulation(tmp_path, cache) -> None:
     from tilefoundry.conformance.catalog import build_catalog
     from tilefoundry.conformance.runner import run
 
-    cases = build_catalog(0).tier("quick")[::97]
+    cases = build_catalog(0).tier("quick")[::194]
     out = tmp_path / "r.jsonl"
     run("tilefoundry.compiler.cuda_backend:host_backend", cases=cases, out_jsonl=out, jobs=1,
         timeout_s=300)
