@@ -21,9 +21,8 @@ PROG = "tilefoundry compile"
 
 
 def add_parser(sub) -> None:
-    import tilefoundry.compiler.simd_backend
-    import tilefoundry.compiler.triton_backend  # noqa: F401  (triton, triton-cuda; no import of triton)
-    from tilefoundry.compiler.pipeline import PASS_NAMES, TARGETS
+    import tilefoundry.compiler.simd_backend  # noqa: F401  (registers the simd target)
+    from tilefoundry.compiler.pipeline import LAZY_TARGETS, PASS_NAMES, TARGETS
 
     p = sub.add_parser("compile", help="compile a module's entry and print passes",
                        description="Compile a module's entry for concrete shapes: typeinfer, "
@@ -34,7 +33,8 @@ def add_parser(sub) -> None:
                    help="one per parameter, e.g. 4x64 ('scalar' for rank 0)")
     p.add_argument("--print-after", action="append", default=[], metavar="PASS",
                    choices=(*PASS_NAMES, "all"), help="print the IR after this pass")
-    p.add_argument("--target", default="interp", choices=sorted(TARGETS))
+    p.add_argument("--target", default="interp",
+                   choices=sorted(set(TARGETS) | set(LAZY_TARGETS)))
     p.add_argument("--no-fuse", action="store_true", help="skip the fuse pass")
     p.set_defaults(func=_compile)
 

@@ -66,7 +66,9 @@ class Target:
 #: targets whose module registers them on import (loaded by ``compile`` on first use)
 LAZY_TARGETS: dict[str, str] = {"simd": "tilefoundry.compiler.simd_backend",
                                  "triton": "tilefoundry.compiler.triton_backend",
-                                 "triton-cuda": "tilefoundry.compiler.triton_backend"}
+                                 "triton-cuda": "tilefoundry.compiler.triton_backend",
+                                 "cuda": "tilefoundry.compiler.cuda_backend",
+                                 "cuda-host": "tilefoundry.compiler.cuda_backend"}
 
 TARGETS: dict[str, Target] = {
     "interp": Target("interp", lambda p: None, lambda p, src: Interpreter(p)),

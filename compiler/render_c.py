@@ -142,6 +142,9 @@ static void tf__parallel(tf__range_fn fn, char *const *P, char *const *Q, int64_
     }
 }
 
+/* the math functions the shared prelude calls (libm in double; D208) */
+#define TF__DDIV(a, b) ((a) / (b))
+#define TF__DSQRT(a) sqrt(a)
 #if defined(TF_LIBMVEC) && defined(__GLIBC__)
 /* glibc's libmvec has vector variants of these; declared under new names whose assembler name
  * is the libm one, GCC calls _ZGV*_exp and friends from the omp simd loops (glibc declares
@@ -167,10 +170,16 @@ TF__VEC double tf__verfc(double) __asm__("erfc");
 #define TF_TANH tanh
 #define TF_ERFC erfc
 #endif
+"""
 
+#: the prelude both C-family spellings share (SIMD C and CUDA C++): every function ``TF_FN``
+#: (``static inline`` / ``static __device__``), divisions and square roots through the
+#: spelling's ``TF__FDIV`` / ``TF__DDIV`` / ``TF__DSQRT`` (libm operators in C, the explicit
+#: round-to-nearest intrinsics on the GPU) and the math functions through ``TF_EXP`` and friends
+SHARED_PRELUDE = r"""
 /* the f32 value of round-to-bf16 (nonfinite overflow; a NaN keeps its sign) without the 16-bit
  * pattern: tf_bf16_to_f32(tf_f32_to_bf16(x, TF_NONFINITE, 0)) bit for bit */
-static inline float tf__rnd_bf16(float x)
+TF_FN float tf__rnd_bf16(float x)
 {
     const uint32_t u = tf_f32_bits(x);
     const uint32_t a = u & 0x7FFFFFFFu;
@@ -179,25 +188,25 @@ static inline float tf__rnd_bf16(float x)
 }
 
 /* NaN-propagating min / max ordering -0 < +0; a NaN gives the positive quiet NaN */
-static inline float tf__fmin(float a, float b)
+TF_FN float tf__fmin(float a, float b)
 {
     const float tie = signbit(a) ? a : b;
     const float r = a < b ? a : (b < a ? b : tie);
     return (isnan(a) || isnan(b)) ? tf_f32_from_bits(TF_F32_QNAN) : r;
 }
-static inline float tf__fmax(float a, float b)
+TF_FN float tf__fmax(float a, float b)
 {
     const float tie = signbit(a) ? b : a;
     const float r = a > b ? a : (b > a ? b : tie);
     return (isnan(a) || isnan(b)) ? tf_f32_from_bits(TF_F32_QNAN) : r;
 }
-static inline double tf__dmin(double a, double b)
+TF_FN double tf__dmin(double a, double b)
 {
     const double tie = signbit(a) ? a : b;
     const double r = a < b ? a : (b < a ? b : tie);
     return (isnan(a) || isnan(b)) ? tf_f64_from_bits(0x7FF8000000000000ull) : r;
 }
-static inline double tf__dmax(double a, double b)
+TF_FN double tf__dmax(double a, double b)
 {
     const double tie = signbit(a) ? b : a;
     const double r = a > b ? a : (b > a ? b : tie);
@@ -211,12 +220,12 @@ static inline double tf__dmax(double a, double b)
 
 /* f64 -> float dtypes, rounded once (semantics.evaluator.math.round_f64_once): a NaN gives the
  * positive quiet NaN */
-static inline float tf__rf64_f32(double v)
+TF_FN float tf__rf64_f32(double v)
 {
     const float r = (float)v;
     return isnan(r) ? tf_f32_from_bits(TF_F32_QNAN) : r;
 }
-static inline float tf__rf64_odd(double v)
+TF_FN float tf__rf64_odd(double v)
 {
     const float r = tf__f64_to_f32_odd(v);
     return isnan(r) ? tf_f32_from_bits(TF_F32_QNAN) : r;
@@ -224,7 +233,7 @@ static inline float tf__rf64_odd(double v)
 
 /* floored integer division and modulo (numpy's): a zero divisor gives 0, MIN / -1 wraps */
 #define TF__FLOORDIV(T, UT)                                                                  \
-    static inline T tf__floordiv_##T(T a, T b)                                               \
+    TF_FN T tf__floordiv_##T(T a, T b)                                               \
     {                                                                                        \
         if (b == 0) return 0;                                                                \
         if (b == -1) return (T)((UT)0 - (UT)a);                                              \
@@ -232,7 +241,7 @@ static inline float tf__rf64_odd(double v)
         if ((T)(a % b) != 0 && ((a < 0) != (b < 0))) q = (T)(q - 1);                         \
         return q;                                                                            \
     }                                                                                        \
-    static inline T tf__mod_##T(T a, T b)                                                    \
+    TF_FN T tf__mod_##T(T a, T b)                                                    \
     {                                                                                        \
         if (b == 0 || b == -1) return 0;                                                     \
         T r = (T)(a % b);                                                                    \
@@ -242,27 +251,27 @@ static inline float tf__rf64_odd(double v)
 TF__FLOORDIV(int8_t, uint8_t)
 TF__FLOORDIV(int32_t, uint32_t)
 TF__FLOORDIV(int64_t, uint64_t)
-static inline uint8_t tf__floordiv_uint8_t(uint8_t a, uint8_t b) { return b ? a / b : 0; }
-static inline uint8_t tf__mod_uint8_t(uint8_t a, uint8_t b) { return b ? a % b : 0; }
+TF_FN uint8_t tf__floordiv_uint8_t(uint8_t a, uint8_t b) { return b ? a / b : 0; }
+TF_FN uint8_t tf__mod_uint8_t(uint8_t a, uint8_t b) { return b ? a % b : 0; }
 
 /* the math functions in double (semantics.evaluator.nn's formulas) */
-static inline double tf__sigmoid64(double w) { return 1.0 / (1.0 + TF_EXP(-w)); }
-static inline double tf__silu64(double w)
+TF_FN double tf__sigmoid64(double w) { return TF__DDIV(1.0, 1.0 + TF_EXP(-w)); }
+TF_FN double tf__silu64(double w)
 {
-    return w == -INFINITY ? -0.0 : w / (1.0 + TF_EXP(-w));
+    return w == -INFINITY ? -0.0 : TF__DDIV(w, 1.0 + TF_EXP(-w));
 }
-static inline double tf__gelu_tanh64(double w)
+TF_FN double tf__gelu_tanh64(double w)
 {
     const double z = w * (TF__GELU_C0 + TF__GELU_C1 * (w * w));
-    const double v = fabs(w) < TF__TINY ? w * 0.5 : w / (1.0 + TF_EXP(-z));
+    const double v = fabs(w) < TF__TINY ? w * 0.5 : TF__DDIV(w, 1.0 + TF_EXP(-z));
     return w == -INFINITY ? -0.0 : v;
 }
-static inline double tf__gelu_none64(double w)
+TF_FN double tf__gelu_none64(double w)
 {
     const double v = fabs(w) < TF__TINY ? w * 0.5 : 0.5 * w * TF_ERFC(-w * TF__INV_SQRT2);
     return w == -INFINITY ? -0.0 : v;
 }
-static inline double tf__rsqrt64(double w) { return 1.0 / sqrt(w); }
+TF_FN double tf__rsqrt64(double w) { return TF__DDIV(1.0, TF__DSQRT(w)); }
 """
 
 _MATH64 = {"exp": "TF_EXP", "log": "TF_LOG", "exp2": "TF_EXP2", "log2": "TF_LOG2",
@@ -272,20 +281,26 @@ _MATH64 = {"exp": "TF_EXP", "log": "TF_LOG", "exp2": "TF_EXP2", "log2": "TF_LOG2
 
 
 def _prelude() -> str:
+    return "#define _GNU_SOURCE 1 /* sched_getaffinity */\n" + prelude_constants() + \
+        _PRELUDE + SHARED_PRELUDE
+
+
+def prelude_constants() -> str:
+    """``#define`` lines of the f64 constants of the math formulas (both spellings)."""
     from tilefoundry.semantics.evaluator import nn
 
     consts = {"TF__GELU_C0": nn._GELU_C0, "TF__GELU_C1": nn._GELU_C1,
               "TF__INV_SQRT2": nn._INV_SQRT2, "TF__TINY": nn._TINY}
-    head = "".join(f"#define {k} {_f64_lit(v)}\n" for k, v in consts.items())
-    return "#define _GNU_SOURCE 1 /* sched_getaffinity */\n" + head + _PRELUDE
+    return "".join(f"#define {k} {_f64_lit(v)}\n" for k, v in consts.items())
 
 
 def _f64_lit(v: float) -> str:
     return f"tf_f64_from_bits(0x{int(np.float64(v).view(np.uint64)):016X}ull)"
 
 
-def _unsupported(what: str, why: str) -> NotSupportedError:
-    return NotSupportedError(f"simd: {what}", why, stage="the SIMD C renderer")
+def _unsupported(what: str, why: str, spelling: tuple[str, str] = ("simd", "the SIMD C renderer")
+                 ) -> NotSupportedError:
+    return NotSupportedError(f"{spelling[0]}: {what}", why, stage=spelling[1])
 
 
 def root_names(program: Program) -> list[str]:
@@ -351,7 +366,26 @@ class _Run:
     instrs: list = field(default_factory=list)
 
 
-class _KernelC:
+class KernelC:
+    """One kernel in the SIMD C spelling; ``render_cuda.KernelCuda`` overrides what the GPU
+    spells differently (the class attributes and the methods marked *spelling*)."""
+
+    #: (prefix, stage) of NotSupportedError messages
+    SPELLING = ("simd", "the SIMD C renderer")
+    #: the pragma on the innermost loop of a lane-wise run (None: no pragma)
+    SIMD_PRAGMA: str | None = "#pragma omp simd"
+
+    def unsupported(self, what: str, why: str) -> NotSupportedError:
+        return _unsupported(what, why, self.SPELLING)
+
+    # -- spelling: f32 / f64 arithmetic ---------------------------------------------------------
+    def farith(self, k: str, a: str, b: str, dt: str) -> str:
+        """``a <k> b`` for k in add / sub / mul / div on f32 / f64 (the IEEE operation)."""
+        return f"{a} {_ARITH[k]} {b}"
+
+    def fsqrt(self, x: str, dt: str) -> str:
+        return f"sqrt{'f' if dt == 'f32' else ''}({x})"
+
     def __init__(self, k: Kernel, bm: Mapping[str, kir.Buffer], roots: Mapping[str, int],
                  index: int):
         self.k, self.bm, self.roots, self.kidx = k, bm, roots, index
@@ -441,7 +475,7 @@ class _KernelC:
             elif isinstance(ins, kir.Reduce | kir.Dot):
                 segs.append(ins)
             else:
-                raise _unsupported(type(ins).__name__, "no C rendering")
+                raise self.unsupported(type(ins).__name__, "no C rendering")
         return segs
 
     def lane_axes(self, ins: kir.Instr) -> tuple[int, ...]:
@@ -507,7 +541,7 @@ class _KernelC:
             first_store = next(i for i, (kind, _) in enumerate(seq) if kind == "store")
             if any(kind == "load" for kind, _ in seq[first_store:]) or \
                     any(inside for _, inside in seq):
-                raise _unsupported("Kernel", f"{self.k.name} reads storage {r} after (or in the "
+                raise self.unsupported("Kernel", f"{self.k.name} reads storage {r} after (or in the "
                                              f"same tile loop as) writing it")
             self.snap[r] = f"Q[{self.roots[r]}]"
 
@@ -524,44 +558,69 @@ class _KernelC:
 
     # -- the kernel ---------------------------------------------------------------------------
     def render(self) -> str:
-        k = self.k
         self.check_storage()
-        segs = self.segments(k.body)
+        segs = self.segments(self.k.body)
         self.plan_arrays(segs)
+        self.plan_mapping(segs)
         body: list[str] = []
-        self.emit(segs, body, "        ")
-        r = k.rank
+        self.emit(segs, body, "            ")
+        return "\n".join(self.wrap(body))
+
+    def plan_mapping(self, segs: list) -> None:
+        """*Spelling*: choose how instances (and lanes) map to threads (C: nothing to choose)."""
+
+    def comment(self) -> str:
+        k = self.k
+        return (f"/* kernel {k.name} domain {list(k.domain)} block {list(k.block)} "
+                f"grid {list(k.grid)} */")
+
+    def const_lines(self, ind: str) -> list[str]:
+        return [f"{ind}const {_CTYPE[c.dtype]} k{self.cid(n)} = {_literal(c.value, c.dtype)};"
+                for n, c in self.consts.items()]
+
+    def scratch_views(self, ind: str) -> list[str]:
+        """The SSA arrays and auxiliary arrays as typed pointers into the scratch ``S``."""
+        out = []
+        for n, off in self.arrays.items():
+            ct = _CTYPE[self.dt(n)]
+            out.append(f"{ind}{ct} *const v{self.cid(n)} = ({ct} *)(S + {off});")
+        for nm, ct, off in self.aux:
+            out.append(f"{ind}{ct} *const {nm} = ({ct} *)(S + {off});")
+        return out
+
+    def tile_origin(self, ind: str) -> list[str]:
+        """``b<d>``: the first element of instance ``pid``'s tile on each axis."""
+        k = self.k
+        out = [f"{ind}int64_t q = pid;"]
+        for d in reversed(range(k.rank)):
+            if d in k.loop_axes:
+                continue
+            if k.domain[d] > 1 and k.grid[d] > 1:
+                out.append(f"{ind}const int64_t b{d} = (q % {k.grid[d]}ll) * {k.block[d]}ll; "
+                           f"q /= {k.grid[d]}ll;")
+            else:
+                out.append(f"{ind}const int64_t b{d} = 0;")
+        out.append(f"{ind}(void)q;")
+        return out
+
+    def wrap(self, body: list[str]) -> list[str]:
+        """*Spelling*: the kernel's functions around its body (one instance's code): a range
+        function over instances ``[lo, hi)`` and the launcher (snapshots, threads)."""
+        k = self.k
         name = f"tf_k{self.kidx}"
         inst = k.instances
-        out = [f"/* kernel {k.name} domain {list(k.domain)} block {list(k.block)} "
-               f"grid {list(k.grid)} */",
+        out = [self.comment(),
                f"static void {name}_range(char *const *P, char *const *Q, int64_t lo, "
                f"int64_t hi)", "{", "    (void)Q;"]
-        for n, c in self.consts.items():
-            out.append(f"    const {_CTYPE[c.dtype]} k{self.cid(n)} = "
-                       f"{_literal(c.value, c.dtype)};")
+        out += self.const_lines("    ")
         out.append("    {")
         if self.scratch:
             out.append(f"        char *const S = (char *)aligned_alloc(64, {self.scratch});")
             out.append("        if (!S) abort();")
-        for n, off in self.arrays.items():
-            ct = _CTYPE[self.dt(n)]
-            out.append(f"        {ct} *const v{self.cid(n)} = ({ct} *)(S + {off});")
-        for nm, ct, off in self.aux:
-            out.append(f"        {ct} *const {nm} = ({ct} *)(S + {off});")
+        out += self.scratch_views("        ")
         out.append("        for (int64_t pid = lo; pid < hi; ++pid) {")
-        out.append("            int64_t q = pid;")
-        grid = k.grid
-        for d in reversed(range(r)):
-            if d in k.loop_axes:
-                continue
-            if k.domain[d] > 1 and grid[d] > 1:
-                out.append(f"            const int64_t b{d} = (q % {grid[d]}ll) * {k.block[d]}ll; "
-                           f"q /= {grid[d]}ll;")
-            else:
-                out.append(f"            const int64_t b{d} = 0;")
-        out.append("            (void)q;")
-        out.extend("    " + ln for ln in body)
+        out += self.tile_origin("            ")
+        out.extend(body)
         out.append("        }")
         if self.scratch:
             out.append("        free(S);")
@@ -587,15 +646,15 @@ class _KernelC:
         for root in self.snap:
             out.append(f"    free(Q[{self.roots[root]}]);")
         out.append("}")
-        return "\n".join(out)
+        return out
 
     # -- emission -----------------------------------------------------------------------------
     def loops(self, axes: Iterable[int], ind: str, out: list[str], simd: bool = True,
               var: str = "c") -> str:
         axes = list(axes)
         for j, d in enumerate(axes):
-            if simd and j == len(axes) - 1:
-                out.append(f"{ind}#pragma omp simd")
+            if simd and self.SIMD_PRAGMA and j == len(axes) - 1:
+                out.append(f"{ind}{self.SIMD_PRAGMA}")
             out.append(f"{ind}for (int64_t {var}{d} = 0; {var}{d} < {self.k.block[d]}ll; "
                        f"++{var}{d}) {{")
             ind += "    "
@@ -763,7 +822,7 @@ class _KernelC:
             return x
         if src in _WIDEN:
             return f"{_WIDEN[src]}({x})"
-        raise _unsupported("Widen", f"widening from {src}")
+        raise self.unsupported("Widen", f"widening from {src}")
 
     def l_Widen(self, ins: kir.Widen, ref) -> tuple[str, list[str]]:
         src = self.dt(ins.x)
@@ -772,8 +831,7 @@ class _KernelC:
         w = self.widened(ref(ins.x), src)
         return (f"(double){w}" if ins.to == "f64" else w), []
 
-    @staticmethod
-    def round_f32(w: str, to: str, overflow: str, rounding: str = "nearest") -> str:
+    def round_f32(self, w: str, to: str, overflow: str, rounding: str = "nearest") -> str:
         sat = "TF_SATURATE" if overflow == "saturate" else "TF_NONFINITE"
         if to == "f32":
             return f"tf_f32_to_f32({w}, {sat}, 0)"
@@ -781,7 +839,7 @@ class _KernelC:
             return f"tf_f32_to_{to}({w}, {sat}, 0)"
         if to == "f8e8m0":
             return f"tf_f32_to_f8e8m0({w}, {sat}, {_RND[rounding]})"
-        raise _unsupported("Round", f"rounding to {to}")
+        raise self.unsupported("Round", f"rounding to {to}")
 
     def l_Round(self, ins: kir.Round, ref) -> tuple[str, list[str]]:
         x, src = ref(ins.x), self.dt(ins.x)
@@ -828,7 +886,7 @@ class _KernelC:
             return f"(uint8_t)({a} {_LOGIC[k]} {b})", []
         if dt in ("f32", "f64"):
             if k in _ARITH:
-                return f"{a} {_ARITH[k]} {b}", []
+                return self.farith(k, a, b, dt), []
             if k in ("min", "max"):
                 return f"tf__{'f' if dt == 'f32' else 'd'}{k}({a}, {b})", []
         elif dt == "bool":
@@ -844,7 +902,7 @@ class _KernelC:
                 return f"({a} > {b} ? {a} : {b})", []
             if k in ("floordiv", "mod"):
                 return f"tf__{k}_{ct}({a}, {b})", []
-        raise _unsupported("BinOp", f"{k} on {dt}")
+        raise self.unsupported("BinOp", f"{k} on {dt}")
 
     def l_UnOp(self, ins: kir.UnOp, ref) -> tuple[str, list[str]]:
         x, k, dt = ref(ins.x), ins.kind, self.dt(ins.x)
@@ -855,7 +913,8 @@ class _KernelC:
             zero = f"0.0{f}"
             expr = {"neg": f"-{x}", "abs": f"fabs{f}({x})", "ceil": f"ceil{f}({x})",
                     "round": f"rint{f}({x})", "relu": f"({x} < {zero} ? {zero} : {x})",
-                    "square": f"{x} * {x}", "sqrt": f"sqrt{f}({x})"}.get(k)
+                    "square": self.farith("mul", x, x, dt),
+                    "sqrt": self.fsqrt(x, dt)}.get(k)
             if expr is not None:
                 return expr, []
         elif kir.is_int(dt):
@@ -866,7 +925,7 @@ class _KernelC:
                     "square": f"({ct})(({ut}){x} * ({ut}){x})"}.get(k)
             if expr is not None:
                 return expr, []
-        raise _unsupported("UnOp", f"{k} on {dt}")
+        raise self.unsupported("UnOp", f"{k} on {dt}")
 
     def l_Select(self, ins: kir.Select, ref) -> tuple[str, list[str]]:
         return f"{ref(ins.cond)} ? {ref(ins.a)} : {ref(ins.b)}", []
@@ -888,7 +947,7 @@ class _KernelC:
         red = [d for d in ins.axes if d in xf]
         kept = self.full(ins.out)
         if ins.mask and not set(self.full(ins.mask)) <= xf | set(ins.axes):
-            raise _unsupported("Reduce", f"{ins.out}: the mask spans axes the operand does not")
+            raise self.unsupported("Reduce", f"{ins.out}: the mask spans axes the operand does not")
         n = self.elems(red)
         self.work += n * max(self.elems(kept), 1)
         ct = _CTYPE[dt]
@@ -925,7 +984,8 @@ class _KernelC:
         def step(acc: str, v: str) -> str:
             if kind == "sum":
                 if kir.is_float(dt):
-                    return f"{v} + {acc}" if policy == "fold_right" else f"{acc} + {v}"
+                    return self.farith("add", v, acc, dt) if policy == "fold_right" else \
+                        self.farith("add", acc, v, dt)
                 return f"({ct})(({_UTYPE[dt]}){acc} + ({_UTYPE[dt]}){v})"
             if dt == "bool":
                 return f"(uint8_t)({acc} {'|' if kind == 'max' else '&'} {v})"
@@ -944,7 +1004,8 @@ class _KernelC:
             if ins.init is not None and not seed_init:
                 init = self.aref(ins.init, coords)
                 if kind == "sum":
-                    r = f"{init} + {acc}"
+                    r = self.farith("add", init, acc, dt) if kir.is_float(dt) else \
+                        f"{init} + {acc}"
                 elif kir.is_float(dt):
                     f = "f" if dt == "f32" else "d"
                     r = f"tf__{f}{'min' if kind == 'min' else 'max'}({init}, {acc})"
@@ -1084,6 +1145,9 @@ class _KernelC:
             prod = (f"(int64_t)((uint64_t){self.aref(ins.a, coords)} * "
                     f"(uint64_t){self.aref(ins.b, coords)})")
             add = f"(int64_t)((uint64_t){s} + (uint64_t)p)"
+        elif kir.is_float(dt):
+            prod = self.farith("mul", self.aref(ins.a, coords), self.aref(ins.b, coords), dt)
+            add = self.farith("add", s, "p", dt)
         else:
             prod = f"{self.aref(ins.a, coords)} * {self.aref(ins.b, coords)}"
             add = f"{s} + p"
@@ -1157,7 +1221,14 @@ class _KernelC:
 # =============================================================================================
 # programs
 # =============================================================================================
-class _ProgramC:
+class ProgramC:
+    """A program in the SIMD C spelling: the kernels and ``tf_program`` with the host loops."""
+
+    KERNEL = KernelC
+
+    def unsupported(self, what: str, why: str) -> NotSupportedError:
+        return _unsupported(what, why, self.KERNEL.SPELLING)
+
     def __init__(self, program: Program):
         self.p = program
         self.bm = program.buffer_map()
@@ -1185,14 +1256,18 @@ class _ProgramC:
             if isinstance(s, Kernel):
                 if s.instances == 0 or any(n == 0 for n in s.domain):
                     continue
-                kc = _KernelC(s, self.bm, self.roots, self.nk)
+                kc = self.KERNEL(s, self.bm, self.roots, self.nk)
                 self.funcs.append(kc.render())
-                out.append(f"{ind}tf_k{self.nk}(P); /* {s.name} */")
+                self.kernel_step(kc, out, ind)
                 self.nk += 1
             elif isinstance(s, HostLoop):
                 self.host_loop(s, out, ind)
             else:
-                raise _unsupported(type(s).__name__, "not a step")
+                raise self.unsupported(type(s).__name__, "not a step")
+
+    def kernel_step(self, kc: KernelC, out: list[str], ind: str) -> None:
+        """*Spelling*: what the host code does for a rendered kernel (here: calls it)."""
+        out.append(f"{ind}tf_k{kc.kidx}(P); /* {kc.k.name} */")
 
     def elem(self, name: str, idx: list[str]) -> str:
         b = self.bm[name]
@@ -1255,4 +1330,4 @@ class _ProgramC:
 
 def render(program: Program) -> str:
     """C source of ``program`` (raises ``NotSupportedError`` for what it cannot render)."""
-    return _ProgramC(program).render()
+    return ProgramC(program).render()

@@ -314,6 +314,7 @@ BUILTIN: dict[str, str] = {
     "kernel-interp": "tilefoundry.compiler.backends:KernelInterpBackend",
     "simd": "tilefoundry.compiler.simd_backend:SimdBackend",
     "triton": "tilefoundry.compiler.triton_backend:TritonBackend",
+    "cuda": "tilefoundry.compiler.cuda_backend:CudaBackend",
     "distributed": "tilefoundry.conformance.distributed_backend:DistributedBackend",
 }
 

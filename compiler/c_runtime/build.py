@@ -317,14 +317,15 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _verified(root: Path, key: str, so: Path, want: bytes) -> bool:
+def _verified(root: Path, key: str, so: Path, want: bytes, field: str = "so_sha256") -> bool:
     """A cached shared object is loaded only when its record (``<key>.json``, written after the
-    build) names this key, the source it was built from, and the object's own bytes."""
+    build) names this key, the source it was built from, and the object's own bytes (under
+    ``field``: the CUDA cache's artefacts use the same rule)."""
     try:
         rec = json.loads((root / f"{key}.json").read_text())
         return (isinstance(rec, dict) and rec.get("key") == key and
                 rec.get("source_sha256") == _sha256(want) and
-                rec.get("so_sha256") == _sha256(so.read_bytes()))
+                rec.get(field) == _sha256(so.read_bytes()))
     except (OSError, ValueError):
         return False
 

@@ -54,11 +54,20 @@ def _fn(lib: ctypes.CDLL, name: str):
     return f
 
 
+#: where the loops run: None, the C library; or a function ``(name, x, out)`` that fills
+#: ``out`` with loop ``tfl_<name>`` applied to ``x`` (``compiler.cuda_numerics.device_runner``:
+#: the same loops compiled for the GPU, so the tests of this module test the device's runtime)
+RUNNER = None
+
+
 def _run(name: str, x: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
     src = np.ascontiguousarray(x)
     out = np.empty(src.shape, out_dtype)
     if src.size:
-        _fn(runtime_library(), name)(src.ctypes.data, out.ctypes.data, src.size)
+        if RUNNER is not None:
+            RUNNER(name, src, out)
+        else:
+            _fn(runtime_library(), name)(src.ctypes.data, out.ctypes.data, src.size)
     return out
 
 

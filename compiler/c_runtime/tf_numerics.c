@@ -16,6 +16,9 @@
  */
 #include "tf_numerics.h"
 
+/* A unit that defines TF_LOOP first gets the same conversions as other loops: the CUDA unit
+ * (compiler/cuda_numerics.py) makes each one a __global__ kernel of one element a thread. */
+#ifndef TF_LOOP
 #define TF_LOOP(NAME, S, D, EXPR)                                                                 \
     void tfl_##NAME(const S *restrict x, D *restrict y, int64_t n);                               \
     void tfl_##NAME(const S *restrict x, D *restrict y, int64_t n)                                \
@@ -25,6 +28,7 @@
             y[i] = (EXPR);                                                                        \
         }                                                                                         \
     }
+#endif
 
 /* ---- widening ---------------------------------------------------------------------------- */
 TF_LOOP(widen_bf16, uint16_t, float, tf_bf16_to_f32(v))

@@ -6,7 +6,7 @@
  * structured + random f32 / integer sets.
  *
  * Rules this file keeps:
- *  - Portable C11 (tested with GCC; nothing GCC-specific but diagnostic pragmas). No
+ *  - Portable C11, and CUDA C++ under NVRTC (`TF_FN`, below). Tested with GCC. No
  *    `_Float16`, no `__bf16`: every narrow format is handled as its bit pattern in an unsigned
  *    integer, so results do not depend on the target's half-precision support.
  *  - Rounding is integer arithmetic on bit patterns; the only floating-point operations are
@@ -32,19 +32,54 @@
 #ifndef TF_NUMERICS_H
 #define TF_NUMERICS_H
 
-#include <stdint.h>
-#include <string.h>
-
-#if defined(__FAST_MATH__) || defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
-#error "tf_numerics.h: compile without -ffast-math / -ffinite-math-only (IEEE semantics needed)"
+/* One source, two compilers (D208): C (GCC, the SIMD backend and the exhaustive tests) and CUDA
+ * C++ (NVRTC, the CUDA backend). `TF_FN` qualifies every routine: `static inline` for C,
+ * `static __device__ __forceinline__` for CUDA; the bit views use memcpy in C and CUDA's
+ * reinterpreting intrinsics on the device. Nothing else differs: the same integer algorithms
+ * run on both, so the CPU tests of this file test the device's conversions too. */
+#if defined(__CUDACC__)
+#define TF_FN static __device__ __forceinline__
+#else
+#define TF_FN static inline
 #endif
 
+#if defined(__CUDACC_RTC__)
+/* NVRTC has no C library headers: the fixed-width types of the CUDA data model */
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+#define INT8_MIN (-128)
+#define INT8_MAX 127
+#define UINT8_MAX 255
+#define INT32_MIN (-2147483647 - 1)
+#define INT32_MAX 2147483647
+#define INT64_MIN (-9223372036854775807ll - 1)
+#define INT64_MAX 9223372036854775807ll
+#else
+#include <stdint.h>
+#include <string.h>
+#endif
+
+/* NVRTC defines __USE_FAST_MATH__ always: 1 under -use_fast_math */
+#if defined(__FAST_MATH__) || defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__ || \
+    defined(__USE_FAST_MATH__) && __USE_FAST_MATH__
+#error "tf_numerics.h: compile without -ffast-math / -ffinite-math-only / -use_fast_math"
+#endif
+
+#if !defined(__CUDACC__)
 /* No contraction of a*b+c into an FMA. GCC ignores this standard pragma (it needs the
- * command-line flag -ffp-contract=off, which build.py passes) and would warn about it. */
+ * command-line flag -ffp-contract=off, which build.py passes) and would warn about it. NVRTC:
+ * the CUDA backend passes --fmad=false. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunknown-pragmas"
 #pragma STDC FP_CONTRACT OFF
 #pragma GCC diagnostic pop
+#endif
 
 #define TF_NONFINITE 0
 #define TF_SATURATE 1
@@ -57,16 +92,23 @@
 #define TF_F32_MAX 0x7F7FFFFFu
 
 /* ---- bit views --------------------------------------------------------------------------- */
-static inline uint32_t tf_f32_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-static inline float tf_f32_from_bits(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
-static inline uint64_t tf_f64_bits(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
-static inline double tf_f64_from_bits(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
+#if defined(__CUDACC__)
+TF_FN uint32_t tf_f32_bits(float x) { return __float_as_uint(x); }
+TF_FN float tf_f32_from_bits(uint32_t u) { return __uint_as_float(u); }
+TF_FN uint64_t tf_f64_bits(double x) { return (uint64_t)__double_as_longlong(x); }
+TF_FN double tf_f64_from_bits(uint64_t u) { return __longlong_as_double((long long)u); }
+#else
+TF_FN uint32_t tf_f32_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+TF_FN float tf_f32_from_bits(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+TF_FN uint64_t tf_f64_bits(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
+TF_FN double tf_f64_from_bits(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
+#endif
 
 /* ---- widening to f32 (exact; NaN -> the quiet NaN with the source's sign, D14) ----------- */
 
 /* An IEEE-like format with `ebits`, `mbits`, `bias`; `e4m3fn`: E4M3FN's specials (no inf,
  * only S.1111.111 is NaN) instead of IEEE's all-ones exponent field. */
-static inline float tf__widen_ieee(uint32_t code, const int bits, const int ebits,
+TF_FN float tf__widen_ieee(uint32_t code, const int bits, const int ebits,
                                    const int mbits, const int bias, const int e4m3fn)
 {
     const uint32_t sign = (code >> (bits - 1)) << 31;
@@ -88,7 +130,7 @@ static inline float tf__widen_ieee(uint32_t code, const int bits, const int ebit
     return tf_f32_from_bits(r | sign);
 }
 
-static inline float tf_bf16_to_f32(uint16_t h)
+TF_FN float tf_bf16_to_f32(uint16_t h)
 {
     /* a bf16 pattern is the upper half of the f32 pattern of the same value */
     const uint32_t u = (uint32_t)h << 16;
@@ -96,11 +138,11 @@ static inline float tf_bf16_to_f32(uint16_t h)
     return tf_f32_from_bits((u & 0x7FFFFFFFu) > TF_F32_INF ? nan : u);
 }
 
-static inline float tf_f16_to_f32(uint16_t h) { return tf__widen_ieee(h, 16, 5, 10, 15, 0); }
-static inline float tf_fp8e4m3_to_f32(uint8_t h) { return tf__widen_ieee(h, 8, 4, 3, 7, 1); }
-static inline float tf_fp8e5m2_to_f32(uint8_t h) { return tf__widen_ieee(h, 8, 5, 2, 15, 0); }
+TF_FN float tf_f16_to_f32(uint16_t h) { return tf__widen_ieee(h, 16, 5, 10, 15, 0); }
+TF_FN float tf_fp8e4m3_to_f32(uint8_t h) { return tf__widen_ieee(h, 8, 4, 3, 7, 1); }
+TF_FN float tf_fp8e5m2_to_f32(uint8_t h) { return tf__widen_ieee(h, 8, 5, 2, 15, 0); }
 
-static inline float tf_f8e8m0_to_f32(uint8_t h)
+TF_FN float tf_f8e8m0_to_f32(uint8_t h)
 {
     /* 2^(code - 127); code 0 is 2^-127, an f32 subnormal (written as bits, not computed);
      * 0xFF is NaN (the format has no sign: the positive quiet NaN) */
@@ -117,7 +159,7 @@ static inline float tf_f8e8m0_to_f32(uint8_t h)
  * fraction increments the exponent; the unbounded exponent rounds past the largest code);
  * magnitudes below its smallest normal have the fixed quantum 2^(emin - mbits) and round as
  * the integer significand shifted right by a per-element amount. */
-static inline uint32_t tf__round_f32(uint32_t u, const int bits, const int mbits, const int bias,
+TF_FN uint32_t tf__round_f32(uint32_t u, const int bits, const int mbits, const int bias,
                                      const uint32_t max_code, const uint32_t nan_code,
                                      int saturate, int pos_nan)
 {
@@ -142,31 +184,31 @@ static inline uint32_t tf__round_f32(uint32_t u, const int bits, const int mbits
     return a > TF_F32_INF ? nan : (t | sign);
 }
 
-static inline uint16_t tf_f32_to_bf16(float x, int saturate, int pos_nan)
+TF_FN uint16_t tf_f32_to_bf16(float x, int saturate, int pos_nan)
 {
     return (uint16_t)tf__round_f32(tf_f32_bits(x), 16, 7, 127, 0x7F7Fu, 0x7FC0u, saturate,
                                    pos_nan);
 }
 
-static inline uint16_t tf_f32_to_f16(float x, int saturate, int pos_nan)
+TF_FN uint16_t tf_f32_to_f16(float x, int saturate, int pos_nan)
 {
     return (uint16_t)tf__round_f32(tf_f32_bits(x), 16, 10, 15, 0x7BFFu, 0x7E00u, saturate,
                                    pos_nan);
 }
 
-static inline uint8_t tf_f32_to_fp8e4m3(float x, int saturate, int pos_nan)
+TF_FN uint8_t tf_f32_to_fp8e4m3(float x, int saturate, int pos_nan)
 {
     return (uint8_t)tf__round_f32(tf_f32_bits(x), 8, 3, 7, 0x7Eu, 0x7Fu, saturate, pos_nan);
 }
 
-static inline uint8_t tf_f32_to_fp8e5m2(float x, int saturate, int pos_nan)
+TF_FN uint8_t tf_f32_to_fp8e5m2(float x, int saturate, int pos_nan)
 {
     return (uint8_t)tf__round_f32(tf_f32_bits(x), 8, 2, 15, 0x7Bu, 0x7Eu, saturate, pos_nan);
 }
 
 /* f32 -> f32 "cast": the identity, except that NaNs become the canonical quiet NaN and, under
  * saturate, +-inf become +-max finite (D11, D22). */
-static inline float tf_f32_to_f32(float x, int saturate, int pos_nan)
+TF_FN float tf_f32_to_f32(float x, int saturate, int pos_nan)
 {
     const uint32_t u = tf_f32_bits(x);
     const uint32_t a = u & 0x7FFFFFFFu;
@@ -180,7 +222,7 @@ static inline float tf_f32_to_f32(float x, int saturate, int pos_nan)
 /* f32 -> f8e8m0 (D12): 2^e with e = floor(log2 x), plus one when the rounding says so; zero,
  * negative (-0 included) and NaN sources give NaN (0xFF); beyond 2^127 is overflow (NaN, or
  * 2^127 under saturate); below 2^-127 gives 2^-127 in every rounding mode. */
-static inline uint8_t tf_f32_to_f8e8m0(float x, int saturate, int rounding)
+TF_FN uint8_t tf_f32_to_f8e8m0(float x, int saturate, int rounding)
 {
     const uint32_t u = tf_f32_bits(x);
     const uint32_t e = (u >> 23) & 0xFFu;
@@ -200,25 +242,25 @@ static inline uint8_t tf_f32_to_f8e8m0(float x, int saturate, int rounding)
 /* Truncation toward zero. NaN, +-inf and sources whose truncation lies outside the destination
  * are unspecified by the contract; these routines write 0 there, as the reference does. The
  * bounds are exact f32 values: every f32 in (lo, hi) truncates into range and none outside. */
-static inline int8_t tf_f32_to_i8(float x)
+TF_FN int8_t tf_f32_to_i8(float x)
 {
     const int ok = x > -129.0f && x < 128.0f;
     return (int8_t)(int32_t)(ok ? x : 0.0f);
 }
 
-static inline uint8_t tf_f32_to_u8(float x)
+TF_FN uint8_t tf_f32_to_u8(float x)
 {
     const int ok = x > -1.0f && x < 256.0f;
     return (uint8_t)(int32_t)(ok ? x : 0.0f);
 }
 
-static inline int32_t tf_f32_to_i32(float x)
+TF_FN int32_t tf_f32_to_i32(float x)
 {
     const int ok = x >= -2147483648.0f && x < 2147483648.0f;
     return (int32_t)(ok ? x : 0.0f);
 }
 
-static inline int64_t tf_f32_to_i64(float x)
+TF_FN int64_t tf_f32_to_i64(float x)
 {
     const int ok = x >= -9223372036854775808.0f && x < 9223372036854775808.0f;
     return (int64_t)(ok ? x : 0.0f);
@@ -231,7 +273,7 @@ static inline int64_t tf_f32_to_i64(float x)
  * rounded to odd, and f64 (53 bits) may carry an i64 to f32. */
 
 /* The f64 `d` rounded to odd at f32 precision (|d| well inside f32's normal range or 0). */
-static inline float tf__f64_to_f32_odd(double d)
+TF_FN float tf__f64_to_f32_odd(double d)
 {
     const float f = (float)d; /* round to nearest even */
     const double fd = (double)f;
@@ -244,7 +286,7 @@ static inline float tf__f64_to_f32_odd(double d)
 /* The i64 `v` rounded to odd at f64 precision: v = hi 2^32 + lo, both parts exact in f64;
  * s = hi 2^32 + lo rounded once, and Fast2Sum (|hi 2^32| >= lo unless hi = 0) gives the exact
  * error err = v - s. */
-static inline double tf__i64_to_f64_odd(int64_t v)
+TF_FN double tf__i64_to_f64_odd(int64_t v)
 {
     const double a = (double)(int32_t)(v >> 32) * 4294967296.0;
     const uint32_t lo = (uint32_t)v;
@@ -259,34 +301,34 @@ static inline double tf__i64_to_f64_odd(int64_t v)
 }
 
 /* i32 / i64 -> f32, rounded once (to nearest even) */
-static inline float tf_i32_to_f32(int32_t v) { return (float)(double)v; }
-static inline float tf_i64_to_f32(int64_t v) { return (float)tf__i64_to_f64_odd(v); }
+TF_FN float tf_i32_to_f32(int32_t v) { return (float)(double)v; }
+TF_FN float tf_i64_to_f32(int64_t v) { return (float)tf__i64_to_f64_odd(v); }
 
 /* i32 / i64 rounded to odd at f32 precision: the carrier of an integer to a narrower format */
-static inline float tf_i32_to_f32_odd(int32_t v) { return tf__f64_to_f32_odd((double)v); }
-static inline float tf_i64_to_f32_odd(int64_t v)
+TF_FN float tf_i32_to_f32_odd(int32_t v) { return tf__f64_to_f32_odd((double)v); }
+TF_FN float tf_i64_to_f32_odd(int64_t v)
 {
     return tf__f64_to_f32_odd(tf__i64_to_f64_odd(v));
 }
 
 #define TF__INT_TO_NARROW(IT, SRC)                                                                \
-    static inline uint16_t tf_##SRC##_to_bf16(IT v, int saturate)                                 \
+    TF_FN uint16_t tf_##SRC##_to_bf16(IT v, int saturate)                                 \
     {                                                                                             \
         return tf_f32_to_bf16(tf_##SRC##_to_f32_odd(v), saturate, 0);                             \
     }                                                                                             \
-    static inline uint16_t tf_##SRC##_to_f16(IT v, int saturate)                                  \
+    TF_FN uint16_t tf_##SRC##_to_f16(IT v, int saturate)                                  \
     {                                                                                             \
         return tf_f32_to_f16(tf_##SRC##_to_f32_odd(v), saturate, 0);                              \
     }                                                                                             \
-    static inline uint8_t tf_##SRC##_to_fp8e4m3(IT v, int saturate)                               \
+    TF_FN uint8_t tf_##SRC##_to_fp8e4m3(IT v, int saturate)                               \
     {                                                                                             \
         return tf_f32_to_fp8e4m3(tf_##SRC##_to_f32_odd(v), saturate, 0);                          \
     }                                                                                             \
-    static inline uint8_t tf_##SRC##_to_fp8e5m2(IT v, int saturate)                               \
+    TF_FN uint8_t tf_##SRC##_to_fp8e5m2(IT v, int saturate)                               \
     {                                                                                             \
         return tf_f32_to_fp8e5m2(tf_##SRC##_to_f32_odd(v), saturate, 0);                          \
     }                                                                                             \
-    static inline uint8_t tf_##SRC##_to_f8e8m0(IT v, int saturate, int rounding)                  \
+    TF_FN uint8_t tf_##SRC##_to_f8e8m0(IT v, int saturate, int rounding)                  \
     {                                                                                             \
         return tf_f32_to_f8e8m0(tf_##SRC##_to_f32_odd(v), saturate, rounding);                    \
     }

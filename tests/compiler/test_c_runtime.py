@@ -110,7 +110,17 @@ def _private_cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lib(_private_cache):
-    return runtime_library()
+    """The C library; with ``TILEFOUNDRY_C_RUNTIME=cuda`` the conversions of every test that
+    takes this fixture run on the GPU instead (the same loops compiled by NVRTC, D208)."""
+    if os.environ.get("TILEFOUNDRY_C_RUNTIME") == "cuda":
+        from tilefoundry.compiler import cuda_numerics
+        from tilefoundry.compiler.c_runtime import convert
+
+        convert.RUNNER = cuda_numerics.device_runner()
+        yield runtime_library()
+        convert.RUNNER = None
+        return
+    yield runtime_library()
 
 
 def all_patterns(dt: DType) -> np.ndarray:

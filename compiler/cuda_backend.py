@@ -1,0 +1,350 @@
+"""The CUDA C++ backend (``--backend cuda``; pipeline target ``cuda``; issue 18).
+
+The pipeline runs as for ``kernel-interp`` (typeinfer, elaborate, canonicalize, lower, fuse);
+``render_cuda.render`` turns the fused kernel IR into CUDA C++ (the SIMD C renderer's code in
+its CUDA spelling: one thread per program instance); the build pass compiles it with NVRTC to
+PTX (``cuda_build``: needs no GPU, so a rendering error surfaces on any machine). The executable
+keeps the kernel-IR interpreter's flat numpy storage (inputs, temps, consts; outputs read back
+through the buffers' strides), runs host loops on the host and launches each kernel on the GPU:
+it copies the roots the kernel loads or stores to device buffers (and a second copy of each
+root it both reads and writes: the snapshot its loads read), launches, and copies back the
+roots it stores. numpy stays the one copy of record.
+
+CUDA is initialised only at the first launch, in the process that runs the case, through
+``cuda.bindings.driver`` (the conformance runner forks its workers: a parent that initialised
+CUDA breaks every worker; nothing here touches the driver before a launch). The module loaded
+is the build pass's compute_90 PTX (a cache hit), which the driver compiles for the device
+(D210); ``cuda_build.build(source, "sm_90")`` makes a cubin where one is wanted.
+
+Where it runs: ``CudaBackend()`` needs an NVIDIA device node and ``cuda-python``; without a GPU
+constructing it raises a one-line ``InvalidArgumentError`` naming the missing device and how
+to run it. There is never a fallback to another backend.
+
+Capabilities: the lowering's ops, dtypes, policies and overflow modes (those of
+``kernel-interp``; no mesh), as for SIMD C, whose renderer this one is; whatever the renderer
+cannot handle raises ``NotSupportedError`` naming the construct in the render pass, before any
+NVRTC compile. An NVRTC error is ``CudaCompileError`` with NVRTC's log and the kept source.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.compiler import cuda_build
+from tilefoundry.compiler.backends import KernelInterpBackend
+from tilefoundry.compiler.errors import CompilerError
+from tilefoundry.compiler.interp import Interpreter
+from tilefoundry.compiler.kir import Kernel, Program
+from tilefoundry.compiler.pipeline import TARGETS, Target
+from tilefoundry.compiler.render_cuda import kernel_roots, parse_plan, render
+from tilefoundry.errors import InvalidArgumentError
+
+__all__ = ["DEVICES", "HOW", "SCRATCH_LIMIT", "CudaBackend", "CudaError", "CudaExecutable",
+           "gpu_present", "host_backend", "host_source"]
+
+HOW = ("the cuda backend needs an NVIDIA GPU and none is here (no /dev/nvidiactl): run "
+       "`tilefoundry conformance run --backend cuda ...` on a machine with one (or render "
+       "only: `tilefoundry compile ... --target cuda --print-after render`)")
+#: "cuda": the GPU; "host": the source compiled for the host (a test harness, never chosen
+#: for you: ``CudaBackend(device="host")``)
+DEVICES = ("cuda", "host")
+#: bytes of scratch one launch may use; more instances run as several launches
+SCRATCH_LIMIT = 1 << 30
+
+
+class CudaError(CompilerError, RuntimeError):
+    """The CUDA driver reported an error (the message names the call and the error)."""
+
+
+def gpu_present() -> bool:
+    """An NVIDIA device node, found without initialising CUDA in this process."""
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")
+
+
+def _driver():
+    return cuda_build.cuda_python("driver")
+
+
+def _ok(cu, res, what: str):
+    return cuda_build.unpack(res, cu.CUresult.CUDA_SUCCESS,
+                             lambda e: cu.cuGetErrorName(e)[1].decode(errors="replace"),
+                             CudaError, f"CUDA {what}")
+
+
+class _Device:
+    """The process's CUDA context on device 0 and its loaded modules (made on first use)."""
+
+    _lock = threading.Lock()
+    _current: tuple[int, _Device] | None = None
+
+    def __init__(self) -> None:
+        cu = self.cu = _driver()
+        try:
+            res = cu.cuInit(0)
+        except RuntimeError as e:  # cuda-python could not load the driver library
+            raise CudaError(f"CUDA cuInit failed: {e} (is the NVIDIA driver installed?)") \
+                from None
+        _ok(cu, res, "cuInit")
+        self.dev = _ok(cu, cu.cuDeviceGet(0), "cuDeviceGet")
+        a = cu.CUdevice_attribute
+        major = _ok(cu, cu.cuDeviceGetAttribute(
+            a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.dev), "cuDeviceGetAttribute")
+        minor = _ok(cu, cu.cuDeviceGetAttribute(
+            a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev), "cuDeviceGetAttribute")
+        self.arch = f"sm_{major}{minor}"
+        self.ctx = _ok(cu, cu.cuDevicePrimaryCtxRetain(self.dev), "cuDevicePrimaryCtxRetain")
+        _ok(cu, cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+        self.modules: dict[str, Any] = {}
+        self.functions: dict[tuple[str, str], Any] = {}
+
+    @classmethod
+    def get(cls) -> _Device:
+        with cls._lock:
+            cur = cls._current
+            if cur is None or cur[0] != os.getpid():  # a forked child starts its own
+                cls._current = cur = (os.getpid(), cls())
+            _ok(cur[1].cu, cur[1].cu.cuCtxSetCurrent(cur[1].ctx), "cuCtxSetCurrent")
+            return cur[1]
+
+    def function(self, source: str, name: str):
+        key = (source, name)
+        f = self.functions.get(key)
+        if f is None:
+            mod = self.modules.get(source)
+            if mod is None:
+                # the build pass's PTX (a cache hit): the driver compiles it for this device
+                ptx = cuda_build.build(source, cuda_build.PTX_ARCH).data
+                mod = self.modules[source] = _ok(self.cu, self.cu.cuModuleLoadData(ptx),
+                                                 "cuModuleLoadData")
+            f = self.functions[key] = _ok(self.cu, self.cu.cuModuleGetFunction(
+                mod, name.encode()), f"cuModuleGetFunction({name})")
+        return f
+
+    def alloc(self, nbytes: int):
+        return _ok(self.cu, self.cu.cuMemAlloc(max(int(nbytes), 1)), "cuMemAlloc")
+
+    def upload(self, dptr, a: np.ndarray) -> None:
+        if a.nbytes:
+            _ok(self.cu, self.cu.cuMemcpyHtoD(dptr, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
+
+    def download(self, a: np.ndarray, dptr) -> None:
+        if a.nbytes:
+            _ok(self.cu, self.cu.cuMemcpyDtoH(a.ctypes.data, dptr, a.nbytes), "cuMemcpyDtoH")
+
+    def launch(self, f, blocks: int, threads: int, params: Sequence[int]) -> None:
+        """``f`` on ``blocks`` x ``threads`` with 8-byte parameters (pointers, int64)."""
+        vals = np.array([int(p) & 0xFFFFFFFFFFFFFFFF for p in params], np.uint64)
+        ptrs = np.array([vals.ctypes.data + 8 * i for i in range(len(vals))], np.uint64)
+        _ok(self.cu, self.cu.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, 0,
+                                            ptrs.ctypes.data, 0), "cuLaunchKernel")
+        _ok(self.cu, self.cu.cuCtxSynchronize(), "kernel run (cuCtxSynchronize)")
+
+    def free(self, dptr) -> None:
+        self.cu.cuMemFree(dptr)
+
+
+_HOST_SHIM = r"""/* host emulation of the CUDA C++ source (CudaBackend(device="host")): the host C++
+ * compiler, the grid as a sequential loop over blocks and threads */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#define __global__
+#define __launch_bounds__(n)
+struct tf__dim3 { int64_t x; };
+static tf__dim3 blockIdx, blockDim, threadIdx;
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
+static inline double __dsqrt_rn(double a) { return sqrt(a); }
+"""
+
+
+def host_source(source: str) -> str:
+    """The CUDA source as host C++: the shim, the source, one ``<fn>_grid`` per kernel that
+    runs every (block, thread) of a launch in order."""
+    plan = parse_plan(source)
+    n = len(plan["roots"])
+    out = [_HOST_SHIM, source]
+    for k in plan["kernels"].values():
+        args = [f"p{i}" for i in range(n)] + [f"q{i}" for i in range(len(k["snap"]))] + \
+            ["S0", "lo", "hi"]
+        params = ", ".join([f"char *{a}" for a in args[:-2]] + ["int64_t lo", "int64_t hi"])
+        out.append(f'''extern "C" void {k["fn"]}_grid(int64_t blocks, int64_t threads, {params})
+{{
+    blockDim.x = threads;
+    for (int64_t b = 0; b < blocks; ++b)
+        for (int64_t t = 0; t < threads; ++t) {{
+            blockIdx.x = b; threadIdx.x = t;
+            {k["fn"]}({", ".join(args)});
+        }}
+}}''')
+    return "\n".join(out) + "\n"
+
+
+class _HostDevice:
+    """``_Device``'s interface on the host: memory is numpy, kernels are the host-compiled
+    source (``host_source``). It checks the rendering, the launch plan and the launch logic
+    on a CPU; it says nothing about the GPU's own arithmetic or memory model."""
+
+    def __init__(self) -> None:
+        self.mem: dict[int, np.ndarray] = {}
+        self.functions: dict[tuple[str, str], Any] = {}
+
+    def function(self, source: str, name: str):
+
+        from tilefoundry.compiler.c_runtime.build import load
+
+        key = (source, name)
+        f = self.functions.get(key)
+        if f is None:
+            lib = load(host_source(source), cc=os.environ.get("TILEFOUNDRY_CXX", "g++"),
+                       extra_flags=("-x", "c++", "-std=gnu++17", "-O1"))
+            f = getattr(lib, f"{name}_grid")
+            f.restype = None
+            self.functions[key] = f
+        return f
+
+    def alloc(self, nbytes: int) -> int:
+        a = np.zeros(max(int(nbytes), 1), np.uint8)
+        self.mem[a.ctypes.data] = a
+        return a.ctypes.data
+
+    def upload(self, dptr: int, a: np.ndarray) -> None:
+        if a.nbytes:
+            self.mem[dptr][:a.nbytes] = np.frombuffer(a.tobytes(), np.uint8)
+
+    def download(self, a: np.ndarray, dptr: int) -> None:
+        if a.nbytes:
+            a.reshape(-1).view(np.uint8)[:] = self.mem[dptr][:a.nbytes]
+
+    def launch(self, f, blocks: int, threads: int, params: Sequence[int]) -> None:
+        import ctypes
+
+        f(ctypes.c_int64(blocks), ctypes.c_int64(threads),
+          *[ctypes.c_int64(int(p) - (1 << 64) if int(p) >= 1 << 63 else int(p))
+            for p in params])
+
+    def free(self, dptr: int) -> None:
+        self.mem.pop(dptr, None)
+
+
+class CudaExecutable(Interpreter):
+    """Runs a program's rendered CUDA kernels on flat numpy storage (the interpreter's)."""
+
+    def __init__(self, program: Program, source: str, device: str = "cuda"):
+        super().__init__(program)
+        self.source, self.device = source, device
+        self.plan = parse_plan(source)
+        # NVRTC to PTX (cached) in the build pass: a compile error needs no GPU. The host
+        # emulation compiles the same source with the host's C++ compiler instead.
+        self.ptx = cuda_build.build(source, cuda_build.PTX_ARCH) if device == "cuda" else None
+        self._roots = {k.name: kernel_roots(k, self.bm) for k in program.kernels()}
+
+    def steps(self, seq: Sequence[Any], st: dict[str, np.ndarray]) -> None:
+        for s in seq:
+            if isinstance(s, Kernel):
+                self.launch(s, st)
+            else:
+                self.host_loop(s, st)
+
+    def launch(self, k: Kernel, st: dict[str, np.ndarray]) -> None:
+        if k.instances == 0 or any(n == 0 for n in k.domain):
+            return
+        entry = self.plan["kernels"][k.name]
+        dev = _Device.get() if self.device == "cuda" else _HOST
+        f = dev.function(self.source, entry["fn"])
+        loads, stores = self._roots[k.name]
+        order = self.plan["roots"]
+        bufs: list = []
+        try:
+            ptr: dict[str, Any] = {}
+            for r in order:
+                if r in loads or r in stores:
+                    a = np.ascontiguousarray(st[r])
+                    ptr[r] = dev.alloc(a.nbytes)
+                    bufs.append(ptr[r])
+                    dev.upload(ptr[r], a)
+            snaps = []
+            for r in entry["snap"]:
+                q = dev.alloc(st[r].nbytes)
+                bufs.append(q)
+                dev.upload(q, np.ascontiguousarray(st[r]))
+                snaps.append(q)
+            # threads: one per instance, or one per lane of each instance (the lane mapping);
+            # scratch is per instance, and a launch covers whole instances
+            n, lanes, per = entry["instances"], entry.get("lanes", 1), entry["scratch"]
+            threads = self.plan["threads"]
+            chunk = n if per == 0 else max(1, min(n, SCRATCH_LIMIT // per))
+            scratch = dev.alloc(chunk * per) if per else 0
+            if per:
+                bufs.append(scratch)
+            base = [int(ptr[r]) if r in ptr else 0 for r in order] + [int(q) for q in snaps]
+            for lo in range(0, n, chunk):
+                hi = min(n, lo + chunk)
+                dev.launch(f, -(-(hi - lo) * lanes // threads), threads,
+                           [*base, int(scratch), lo * lanes, hi * lanes])
+            for r in order:
+                if r in stores:
+                    out = st[r]
+                    if out.flags.c_contiguous and out.flags.writeable:
+                        dev.download(out, ptr[r])
+                    else:
+                        tmp = np.empty_like(out)
+                        dev.download(tmp, ptr[r])
+                        st[r] = tmp
+        finally:
+            for b in bufs:
+                dev.free(b)
+
+
+_HOST = _HostDevice()
+
+
+def _builder(device: str):
+    def build(program: Program, source: str | None) -> CudaExecutable:
+        if source is None:
+            raise InvalidArgumentError("the cuda target builds from rendered source; got none")
+        return CudaExecutable(program, source, device)
+    return build
+
+
+TARGETS.setdefault("cuda", Target("cuda", render, _builder("cuda")))
+TARGETS.setdefault("cuda-host", Target("cuda-host", render, _builder("host")))
+
+
+class CudaBackend(KernelInterpBackend):
+    """The CUDA C++ backend as a conformance backend (``--backend cuda``); capabilities are
+    the lowering's (``KernelInterpBackend.capabilities``), the renderer raising
+    ``NotSupportedError`` for the rest."""
+
+    name = "cuda"
+    target = "cuda"
+
+    def __init__(self, *, device: str = "cuda", fuse: bool = True, cfg=None):
+        super().__init__(fuse=fuse, cfg=cfg)
+        if device not in DEVICES:
+            raise InvalidArgumentError(f"cuda device {device!r}: expected one of {DEVICES}")
+        if device == "cuda":
+            if not gpu_present():
+                raise InvalidArgumentError(HOW)
+            _driver()  # cuda-python importable (imports only; CUDA is not initialised here)
+        self.device = device
+        self.target = "cuda" if device == "cuda" else "cuda-host"
+
+
+def host_backend(**kw) -> CudaBackend:
+    """``CudaBackend(device="host")`` (for ``--backend
+    tilefoundry.compiler.cuda_backend:host_backend``): the CUDA source run on the CPU, a test
+    harness of the rendering and the launch logic, not of the GPU."""
+    return CudaBackend(device="host", **kw)
