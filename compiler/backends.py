@@ -78,7 +78,7 @@ class KernelInterpBackend:
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
-            ops=frozenset(op.__name__ for op in LOWERINGS),
+            ops=frozenset(op.__name__ for op in LOWERINGS) | {"Local"},
             dtypes=frozenset(d for d in DType if FORMATS[d].evaluable),
             policies=ALL_POLICIES, overflow_modes=ALL_OVERFLOW, mesh=True)
 

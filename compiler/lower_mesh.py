@@ -82,7 +82,6 @@ from tilefoundry.semantics.ir import (
 )
 from tilefoundry.semantics.types import (
     Broadcast,
-    Partial,
     ShardLayout,
     Split,
     TensorType,
@@ -452,6 +451,7 @@ class _Partitioner:
         self.fn = fn
         self.mvs: list[_MV] = []
         self.of: dict[int, int] = {}  # HIR node id -> mv id
+        self.field_of: dict[int, list[int]] = {}  # a tuple mv -> its fields' mvs
         self.mesh = None
 
     def new(self, t, layout, varying, **kw) -> int:
@@ -475,11 +475,11 @@ class _Partitioner:
             lay = t.shard if isinstance(t, TensorType) else None
             self._mesh(lay)
             self.of[id(p)] = self.new(_local_type(t), lay, False, input=k)
-        for node in _post_order(self.fn.body):
-            if id(node) in self.of:
+        body = self.fn.body
+        for node in _post_order(body):
+            if id(node) in self.of or (node is body and isinstance(node, Tuple)):
                 continue
             self.of[id(node)] = self.visit(node)
-        body = self.fn.body
         outs = list(body.fields) if isinstance(body, Tuple) else [body]
         res = []
         for o in outs:
@@ -511,7 +511,51 @@ class _Partitioner:
         lay = t.shard if isinstance(t, TensorType) else None
         self._mesh(lay)
         varying = lay is None and any(self.mvs[i].varying for i in ids)
-        return self.new(_local_type(t), lay, varying, local=(node, tuple(ids), op))
+        mid = self.new(_local_type(t), lay, varying, local=(node, tuple(ids), op))
+        self._fields(mid, t, varying)
+        return mid
+
+    def _fields(self, mid: int, t: Any, varying: bool) -> None:
+        """A tuple value's fields, made right after it (in its launch), so a field used past a
+        collective crosses it as a tensor (``fields`` maps the tuple to them)."""
+        if not isinstance(t, TupleType):
+            return
+        fids = []
+        for k, ft in enumerate(t.fields):
+            lay = ft.shard if isinstance(ft, TensorType) else None
+            f = self.new(_local_type(ft), lay, varying and lay is None,
+                         local=(("field", k), (mid,), None))
+            self._fields(f, ft, varying)
+            fids.append(f)
+        self.field_of[mid] = fids
+
+    def loop(self, node: GridRegionExpr) -> int:
+        """A loop over plain values only (its body, its inits and the outer values it reads):
+        one local op of its launch."""
+        outer: list[Expr] = []
+        seen: set[int] = set()
+        stack = [node.body, *node.yield_values]
+        while stack:
+            e = stack.pop()
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            if id(e) in self.of:
+                outer.append(e)
+                continue
+            t = e.checked_type if e.has_type else None
+            if _has_shard(t):
+                raise NotSupportedError("GridRegionExpr", "a loop whose body holds a sharded "
+                                        "value", stage="the per-device lowering")
+            kids = list(operands(e))
+            if isinstance(e, GridRegionExpr):
+                kids += [e.body, *e.yield_values]
+            stack.extend(kids)
+        ids = [self.of[id(a)] for a in node.init_args] + [self.of[id(o)] for o in outer]
+        if any(self.mvs[i].layout is not None for i in ids) or _has_shard(node.checked_type):
+            raise NotSupportedError("GridRegionExpr", "a loop over sharded values",
+                                    stage="the per-device lowering")
+        return self.loc(node, ids, ("loop", tuple(outer)))
 
     def visit(self, node: Expr) -> int:
         from tilefoundry.semantics.ops.math import Binary
@@ -527,14 +571,15 @@ class _Partitioner:
         )
 
         if isinstance(node, GridRegionExpr):
-            raise NotSupportedError("GridRegionExpr", "a loop in a sharded program",
-                                    stage="the per-device lowering")
+            return self.loop(node)
         if isinstance(node, Var):
             raise NotSupportedError(f"Var {node.name}", "a free variable",
                                     stage="the per-device lowering")
         if isinstance(node, Constant):
             return self.loc(node, ())
         ids = [self.of[id(a)] for a in operands(node)]
+        if isinstance(node, TupleGetItem) and ids[0] in self.field_of:
+            return self.field_of[ids[0]][node.index]
         if isinstance(node, Tuple | TupleGetItem):
             return self.loc(node, ids)
         if isinstance(node.op, Function):
@@ -629,6 +674,12 @@ class _Partitioner:
         return self.loc(node, ids)
 
 
+def _has_shard(t: Any) -> bool:
+    if isinstance(t, TupleType):
+        return any(_has_shard(f) for f in t.fields)
+    return isinstance(t, TensorType) and t.shard is not None
+
+
 def _post_order(root: Expr) -> list[Expr]:
     out: list[Expr] = []
     seen: set[int] = set()
@@ -674,8 +725,12 @@ def _rebuild_segment(seg: list[_MV], inputs: list[int], outputs: list[int], mvs:
             exprs[mv.id] = exprs[ids[0]]
             continue
         args = tuple(exprs[i] for i in ids)
-        if isinstance(node, Constant):
-            e = Constant(np.array(node.value, copy=True, order="C"))
+        if isinstance(node, tuple):  # ("field", k) of a tuple value
+            e = TupleGetItem(args[0], node[1])
+        elif isinstance(node, Constant):
+            e = node  # immutable, typed (a folded shape keeps its ShapeType)
+        elif isinstance(node, GridRegionExpr):
+            e = _rebuild_loop(node, args, op[1])
         elif isinstance(node, Tuple):
             e = Tuple(args)
         elif isinstance(node, TupleGetItem):
@@ -688,15 +743,65 @@ def _rebuild_segment(seg: list[_MV], inputs: list[int], outputs: list[int], mvs:
     infer_expr(body, Session())
     for mv in seg:
         e = exprs[mv.id]
-        if mv.local[0] == "identity":
+        node = mv.local[0]
+        if node == "identity" or isinstance(node, Constant | GridRegionExpr) or \
+                not e.has_type:  # not an output's operand: not in the launch
             continue
         if e.checked_type != mv.type:
-            node = mv.local[0]
             what = type(node.op).__name__ if isinstance(node, Call) else type(node).__name__
             raise NotSupportedError(what, f"its type on the local shapes is {e.checked_type}, "
                                     f"not the layout's local type {mv.type}",
                                     stage="the per-device lowering")
     return Function(name, tuple(params), body, None)
+
+
+def _storage(t: Any) -> tuple[Any, tuple[int, ...]]:
+    """(dtype, shape) of a value of type ``t`` on a device (a shape value is i64[rank])."""
+    from tilefoundry.semantics.formats import DType
+    from tilefoundry.semantics.types import ShapeType
+
+    if isinstance(t, TensorType):
+        return t.dtype, tuple(t.shape)
+    if isinstance(t, ShapeType):
+        return DType.I64, (t.rank,)
+    raise NotSupportedError(f"a {type(t).__name__} value crossing a collective", "",
+                            stage="the per-device lowering")
+
+
+def _rebuild_loop(node: GridRegionExpr, args: tuple, outer: tuple) -> GridRegionExpr:
+    """The loop with its inits and the outer values it reads replaced by the launch's values
+    (the body's other nodes are kept: they are plain and typed)."""
+    from tilefoundry.compiler.hir_passes import _Rewriter
+
+    n_init = len(node.init_args)
+    seeds = {id(o): a for o, a in zip(outer, args[n_init:], strict=True)}
+
+    def visit(e: Expr, ops: list, values: dict, ctx: Any) -> Expr:
+        if isinstance(e, Var | Constant) or all(a is b for a, b in zip(ops, operands(e),
+                                                                          strict=True)):
+            return e
+        if isinstance(e, Call):
+            new = Call(e.op, tuple(ops))
+        elif isinstance(e, Tuple):
+            new = Tuple(tuple(ops))
+        else:
+            new = TupleGetItem(ops[0], e.index)
+        new.stamp(e.checked_type)
+        return new
+
+    def loop(g: GridRegionExpr, inits: list, values: dict, ctx: Any) -> Expr:
+        inner = dict(values)
+        for c in (g.induction_var, *g.carried_args):
+            inner[id(c)] = c
+        ys = tuple(rw.expr(y, inner, ctx) for y in g.yield_values)
+        body = rw.expr(g.body, inner, ctx)
+        new = GridRegionExpr(g.induction_var, g.carried_args, tuple(inits), body, ys,
+                             extent=g.extent, step=g.step, start=g.start)
+        new.stamp(g.checked_type)
+        return new
+
+    rw = _Rewriter(visit, loop)
+    return loop(node, list(args[:n_init]), seeds, None)
 
 
 def lower_mesh(fn: Function, compile_local, name: str | None = None
@@ -737,7 +842,7 @@ def lower_mesh(fn: Function, compile_local, name: str | None = None
         if outputs:
             k = len(execs)
             lf = _rebuild_segment(seg, inputs, outputs, mvs, f"{fn.name}_dev{k}")
-            prog, exe = compile_local(lf, [tuple(mvs[i].type.shape) for i in inputs])
+            prog, exe = compile_local(lf, [_storage(mvs[i].type)[1] for i in inputs])
             execs.append(exe)
             steps.append(DeviceLaunch(f"{fn.name}_dev{k}", prog,
                                       tuple(_slot_name(i) for i in inputs),
@@ -759,9 +864,8 @@ def lower_mesh(fn: Function, compile_local, name: str | None = None
                                        else (*s.srcs, s.dst))}
     used |= {_slot_name(o) for o in outs} | {_slot_name(m.id) for m in mvs
                                              if m.input is not None}
-    slots = tuple(Slot(_slot_name(m.id), m.type.dtype, tuple(m.type.shape), m.layout,
-                       m.varying) for m in mvs
-                  if _slot_name(m.id) in used and isinstance(m.type, TensorType))
+    slots = tuple(Slot(_slot_name(m.id), *_storage(m.type), m.layout, m.varying) for m in mvs
+                  if _slot_name(m.id) in used)
     mp = MeshProgram(name or fn.name, pt.mesh, slots,
                      tuple(_slot_name(m.id) for m in mvs if m.input is not None),
                      tuple(_slot_name(o) for o in outs), tuple(steps),
@@ -809,7 +913,7 @@ class MeshCompiled:
             k += 1
             per: list[list[np.ndarray]] = [[] for _ in st.outputs]
             for coord in itertools.product(*(range(m) for m in ext)):
-                r = exe.run([np.ascontiguousarray(values[n][coord]) for n in st.inputs])
+                r = exe.run([np.array(values[n][coord], order="C") for n in st.inputs])
                 self.device_runs += 1
                 r = list(r) if isinstance(r, tuple) else [r]
                 for j, a in enumerate(r):
