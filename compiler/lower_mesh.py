@@ -259,7 +259,8 @@ def _global(slot: Slot, data: np.ndarray, mesh_rank: int) -> np.ndarray:
 def _replica(slot: Slot, data: np.ndarray, mesh_rank: int) -> np.ndarray:
     from tilefoundry.semantics.dtypes import to_bits
 
-    flat = data.reshape((-1, *data.shape[mesh_rank:]))
+    n = math.prod(data.shape[:mesh_rank])
+    flat = data.reshape((n, *data.shape[mesh_rank:]))
     bits = to_bits(np.ascontiguousarray(flat))
     if not (bits == bits[:1]).all():
         bad = int(np.argwhere((bits != bits[:1]).reshape(len(bits), -1).any(axis=1))[0][0])
@@ -712,6 +713,7 @@ def _rebuild_segment(seg: list[_MV], inputs: list[int], outputs: list[int], mvs:
     from tilefoundry.semantics.typeinfer.core import Session, infer_expr
 
     exprs: dict[int, Expr] = {}
+    session = Session()
     params = []
     for k, mid in enumerate(inputs):
         t = mvs[mid].type
@@ -737,10 +739,11 @@ def _rebuild_segment(seg: list[_MV], inputs: list[int], outputs: list[int], mvs:
             e = TupleGetItem(args[0], node.index)
         else:
             e = Call(op if op is not None else node.op, args)
+        infer_expr(e, session)
         exprs[mv.id] = e
     outs = [exprs[m] for m in outputs]
     body = outs[0] if len(outs) == 1 else Tuple(tuple(outs))
-    infer_expr(body, Session())
+    infer_expr(body, session)
     for mv in seg:
         e = exprs[mv.id]
         node = mv.local[0]
@@ -758,10 +761,12 @@ def _rebuild_segment(seg: list[_MV], inputs: list[int], outputs: list[int], mvs:
 def _storage(t: Any) -> tuple[Any, tuple[int, ...]]:
     """(dtype, shape) of a value of type ``t`` on a device (a shape value is i64[rank])."""
     from tilefoundry.semantics.formats import DType
-    from tilefoundry.semantics.types import ShapeType
+    from tilefoundry.semantics.types import DimType, ShapeType
 
     if isinstance(t, TensorType):
         return t.dtype, tuple(t.shape)
+    if isinstance(t, DimType):
+        return DType.I64, ()
     if isinstance(t, ShapeType):
         return DType.I64, (t.rank,)
     raise NotSupportedError(f"a {type(t).__name__} value crossing a collective", "",
