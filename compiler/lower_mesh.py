@@ -92,6 +92,8 @@ __all__ = ["COLLECTIVE_KINDS", "Collective", "DeviceLaunch", "MeshCompiled", "Me
            "Slot", "compile_mesh", "has_mesh", "lower_mesh", "mesh_text", "plan_reshard",
            "run_collective", "verify_mesh"]
 
+_STAGE = "the per-device lowering of sharded programs"
+
 COLLECTIVE_KINDS = ("all_reduce", "all_gather", "all_to_all", "slice", "replicate", "align",
                     "gather_index", "gather_mask")
 
@@ -468,7 +470,7 @@ class _Partitioner:
         elif tuple(layout.mesh.axis_extents) != tuple(self.mesh.axis_extents):
             raise NotSupportedError("meshes of different shapes",
                                     f"{self.mesh} and {layout.mesh} in one program",
-                                    stage="the per-device lowering")
+                                    stage=_STAGE)
 
     def run(self) -> list[int]:
         for k, p in enumerate(self.fn.params):
@@ -488,11 +490,11 @@ class _Partitioner:
             mv = self.mvs[mid]
             if isinstance(mv.type, TupleType):
                 raise NotSupportedError("a tuple-valued output field", "flatten it",
-                                        stage="the per-device lowering")
+                                        stage=_STAGE)
             if mv.varying:
                 raise NotSupportedError("a device-varying (Local) output", "it has no logical "
                                         "value; Reshard it through a ShardLayout-typed value",
-                                        stage="the per-device lowering")
+                                        stage=_STAGE)
             for kind, axes, after in plan_reshard(mv.layout, None):
                 mid = self.coll(kind, (mid,), axes, (), after, None)
             res.append(mid)
@@ -544,19 +546,19 @@ class _Partitioner:
             if id(e) in self.of:
                 outer.append(e)
                 continue
-            t = e.checked_type if e.has_type else None
-            if _has_shard(t):
-                raise NotSupportedError("GridRegionExpr", "a loop whose body holds a sharded "
-                                        "value", stage="the per-device lowering")
             kids = list(operands(e))
             if isinstance(e, GridRegionExpr):
                 kids += [e.body, *e.yield_values]
             stack.extend(kids)
         ids = [self.of[id(a)] for a in node.init_args] + [self.of[id(o)] for o in outer]
-        if any(self.mvs[i].layout is not None for i in ids) or _has_shard(node.checked_type):
-            raise NotSupportedError("GridRegionExpr", "a loop over sharded values",
-                                    stage="the per-device lowering")
-        return self.loc(node, ids, ("loop", tuple(outer)))
+        mvs = [self.mvs[i] for i in ids]
+        if any(m.varying for m in mvs) and any(m.layout is not None for m in mvs):
+            raise NotSupportedError("GridRegionExpr", "a device-varying value meets a "
+                                    "ShardLayout-typed one in a loop",
+                                    stage=_STAGE)
+        sharded = _has_shard(node.checked_type) or any(m.layout is not None for m in mvs) or \
+            any(e.has_type and _has_shard(e.checked_type) for e in _loop_nodes(node))
+        return self.loc(node, ids, ("loop", tuple(outer), sharded))
 
     def visit(self, node: Expr) -> int:
         from tilefoundry.semantics.ops.math import Binary
@@ -575,7 +577,7 @@ class _Partitioner:
             return self.loop(node)
         if isinstance(node, Var):
             raise NotSupportedError(f"Var {node.name}", "a free variable",
-                                    stage="the per-device lowering")
+                                    stage=_STAGE)
         if isinstance(node, Constant):
             return self.loc(node, ())
         ids = [self.of[id(a)] for a in operands(node)]
@@ -585,7 +587,7 @@ class _Partitioner:
             return self.loc(node, ids)
         if isinstance(node.op, Function):
             raise NotSupportedError("a call", "elaborate inlines calls",
-                                    stage="the per-device lowering")
+                                    stage=_STAGE)
         op = node.op
         mvs = [self.mvs[i] for i in ids]
         meshy = [m for m in mvs if m.layout is not None or m.varying]
@@ -596,7 +598,7 @@ class _Partitioner:
             (x,) = ids
             if mvs[0].varying:
                 raise NotSupportedError("Reshard of a device-varying value", "it has no "
-                                        "logical value", stage="the per-device lowering")
+                                        "logical value", stage=_STAGE)
             mid = x
             for kind, axes, after in plan_reshard(mvs[0].layout, out_lay):
                 mid = self.coll(kind, (mid,), axes, (), after)
@@ -607,7 +609,7 @@ class _Partitioner:
             (x,) = mvs
             if x.layout is None:
                 raise NotSupportedError("Local of an unsharded value", "",
-                                        stage="the per-device lowering")
+                                        stage=_STAGE)
             if x.layout.is_fully_broadcast:
                 return self.coll("replicate", (ids[0],), (), (), None,
                                  TensorType(tuple(x.type.shape), x.type.dtype))
@@ -616,10 +618,10 @@ class _Partitioner:
             return self.loc(node, ids)
         if any(m.varying for m in meshy) and any(m.layout is not None for m in meshy):
             raise NotSupportedError(type(op).__name__, "a device-varying value meets a "
-                                    "ShardLayout-typed one", stage="the per-device lowering")
+                                    "ShardLayout-typed one", stage=_STAGE)
         if isinstance(op, ShapeOf | Rank):
             raise NotSupportedError(type(op).__name__, "a shape query left after "
-                                    "canonicalize", stage="the per-device lowering")
+                                    "canonicalize", stage=_STAGE)
         if isinstance(op, Reduce) and mvs[0].layout is not None:
             lay = mvs[0].layout
             rank = len(lay.layout.shape)
@@ -651,7 +653,7 @@ class _Partitioner:
             if on:
                 if mvs[1].layout is not None or mvs[1].varying:
                     raise NotSupportedError("Gather", "sharded or device-varying indices",
-                                            stage="the per-device lowering")
+                                            stage=_STAGE)
                 (i,) = on
                 n_glob = lay.layout.axis_extents[axis]
                 blk = n_glob // lay.mesh.axis_extents[i]
@@ -671,7 +673,7 @@ class _Partitioner:
             if not (upd.layout is not None and
                     all(isinstance(upd.layout.attrs[i], Split) for i in splits)):
                 raise NotSupportedError(type(op).__name__, "a replicated update written into "
-                                        "a split destination", stage="the per-device lowering")
+                                        "a split destination", stage=_STAGE)
         return self.loc(node, ids)
 
 
@@ -732,7 +734,8 @@ def _rebuild_segment(seg: list[_MV], inputs: list[int], outputs: list[int], mvs:
         elif isinstance(node, Constant):
             e = node  # immutable, typed (a folded shape keeps its ShapeType)
         elif isinstance(node, GridRegionExpr):
-            e = _rebuild_loop(node, args, op[1])
+            e = _rebuild_local_loop(node, args, op[1]) if op[2] else \
+                _rebuild_loop(node, args, op[1])
         elif isinstance(node, Tuple):
             e = Tuple(args)
         elif isinstance(node, TupleGetItem):
@@ -754,7 +757,7 @@ def _rebuild_segment(seg: list[_MV], inputs: list[int], outputs: list[int], mvs:
             what = type(node.op).__name__ if isinstance(node, Call) else type(node).__name__
             raise NotSupportedError(what, f"its type on the local shapes is {e.checked_type}, "
                                     f"not the layout's local type {mv.type}",
-                                    stage="the per-device lowering")
+                                    stage=_STAGE)
     return Function(name, tuple(params), body, None)
 
 
@@ -770,7 +773,134 @@ def _storage(t: Any) -> tuple[Any, tuple[int, ...]]:
     if isinstance(t, ShapeType):
         return DType.I64, (t.rank,)
     raise NotSupportedError(f"a {type(t).__name__} value crossing a collective", "",
-                            stage="the per-device lowering")
+                            stage=_STAGE)
+
+
+def _loop_nodes(g: GridRegionExpr) -> list[Expr]:
+    """The nodes of a loop's body (nested loops' bodies included), not the outer values."""
+    inside: list[Expr] = []
+    seen: set[int] = set()
+    stack = [g.body, *g.yield_values]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        inside.append(e)
+        kids = list(operands(e))
+        if isinstance(e, GridRegionExpr):
+            kids += [e.body, *e.yield_values]
+        stack.extend(kids)
+    return inside
+
+
+def _local_call(e: Call, ops: list) -> Call:
+    """A Call of a loop body on the devices' local values: only ops that the mesh simulation
+    runs on the local blocks alone (the others need a collective, which a loop body cannot
+    hold in this lowering: NOT_SUPPORTED)."""
+    from tilefoundry.semantics.ops.math import Binary
+    from tilefoundry.semantics.ops.sharding import Local, Reshard
+    from tilefoundry.semantics.ops.tensor import (
+        CacheUpdate,
+        Gather,
+        InsertSlice,
+        Rank,
+        Reduce,
+        Reshape,
+        ShapeOf,
+    )
+
+    op = e.op
+    t = e.checked_type
+    out = t.shard if isinstance(t, TensorType) else None
+    ins = [a.checked_type for a in e.args]
+    lays = [x.shard if isinstance(x, TensorType) else None for x in ins]
+    meshy = out is not None or any(lay is not None for lay in lays)
+    why = None
+    if isinstance(op, Reshard | Local | ShapeOf | Rank) and meshy:
+        why = "a collective or a layout query"
+    elif isinstance(op, Reduce) and lays[0] is not None and any(
+            isinstance(a, Split) and lays[0].layout.axis_of_position[a.position] in
+            {x % len(lays[0].layout.shape) for x in op.axes} for a in lays[0].attrs):
+        why = "a reduction over a split axis (an all-gather)"
+    elif isinstance(op, Binary) and out is not None and any(
+            lay is None or lay.attrs != out.attrs or lay.layout.shape != out.layout.shape
+            for lay in lays):
+        why = "an operand read through another layout (a local slice)"
+    elif isinstance(op, Gather) and lays[0] is not None and lays[0].split_positions:
+        why = "a gather from a split value"
+    elif isinstance(op, InsertSlice | CacheUpdate) and lays[0] is not None and \
+            lays[0].split_positions:
+        why = "a write into a split value"
+    if why is not None:
+        raise NotSupportedError(type(op).__name__, f"{why} inside a loop",
+                                stage=_STAGE)
+    if isinstance(op, Reshape) and out is not None:
+        op = Reshape(tuple(out.local_axis_extents()))
+    return Call(op, tuple(ops))
+
+
+def _rebuild_local_loop(node: GridRegionExpr, args: tuple, outer: tuple) -> GridRegionExpr:
+    """A loop over sharded values whose body is local (no collective): the body rebuilt on the
+    local types, each op re-typed by its rule and checked against the layout's local type."""
+    from tilefoundry.compiler.hir_passes import _Rewriter
+    from tilefoundry.semantics.typeinfer.core import Session, infer_expr
+
+    session = Session()
+    n_init = len(node.init_args)
+    seeds = {id(o): a for o, a in zip(outer, args[n_init:], strict=True)}
+
+    def check(e: Expr, new: Expr) -> Expr:
+        infer_expr(new, session)
+        want = _local_type(e.checked_type)
+        if new.checked_type != want:
+            what = type(e.op).__name__ if isinstance(e, Call) else type(e).__name__
+            raise NotSupportedError(what, f"its type on the local shapes in a loop is "
+                                    f"{new.checked_type}, not the layout's local type {want}",
+                                    stage=_STAGE)
+        return new
+
+    def visit(e: Expr, ops: list, values: dict, ctx: Any) -> Expr:
+        if isinstance(e, Constant):
+            return e
+        if isinstance(e, Var):
+            raise NotSupportedError(f"Var {e.name}", "not bound in the loop",
+                                    stage=_STAGE)
+        if isinstance(e, Call):
+            if isinstance(e.op, Function):
+                raise NotSupportedError("a call", "elaborate inlines calls",
+                                        stage=_STAGE)
+            return check(e, _local_call(e, ops))
+        if isinstance(e, Tuple):
+            return check(e, Tuple(tuple(ops)))
+        return check(e, TupleGetItem(ops[0], e.index))
+
+    def loop(g: GridRegionExpr, inits: list, values: dict, ctx: Any) -> Expr:
+        inner = dict(values)
+        iv = Var(g.induction_var.name, g.induction_var.type)
+        iv.stamp(g.induction_var.checked_type)
+        inner[id(g.induction_var)] = iv
+        carried = []
+        for c, i in zip(g.carried_args, inits, strict=True):
+            v = Var(c.name, None)
+            v.stamp(i.checked_type)
+            inner[id(c)] = v
+            carried.append(v)
+        ys = tuple(rw.expr(y, inner, ctx) for y in g.yield_values)
+        body = rw.expr(g.body, inner, ctx)
+        new = GridRegionExpr(iv, tuple(carried), tuple(inits), body, ys, extent=g.extent,
+                             step=g.step, start=g.start)
+        ts = tuple(i.checked_type for i in inits)
+        new.stamp(ts[0] if len(ts) == 1 else TupleType(ts))
+        want = _local_type(g.checked_type)
+        if new.checked_type != want:
+            raise NotSupportedError("GridRegionExpr", f"its local type {new.checked_type} is "
+                                    f"not the layout's local type {want}",
+                                    stage=_STAGE)
+        return new
+
+    rw = _Rewriter(visit, loop)
+    return loop(node, list(args[:n_init]), seeds, None)
 
 
 def _rebuild_loop(node: GridRegionExpr, args: tuple, outer: tuple) -> GridRegionExpr:
@@ -818,7 +948,7 @@ def lower_mesh(fn: Function, compile_local, name: str | None = None
     outs = pt.run()
     if pt.mesh is None:
         raise NotSupportedError("a program without a mesh", "nothing is sharded",
-                                stage="the per-device lowering")
+                                stage=_STAGE)
     mvs = pt.mvs
     users: dict[int, set[int]] = {m.id: set() for m in mvs}
     for m in mvs:
@@ -843,7 +973,7 @@ def lower_mesh(fn: Function, compile_local, name: str | None = None
         for o in outputs:
             if isinstance(mvs[o].type, TupleType):
                 raise NotSupportedError("a tuple value crossing a collective", "",
-                                        stage="the per-device lowering")
+                                        stage=_STAGE)
         if outputs:
             k = len(execs)
             lf = _rebuild_segment(seg, inputs, outputs, mvs, f"{fn.name}_dev{k}")
@@ -951,7 +1081,7 @@ def compile_mesh(module: Module, entry: str, shapes: Sequence[Sequence[int]],
     tgt = pipeline.TARGETS.get(target)
     if tgt is None:
         raise NotSupportedError(f"target {target!r}", "no such target",
-                                stage="the per-device lowering")
+                                stage=_STAGE)
     inferred = typeinfer(module)
     hir = canonicalize(elaborate(inferred, entry, shapes, keep_shard=True))
     c = cfg or TileConfig()
