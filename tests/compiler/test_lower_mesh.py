@@ -27,8 +27,8 @@ from tilefoundry.semantics.evaluator.mesh import Sharded
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import GridRegionExpr, Tuple, Var
 from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind
-from tilefoundry.semantics.ops.sharding import Reshard
 from tilefoundry.semantics.ops.nn import MatMul
+from tilefoundry.semantics.ops.sharding import Reshard
 from tilefoundry.semantics.ops.tensor import Gather
 from tilefoundry.semantics.types import Broadcast, Partial, Split, TensorType
 
@@ -186,5 +186,6 @@ def test_a_collective_inside_a_loop_is_not_supported_naming_it():
                                             _call(Unary(UnaryKind.NEG), carry)))
     loop = GridRegionExpr(iv, (carry,), (x,), Tuple((step,)), (step,), extent=2)
     out = _call(Reshard(layout=_sl(MESH2, (Broadcast(),), (4,))), loop)
-    with pytest.raises(NotSupportedError, match="Reshard: not supported by the per-device lowering of sharded programs .*inside a loop"):
+    with pytest.raises(NotSupportedError, match=r"Reshard: not supported by the per-device "
+                       r"lowering of sharded programs .*inside a loop"):
         compile_mesh(_module([x], out, _mesh((2,))[1]), "f", [(4,)])
