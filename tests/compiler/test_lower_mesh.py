@@ -189,3 +189,27 @@ def test_a_collective_inside_a_loop_is_not_supported_naming_it():
     with pytest.raises(NotSupportedError, match=r"Reshard: not supported by the per-device "
                        r"lowering of sharded programs .*inside a loop"):
         compile_mesh(_module([x], out, _mesh((2,))[1]), "f", [(4,)])
+
+
+@pytest.mark.parametrize("red", ["max", "min"])
+def test_catalog_partial_pieces_complete_by_hand(red):
+    """The catalog's Partial(max / min) cases whose devices hold different pieces: the
+    completion, column by column, derived by hand (NaN anywhere gives NaN; max(-0, +0) = +0,
+    min = -0), on the per-device lowering and on the reference."""
+    from tilefoundry.conformance import runner
+    from tilefoundry.semantics.evaluator.core import evaluate
+    from tilefoundry.semantics.evaluator.mesh import unshard
+
+    (case,) = runner.select_cases(runner.load_catalog(0), "full",
+                                  [f"sharded/partial-pieces/{red}-nan-signed-zero/f32"])
+    m, entry, inputs = case.build()
+    nan, inf = np.nan, np.inf
+    want = np.array([nan, 0.0, 0.0, nan, 4.0, inf, nan, 2.5] if red == "max" else
+                    [nan, -0.0, -0.0, nan, 1.0, -inf, nan, 2.5], np.float32)
+    c = compile_mesh(m, entry, [(8,)])
+    for got in (c(inputs), unshard(evaluate(m, entry, inputs))):
+        got = np.asarray(got)
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        assert np.array_equal(got[ok], want[ok])
+        assert np.array_equal(np.signbit(got[ok]), np.signbit(want[ok]))
