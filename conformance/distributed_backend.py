@@ -814,9 +814,9 @@ def _rank_run_compiled(comm: _Comm, module, entry: str, shapes, blocks, target: 
     (``lower_mesh.compile_mesh``) run on this rank's device: each launch is the target's
     executable on the rank's local values, each collective step the library's collective (or
     this device's share of a local one: slice, align, the gather index steps)."""
-    from tilefoundry.compiler.lower_mesh import DeviceLaunch, compile_mesh
-
     import hashlib
+
+    from tilefoundry.compiler.lower_mesh import DeviceLaunch, compile_mesh
 
     key = (hashlib.sha256(pickle.dumps((module, entry))).hexdigest(), tuple(shapes), target)
     c = _COMPILED_CACHE.get(key)
