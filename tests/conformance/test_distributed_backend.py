@@ -188,9 +188,9 @@ def test_bad_input_one_line_errors(monkeypatch, tmp_path):
                            "device)")
     assert b.pools_started == 0
 
-    # a local target that is not there yet
+    # a local target that is not there (reference, kernel-interp and simd are)
     with pytest.raises(InvalidArgumentError) as e:
-        DistributedBackend(local_target="simd")
+        DistributedBackend(local_target="triton")
     assert "TILEFOUNDRY_DIST_LOCAL_TARGET=reference" in one_line(e)
     monkeypatch.setenv("TILEFOUNDRY_DIST_FAULT", "explode:1")
     with pytest.raises(InvalidArgumentError) as e:
