@@ -1096,6 +1096,3 @@ def compile_mesh(module: Module, entry: str, shapes: Sequence[Sequence[int]],
     mp, execs = lower_mesh(hir, compile_local, entry)
     return MeshCompiled(entry, hir, mp, execs)
 
-
-def mesh_size(mp: MeshProgram) -> int:
-    return math.prod(mp.mesh.axis_extents)
