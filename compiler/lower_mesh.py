@@ -319,7 +319,7 @@ def run_collective(c: Collective, slots: dict[str, Slot], values: dict[str, np.n
         return np.ascontiguousarray(np.broadcast_to(_replica(src, data, nm), full))
     if c.kind == "align":
         (out_attrs,) = c.attrs
-        out = ShardLayout(mesh, out_attrs, dst.layout.layout)
+        out = ShardLayout(dst.layout.mesh, out_attrs, dst.layout.layout)
         v = _sharded(src, data) if src.layout is not None else _replica(src, data, nm)
         return align(v, out)
     if c.kind == "gather_index":
