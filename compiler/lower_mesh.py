@@ -48,6 +48,10 @@ A program whose values carry ShardLayouts is elaborated keeping the layouts
   producing launch has finished — its stores visible — before the collective reads, and the
   consuming launch starts after it (docs/decisions.md D256).
 
+A ``grid_region`` is one local op of its launch: kept as it is when all its values are plain,
+rebuilt on the local types when it carries sharded values and its body needs no collective
+(one that does is NOT_SUPPORTED naming the op: no host loop around launches is built, D259).
+
 Run-time checks of a launch are made by its executable on every device; the collectives make
 their own (``gather_index``). The simulation runs every device's launch in one process, one
 device after the other; nothing falls back to the reference evaluator except the reductions of
