@@ -8,7 +8,9 @@ per input-shape signature on the first ``run`` with those shapes (the protocol's
 not see shapes) and cached.
 
 Capabilities are honest: the ops with a lowering rule (``lower.LOWERINGS``), every evaluable
-dtype, every reduction policy and overflow mode, no mesh. Anything else is NOT_SUPPORTED in
+dtype, every reduction policy and overflow mode, and sharded programs: a program with a
+ShardLayout-typed value is compiled by the per-device lowering (``lower_mesh.compile_mesh``:
+per-device launches of this target with the collectives simulated on the host between them). Anything else is NOT_SUPPORTED in
 the runner before the backend is called; nothing falls back to the reference evaluator.
 
 Run-time checks (``tilefoundry.errors.RUN_TIME_CHECKS``) are reported by the conformance
@@ -46,7 +48,8 @@ class _Program:
     module: Module
     entry: str
     fn: Function | None = None
-    cache: dict[tuple, Compiled] = field(default_factory=dict)
+    cache: dict[tuple, Any] = field(default_factory=dict)
+    mesh: bool = False
 
 
 def check_envelopes(fn: Function, shapes: list[tuple[int, ...]]) -> None:
@@ -75,13 +78,18 @@ class KernelInterpBackend:
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
-            ops=frozenset(op.__name__ for op in LOWERINGS),
+            ops=frozenset(op.__name__ for op in LOWERINGS) | {"Local"},
             dtypes=frozenset(d for d in DType if FORMATS[d].evaluable),
-            policies=ALL_POLICIES, overflow_modes=ALL_OVERFLOW, mesh=False)
+            policies=ALL_POLICIES, overflow_modes=ALL_OVERFLOW, mesh=True)
 
     def compile(self, module: Module, entry: str) -> _Program:
-        fn = typeinfer(module, Session())[entry]  # fail early on a malformed module or entry
-        return _Program(module, entry, fn)
+        from tilefoundry.compiler.lower_mesh import has_mesh
+
+        inferred = typeinfer(module, Session())
+        fn = inferred[entry]  # fail early on a malformed module or entry
+        mesh = any(has_mesh(f) or any(has_mesh(v) for v in f.variants)
+                   for f in inferred.functions)
+        return _Program(module, entry, fn, mesh=mesh)
 
     def compiled_for(self, prog: _Program, shapes: list[tuple[int, ...]]) -> Compiled:
         key = tuple(shapes)
@@ -90,8 +98,14 @@ class KernelInterpBackend:
             if prog.fn is not None:
                 check_envelopes(prog.fn, shapes)
             try:
-                hit = compile(prog.module, prog.entry, shapes, self.target, fuse=self.fuse,
-                              cfg=self.cfg)
+                if prog.mesh:
+                    from tilefoundry.compiler.lower_mesh import compile_mesh
+
+                    hit = compile_mesh(prog.module, prog.entry, shapes, self.target,
+                                       fuse=self.fuse, cfg=self.cfg)
+                else:
+                    hit = compile(prog.module, prog.entry, shapes, self.target, fuse=self.fuse,
+                                  cfg=self.cfg)
             except TypeInferError as e:
                 # a dispatch call inside the program whose concrete shape is outside the
                 # prototype's envelope (typeinfer.functions._select): exactly that check
@@ -105,5 +119,33 @@ class KernelInterpBackend:
         return hit
 
     def run(self, compiled: _Program, inputs: list[np.ndarray]) -> Any:
-        shapes = [tuple(np.shape(x)) for x in inputs]
+        if compiled.mesh:
+            inputs = _mesh_inputs(compiled, inputs)
+            shapes = [tuple(x.shape) for x in inputs]
+        else:
+            shapes = [tuple(np.shape(x)) for x in inputs]
         return self.compiled_for(compiled, shapes)(inputs)
+
+
+def _mesh_inputs(prog: _Program, inputs: list) -> list:
+    """A sharded program's inputs checked against the entry's signature, each sharded
+    parameter distributed (``mesh.shard`` of a global array, or a ``Sharded`` value of the
+    declared layout): the evaluator's input check, its run-time checks reported as such."""
+    from tilefoundry.conformance.backend import reference_check
+    from tilefoundry.semantics.evaluator.core import _check_inputs, shape_of
+    from tilefoundry.semantics.evaluator.registry import EvaluationError
+    from tilefoundry.semantics.typeinfer.functions import select_variant
+
+    fn = prog.fn
+    try:
+        if fn.body is None:
+            try:
+                fn = select_variant(fn, [shape_of(x) for x in inputs])
+            except TypeInferError as e:
+                raise EvaluationError(f"dispatch of @{fn.name}: {e}") from None
+        return _check_inputs(fn, list(inputs))
+    except EvaluationError as e:
+        check = reference_check(e)
+        if check is None:
+            raise
+        raise RunTimeCheckError(str(e), check) from e

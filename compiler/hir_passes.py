@@ -121,14 +121,16 @@ def _concrete_dim(d: Any, env: dict[str, int]) -> int:
     return evaluate_dim(d, env)
 
 
-def _concrete_type(t: Any, env: dict[str, int]) -> Any:
+def _concrete_type(t: Any, env: dict[str, int], keep_shard: bool = False) -> Any:
+    """``t`` with concrete extents. A ShardLayout (its extents are static) is kept only for the
+    mesh lowering (``keep_shard``, ``lower_mesh``); the single-device pipeline refuses it."""
     if isinstance(t, TensorType):
-        if t.shard is not None:
+        if t.shard is not None and not keep_shard:
             raise NotSupportedError("ShardLayout", "sharded values need mesh simulation")
-        return TensorType(tuple(_concrete_dim(d, env) for d in t.shape), t.dtype, None,
-                          t.storage)
+        return TensorType(tuple(_concrete_dim(d, env) for d in t.shape), t.dtype,
+                          t.shard if keep_shard else None, t.storage)
     if isinstance(t, TupleType):
-        return TupleType(tuple(_concrete_type(f, env) for f in t.fields))
+        return TupleType(tuple(_concrete_type(f, env, keep_shard) for f in t.fields))
     return t
 
 
@@ -170,17 +172,18 @@ def _operand_env(node: Call, ops: list, env: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def _is_concrete(t: Any) -> bool:
+def _is_concrete(t: Any, keep_shard: bool = False) -> bool:
     if isinstance(t, TensorType):
-        return all(isinstance(d, int) for d in t.shape) and t.shard is None
+        return all(isinstance(d, int) for d in t.shape) and (keep_shard or t.shard is None)
     if isinstance(t, TupleType):
-        return all(_is_concrete(f) for f in t.fields)
+        return all(_is_concrete(f, keep_shard) for f in t.fields)
     return True
 
 
 class _Elaborator:
-    def __init__(self, session: Session):
+    def __init__(self, session: Session, keep_shard: bool = False):
         self.session = session
+        self.keep_shard = keep_shard
         self.rw = _Rewriter(self.visit, self.loop)
         self.depth = 0
         self.rules = Session()  # re-typing op Calls on concrete operand types
@@ -232,13 +235,13 @@ class _Elaborator:
         op = new.op
         try:
             t = infer_expr(new, self.rules)
-            if _is_concrete(t):
+            if _is_concrete(t, self.keep_shard):
                 return t
         except TilefoundryError:
             pass
         t = node.checked_type
         try:
-            return _concrete_type(t, env)
+            return _concrete_type(t, env, self.keep_shard)
         except TilefoundryError as e:
             if isinstance(e, NotSupportedError):
                 raise
@@ -278,9 +281,11 @@ def _dtype_of_array(a: np.ndarray) -> Any:
 
 
 def elaborate(module: Module, entry: str, shapes: Sequence[Sequence[int]],
-              session: Session | None = None) -> Function:
+              session: Session | None = None, *, keep_shard: bool = False) -> Function:
     """The ``elaborate`` pass: the entry of an inferred ``module`` specialized for ``shapes``
-    (one tuple per parameter) as one flat, concretely typed Function."""
+    (one tuple per parameter) as one flat, concretely typed Function. ``keep_shard`` keeps the
+    ShardLayouts in the types (the mesh lowering, ``lower_mesh``); without it a sharded type
+    is NOT_SUPPORTED."""
     session = session if session is not None else Session()
     fn = module[entry]
     shapes = [tuple(int(n) for n in s) for s in shapes]
@@ -303,9 +308,9 @@ def elaborate(module: Module, entry: str, shapes: Sequence[Sequence[int]],
             if is_shape_dim(d) and evaluate_dim(d, env) != n:
                 raise LoweringError(f"@{entry} parameter {p.name}: axis {a} has extent {n}, "
                                     f"declared {d}")
-        ct = _concrete_type(p.type, env)
+        ct = _concrete_type(p.type, env, keep_shard)
         params.append(_stamped(Var(p.name, ct), ct))
-    el = _Elaborator(session)
+    el = _Elaborator(session, keep_shard)
     body = el.rw.expr(fn.body, {id(p): q for p, q in zip(fn.params, params, strict=True)}, env)
     flat = Function(fn.name, tuple(params), body, None)
     return flat
@@ -371,7 +376,7 @@ class _Canonicalizer:
                 return _const(np.array(dims, np.int64).reshape(len(dims)), t)
             return None
         if isinstance(xt, TensorType) and isinstance(t, TensorType) and xt.dtype is t.dtype \
-                and tuple(xt.shape) == tuple(t.shape):
+                and tuple(xt.shape) == tuple(t.shape) and xt.shard == t.shard:
             if isinstance(op, Reshape):
                 return x
             if isinstance(op, Transpose) and all(p % max(len(xt.shape), 1) == i

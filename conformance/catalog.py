@@ -1614,6 +1614,35 @@ def _sharded_cases(acc: _Acc) -> None:
         add(f"sharded/gather/split-axis-partial-sum/{dt}", "sharding", _gather_split(dt),
             ops=("Gather", "Reshard"), dtypes=(dt, I64), spec=_S_GATHER_SPLIT, tier="quick")
 
+    def partial_pieces(dt: DType, red: str) -> Callable[[], Built]:
+        """Partial(max / min) whose devices hold *different* pieces (``Sharded.from_devices``;
+        ``shard`` puts the same value on every device, which a NaN-dropping or
+        signed-zero-blind completion passes): a NaN on one device but not the first, on the
+        first only, on all; -0 / +0 split across devices both ways; ±inf; plain numbers."""
+        def build() -> Built:
+            from tilefoundry.semantics.evaluator.mesh import Sharded
+
+            mesh, topo = _mesh((4,))
+            nan, inf = np.nan, np.inf
+            cols = [[1.0, 1.0, nan, 1.0], [-0.0, 0.0, 0.0, 0.0], [0.0, -0.0, -0.0, -0.0],
+                    [nan, 1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0], [-inf, inf, 0.0, -1.0],
+                    [nan, nan, nan, nan], [2.5, 2.5, 2.5, 2.5]]
+            pieces = _vals(np.array(cols, np.float64).T, dt)  # (device, column)
+            lay = _sl(mesh, (Partial(red),), (8,))
+            x = _var("x", (8,), dt, lay)
+            out = _call(Reshard(layout=_sl(mesh, (Broadcast(),), (8,))), x)
+            return _module([x], out, topo), ENTRY, [Sharded.from_devices(lay, pieces)]
+
+        return build
+
+    for dt in (F32, BF16, F16):
+        for red in ("max", "min"):
+            add(f"sharded/partial-pieces/{red}-nan-signed-zero/{dt}", "sharding",
+                partial_pieces(dt, red), ops=("Reshard",), dtypes=(dt,),
+                spec=_S_PARTIAL + " Tile numerics: \"Exceptional values: overflow, NaNs, "
+                "signed zero, ties and argmax ordering are part of the operation contract\"",
+                tier="full")
+
 
 def _gather_split(dt: DType) -> Callable[[], Built]:
     def build() -> Built:

@@ -84,7 +84,9 @@ from tilefoundry.semantics.formats import DType
 
 __all__ = ["DistributedBackend", "DistributedRankError"]
 
-LOCAL_TARGETS = ("reference",)
+LOCAL_TARGETS = ("reference", "kernel-interp", "simd")
+#: the compiler target of each compiled local target
+_COMPILED = {"kernel-interp": "interp", "simd": "simd"}
 _READY_S = 120.0  # spawning ranks and the rendezvous
 
 
@@ -750,7 +752,8 @@ def _rank_main(rank: int, world: int, port: int, backend: str, parent: int, task
         except Exception as e:
             from tilefoundry.semantics.evaluator.registry import EvaluationError
 
-            check = reference_check(e) if isinstance(e, EvaluationError) else None
+            check = e.check if isinstance(e, RunTimeCheckError) else \
+                (reference_check(e) if isinstance(e, EvaluationError) else None)
             import traceback
 
             tb = traceback.extract_tb(e.__traceback__)
@@ -771,7 +774,9 @@ def _rank_run(comm: _Comm, payload: bytes) -> Any:
     comm.prepare(meshes)
     if body is None:  # a rank outside this program's (smaller) mesh
         return None, 0
-    module, entry, shapes, blocks = body
+    module, entry, shapes, blocks, local_target = body
+    if local_target in _COMPILED:
+        return _rank_run_compiled(comm, module, entry, shapes, blocks, _COMPILED[local_target])
     session = Session()
     m = infer_module(module, session)
     fn = m[entry]
@@ -799,6 +804,113 @@ def _rank_run(comm: _Comm, payload: bytes) -> Any:
         return np.asarray(v)
 
     return finish(value), comm.collectives
+
+
+_COMPILED_CACHE: dict[tuple, Any] = {}
+
+
+def _rank_run_compiled(comm: _Comm, module, entry: str, shapes, blocks, target: str) -> Any:
+    """``--local-target kernel-interp | simd``: the compiler's per-device lowering
+    (``lower_mesh.compile_mesh``) run on this rank's device: each launch is the target's
+    executable on the rank's local values, each collective step the library's collective (or
+    this device's share of a local one: slice, align, the gather index steps)."""
+    import hashlib
+
+    from tilefoundry.compiler.lower_mesh import DeviceLaunch, compile_mesh
+
+    key = (hashlib.sha256(pickle.dumps((module, entry))).hexdigest(), tuple(shapes), target)
+    c = _COMPILED_CACHE.get(key)
+    if c is None:
+        c = compile_mesh(module, entry, shapes, target)
+        if len(_COMPILED_CACHE) > 64:
+            _COMPILED_CACHE.clear()
+        _COMPILED_CACHE[key] = c
+    mp = c.program
+    sm = mp.slot_map()
+    coord = coord_of(comm.rank, tuple(mp.mesh.axis_extents))
+    values: dict[str, np.ndarray] = {n: _contig(b) for n, b in zip(mp.inputs, blocks,
+                                                                     strict=True)}
+    k = 0
+    for st in mp.steps:
+        if isinstance(st, DeviceLaunch):
+            r = c.executables[k].run([_contig(values[n]) for n in st.inputs])
+            k += 1
+            r = list(r) if isinstance(r, tuple) else [r]
+            for n, a in zip(st.outputs, r, strict=True):
+                values[n] = _contig(a).reshape(sm[n].shape)
+            continue
+        values[st.dst] = _rank_collective(comm, st, sm, values, coord)
+    outs = tuple(values[n] for n in mp.outputs)
+    return (outs if mp.tuple_output else outs[0]), comm.collectives
+
+
+def _rank_collective(comm: _Comm, st, sm, values, coord: tuple) -> np.ndarray:
+    """This rank's value of a ``MeshProgram`` collective step (``lower_mesh.run_collective``
+    is the simulation of all devices at once; this is one device of it)."""
+    from tilefoundry.semantics.evaluator.mesh import _neutral_sum
+    from tilefoundry.semantics.formats import dtype_of
+    from tilefoundry.semantics.types import Broadcast, Partial, ShardLayout, Split
+
+    src, dst = sm[st.srcs[0]], sm[st.dst]
+    x = values[st.srcs[0]]
+    if st.kind == "all_reduce":
+        lay = src.layout
+        ext = tuple(lay.mesh.axis_extents)
+        reds = {lay.partials[i] for i in st.axes}
+        if len(reds) == 1:
+            return comm.all_reduce(x, next(iter(reds)), ext, tuple(st.axes))
+        for i in st.axes:
+            x = comm.all_reduce(x, lay.partials[i], ext, (i,))
+        return x
+    if st.kind == "all_gather":
+        return _gather_axes(comm, src.layout, x, list(st.axes))[1]
+    if st.kind == "all_to_all":
+        return _try_all_to_all(comm, src.layout, x, dst.layout)
+    if st.kind == "replicate":
+        return _contig(x).reshape(dst.shape)
+    if st.kind == "slice":
+        if src.layout is None or src.layout.is_fully_broadcast:
+            glob = _contig(x).reshape(tuple(dst.layout.layout.axis_extents))
+            return _slice_global(glob, dst.layout, coord)
+        lay, tgt = src.layout, dst.layout
+        data = _contig(x).reshape(_positions_local(lay))
+        for i, (a, b) in enumerate(zip(lay.attrs, tgt.attrs, strict=True)):
+            if a == b:
+                continue
+            if isinstance(b, Split):
+                blk = data.shape[b.position] // lay.mesh.axis_extents[i]
+                sl = [slice(None)] * data.ndim
+                sl[b.position] = slice(coord[i] * blk, (coord[i] + 1) * blk)
+                data = data[tuple(sl)]
+            elif isinstance(b, Partial) and b.reduction == "sum" and coord[i] != 0:
+                data = np.full_like(data, _neutral_sum(dtype_of(data)))
+            elif not isinstance(b, Partial | Broadcast):
+                raise TilefoundryError(f"slice to {b} on mesh axis {i}")
+        return _contig(data).reshape(tgt.local_axis_extents())
+    if st.kind == "align":
+        (attrs,) = st.attrs
+        out = ShardLayout(dst.layout.mesh, attrs, dst.layout.layout)
+        v = LocalShard(src.layout, x) if src.layout is not None else x
+        return _align(v, out, coord)
+    if st.kind in ("gather_index", "gather_mask"):
+        n_glob, blk, axis = st.attrs
+        (i,) = st.axes
+        iv_src = values[st.srcs[0] if st.kind == "gather_index" else st.srcs[1]]
+        iv = np.asarray(iv_src).astype(np.int64)
+        lo = coord[i] * blk
+        own = (iv >= lo) & (iv < lo + blk)
+        if st.kind == "gather_index":
+            bad = (iv < 0) | (iv >= n_glob)
+            if bad.any():
+                pos = tuple(int(j) for j in np.argwhere(bad)[0])
+                raise RunTimeCheckError(f"Gather: index {int(iv[pos])} at indices{list(pos)} "
+                                        f"is outside [0, {n_glob}) on axis {axis}",
+                                        "index_range")
+            return _contig(np.where(own, iv - lo, 0).astype(x.dtype))
+        r = x
+        mask = own.reshape((1,) * axis + own.shape + (1,) * (r.ndim - axis - own.ndim))
+        return _contig(np.where(mask, r, _neutral_sum(dtype_of(r))).astype(r.dtype))
+    raise TilefoundryError(f"unknown collective step {st.kind!r}")
 
 
 # =============================================================================================
@@ -925,8 +1037,8 @@ class DistributedBackend:
                                                     "reference")
         if self.local_target not in LOCAL_TARGETS:
             raise InvalidArgumentError(
-                f"distributed: local target {self.local_target!r} is not available (only "
-                f"{list(LOCAL_TARGETS)} so far); set TILEFOUNDRY_DIST_LOCAL_TARGET=reference")
+                f"distributed: local target {self.local_target!r} is not available (one of "
+                f"{list(LOCAL_TARGETS)}); set TILEFOUNDRY_DIST_LOCAL_TARGET=reference")
         avail = {"gloo": dist.is_gloo_available(), "nccl": dist.is_nccl_available(),
                  "mpi": dist.is_mpi_available()}
         if self.dist_backend not in avail:
@@ -1078,7 +1190,8 @@ class DistributedBackend:
                     blocks.append(_contig(x.data[c]))
                 else:
                     blocks.append(x)
-            per_rank.append(pickle.dumps((shapes_of_meshes, (module, entry, shapes, blocks))))
+            per_rank.append(pickle.dumps((shapes_of_meshes, (module, entry, shapes, blocks,
+                                                             self.local_target))))
         self._case_no += 1
         case_no = self._case_no
         for r in range(pool.world):

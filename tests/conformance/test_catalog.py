@@ -36,7 +36,11 @@ def catalog():
 
 
 def _bits(inputs: list) -> list:
-    return [(x.dtype.str, tuple(x.shape), x.tobytes()) for x in inputs]
+    # a Sharded input (per-device pieces, sharded/partial-pieces/*) by its devices' data
+    from tilefoundry.semantics.evaluator.mesh import Sharded
+
+    arrays = [x.data if isinstance(x, Sharded) else x for x in inputs]
+    return [(x.dtype.str, tuple(x.shape), x.tobytes()) for x in arrays]
 
 
 def _generator_available() -> bool:

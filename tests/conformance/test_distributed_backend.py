@@ -124,6 +124,31 @@ def test_rank_killed_then_rank_hung_then_pass(tmp_path, monkeypatch):
     assert "exceeded the 12 s limit during backend.run" in timeout, timeout
 
 
+def test_compiled_local_target_runs_the_mesh_program_on_the_ranks(tmp_path, monkeypatch):
+    """``TILEFOUNDRY_DIST_LOCAL_TARGET=kernel-interp``: each rank runs the compiler's
+    per-device lowering (its launches on the rank's blocks, its collective steps as gloo's):
+    an all-reduce (split-K), an all-to-all, a gather along a split axis on a 2x2 mesh and its
+    run-time check PASS; the Partial(max) pieces case FAILs exactly as gloo's MAX does with the
+    reference local target (docs/findings.md F21: the completion is gloo's either way)."""
+    monkeypatch.setenv("TILEFOUNDRY_DIST_LOCAL_TARGET", "kernel-interp")
+    monkeypatch.setenv("TILEFOUNDRY_DIST_RANKS", "4")
+    monkeypatch.delenv("TILEFOUNDRY_DIST_FAULT", raising=False)
+    cases = _cases(["sharded/matmul/split-k-partial-sum/i32", "sharded/reshard/split0-to-split1/f32",
+                    "sharded/gather/split-axis-partial-sum/f32",
+                    "sharded/run-time-check/index_range/gather-split-axis-index-at-extent/f32"])
+    cases += runner.select_cases(runner.load_catalog(0), "full",
+                                 ["sharded/partial-pieces/max-nan-signed-zero/f32"])
+    assert len(cases) == 5
+    res = runner.run("distributed", cases, jobs=1, timeout_s=150, seed=0,
+                     out_jsonl=tmp_path / "r.jsonl")
+    got = {r["id"]: r for r in res.records}
+    pieces = got.pop("sharded/partial-pieces/max-nan-signed-zero/f32")
+    assert {r["verdict"] for r in got.values()} == {"PASS"}, got
+    assert pieces["verdict"] == "FAIL"
+    assert ("4/8 elements rejected; worst at index [0]: expected nan (0x7fc00000), observed "
+            "1.0 (0x3f800000)") in pieces["message"], pieces["message"]
+
+
 def _busy_port():
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.bind(("127.0.0.1", 0))
@@ -188,9 +213,9 @@ def test_bad_input_one_line_errors(monkeypatch, tmp_path):
                            "device)")
     assert b.pools_started == 0
 
-    # a local target that is not there yet
+    # a local target that is not there (reference, kernel-interp and simd are)
     with pytest.raises(InvalidArgumentError) as e:
-        DistributedBackend(local_target="simd")
+        DistributedBackend(local_target="triton")
     assert "TILEFOUNDRY_DIST_LOCAL_TARGET=reference" in one_line(e)
     monkeypatch.setenv("TILEFOUNDRY_DIST_FAULT", "explode:1")
     with pytest.raises(InvalidArgumentError) as e:

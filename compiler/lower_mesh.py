@@ -1,0 +1,1102 @@
+"""The per-device lowering of sharded programs: a ``MeshProgram`` of device launches and
+explicit collective steps, run by ``kernel-interp`` and ``simd`` with the collectives simulated
+on the host.
+
+A program whose values carry ShardLayouts is elaborated keeping the layouts
+(``elaborate(..., keep_shard=True)``), canonicalized, then partitioned (``lower_mesh``):
+
+* every op that the mesh simulation runs per device (``semantics/evaluator/sharding.py``) becomes
+  a **local** op on the device's local shape (``local_type``: split extents divided by the mesh
+  axis, ``Local`` exposing the local tensor); a ``Reshape`` of a sharded value reshapes to the
+  local extents. Maximal runs of local ops are one ``DeviceLaunch``: an ordinary single-device
+  kernel-IR ``Program`` (lowered, fused, rendered and built by the target's pipeline), compiled
+  once — every device has the same local shapes — and launched once per device on that device's
+  storage;
+* the steps that cross devices are ``Collective`` steps between launches, on the values of all
+  devices at once (the mesh's devices in C order):
+
+  ==============  =====================================================================
+  kind            does
+  ==============  =====================================================================
+  all_reduce      Partial(r) on ``axes`` -> Broadcast: the devices' pieces reduced with
+                  ``r`` (several Partial axes of one reduction jointly, distinct reductions
+                  one axis at a time in mesh-axis order), in the reference's order
+                  (``unordered_tree``: low-precision floats accumulate in f32 and round
+                  once; a float sum is an ``admitted_set`` contract, max / min are exact)
+  all_gather      Split -> Broadcast on ``axes`` (the blocks concatenated in device order)
+  all_to_all      Split(p) -> Split(q) on one mesh axis ``axes[0]``: chunk k of position q
+                  goes to device k, who concatenates what it gets along p in device order
+  slice           Broadcast -> Split / Partial (or a plain, replicated value -> any
+                  layout): each device keeps its own block (a Partial(sum) target keeps
+                  the value on coordinate 0 and the sum's neutral element, ``-0`` for
+                  floats, elsewhere; Partial(max / min) keeps it everywhere)
+  replicate       a fully Broadcast value -> the plain value (the replicas are checked to
+                  be bit-identical)
+  align           an elementwise operand read through the result layout (a replicated
+                  operand's own block; ``sharding.align``)
+  gather_index    Gather on a split axis: each device's local indices (the global ones
+                  checked against the global extent: ``index_range``)
+  gather_mask     ... and the sum's neutral element at the rows the device does not own
+                  (the result is Partial(sum))
+  ==============  =====================================================================
+
+  ``Reshard`` is planned as the spec's table composes it (``plan_reshard``): complete the
+  Partials (all_reduce), then either one all_to_all (Split -> Split on another position, the
+  rest unchanged) or all_gather of the Splits that change followed by a local slice.
+* The cross-CTA fence the spec requires where a reshard changes ownership is a **kernel
+  boundary**: a collective is never inside a launch, so every program instance (CTA) of the
+  producing launch has finished — its stores visible — before the collective reads, and the
+  consuming launch starts after it (docs/decisions.md D256).
+
+A ``grid_region`` is one local op of its launch: kept as it is when all its values are plain,
+rebuilt on the local types when it carries sharded values and its body needs no collective
+(one that does is NOT_SUPPORTED naming the op: no host loop around launches is built, D259).
+
+Run-time checks of a launch are made by its executable on every device; the collectives make
+their own (``gather_index``). The simulation runs every device's launch in one process, one
+device after the other; nothing falls back to the reference evaluator except the reductions of
+``all_reduce`` and the data movement of ``slice`` / ``align``, which are the mesh simulation's
+own vectorized functions (the semantics of those steps, not a computation of the program).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.compiler.errors import KernelIRError, NotSupportedError
+from tilefoundry.compiler.schedule import TileConfig
+from tilefoundry.errors import RunTimeCheckError
+from tilefoundry.semantics.ir import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GridRegionExpr,
+    Module,
+    Tuple,
+    TupleGetItem,
+    Var,
+    operands,
+)
+from tilefoundry.semantics.types import (
+    Broadcast,
+    ShardLayout,
+    Split,
+    TensorType,
+    TupleType,
+)
+
+__all__ = ["COLLECTIVE_KINDS", "Collective", "DeviceLaunch", "MeshCompiled", "MeshProgram",
+           "Slot", "compile_mesh", "has_mesh", "lower_mesh", "mesh_text", "plan_reshard",
+           "run_collective", "verify_mesh"]
+
+_STAGE = "the per-device lowering of sharded programs"
+
+COLLECTIVE_KINDS = ("all_reduce", "all_gather", "all_to_all", "slice", "replicate", "align",
+                    "gather_index", "gather_mask")
+
+
+# =============================================================================================
+# the IR
+# =============================================================================================
+@dataclass(frozen=True)
+class Slot:
+    """A per-device value: every device holds a ``shape`` / ``dtype`` tensor (its local
+    tensor). ``layout``: the ShardLayout it is a piece of (None: plain — replicated, or
+    device-varying when ``varying``)."""
+
+    name: str
+    dtype: Any  # DType
+    shape: tuple[int, ...]
+    layout: ShardLayout | None = None
+    varying: bool = False
+
+
+@dataclass(frozen=True)
+class DeviceLaunch:
+    """A single-device kernel-IR program run on every device: its inputs are the devices'
+    values of the slots ``inputs``, its outputs become ``outputs``."""
+
+    name: str
+    program: Any  # kir.Program
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Collective:
+    """A host step across the devices (``COLLECTIVE_KINDS``): reads the slots ``srcs``, writes
+    ``dst``. ``axes``: the mesh axes it runs over; ``attrs``: the kind's parameters."""
+
+    kind: str
+    srcs: tuple[str, ...]
+    dst: str
+    axes: tuple[int, ...] = ()
+    attrs: tuple = ()
+
+
+@dataclass(frozen=True)
+class MeshProgram:
+    name: str
+    mesh: Any  # Mesh
+    slots: tuple[Slot, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    steps: tuple
+    tuple_output: bool = False
+
+    def slot_map(self) -> dict[str, Slot]:
+        return {s.name: s for s in self.slots}
+
+    def launches(self) -> list[DeviceLaunch]:
+        return [s for s in self.steps if isinstance(s, DeviceLaunch)]
+
+    def collectives(self) -> list[Collective]:
+        return [s for s in self.steps if isinstance(s, Collective)]
+
+
+def verify_mesh(mp: MeshProgram) -> None:
+    """Every slot written before it is read, every output written, every collective's layouts
+    consistent with its kind; raises ``KernelIRError``."""
+    from tilefoundry.compiler.kir import verify
+
+    where = f"mesh program {mp.name}"
+    sm = mp.slot_map()
+    if len(sm) != len(mp.slots):
+        raise KernelIRError(f"{where}: a slot is declared twice")
+    ready = set(mp.inputs)
+    for s in mp.steps:
+        reads = s.inputs if isinstance(s, DeviceLaunch) else s.srcs
+        writes = s.outputs if isinstance(s, DeviceLaunch) else (s.dst,)
+        for n in reads:
+            if n not in ready:
+                raise KernelIRError(f"{where}: {_step_name(s)} reads slot {n} before any "
+                                    f"step writes it")
+        if isinstance(s, DeviceLaunch):
+            verify(s.program)
+            if len(s.program.inputs) != len(s.inputs):
+                raise KernelIRError(f"{where}: launch {s.name} takes "
+                                    f"{len(s.program.inputs)} inputs, given {len(s.inputs)}")
+        else:
+            if s.kind not in COLLECTIVE_KINDS:
+                raise KernelIRError(f"{where}: unknown collective kind {s.kind!r}")
+            src, dst = sm[s.srcs[0]], sm[s.dst]
+            if s.kind == "all_reduce" and (src.layout is None or
+                                           not set(s.axes) <= set(src.layout.partials)):
+                raise KernelIRError(f"{where}: all_reduce over {s.axes} of {src.name}, whose "
+                                    f"Partial axes are "
+                                    f"{sorted(src.layout.partials) if src.layout else []}")
+            if s.kind in ("all_gather", "all_to_all") and (
+                    src.layout is None or
+                    not all(isinstance(src.layout.attrs[i], Split) for i in s.axes)):
+                raise KernelIRError(f"{where}: {s.kind} over {s.axes} of {src.name}, which "
+                                    f"is not Split there")
+            if s.kind == "slice" and src.layout is not None and dst.layout is not None:
+                for i, (a, b) in enumerate(zip(src.layout.attrs, dst.layout.attrs,
+                                               strict=True)):
+                    if a != b and not isinstance(a, Broadcast):
+                        raise KernelIRError(f"{where}: slice of {src.name} changes mesh axis "
+                                            f"{i} from {a} (a local slice starts from "
+                                            f"Broadcast)")
+            if s.kind == "replicate" and (src.layout is None or
+                                          not src.layout.is_fully_broadcast):
+                raise KernelIRError(f"{where}: replicate of {src.name}, which is not fully "
+                                    f"Broadcast")
+        ready |= set(writes)
+    for n in mp.outputs:
+        if n not in ready:
+            raise KernelIRError(f"{where}: output {n} is never written")
+
+
+def _step_name(s: Any) -> str:
+    return f"launch {s.name}" if isinstance(s, DeviceLaunch) else f"collective {s.kind} -> {s.dst}"
+
+
+def _slot_text(s: Slot) -> str:
+    lay = f" {s.layout.attrs}" if s.layout is not None else (" varying" if s.varying else
+                                                              " replicated")
+    return f"{s.name}: {s.dtype.value}{list(s.shape)}{lay}"
+
+
+def mesh_text(mp: MeshProgram) -> str:
+    """The mesh program as text: slots, then steps (each launch's kernel IR indented)."""
+    from tilefoundry.compiler.kir import to_text
+
+    ext = dict(zip(mp.mesh.axis_names, mp.mesh.axis_extents, strict=True))
+    lines = [f"mesh program {mp.name} on mesh {ext} ({', '.join(mp.inputs)}) -> "
+             f"({', '.join(mp.outputs)})"]
+    lines += ["  slot " + _slot_text(s) for s in mp.slots]
+    for s in mp.steps:
+        if isinstance(s, DeviceLaunch):
+            lines.append(f"  launch {s.name} on every device ({', '.join(s.inputs)}) -> "
+                         f"({', '.join(s.outputs)})")
+            lines += ["    " + ln for ln in to_text(s.program).splitlines()]
+        else:
+            at = f" {s.attrs}" if s.attrs else ""
+            lines.append(f"  {s.dst} = {s.kind}[axes={list(s.axes)}{at}]({', '.join(s.srcs)})"
+                         f"  // kernel boundary")
+    return "\n".join(lines) + "\n"
+
+
+# =============================================================================================
+# the collectives, simulated on the devices' stacked values
+# =============================================================================================
+def _sharded(slot: Slot, data: np.ndarray):
+    from tilefoundry.semantics.evaluator.mesh import Sharded
+
+    return Sharded(slot.layout, np.ascontiguousarray(data))
+
+
+def _global(slot: Slot, data: np.ndarray, mesh_rank: int) -> np.ndarray:
+    """The logical value of a slot with no Partial (replicas checked)."""
+    from tilefoundry.semantics.evaluator.mesh import unshard
+
+    if slot.layout is None:
+        return _replica(slot, data, mesh_rank)
+    return unshard(_sharded(slot, data))
+
+
+def _replica(slot: Slot, data: np.ndarray, mesh_rank: int) -> np.ndarray:
+    from tilefoundry.semantics.dtypes import to_bits
+
+    n = math.prod(data.shape[:mesh_rank])
+    flat = data.reshape((n, *data.shape[mesh_rank:]))
+    bits = to_bits(np.ascontiguousarray(flat))
+    if not (bits == bits[:1]).all():
+        bad = int(np.argwhere((bits != bits[:1]).reshape(len(bits), -1).any(axis=1))[0][0])
+        raise KernelIRError(f"slot {slot.name}: device {bad}'s replica differs from device "
+                            f"0's; a replicated value must be bit-identical on every device")
+    return np.array(flat[0], order="C")
+
+
+def _all_to_all(src: Slot, dst: Slot, data: np.ndarray, i: int) -> np.ndarray:
+    lay = src.layout
+    nm = len(lay.mesh.axis_extents)
+    m = lay.mesh.axis_extents[i]
+    p, q = lay.attrs[i].position, dst.layout.attrs[i].position
+    sp = lay.split_positions
+    loc = [e // sp[k] if k in sp else e for k, e in enumerate(lay.layout.positions)]
+    x = np.moveaxis(data.reshape((*lay.mesh.axis_extents, *loc)), i, 0)  # (c, rest.., loc..)
+    o = nm  # first position dim
+    shp = list(x.shape)
+    y = x.reshape((*shp[:o + q], m, shp[o + q] // m, *shp[o + q + 1:]))  # chunk k of q
+    # y[c, .., k, j, ..]: device c's chunk k; device k gets it as block c of position p
+    z = np.moveaxis(np.swapaxes(y, 0, o + q), o + q, o + p)
+    zs = list(z.shape)
+    z = z.reshape((*zs[:o + p], zs[o + p] * zs[o + p + 1], *zs[o + p + 2:]))
+    z = np.moveaxis(z, 0, i)
+    return np.ascontiguousarray(z).reshape((*lay.mesh.axis_extents,
+                                            *dst.layout.local_axis_extents()))
+
+
+def run_collective(c: Collective, slots: dict[str, Slot], values: dict[str, np.ndarray],
+                   mesh) -> np.ndarray:
+    """The devices' values of ``c.dst`` (shape mesh extents + the slot's shape)."""
+    from tilefoundry.semantics.evaluator.mesh import Sharded, complete, shard
+    from tilefoundry.semantics.evaluator.sharding import align, gather_positions
+
+    ext = tuple(mesh.axis_extents)
+    nm = len(ext)
+    src, dst = slots[c.srcs[0]], slots[c.dst]
+    data = values[c.srcs[0]]
+    full = (*ext, *dst.shape)
+    if c.kind == "all_reduce":
+        red = _sharded(src, data)
+        if set(c.axes) != set(src.layout.partials):  # only some Partial axes: complete those
+            attrs = tuple(a if i in c.axes else Broadcast()
+                          for i, a in enumerate(src.layout.attrs))
+            red = Sharded(ShardLayout(src.layout.mesh, attrs, src.layout.layout), red.data)
+        return np.ascontiguousarray(np.broadcast_to(complete(red), full))
+    if c.kind == "all_gather":
+        return gather_positions(_sharded(src, data), list(c.axes)).data
+    if c.kind == "all_to_all":
+        return _all_to_all(src, dst, data, c.axes[0])
+    if c.kind == "slice":
+        return shard(_global(src, data, nm), dst.layout).data
+    if c.kind == "replicate":
+        return np.ascontiguousarray(np.broadcast_to(_replica(src, data, nm), full))
+    if c.kind == "align":
+        (out_attrs,) = c.attrs
+        out = ShardLayout(dst.layout.mesh, out_attrs, dst.layout.layout)
+        v = _sharded(src, data) if src.layout is not None else _replica(src, data, nm)
+        return align(v, out)
+    if c.kind == "gather_index":
+        (n_glob, blk, axis) = c.attrs
+        iv = _replica(src, data, nm).astype(np.int64)
+        bad = (iv < 0) | (iv >= n_glob)
+        if bad.any():
+            pos = tuple(int(j) for j in np.argwhere(bad)[0])
+            raise RunTimeCheckError(f"Gather: index {int(iv[pos])} at indices{list(pos)} is "
+                                    f"outside [0, {n_glob}) on axis {axis}", "index_range")
+        (i,) = c.axes
+        lo = (np.arange(ext[i]) * blk).reshape((*([1] * i), ext[i], *([1] * (nm - i - 1)),
+                                                *([1] * iv.ndim)))
+        own = (iv >= lo) & (iv < lo + blk)
+        li = np.where(own, iv - lo, 0).astype(data.dtype)
+        return np.ascontiguousarray(np.broadcast_to(li, full))
+    if c.kind == "gather_mask":
+        from tilefoundry.semantics.evaluator.mesh import _neutral_sum
+        from tilefoundry.semantics.formats import dtype_of
+
+        (n_glob, blk, axis) = c.attrs
+        iv = _replica(slots[c.srcs[1]], values[c.srcs[1]], nm).astype(np.int64)
+        (i,) = c.axes
+        lo = (np.arange(ext[i]) * blk).reshape((*([1] * i), ext[i], *([1] * (nm - i - 1)),
+                                                *([1] * iv.ndim)))
+        own = (iv >= lo) & (iv < lo + blk)  # mesh dims + index dims
+        rank = data.ndim - nm
+        own = own.reshape((*own.shape[:nm], *([1] * axis), *own.shape[nm:],
+                           *([1] * (rank - axis - iv.ndim))))
+        return np.ascontiguousarray(np.where(own, data, _neutral_sum(dtype_of(data)))
+                                    .astype(data.dtype))
+    raise KernelIRError(f"unknown collective kind {c.kind!r}")
+
+
+# =============================================================================================
+# Reshard as collectives
+# =============================================================================================
+def plan_reshard(src: ShardLayout | None, dst: ShardLayout | None
+                 ) -> list[tuple[str, tuple[int, ...], ShardLayout | None]]:
+    """The collective steps of ``Reshard`` from ``src`` to ``dst`` (None: a plain value), each
+    ``(kind, mesh axes, layout after the step)``."""
+    steps: list[tuple[str, tuple[int, ...], ShardLayout | None]] = []
+    if src is None:
+        if dst is not None:
+            steps.append(("slice", (), dst))
+        return steps
+    lay = src
+    parts = lay.partials
+    if parts:
+        attrs = tuple(Broadcast() if i in parts else a for i, a in enumerate(lay.attrs))
+        reds = sorted(set(parts.values()))
+        if len(reds) == 1:
+            lay = ShardLayout(lay.mesh, attrs, lay.layout)
+            steps.append(("all_reduce", tuple(sorted(parts)), lay))
+        else:  # distinct reductions: one axis at a time, in mesh-axis order
+            for i in sorted(parts):
+                a2 = tuple(Broadcast() if j == i else a for j, a in enumerate(lay.attrs))
+                lay = ShardLayout(lay.mesh, a2, lay.layout)
+                steps.append(("all_reduce", (i,), lay))
+    if dst is not None and lay.layout.shape == dst.layout.shape and lay.attrs == dst.attrs:
+        return steps
+    if dst is not None and _is_all_to_all(lay, dst):
+        i = next(k for k, (a, b) in enumerate(zip(lay.attrs, dst.attrs, strict=True)) if a != b)
+        steps.append(("all_to_all", (i,), dst))
+        return steps
+    same = dst is not None and lay.layout.shape == dst.layout.shape
+    gather = tuple(i for i, a in enumerate(lay.attrs) if isinstance(a, Split) and
+                   not (same and dst.attrs[i] == a))
+    if gather:
+        attrs = tuple(Broadcast() if i in gather else a for i, a in enumerate(lay.attrs))
+        lay = ShardLayout(lay.mesh, attrs, lay.layout)
+        steps.append(("all_gather", gather, lay))
+    if dst is None:
+        steps.append(("replicate", (), None))
+    elif not (lay.layout.shape == dst.layout.shape and lay.attrs == dst.attrs):
+        steps.append(("slice", (), dst))
+    return steps
+
+
+def _is_all_to_all(lay: ShardLayout, dst: ShardLayout) -> bool:
+    if lay.layout.shape != dst.layout.shape or lay.partials or dst.partials or \
+            lay.mesh != dst.mesh:
+        return False
+    diff = [i for i, (a, b) in enumerate(zip(lay.attrs, dst.attrs, strict=True)) if a != b]
+    if len(diff) != 1:
+        return False
+    a, b = lay.attrs[diff[0]], dst.attrs[diff[0]]
+    if not (isinstance(a, Split) and isinstance(b, Split)):
+        return False
+    return b.position not in lay.split_positions and a.position not in dst.split_positions
+
+
+# =============================================================================================
+# the partition
+# =============================================================================================
+def has_mesh(fn: Function) -> bool:
+    """Whether an (elaborated or inferred) function has a ShardLayout-typed value."""
+    from tilefoundry.semantics.ir import reachable
+
+    def sharded(t: Any) -> bool:
+        if isinstance(t, TupleType):
+            return any(sharded(f) for f in t.fields)
+        return isinstance(t, TensorType) and t.shard is not None
+
+    if any(sharded(p.type) for p in fn.params):
+        return True
+    return fn.body is not None and any(e.has_type and sharded(e.checked_type)
+                                       for e in reachable(fn.body))
+
+
+def _local_type(t: Any) -> Any:
+    from tilefoundry.semantics.evaluator.sharding import local_type
+
+    return local_type(t)
+
+
+@dataclass
+class _MV:
+    """A value of the partition: a slot-to-be (``slot``) made by a local op or a collective."""
+
+    id: int
+    type: Any  # the local (per-device) type
+    layout: ShardLayout | None
+    varying: bool
+    local: tuple | None = None  # (hir node, operand ids, op override) for a local op
+    coll: tuple | None = None  # (kind, src ids, axes, attrs) for a collective
+    input: int | None = None
+
+
+class _Partitioner:
+    def __init__(self, fn: Function):
+        self.fn = fn
+        self.mvs: list[_MV] = []
+        self.of: dict[int, int] = {}  # HIR node id -> mv id
+        self.field_of: dict[int, list[int]] = {}  # a tuple mv -> its fields' mvs
+        self.mesh = None
+
+    def new(self, t, layout, varying, **kw) -> int:
+        mv = _MV(len(self.mvs), t, layout, varying, **kw)
+        self.mvs.append(mv)
+        return mv.id
+
+    def _mesh(self, layout: ShardLayout | None) -> None:
+        if layout is None:
+            return
+        if self.mesh is None:
+            self.mesh = layout.mesh
+        elif tuple(layout.mesh.axis_extents) != tuple(self.mesh.axis_extents):
+            raise NotSupportedError("meshes of different shapes",
+                                    f"{self.mesh} and {layout.mesh} in one program",
+                                    stage=_STAGE)
+
+    def run(self) -> list[int]:
+        for k, p in enumerate(self.fn.params):
+            t = p.checked_type
+            lay = t.shard if isinstance(t, TensorType) else None
+            self._mesh(lay)
+            self.of[id(p)] = self.new(_local_type(t), lay, False, input=k)
+        body = self.fn.body
+        for node in _post_order(body):
+            if id(node) in self.of or (node is body and isinstance(node, Tuple)):
+                continue
+            self.of[id(node)] = self.visit(node)
+        outs = list(body.fields) if isinstance(body, Tuple) else [body]
+        res = []
+        for o in outs:
+            mid = self.of[id(o)]
+            mv = self.mvs[mid]
+            if isinstance(mv.type, TupleType):
+                raise NotSupportedError("a tuple-valued output field", "flatten it",
+                                        stage=_STAGE)
+            if mv.varying:
+                raise NotSupportedError("a device-varying (Local) output", "it has no logical "
+                                        "value; Reshard it through a ShardLayout-typed value",
+                                        stage=_STAGE)
+            for kind, axes, after in plan_reshard(mv.layout, None):
+                mid = self.coll(kind, (mid,), axes, (), after, None)
+            res.append(mid)
+        return res
+
+    def coll(self, kind, srcs, axes, attrs, layout, t=None, varying=False) -> int:
+        src = self.mvs[srcs[0]]
+        if t is None and layout is not None:  # a piece of ``layout``
+            t = TensorType(tuple(layout.local_axis_extents()), src.type.dtype)
+        elif t is None:  # replicate: the whole (global) value on every device
+            t = TensorType(tuple(src.layout.layout.axis_extents), src.type.dtype)
+        return self.new(t, layout, varying, coll=(kind, tuple(srcs), tuple(axes),
+                                                   tuple(attrs)))
+
+    def loc(self, node: Expr, ids: Sequence[int], op: Any = None) -> int:
+        t = node.checked_type
+        lay = t.shard if isinstance(t, TensorType) else None
+        self._mesh(lay)
+        varying = lay is None and any(self.mvs[i].varying for i in ids)
+        mid = self.new(_local_type(t), lay, varying, local=(node, tuple(ids), op))
+        self._fields(mid, t, varying)
+        return mid
+
+    def _fields(self, mid: int, t: Any, varying: bool) -> None:
+        """A tuple value's fields, made right after it (in its launch), so a field used past a
+        collective crosses it as a tensor (``fields`` maps the tuple to them)."""
+        if not isinstance(t, TupleType):
+            return
+        fids = []
+        for k, ft in enumerate(t.fields):
+            lay = ft.shard if isinstance(ft, TensorType) else None
+            f = self.new(_local_type(ft), lay, varying and lay is None,
+                         local=(("field", k), (mid,), None))
+            self._fields(f, ft, varying)
+            fids.append(f)
+        self.field_of[mid] = fids
+
+    def loop(self, node: GridRegionExpr) -> int:
+        """A loop over plain values only (its body, its inits and the outer values it reads):
+        one local op of its launch."""
+        outer: list[Expr] = []
+        seen: set[int] = set()
+        stack = [node.body, *node.yield_values]
+        while stack:
+            e = stack.pop()
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            if id(e) in self.of:
+                outer.append(e)
+                continue
+            kids = list(operands(e))
+            if isinstance(e, GridRegionExpr):
+                kids += [e.body, *e.yield_values]
+            stack.extend(kids)
+        ids = [self.of[id(a)] for a in node.init_args] + [self.of[id(o)] for o in outer]
+        mvs = [self.mvs[i] for i in ids]
+        if any(m.varying for m in mvs) and any(m.layout is not None for m in mvs):
+            raise NotSupportedError("GridRegionExpr", "a device-varying value meets a "
+                                    "ShardLayout-typed one in a loop",
+                                    stage=_STAGE)
+        sharded = _has_shard(node.checked_type) or any(m.layout is not None for m in mvs) or \
+            any(e.has_type and _has_shard(e.checked_type) for e in _loop_nodes(node))
+        return self.loc(node, ids, ("loop", tuple(outer), sharded))
+
+    def visit(self, node: Expr) -> int:
+        from tilefoundry.semantics.ops.math import Binary
+        from tilefoundry.semantics.ops.sharding import Local, Reshard
+        from tilefoundry.semantics.ops.tensor import (
+            CacheUpdate,
+            Gather,
+            InsertSlice,
+            Rank,
+            Reduce,
+            Reshape,
+            ShapeOf,
+        )
+
+        if isinstance(node, GridRegionExpr):
+            return self.loop(node)
+        if isinstance(node, Var):
+            raise NotSupportedError(f"Var {node.name}", "a free variable",
+                                    stage=_STAGE)
+        if isinstance(node, Constant):
+            return self.loc(node, ())
+        ids = [self.of[id(a)] for a in operands(node)]
+        if isinstance(node, TupleGetItem) and ids[0] in self.field_of:
+            return self.field_of[ids[0]][node.index]
+        if isinstance(node, Tuple | TupleGetItem):
+            return self.loc(node, ids)
+        if isinstance(node.op, Function):
+            raise NotSupportedError("a call", "elaborate inlines calls",
+                                    stage=_STAGE)
+        op = node.op
+        mvs = [self.mvs[i] for i in ids]
+        meshy = [m for m in mvs if m.layout is not None or m.varying]
+        t = node.checked_type
+        out_lay = t.shard if isinstance(t, TensorType) else None
+        self._mesh(out_lay)
+        if isinstance(op, Reshard):
+            (x,) = ids
+            if mvs[0].varying:
+                raise NotSupportedError("Reshard of a device-varying value", "it has no "
+                                        "logical value", stage=_STAGE)
+            mid = x
+            for kind, axes, after in plan_reshard(mvs[0].layout, out_lay):
+                mid = self.coll(kind, (mid,), axes, (), after)
+            if mid == x:  # an identity Reshard
+                return x
+            return mid
+        if isinstance(op, Local):
+            (x,) = mvs
+            if x.layout is None:
+                raise NotSupportedError("Local of an unsharded value", "",
+                                        stage=_STAGE)
+            if x.layout.is_fully_broadcast:
+                return self.coll("replicate", (ids[0],), (), (), None,
+                                 TensorType(tuple(x.type.shape), x.type.dtype))
+            return self.new(x.type, None, True, local=("identity", (ids[0],), None))
+        if not meshy:
+            return self.loc(node, ids)
+        if any(m.varying for m in meshy) and any(m.layout is not None for m in meshy):
+            raise NotSupportedError(type(op).__name__, "a device-varying value meets a "
+                                    "ShardLayout-typed one", stage=_STAGE)
+        if isinstance(op, ShapeOf | Rank):
+            raise NotSupportedError(type(op).__name__, "a shape query left after "
+                                    "canonicalize", stage=_STAGE)
+        if isinstance(op, Reduce) and mvs[0].layout is not None:
+            lay = mvs[0].layout
+            rank = len(lay.layout.shape)
+            red = {a % rank for a in op.axes}
+            aop = lay.layout.axis_of_position
+            axes = tuple(i for i, a in enumerate(lay.attrs)
+                         if isinstance(a, Split) and aop[a.position] in red)
+            if axes:
+                attrs = tuple(Broadcast() if i in axes else a for i, a in enumerate(lay.attrs))
+                glay = ShardLayout(lay.mesh, attrs, lay.layout)
+                ids[0] = self.coll("all_gather", (ids[0],), axes, (), glay)
+            return self.loc(node, ids)
+        if isinstance(op, Binary) and out_lay is not None:
+            new_ids = []
+            for i, m in zip(ids, mvs, strict=True):
+                if m.layout is not None and m.layout.layout.shape == out_lay.layout.shape \
+                        and m.layout.attrs == out_lay.attrs:
+                    new_ids.append(i)
+                    continue
+                tgt = ShardLayout(out_lay.mesh, out_lay.attrs, out_lay.layout)
+                new_ids.append(self.coll("align", (i,), (), (out_lay.attrs,), tgt))
+            return self.loc(node, new_ids)
+        if isinstance(op, Gather) and mvs[0].layout is not None:
+            lay = mvs[0].layout
+            rank = len(lay.layout.shape)
+            axis = op.axis % rank
+            on = [i for i, a in enumerate(lay.attrs)
+                  if isinstance(a, Split) and lay.layout.axis_of_position[a.position] == axis]
+            if on:
+                if mvs[1].layout is not None or mvs[1].varying:
+                    raise NotSupportedError("Gather", "sharded or device-varying indices",
+                                            stage=_STAGE)
+                (i,) = on
+                n_glob = lay.layout.axis_extents[axis]
+                blk = n_glob // lay.mesh.axis_extents[i]
+                attrs = (n_glob, blk, axis)
+                li = self.coll("gather_index", (ids[1],), (i,), attrs, None, mvs[1].type,
+                               varying=True)
+                g = self.loc(node, [ids[0], li])
+                return self.coll("gather_mask", (g, ids[1]), (i,), attrs, out_lay,
+                                 self.mvs[g].type)
+            return self.loc(node, ids)
+        if isinstance(op, Reshape) and out_lay is not None:
+            return self.loc(node, ids, Reshape(tuple(out_lay.local_axis_extents())))
+        if isinstance(op, InsertSlice | CacheUpdate) and mvs[0].layout is not None and \
+                mvs[0].layout.split_positions:
+            upd = mvs[1 if isinstance(op, InsertSlice) else 3]
+            splits = [i for i, a in enumerate(mvs[0].layout.attrs) if isinstance(a, Split)]
+            if not (upd.layout is not None and
+                    all(isinstance(upd.layout.attrs[i], Split) for i in splits)):
+                raise NotSupportedError(type(op).__name__, "a replicated update written into "
+                                        "a split destination", stage=_STAGE)
+        return self.loc(node, ids)
+
+
+def _has_shard(t: Any) -> bool:
+    if isinstance(t, TupleType):
+        return any(_has_shard(f) for f in t.fields)
+    return isinstance(t, TensorType) and t.shard is not None
+
+
+def _post_order(root: Expr) -> list[Expr]:
+    out: list[Expr] = []
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if ready:
+            if id(node) not in seen:
+                seen.add(id(node))
+                out.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        stack.append((node, True))
+        stack.extend((c, False) for c in reversed(operands(node)) if id(c) not in seen)
+    return out
+
+
+# =============================================================================================
+# building the mesh program
+# =============================================================================================
+def _slot_name(mid: int) -> str:
+    return f"v{mid}"
+
+
+def _rebuild_segment(seg: list[_MV], inputs: list[int], outputs: list[int], mvs: list[_MV],
+                     name: str) -> Function:
+    """The local HIR function of a run of local ops (typed by the op rules on local types,
+    checked against the layouts' local types)."""
+    from tilefoundry.semantics.typeinfer.core import Session, infer_expr
+
+    exprs: dict[int, Expr] = {}
+    session = Session()
+    params = []
+    for k, mid in enumerate(inputs):
+        t = mvs[mid].type
+        v = Var(f"a{k}", t)
+        v.stamp(t)
+        params.append(v)
+        exprs[mid] = v
+    for mv in seg:
+        node, ids, op = mv.local
+        if node == "identity":
+            exprs[mv.id] = exprs[ids[0]]
+            continue
+        args = tuple(exprs[i] for i in ids)
+        if isinstance(node, tuple):  # ("field", k) of a tuple value
+            e = TupleGetItem(args[0], node[1])
+        elif isinstance(node, Constant):
+            e = node  # immutable, typed (a folded shape keeps its ShapeType)
+        elif isinstance(node, GridRegionExpr):
+            e = _rebuild_local_loop(node, args, op[1]) if op[2] else \
+                _rebuild_loop(node, args, op[1])
+        elif isinstance(node, Tuple):
+            e = Tuple(args)
+        elif isinstance(node, TupleGetItem):
+            e = TupleGetItem(args[0], node.index)
+        else:
+            e = Call(op if op is not None else node.op, args)
+        infer_expr(e, session)
+        exprs[mv.id] = e
+    outs = [exprs[m] for m in outputs]
+    body = outs[0] if len(outs) == 1 else Tuple(tuple(outs))
+    infer_expr(body, session)
+    for mv in seg:
+        e = exprs[mv.id]
+        node = mv.local[0]
+        if node == "identity" or isinstance(node, Constant | GridRegionExpr) or \
+                not e.has_type:  # not an output's operand: not in the launch
+            continue
+        if e.checked_type != mv.type:
+            what = type(node.op).__name__ if isinstance(node, Call) else type(node).__name__
+            raise NotSupportedError(what, f"its type on the local shapes is {e.checked_type}, "
+                                    f"not the layout's local type {mv.type}",
+                                    stage=_STAGE)
+    return Function(name, tuple(params), body, None)
+
+
+def _storage(t: Any) -> tuple[Any, tuple[int, ...]]:
+    """(dtype, shape) of a value of type ``t`` on a device (a shape value is i64[rank])."""
+    from tilefoundry.semantics.formats import DType
+    from tilefoundry.semantics.types import DimType, ShapeType
+
+    if isinstance(t, TensorType):
+        return t.dtype, tuple(t.shape)
+    if isinstance(t, DimType):
+        return DType.I64, ()
+    if isinstance(t, ShapeType):
+        return DType.I64, (t.rank,)
+    raise NotSupportedError(f"a {type(t).__name__} value crossing a collective", "",
+                            stage=_STAGE)
+
+
+def _loop_nodes(g: GridRegionExpr) -> list[Expr]:
+    """The nodes of a loop's body (nested loops' bodies included), not the outer values."""
+    inside: list[Expr] = []
+    seen: set[int] = set()
+    stack = [g.body, *g.yield_values]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        inside.append(e)
+        kids = list(operands(e))
+        if isinstance(e, GridRegionExpr):
+            kids += [e.body, *e.yield_values]
+        stack.extend(kids)
+    return inside
+
+
+def _local_call(e: Call, ops: list) -> Call:
+    """A Call of a loop body on the devices' local values: only ops that the mesh simulation
+    runs on the local blocks alone (the others need a collective, which a loop body cannot
+    hold in this lowering: NOT_SUPPORTED)."""
+    from tilefoundry.semantics.ops.math import Binary
+    from tilefoundry.semantics.ops.sharding import Local, Reshard
+    from tilefoundry.semantics.ops.tensor import (
+        CacheUpdate,
+        Gather,
+        InsertSlice,
+        Rank,
+        Reduce,
+        Reshape,
+        ShapeOf,
+    )
+
+    op = e.op
+    t = e.checked_type
+    out = t.shard if isinstance(t, TensorType) else None
+    ins = [a.checked_type for a in e.args]
+    lays = [x.shard if isinstance(x, TensorType) else None for x in ins]
+    meshy = out is not None or any(lay is not None for lay in lays)
+    why = None
+    if isinstance(op, Reshard | Local | ShapeOf | Rank) and meshy:
+        why = "a collective or a layout query"
+    elif isinstance(op, Reduce) and lays[0] is not None and any(
+            isinstance(a, Split) and lays[0].layout.axis_of_position[a.position] in
+            {x % len(lays[0].layout.shape) for x in op.axes} for a in lays[0].attrs):
+        why = "a reduction over a split axis (an all-gather)"
+    elif isinstance(op, Binary) and out is not None and any(
+            lay is None or lay.attrs != out.attrs or lay.layout.shape != out.layout.shape
+            for lay in lays):
+        why = "an operand read through another layout (a local slice)"
+    elif isinstance(op, Gather) and lays[0] is not None and lays[0].split_positions:
+        why = "a gather from a split value"
+    elif isinstance(op, InsertSlice | CacheUpdate) and lays[0] is not None and \
+            lays[0].split_positions:
+        why = "a write into a split value"
+    if why is not None:
+        raise NotSupportedError(type(op).__name__, f"{why} inside a loop",
+                                stage=_STAGE)
+    if isinstance(op, Reshape) and out is not None:
+        op = Reshape(tuple(out.local_axis_extents()))
+    return Call(op, tuple(ops))
+
+
+def _rebuild_local_loop(node: GridRegionExpr, args: tuple, outer: tuple) -> GridRegionExpr:
+    """A loop over sharded values whose body is local (no collective): the body rebuilt on the
+    local types, each op re-typed by its rule and checked against the layout's local type."""
+    from tilefoundry.compiler.hir_passes import _Rewriter
+    from tilefoundry.semantics.typeinfer.core import Session, infer_expr
+
+    session = Session()
+    n_init = len(node.init_args)
+    seeds = {id(o): a for o, a in zip(outer, args[n_init:], strict=True)}
+
+    def check(e: Expr, new: Expr) -> Expr:
+        infer_expr(new, session)
+        want = _local_type(e.checked_type)
+        if new.checked_type != want:
+            what = type(e.op).__name__ if isinstance(e, Call) else type(e).__name__
+            raise NotSupportedError(what, f"its type on the local shapes in a loop is "
+                                    f"{new.checked_type}, not the layout's local type {want}",
+                                    stage=_STAGE)
+        return new
+
+    def visit(e: Expr, ops: list, values: dict, ctx: Any) -> Expr:
+        if isinstance(e, Constant):
+            return e
+        if isinstance(e, Var):
+            raise NotSupportedError(f"Var {e.name}", "not bound in the loop",
+                                    stage=_STAGE)
+        if isinstance(e, Call):
+            if isinstance(e.op, Function):
+                raise NotSupportedError("a call", "elaborate inlines calls",
+                                        stage=_STAGE)
+            return check(e, _local_call(e, ops))
+        if isinstance(e, Tuple):
+            return check(e, Tuple(tuple(ops)))
+        return check(e, TupleGetItem(ops[0], e.index))
+
+    def loop(g: GridRegionExpr, inits: list, values: dict, ctx: Any) -> Expr:
+        inner = dict(values)
+        iv = Var(g.induction_var.name, g.induction_var.type)
+        iv.stamp(g.induction_var.checked_type)
+        inner[id(g.induction_var)] = iv
+        carried = []
+        for c, i in zip(g.carried_args, inits, strict=True):
+            v = Var(c.name, None)
+            v.stamp(i.checked_type)
+            inner[id(c)] = v
+            carried.append(v)
+        ys = tuple(rw.expr(y, inner, ctx) for y in g.yield_values)
+        body = rw.expr(g.body, inner, ctx)
+        new = GridRegionExpr(iv, tuple(carried), tuple(inits), body, ys, extent=g.extent,
+                             step=g.step, start=g.start)
+        ts = tuple(i.checked_type for i in inits)
+        new.stamp(ts[0] if len(ts) == 1 else TupleType(ts))
+        want = _local_type(g.checked_type)
+        if new.checked_type != want:
+            raise NotSupportedError("GridRegionExpr", f"its local type {new.checked_type} is "
+                                    f"not the layout's local type {want}",
+                                    stage=_STAGE)
+        return new
+
+    rw = _Rewriter(visit, loop)
+    return loop(node, list(args[:n_init]), seeds, None)
+
+
+def _rebuild_loop(node: GridRegionExpr, args: tuple, outer: tuple) -> GridRegionExpr:
+    """The loop with its inits and the outer values it reads replaced by the launch's values
+    (the body's other nodes are kept: they are plain and typed)."""
+    from tilefoundry.compiler.hir_passes import _Rewriter
+
+    n_init = len(node.init_args)
+    seeds = {id(o): a for o, a in zip(outer, args[n_init:], strict=True)}
+
+    def visit(e: Expr, ops: list, values: dict, ctx: Any) -> Expr:
+        if isinstance(e, Var | Constant) or all(a is b for a, b in zip(ops, operands(e),
+                                                                          strict=True)):
+            return e
+        if isinstance(e, Call):
+            new = Call(e.op, tuple(ops))
+        elif isinstance(e, Tuple):
+            new = Tuple(tuple(ops))
+        else:
+            new = TupleGetItem(ops[0], e.index)
+        new.stamp(e.checked_type)
+        return new
+
+    def loop(g: GridRegionExpr, inits: list, values: dict, ctx: Any) -> Expr:
+        inner = dict(values)
+        for c in (g.induction_var, *g.carried_args):
+            inner[id(c)] = c
+        ys = tuple(rw.expr(y, inner, ctx) for y in g.yield_values)
+        body = rw.expr(g.body, inner, ctx)
+        new = GridRegionExpr(g.induction_var, g.carried_args, tuple(inits), body, ys,
+                             extent=g.extent, step=g.step, start=g.start)
+        new.stamp(g.checked_type)
+        return new
+
+    rw = _Rewriter(visit, loop)
+    return loop(node, list(args[:n_init]), seeds, None)
+
+
+def lower_mesh(fn: Function, compile_local, name: str | None = None
+               ) -> tuple[MeshProgram, tuple]:
+    """Partition the elaborated, canonicalized sharded ``fn`` into launches and collectives;
+    ``compile_local(function, input shapes) -> (kir.Program, executable)`` compiles each
+    launch's local function. Returns the program and the launches' executables, in order."""
+    pt = _Partitioner(fn)
+    outs = pt.run()
+    if pt.mesh is None:
+        raise NotSupportedError("a program without a mesh", "nothing is sharded",
+                                stage=_STAGE)
+    mvs = pt.mvs
+    users: dict[int, set[int]] = {m.id: set() for m in mvs}
+    for m in mvs:
+        srcs = m.local[1] if m.local is not None else (m.coll[1] if m.coll else ())
+        for s in srcs:
+            users[s].add(m.id)
+    steps: list = []
+    execs: list = []
+    seg: list[_MV] = []
+    outset = set(outs)
+
+    def flush() -> None:
+        if not seg:
+            return
+        ids = {m.id for m in seg}
+        inputs: list[int] = []
+        for m in seg:
+            for s in m.local[1]:
+                if s not in ids and s not in inputs:
+                    inputs.append(s)
+        outputs = [m.id for m in seg if (users[m.id] - ids) or m.id in outset]
+        for o in outputs:
+            if isinstance(mvs[o].type, TupleType):
+                raise NotSupportedError("a tuple value crossing a collective", "",
+                                        stage=_STAGE)
+        if outputs:
+            k = len(execs)
+            lf = _rebuild_segment(seg, inputs, outputs, mvs, f"{fn.name}_dev{k}")
+            prog, exe = compile_local(lf, [_storage(mvs[i].type)[1] for i in inputs])
+            execs.append(exe)
+            steps.append(DeviceLaunch(f"{fn.name}_dev{k}", prog,
+                                      tuple(_slot_name(i) for i in inputs),
+                                      tuple(_slot_name(o) for o in outputs)))
+        seg.clear()
+
+    for m in mvs:
+        if m.input is not None:
+            continue
+        if m.local is not None:
+            seg.append(m)
+            continue
+        flush()
+        kind, srcs, axes, attrs = m.coll
+        steps.append(Collective(kind, tuple(_slot_name(s) for s in srcs), _slot_name(m.id),
+                                axes, attrs))
+    flush()
+    used = {n for s in steps for n in ((*s.inputs, *s.outputs) if isinstance(s, DeviceLaunch)
+                                       else (*s.srcs, s.dst))}
+    used |= {_slot_name(o) for o in outs} | {_slot_name(m.id) for m in mvs
+                                             if m.input is not None}
+    slots = tuple(Slot(_slot_name(m.id), *_storage(m.type), m.layout, m.varying) for m in mvs
+                  if _slot_name(m.id) in used)
+    mp = MeshProgram(name or fn.name, pt.mesh, slots,
+                     tuple(_slot_name(m.id) for m in mvs if m.input is not None),
+                     tuple(_slot_name(o) for o in outs), tuple(steps),
+                     isinstance(fn.body, Tuple))
+    verify_mesh(mp)
+    return mp, tuple(execs)
+
+
+# =============================================================================================
+# compile and run
+# =============================================================================================
+@dataclass
+class MeshCompiled:
+    """A compiled sharded program: ``MeshProgram`` plus one executable per launch. Calling it
+    with the entry's inputs (global arrays or ``Sharded`` values) returns the outputs' logical
+    values."""
+
+    entry: str
+    hir: Function
+    program: MeshProgram
+    executables: tuple
+    device_runs: int = field(default=0)
+
+    def __call__(self, inputs: Sequence[Any]) -> Any:
+        from tilefoundry.semantics.evaluator.mesh import Sharded, shard
+
+        mp = self.program
+        sm = mp.slot_map()
+        ext = tuple(mp.mesh.axis_extents)
+        values: dict[str, np.ndarray] = {}
+        for name, x in zip(mp.inputs, inputs, strict=True):
+            s = sm[name]
+            if s.layout is not None:
+                v = x if isinstance(x, Sharded) else shard(np.asarray(x), s.layout)
+                values[name] = np.ascontiguousarray(v.data)
+            else:
+                values[name] = np.ascontiguousarray(np.broadcast_to(np.asarray(x),
+                                                                    (*ext, *np.shape(x))))
+        k = 0
+        for st in mp.steps:
+            if isinstance(st, Collective):
+                values[st.dst] = run_collective(st, sm, values, mp.mesh)
+                continue
+            exe = self.executables[k]
+            k += 1
+            per: list[list[np.ndarray]] = [[] for _ in st.outputs]
+            for coord in itertools.product(*(range(m) for m in ext)):
+                r = exe.run([np.array(values[n][coord], order="C") for n in st.inputs])
+                self.device_runs += 1
+                r = list(r) if isinstance(r, tuple) else [r]
+                for j, a in enumerate(r):
+                    per[j].append(np.asarray(a))
+            for j, n in enumerate(st.outputs):
+                values[n] = np.stack(per[j]).reshape((*ext, *sm[n].shape))
+        outs = []
+        for n in mp.outputs:
+            outs.append(_replica(sm[n], values[n], len(ext)))
+        return tuple(outs) if mp.tuple_output else outs[0]
+
+    @property
+    def kernels(self) -> list:
+        return [k for ln in self.program.launches() for k in ln.program.kernels()]
+
+
+def compile_mesh(module: Module, entry: str, shapes: Sequence[Sequence[int]],
+                 target: str = "interp", *, fuse: bool = True,
+                 cfg: TileConfig | None = None) -> MeshCompiled:
+    """Compile a sharded ``module[entry]`` for the global input ``shapes`` to ``target``
+    (``interp`` or ``simd``): the per-device lowering, each launch through the target's
+    pipeline (canonicalize, lower, fuse, render, build)."""
+    from tilefoundry.compiler import pipeline
+    from tilefoundry.compiler.hir_passes import canonicalize, elaborate, typeinfer
+
+    if target not in pipeline.TARGETS and target in pipeline.LAZY_TARGETS:
+        import importlib
+
+        importlib.import_module(pipeline.LAZY_TARGETS[target])
+    tgt = pipeline.TARGETS.get(target)
+    if tgt is None:
+        raise NotSupportedError(f"target {target!r}", "no such target",
+                                stage=_STAGE)
+    inferred = typeinfer(module)
+    hir = canonicalize(elaborate(inferred, entry, shapes, keep_shard=True))
+    c = cfg or TileConfig()
+
+    def compile_local(lf: Function, in_shapes):
+        st = pipeline.State(Module((lf,)), lf.name, list(in_shapes), tgt, c)
+        st.hir = lf
+        names = ["canonicalize", "lower", *(["fuse"] if fuse else []), "render", "build"]
+        pipeline.run_passes(st, names)
+        return st.program, st.executable
+
+    mp, execs = lower_mesh(hir, compile_local, entry)
+    return MeshCompiled(entry, hir, mp, execs)
+
