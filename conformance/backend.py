@@ -120,28 +120,45 @@ def known_op_names() -> frozenset[str]:
     return frozenset(out)
 
 
-def _closest(name: str, valid: frozenset[str]) -> str:
+def _closest(name: str, valid: frozenset[str]) -> list[str]:
+    """The valid names closest to ``name`` (difflib's ratio, case-insensitive): the best one,
+    and every other one exactly as close (``'Binary.ad'`` is one letter from both
+    ``'Binary.add'`` and ``'Binary.and'``)."""
     import difflib
 
     low = {v.lower(): v for v in valid}
-    hit = difflib.get_close_matches(name.lower(), list(low), n=1, cutoff=0.0)
-    return low[hit[0]] if hit else sorted(valid)[0]
+    scored = sorted(((difflib.SequenceMatcher(None, name.lower(), k).ratio(), low[k])
+                     for k in low), key=lambda t: (-t[0], t[1]))
+    best = scored[0][0]
+    return [v for r, v in scored if r == best][:3]
 
 
-def capability_name_error(ops: Any, dtypes: Any) -> str | None:
-    """The first op or dtype name of ``ops`` / ``dtypes`` that names nothing, as ``"unknown op
-    'Binray' (closest valid name: 'Binary')"`` (None: every name is known). ``dtypes`` may hold
-    DType members or their names (``"bf16"``)."""
+def _unknown(what: str, name: str, valid: frozenset[str]) -> str:
+    near = _closest(name, valid)
+    return f"unknown {what} {name!r} (closest valid name{'s' if len(near) > 1 else ''}: " \
+           f"{', '.join(repr(n) for n in near)})"
+
+
+def capability_name_error(ops: Any, dtypes: Any, policies: Any = (),
+                          overflow_modes: Any = ()) -> str | None:
+    """Every op, dtype, reduction policy and overflow mode name of the capabilities that names
+    nothing, each with the closest valid name(s), as ``"unknown op 'Binray' (closest valid
+    name: 'Binary')"`` joined by ``"; "`` (None: every name is known). ``dtypes`` may hold
+    DType members or their names (``"bf16"``). A misspelled name would otherwise claim
+    nothing and turn every case that needs it into a silent NOT_SUPPORTED."""
+    bad: list[str] = []
     if ops is not None:
         valid = known_op_names()
-        for o in sorted(str(x) for x in ops):
-            if o not in valid:
-                return f"unknown op {o!r} (closest valid name: {_closest(o, valid)!r})"
+        bad += [_unknown("op", o, valid) for o in sorted(str(x) for x in ops) if o not in valid]
     names = frozenset(d.value for d in DType)
-    for d in sorted(str(x) for x in dtypes if not isinstance(x, DType)):
-        if d not in names:
-            return f"unknown dtype {d!r} (closest valid name: {_closest(d, names)!r})"
-    return None
+    bad += [_unknown("dtype", d, names) for d in sorted(str(x) for x in dtypes
+                                                         if not isinstance(x, DType))
+            if d not in names]
+    bad += [_unknown("reduction policy", p, ALL_POLICIES) for p in sorted(map(str, policies))
+            if p not in ALL_POLICIES]
+    bad += [_unknown("overflow mode", m, ALL_OVERFLOW) for m in sorted(map(str, overflow_modes))
+            if m not in ALL_OVERFLOW]
+    return "; ".join(bad) or None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -68,8 +68,6 @@ from typing import Any
 import numpy as np
 
 from tilefoundry.conformance.backend import (
-    ALL_OVERFLOW,
-    ALL_POLICIES,
     Capabilities,
     capability_name_error,
     load_backend,
@@ -114,13 +112,10 @@ def validate_capabilities(caps: Any, spec: str) -> Capabilities:
         raise ConformanceError(f"{where} returned {type(caps).__name__}, expected a "
                                f"tilefoundry.conformance.backend.Capabilities")
 
-    def strset(v: Any, what: str, allowed: frozenset | None = None) -> frozenset:
+    def strset(v: Any, what: str) -> frozenset:
         if isinstance(v, str) or not isinstance(v, set | frozenset | list | tuple) or \
                 not all(isinstance(x, str) for x in v):
             raise ConformanceError(f"{where}: {what} must be a set of strings, got {v!r}")
-        if allowed is not None and set(v) - allowed:
-            raise ConformanceError(f"{where}: unknown {what} {sorted(set(v) - allowed)} "
-                                   f"(known: {sorted(allowed)})")
         return frozenset(v)
 
     ops = None if caps.ops is None else strset(caps.ops, "ops")
@@ -129,16 +124,16 @@ def validate_capabilities(caps: Any, spec: str) -> Capabilities:
             not all(isinstance(x, DType | str) for x in d):
         raise ConformanceError(f"{where}: dtypes must be a set of DType (or dtype names), got "
                                f"{d!r}")
-    bad_name = capability_name_error(ops, d)  # an unknown op / dtype name, and the closest
+    pols = strset(caps.policies, "policies")
+    ovf = strset(caps.overflow_modes, "overflow modes")
+    # every unknown op / dtype / policy / overflow name, each with the closest valid name
+    bad_name = capability_name_error(ops, d, pols, ovf)
     if bad_name is not None:
         raise ConformanceError(f"{where}: {bad_name}")
     d = [x if isinstance(x, DType) else DType(x) for x in d]
     if not isinstance(caps.mesh, bool):
         raise ConformanceError(f"{where}: mesh must be a bool, got {caps.mesh!r}")
-    return Capabilities(ops=ops, dtypes=frozenset(d),
-                        policies=strset(caps.policies, "policies", ALL_POLICIES),
-                        overflow_modes=strset(caps.overflow_modes, "overflow modes",
-                                              ALL_OVERFLOW),
+    return Capabilities(ops=ops, dtypes=frozenset(d), policies=pols, overflow_modes=ovf,
                         mesh=caps.mesh)
 
 

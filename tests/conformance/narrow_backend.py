@@ -98,3 +98,14 @@ def misnamed_op() -> NarrowBackend:
 def misnamed_dtype() -> NarrowBackend:
     return _Misnamed(Capabilities(ops=NARROW.ops,
                                   dtypes=frozenset({DType.F32, "bf61"})))  # type: ignore[arg-type]
+
+
+def misspelled_kinds() -> NarrowBackend:
+    """Issue 22's silent green: ``{"Binary.ad", "Redcue"}`` claimed nothing, so every case was
+    NOT_SUPPORTED and the run passed."""
+    return _Misnamed(Capabilities(ops=frozenset({"Binary.ad", "Redcue"}), dtypes=NARROW.dtypes))
+
+
+def misnamed_policy() -> NarrowBackend:
+    return _Misnamed(Capabilities(ops=NARROW.ops, dtypes=NARROW.dtypes,
+                                  policies=frozenset({"fold-left"})))

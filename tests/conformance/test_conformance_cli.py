@@ -218,6 +218,11 @@ def test_a_second_fuzz_run_replays_the_saved_failure_first(tmp_path, monkeypatch
 @pytest.mark.parametrize(("factory", "pattern"), [
     ("misnamed_op", "unknown op 'Unray' (closest valid name: 'Unary')"),
     ("misnamed_dtype", "unknown dtype 'bf61' (closest valid name: 'bf16')"),
+    # issue 22: these two names claimed nothing; 741 NOT_SUPPORTED, 'result: PASS', exit 0
+    ("misspelled_kinds", "unknown op 'Binary.ad' (closest valid names: 'Binary.add', "
+                         "'Binary.and'); unknown op 'Redcue' (closest valid name: 'Reduce')"),
+    ("misnamed_policy", "unknown reduction policy 'fold-left' (closest valid name: "
+                        "'fold_left')"),
 ])
 def test_an_unknown_capability_name_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys,
                                                            command, factory, pattern):
