@@ -1,8 +1,12 @@
-"""``tilefoundry conformance``: run / fuzz / list (see docs/conformance.md).
+"""``tilefoundry conformance``: run / fuzz / list / merge / diff / coverage (see
+docs/conformance.md).
 
-Exit status: 0 when no case is FAIL / CRASH / TIMEOUT / ERROR / XPASS, 1 when one is, 2 for
-a run that could not start (an unloadable backend, malformed capabilities, a bad manifest, an
-unwritable report path: one line on stderr, before any case runs), 130 when interrupted.
+Exit status: 0 when no case is FAIL / CRASH / TIMEOUT / ERROR / XPASS (against ``--baseline``:
+none the baseline does not list) and something was judged, 1 otherwise, 2 for a run that could
+not start (an unloadable backend, malformed or unknown capability names, a bad manifest or
+baseline, a bad shard, an unwritable report path: one line on stderr, before any case runs),
+130 when interrupted. ``merge`` exits as the merged run would; ``diff`` exits 1 when the second
+run has a regression.
 """
 
 from __future__ import annotations
@@ -62,6 +66,11 @@ def add_parser(sub) -> None:
                         "by case id; the N shards together run every case once")
     r.add_argument("--catalog", help="'package.module:function' building the catalog from a "
                                      "seed (default: the built-in catalog)")
+    _campaign_options(r)
+    r.add_argument("--flake-retries", type=int, default=0, metavar="K",
+                   help="run a FAIL / CRASH / TIMEOUT / ERROR case again up to K times (each "
+                        "in a fresh worker); one that passes on a later attempt is FLAKY "
+                        "(default 0)")
     r.set_defaults(func=_run)
     f = csub.add_parser("fuzz", help="run generated programs against a backend for N minutes")
     _common(f, jsonl="tilefoundry-fuzz.jsonl", timeout=30.0)
@@ -83,6 +92,31 @@ def add_parser(sub) -> None:
     ls.add_argument("--cases", action="append", metavar="GLOB")
     ls.add_argument("--catalog")
     ls.set_defaults(func=_list)
+    mg = csub.add_parser(
+        "merge", help="merge the results of the shards of one run into one report",
+        description="Merge the JSON-lines results of --shard 1/N .. N/N (or disjoint runs of "
+                    "one backend and seed) into one results file and one report: the report "
+                    "a single run of all their cases gives.",
+        epilog="example: tilefoundry conformance merge s1.jsonl s2.jsonl s3.jsonl -o all.jsonl "
+               "--baseline known.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    mg.add_argument("files", nargs="+", metavar="JSONL", help="the shards' results files")
+    mg.add_argument("-o", "--jsonl", default="tilefoundry-conformance-merged.jsonl",
+                    help="the merged results file (default "
+                         "tilefoundry-conformance-merged.jsonl)")
+    mg.add_argument("--junit", help="write a JUnit XML report here")
+    mg.add_argument("--coverage", help="write the op x dtype coverage matrix here")
+    _campaign_options(mg)
+    mg.set_defaults(func=_merge)
+    df = csub.add_parser(
+        "diff", help="what changed between two runs, case by case",
+        description="Compare two results files case by case: regressions (a case that did not "
+                    "fail and now does), fixes, other verdict changes, cases only in one. "
+                    "Exit 1 when B has a regression.",
+        epilog="example: tilefoundry conformance diff yesterday.jsonl today.jsonl")
+    df.add_argument("a", metavar="A", help="the earlier results file")
+    df.add_argument("b", metavar="B", help="the later results file")
+    df.set_defaults(func=_diff)
     cv = csub.add_parser("coverage", help="what a tier exercises and what it leaves out",
                          description="Op features (op x dtype x attribute values x sharding "
                                      "pattern) and cast boundary classes a tier exercises, and "
@@ -94,6 +128,15 @@ def add_parser(sub) -> None:
                          "has no holes")
     cv.set_defaults(func=_coverage)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _campaign_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--baseline", metavar="FILE",
+                   help="known failures (JSON, each with a reason): fail only on a failure it "
+                        "does not list; report the listed cases that pass now")
+    p.add_argument("--write-baseline", metavar="FILE",
+                   help="write this run's failures as a baseline (reasons kept from "
+                        "--baseline where it lists the case)")
 
 
 def _coverage(args: argparse.Namespace) -> int:
@@ -127,6 +170,8 @@ def _prepare(args: argparse.Namespace):
         _check_writable(Path(args.junit), "--junit")
     if args.coverage:
         _check_writable(Path(args.coverage), "--coverage")
+    if getattr(args, "write_baseline", None):
+        _check_writable(Path(args.write_baseline), "--write-baseline")
     if args.reduce and not args.repro_dir:
         raise ConformanceError("--reduce needs --repro-dir (the reduced program is written "
                                "there)")
@@ -144,14 +189,30 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
     )
 
     recs = result.records
-    print(f"{PROG} {what}: backend {args.backend!r}, seed {args.seed}, {len(recs)} case(s) in "
-          f"{result.wall_s:.1f} s with -j {args.jobs}")
+    if what == "merge":
+        print(f"{PROG} merge: backend {result.backend!r}, seed {result.seed}, {len(recs)} "
+              f"case(s) from {len(args.files)} file(s)")
+    else:
+        print(f"{PROG} {what}: backend {args.backend!r}, seed {args.seed}, {len(recs)} case(s) "
+              f"in {result.wall_s:.1f} s with -j {args.jobs}")
     print(summary_table(recs))
     print(judged_line(recs))
-    bad = failure_lines(recs)
+    bl = result.baseline
+    bad = failure_lines(bl.new if bl is not None else recs)
     if bad:
         print()
+        if bl is not None:
+            print(f"new failure(s), not in the baseline {args.baseline}:")
         print(bad)
+    if bl is not None:
+        print(f"\nbaseline {args.baseline}: {len(bl.known)} known failure(s), {len(bl.new)} "
+              f"new, {len(bl.fixed)} fixed")
+        for r, e in bl.fixed:
+            print(f"FIXED    {r['id']}: {r['verdict']} now (the baseline lists {e.verdict}: "
+                  f"{e.reason}); remove it from the baseline")
+        for r, e in bl.changed:
+            print(f"CHANGED  {r['id']}: {r['verdict']} now, the baseline lists {e.verdict} "
+                  f"({e.reason})")
     for e in result.unused_manifest:
         print(f"{PROG}: warning: manifest [[{e.kind}]] entry {e.case!r} matches no case",
               file=sys.stderr)
@@ -162,12 +223,29 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
         write_junit(recs, args.junit, properties={"backend": args.backend, "seed": args.seed})
     if args.coverage:
         write_coverage(recs, args.coverage)
+    if getattr(args, "write_baseline", None):
+        from tilefoundry.conformance.campaign import Baseline, write_baseline
+
+        old = Baseline.load(args.baseline) if getattr(args, "baseline", None) else None
+        n = write_baseline(args.write_baseline, recs, result.backend, old)
+        print(f"{PROG}: wrote {n} known failure(s) to {args.write_baseline} (edit each "
+              f"'reason')", file=sys.stderr)
     c = result.counts()
+    if bl is not None:
+        c = c | {v: sum(r["verdict"] == v for r in bl.new)
+                 for v in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS")}
     worst = [f"{c[v]} {v}" for v in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS") if c[v]]
+    if bl is not None and worst:
+        worst[0] = "new: " + worst[0]
+    flaky = result.counts().get("FLAKY", 0)
     verdict = "FAIL (" + ", ".join(worst) + ")" if worst else \
         f"NOTHING JUDGED ({result.vacuous})" if result.vacuous else \
         f"UNJUDGED ({c['UNJUDGED']} case(s) not fully judged; no failures)" if c["UNJUDGED"] \
         else "PASS"
+    if verdict == "PASS" and bl is not None and bl.known:
+        verdict = f"PASS (no new failure; {len(bl.known)} known)"
+    if flaky:
+        verdict += f"; {flaky} FLAKY"
     print(f"\nresult: {verdict}; results in "
           f"{result.jsonl}" + (f", reproducers in {args.repro_dir}" if args.repro_dir and
                                any(r.get('repro') for r in recs) else ""))
@@ -180,11 +258,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         manifest, progress = _prepare(args)
         shard = runner.parse_shard(args.shard) if args.shard else None
+        baseline = _load_baseline(args)
         result = runner.run(args.backend, args.tier, jobs=args.jobs, timeout_s=args.timeout,
                             seed=args.seed, out_jsonl=Path(args.jsonl), resume=args.resume,
                             manifest=manifest, repro_dir=args.repro_dir, progress=progress,
                             catalog=args.catalog, case_globs=args.cases, reduce_s=args.reduce,
-                            shard=shard)
+                            shard=shard, baseline=baseline,
+                            flake_retries=args.flake_retries)
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:
@@ -192,6 +272,61 @@ def _run(args: argparse.Namespace) -> int:
               f"--resume", file=sys.stderr)
         return 130
     return _report(args, result, "run")
+
+
+def _load_baseline(args: argparse.Namespace):
+    from tilefoundry.conformance.campaign import Baseline
+
+    return Baseline.load(args.baseline) if getattr(args, "baseline", None) else None
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from tilefoundry.conformance import campaign, runner
+
+    try:
+        if args.junit:
+            runner._check_writable(Path(args.junit), "--junit")
+        if args.coverage:
+            runner._check_writable(Path(args.coverage), "--coverage")
+        if args.write_baseline:
+            runner._check_writable(Path(args.write_baseline), "--write-baseline")
+        out = Path(args.jsonl)
+        if any(Path(f).resolve() == out.resolve() for f in args.files):
+            raise campaign.CampaignError(f"merge: -o {out} is one of the input files")
+        runner._check_writable(out, "-o")
+        merged = campaign.merge_results(args.files)
+        baseline = _load_baseline(args)
+        if baseline is not None:
+            baseline.check_ids(r["id"] for r in merged.records)
+    except TilefoundryError as e:
+        return _err(str(e))
+    result = runner.RunResult(merged.header.get("backend", "?"), merged.header.get("seed", 0),
+                              merged.records, out, merged.header,
+                              baseline=baseline.apply(merged.records) if baseline else None)
+    campaign.write_merged(out, merged, {
+        "type": "summary", "cases": len(merged.records), "counts": dict(result.counts()),
+        "exit_code": result.exit_code, "vacuous": result.vacuous, "stopped": False,
+        "shard": None, "merged": len(args.files),
+        "baseline": result.baseline.to_json() if result.baseline else None})
+    args.backend, args.seed, args.repro_dir = result.backend, result.seed, None
+    return _report(args, result, "merge")
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from tilefoundry.conformance import campaign
+
+    try:
+        ha, a = campaign.read_records(args.a)
+        hb, b = campaign.read_records(args.b)
+    except TilefoundryError as e:
+        return _err(str(e))
+    d = campaign.diff_runs(a, b)
+    for k in ("backend", "seed"):
+        if ha.get(k) != hb.get(k):
+            print(f"note: {k} differs: {ha.get(k)!r} in A, {hb.get(k)!r} in B")
+    msgs = {cid: r.get("message", "") for cid, r in b.items()}
+    print("\n".join(d.lines("A", "B", msgs)))
+    return 1 if d.regressed else 0
 
 
 def fuzz_db_key(backend_spec: str, generator: str | None, caps) -> bytes:

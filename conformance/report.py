@@ -39,10 +39,10 @@ __all__ = [
     "write_reproducer",
 ]
 
-ABBR = {"PASS": "PASS", "UNJUDGED": "UNJ", "FAIL": "FAIL", "NOT_SUPPORTED": "N/S", "XFAIL": "XFAIL",
+ABBR = {"PASS": "PASS", "FLAKY": "FLAKY", "UNJUDGED": "UNJ", "FAIL": "FAIL", "NOT_SUPPORTED": "N/S", "XFAIL": "XFAIL",
         "XPASS": "XPASS", "CRASH": "CRASH", "TIMEOUT": "T/O", "ERROR": "ERROR"}
 # worst last: what a coverage cell shows when several cases exercise it
-SEVERITY = ("NOT_SUPPORTED", "PASS", "UNJUDGED", "XFAIL", "XPASS", "FAIL", "ERROR", "TIMEOUT", "CRASH")
+SEVERITY = ("NOT_SUPPORTED", "PASS", "FLAKY", "UNJUDGED", "XFAIL", "XPASS", "FAIL", "ERROR", "TIMEOUT", "CRASH")
 #: record keys that depend on scheduling, not on the case (how long it took; whether it ran
 #: again in a fresh worker after the worker that started it died from an earlier case)
 TIMING_KEYS = ("seconds", "rerun")
@@ -149,7 +149,7 @@ def summary_table(records: list[dict]) -> str:
     total = Counter()
     for c in fams.values():
         total.update(c)
-    cols = list(VERDICTS)
+    cols = [v for v in VERDICTS if v != "FLAKY" or total[v]]  # FLAKY only with --flake-retries
     head = ["family", "cases", *(ABBR[v] for v in cols)]
     rows = [[f, str(sum(c.values())), *(str(c[v]) if c[v] else "-" for v in cols)]
             for f, c in sorted(fams.items())]
@@ -175,10 +175,14 @@ def judged_line(records: list[dict]) -> str:
 
 
 def failure_lines(records: list[dict], limit: int = 50) -> str:
-    """One line per FAIL / CRASH / TIMEOUT / ERROR / XPASS record."""
-    bad = [r for r in records if r["verdict"] in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS")]
+    """One line per FAIL / CRASH / TIMEOUT / ERROR / XPASS record, then one per FLAKY one."""
+    bad = [r for r in records if r["verdict"] in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS",
+                                                  "FLAKY")]
+    bad.sort(key=lambda r: r["verdict"] == "FLAKY")  # stable: failures first
     out = [f"{r['verdict']:8} {r['id']}: {r.get('message', '')}"
-           + (f" [repro: {r['repro']}]" if r.get("repro") else "") for r in bad[:limit]]
+           + (f" [repro: {r['repro']}]" if r.get("repro") else "")
+           + (f" [every attempt failed: {', '.join(r['attempts'])}]" if r.get("attempts")
+              else "") for r in bad[:limit]]
     if len(bad) > limit:
         out.append(f"... and {len(bad) - limit} more (see the JSON-lines file)")
     return "\n".join(out)
@@ -218,6 +222,8 @@ def write_junit(records: list[dict], path: str | Path, *, name: str = "tilefound
             el.text = _details(r)
         elif v in ("NOT_SUPPORTED", "XFAIL", "UNJUDGED"):  # UNJUDGED: not judged, not passed
             ET.SubElement(tc, "skipped", {"type": v, "message": f"{v}: {msg}"})
+        elif v == "FLAKY":  # passed on a later attempt: a pass, with the first failure shown
+            ET.SubElement(tc, "system-out").text = f"{v} (attempts {r.get('attempts')}): {msg}"
     ET.indent(root)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 

@@ -87,6 +87,8 @@ __all__ = [
 
 DEFAULT_CATALOG = "tilefoundry.conformance.catalog:build_catalog"
 BAD_VERDICTS = ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS")
+#: the verdicts --flake-retries runs again (XPASS is the manifest's, applied after the attempts)
+_RETRYABLE = ("FAIL", "CRASH", "TIMEOUT", "ERROR")
 JSONL_FORMAT = 1
 
 # what a worker is doing (a shared int the runner reads when the worker dies or hangs)
@@ -685,6 +687,7 @@ class _Slot:
     meta: dict = field(default_factory=dict)
     runs: int = 0  # cases this worker process finished
     rerun: str | None = None  # why the current case runs again in a fresh worker
+    flake: list | None = None  # [earlier attempts' verdicts, first failure] (--flake-retries)
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
@@ -796,6 +799,7 @@ class RunResult:
     recycled: int = 0
     unused_manifest: list = field(default_factory=list)
     stopped_early: bool = False
+    baseline: Any = None  # a campaign.BaselineOutcome when run against a baseline
 
     def counts(self) -> dict[str, int]:
         c = dict.fromkeys(VERDICTS, 0)
@@ -805,6 +809,9 @@ class RunResult:
 
     @property
     def bad(self) -> list[dict]:
+        """The failing records; against a baseline, only those it does not list."""
+        if self.baseline is not None:
+            return list(self.baseline.new)
         return [r for r in self.records if r["verdict"] in BAD_VERDICTS]
 
     @property
@@ -824,8 +831,8 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        """0 when nothing failed and something was judged; 1 otherwise (a run that judged
-        nothing is no pass)."""
+        """0 when nothing failed (nothing new, against a baseline) and something was judged; 1
+        otherwise (a run that judged nothing is no pass)."""
         return 0 if self.ok and not self.vacuous else 1
 
     def report(self) -> list[dict]:
@@ -945,16 +952,28 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         repro_dir: Path | str | None = None, progress: bool = False,
         catalog: str | None = None, case_globs: Sequence[str] | None = None,
         reduce_s: float = 0.0, deadline: float | None = None, worker_rss_mb: float = 4096,
-        stream: Any = None, shard: tuple[int, int] | None = None) -> RunResult:
+        stream: Any = None, shard: tuple[int, int] | None = None,
+        baseline: Any = None, flake_retries: int = 0) -> RunResult:
     """Run ``cases`` (a list, a Catalog, a lazy sequence such as ``GeneratedCases``, or a tier
     name of the catalog ``catalog``) against the backend ``backend_spec``; see the module
     docstring. ``deadline`` (a ``time.monotonic()`` value) stops handing out new cases;
-    ``reduce_s`` > 0 shrinks each FAIL with the oracle's reducer into ``<repro>/reduced``."""
+    ``reduce_s`` > 0 shrinks each FAIL with the oracle's reducer into ``<repro>/reduced``.
+
+    ``baseline`` (a ``campaign.Baseline``): its case ids are checked against the catalog before
+    any case runs; the result fails only on failures it does not list. ``flake_retries`` K:
+    a case whose verdict is FAIL / CRASH / TIMEOUT / ERROR runs again, up to K more times; one
+    that passes on a later attempt is **FLAKY** (``attempts`` lists every attempt's verdict,
+    the message and details are the first failure's), one that fails every attempt keeps its
+    first verdict (with ``attempts``)."""
     from tilefoundry.conformance.report import Progress, read_jsonl
 
     t_start = time.monotonic()
     if jobs < 1:
         raise ConformanceError(f"-j: expected at least 1 worker, got {jobs}")
+    if isinstance(flake_retries, bool) or not isinstance(flake_retries, int) or \
+            flake_retries < 0:
+        raise ConformanceError(f"--flake-retries: expected a non-negative integer, got "
+                               f"{flake_retries!r}")
     if not timeout_s > 0:
         raise ConformanceError(f"--timeout: expected a positive number of seconds, got "
                                f"{timeout_s}")
@@ -963,14 +982,21 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                                "(Linux, macOS); it is not available here")
     backend, caps = _load_backend_checked(backend_spec)
     del backend  # the runner only validates it; workers load their own
+    known_ids: list[str] | None = None
     if isinstance(cases, str):
-        cases = select_cases(load_catalog(seed, catalog=catalog, backend_caps=caps), cases,
-                             case_globs)
+        cat = load_catalog(seed, catalog=catalog, backend_caps=caps)
+        known_ids = [c.id for c in cat]
+        cases = select_cases(cat, cases, case_globs)
     elif isinstance(cases, Catalog):
         cases = select_cases(cases, "full", case_globs)
     elif case_globs:
         cases = select_cases(Catalog(cases), "full", case_globs)
     finite = not isinstance(cases, GeneratedCases)
+    if baseline is not None:
+        if not finite:
+            raise ConformanceError("--baseline: fuzz campaigns have no baseline (their cases "
+                                   "are drawn, not named)")
+        baseline.check_ids(known_ids if known_ids is not None else [c.id for c in cases])
     if shard is not None:
         if not finite:
             raise ConformanceError("--shard: fuzz campaigns are not sharded; give each "
@@ -1023,6 +1049,26 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         f.flush()
         prog.update(rec["verdict"])
 
+    flake_q: collections.deque = collections.deque()  # (i, case, attempts, first failure)
+
+    def conclude(slot: _Slot, i: int, case: Case, out: dict) -> None:
+        """Record a finished attempt: emit it, or queue another attempt (--flake-retries)."""
+        attempts, first = slot.flake if slot.flake is not None else ([], None)
+        attempts = [*attempts, out["verdict"]]
+        if out["verdict"] in _RETRYABLE and not out.get("harness") and \
+                len(attempts) <= flake_retries:
+            flake_q.append((i, case, attempts, first or out))
+            return
+        if len(attempts) > 1:
+            first = first or out
+            if out["verdict"] == "PASS":
+                out = {**first, "verdict": "FLAKY", "attempts": attempts,
+                       "message": f"flaky: {first['verdict']} on attempt 1, PASS on attempt "
+                                  f"{len(attempts)}: {first['message']}"}
+            else:
+                out = {**first, "attempts": attempts}
+        emit(finalize(case, out))
+
     def finalize(case: Case, out: dict) -> dict:
         rec = {"type": "case", "id": case.id, "family": case.family, "verdict": "",
                "seconds": 0.0, "message": "", "ops": list(case.ops),
@@ -1051,6 +1097,7 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                                     "tilefoundry": __version__,
                                     "contracts": CONTRACTS_VERSION,
                                     "capabilities": caps.to_json(),
+                                    "shard": list(shard) if shard else None,
                                     "versions": environment()}) + "\n")
                 f.flush()
         prog.update(None, done=len([c for c in (cases if finite else ()) if c.id in done]))
@@ -1069,10 +1116,16 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         while True:
             # hand out work
             for slot in pool.slots:
-                if slot.task is not None or ((exhausted or stopped) and not retry):
+                if slot.task is not None or \
+                        ((exhausted or stopped) and not retry and not flake_q):
                     continue
                 rerun = None
-                if retry:  # a case whose worker died after running earlier cases
+                flake = None
+                if flake_q:  # another attempt of a failed case (--flake-retries)
+                    i, case, *flake = flake_q.popleft()
+                    if slot.proc is not None and slot.runs:
+                        pool.kill(slot)  # each attempt in a fresh worker
+                elif retry:  # a case whose worker died after running earlier cases
                     i, case, rerun = retry.popleft()
                     if slot.proc is not None and slot.runs:
                         pool.kill(slot)  # it runs again in a fresh worker
@@ -1087,7 +1140,7 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                         break
                     order.append(case.id)
                 sk = manifest.skip_for(case.id) if manifest is not None and rerun is None \
-                    else None
+                    and flake is None else None
                 if sk is not None:
                     emit(finalize(case, {"verdict": "NOT_SUPPORTED",
                                          "message": f"skipped by manifest: {sk.reason}",
@@ -1096,8 +1149,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                 tol = manifest.tolerance_for(case.id) if manifest is not None else None
                 opts: dict[str, Any] = {"backend": backend_spec, "catalog": catalog,
                                         "tolerance": (tol.ulp, tol.reason) if tol else None,
-                                        "reduce_s": reduce_s}
-                if repro_dir is not None:
+                                        "reduce_s": reduce_s if flake is None else 0.0}
+                if repro_dir is not None and flake is None:  # the first attempt's is kept
                     opts["repro"] = str(repro_dir / _safe_name(case.id, taken))
                 if slot.proc is not None and not slot.proc.is_alive():
                     pool.kill(slot)  # died between cases (a backend thread, a leak)
@@ -1112,9 +1165,10 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                 now = time.monotonic()
                 slot.task = (i, case, now, now + timeout_s)
                 slot.partial, slot.meta, slot.rerun = None, {}, rerun
+                slot.flake = flake
             busy = [s for s in pool.slots if s.task is not None]
             if not busy:
-                if (exhausted or stopped) and not retry:
+                if (exhausted or stopped) and not retry and not flake_q:
                     break
                 continue
             now = time.monotonic()
@@ -1140,8 +1194,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                     out = msg[2]
                     if slot.rerun is not None:
                         out = {**out, "rerun": slot.rerun}
-                    emit(finalize(case, out))
                     slot.task = None
+                    conclude(slot, i, case, out)
                     slot.runs += 1
                     if msg[3] > worker_rss_mb:
                         pool.recycled += 1
@@ -1172,9 +1226,9 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                                           + (f"; innermost frames: {where}" if where else "")}
                     if slot.rerun is not None:
                         out["rerun"] = slot.rerun
-                    emit(finalize(case, out))
                     slot.task = None
                     pool.kill(slot)
+                    conclude(slot, i, case, out)
                 elif time.monotonic() >= dl:
                     phase = _PHASES[slot.phase.value]
                     with contextlib.suppress(Exception):
@@ -1192,9 +1246,9 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                                "message": f"exceeded the {timeout_s:g} s limit during {phase}; "
                                           f"the worker was killed"
                                           + (f"; innermost frames: {where}" if where else "")}
-                    emit(finalize(case, out))
                     slot.task = None
                     pool.kill(slot)
+                    conclude(slot, i, case, out)
     finally:
         try:
             pool.stop()
@@ -1207,13 +1261,15 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     header, recs = read_jsonl(out_jsonl, skipped=[])
     records = [recs[c] for c in dict.fromkeys(order) if c in recs]
     result = RunResult(backend_spec, seed, records, out_jsonl, header or {},
-                       time.monotonic() - t_start, pool.recycled, unused, stopped)
+                       time.monotonic() - t_start, pool.recycled, unused, stopped,
+                       baseline.apply(records) if baseline is not None else None)
     with contextlib.suppress(OSError), open(out_jsonl, "a") as f:
         # a closing record: what this run (this session of a resumed run) concluded
         f.write(json.dumps({"type": "summary", "cases": len(records),
                             "counts": dict(result.counts()), "exit_code": result.exit_code,
                             "vacuous": result.vacuous, "stopped": stopped,
                             "shard": list(shard) if shard else None,
+                            "baseline": result.baseline.to_json() if result.baseline else None,
                             "seconds": round(result.wall_s, 3)}) + "\n")
     return result
 

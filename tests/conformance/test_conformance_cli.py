@@ -288,7 +288,7 @@ def test_shards_partition_the_tier(tmp_path, monkeypatch, capsys):
         [c.id for c in parts[1] if c in quick[:50]]  # stable: a case keeps its shard
     assert parse_shard("3/8") == (3, 8)
     monkeypatch.chdir(tmp_path)
-    for bad in ("0/4", "5/4", "x", "2-4"):
+    for bad in ("0/4", "5/4", "4/3", "0/2", "x", "2-4"):
         rc = cli("run", "--backend", "reference", *CAT, "--shard", bad)
         err = capsys.readouterr().err
         assert rc == 2 and "--shard" in err and len(err.strip().splitlines()) == 1, err
