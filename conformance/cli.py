@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from tilefoundry.errors import TilefoundryError
@@ -44,6 +43,9 @@ def _common(p: argparse.ArgumentParser, *, jsonl: str, timeout: float) -> None:
                         "(written to <repro>/reduced; needs --repro-dir)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="live progress bar on stderr (default: when stderr is a terminal)")
+    p.add_argument("--capabilities", metavar="FILE",
+                   help="judge with the capability set of this JSON file (what 'conformance "
+                        "probe' writes) instead of the backend's capabilities()")
 
 
 def add_parser(sub) -> None:
@@ -117,6 +119,33 @@ def add_parser(sub) -> None:
     df.add_argument("a", metavar="A", help="the earlier results file")
     df.add_argument("b", metavar="B", help="the later results file")
     df.set_defaults(func=_diff)
+    pr = csub.add_parser(
+        "probe", help="derive a first capability set by running one tiny case per op x dtype",
+        description="Run the smallest catalog case of every op x dtype x attribute "
+                    "combination, structural feature and mesh shape against the backend, "
+                    "claiming everything, and write the capability set its accepted cases "
+                    "justify (PASS, FAIL, UNJUDGED: it ran; ERROR, CRASH, TIMEOUT, "
+                    "NOT_SUPPORTED: rejected) as JSON, for 'run --capabilities FILE'.",
+        epilog="example: tilefoundry conformance probe --backend mypkg.backend:factory -j 2 "
+               "--out caps.json && tilefoundry conformance run --backend "
+               "mypkg.backend:factory --capabilities caps.json")
+    pr.add_argument("--backend", required=True, help="as for 'run'")
+    pr.add_argument("--out", default="tilefoundry-capabilities.json", metavar="FILE",
+                    help="where to write the capability set (default "
+                         "tilefoundry-capabilities.json)")
+    pr.add_argument("--tier", choices=("quick", "full"), default="quick",
+                    help="the tier the probe cases are picked from (default quick)")
+    pr.add_argument("-j", "--jobs", type=int, default=1, help="worker processes (default 1)")
+    pr.add_argument("--timeout", type=float, default=30.0,
+                    help="per-case time limit in seconds (default 30)")
+    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--catalog")
+    pr.add_argument("--cases", action="append", metavar="GLOB",
+                    help="probe only with the cases matching this glob (repeatable)")
+    pr.add_argument("--jsonl", default="tilefoundry-probe.jsonl",
+                    help="the probe cases' results (default tilefoundry-probe.jsonl)")
+    pr.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    pr.set_defaults(func=_probe)
     cv = csub.add_parser("coverage", help="what a tier exercises and what it leaves out",
                          description="Op features (op x dtype x attribute values x sharding "
                                      "pattern) and cast boundary classes a tier exercises, and "
@@ -177,6 +206,13 @@ def _prepare(args: argparse.Namespace):
                                "there)")
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     return manifest, progress
+
+
+def _caps_file(args: argparse.Namespace):
+    from tilefoundry.conformance.backend import Capabilities
+
+    return Capabilities.load(args.capabilities) if getattr(args, "capabilities", None) \
+        else None
 
 
 def _report(args: argparse.Namespace, result, what: str) -> int:
@@ -264,7 +300,7 @@ def _run(args: argparse.Namespace) -> int:
                             manifest=manifest, repro_dir=args.repro_dir, progress=progress,
                             catalog=args.catalog, case_globs=args.cases, reduce_s=args.reduce,
                             shard=shard, baseline=baseline,
-                            flake_retries=args.flake_retries)
+                            flake_retries=args.flake_retries, caps_override=_caps_file(args))
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:
@@ -359,7 +395,8 @@ def _fuzz(args: argparse.Namespace) -> int:
             raise runner.ConformanceError(f"--minutes: expected a positive number, got "
                                           f"{args.minutes}")
         manifest, progress = _prepare(args)
-        _, caps = runner._load_backend_checked(args.backend)  # names checked before any case
+        override = _caps_file(args)
+        _, caps = runner._load_backend_checked(args.backend, override)  # names checked first
         gen = runner.load_generator(args.generator, caps=caps)
         db = _open_fuzz_db(args)
         key = fuzz_db_key(args.backend, args.generator, caps)
@@ -369,7 +406,7 @@ def _fuzz(args: argparse.Namespace) -> int:
                             seed=args.seed, out_jsonl=Path(args.jsonl), manifest=manifest,
                             repro_dir=args.repro_dir, progress=progress,
                             reduce_s=args.reduce,
-                            deadline=time.monotonic() + 60.0 * args.minutes)
+                            budget_s=60.0 * args.minutes, caps_override=override)
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:
@@ -402,6 +439,41 @@ def _fuzz(args: argparse.Namespace) -> int:
               f"program(s) first ({replayed_fail} still FAIL, {fixed} now PASS and dropped); "
               f"saved {saved} new failing seed(s)")
     return rc
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from tilefoundry.conformance import probe, runner
+
+    try:
+        runner._check_writable(Path(args.out), "--out")
+        progress = sys.stderr.isatty() if args.progress is None else args.progress
+        res = probe.probe(args.backend, tier=args.tier, seed=args.seed, jobs=args.jobs,
+                          timeout_s=args.timeout, work_jsonl=args.jsonl, catalog=args.catalog,
+                          case_globs=args.cases, progress=progress)
+    except TilefoundryError as e:
+        return _err(str(e))
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted; nothing written", file=sys.stderr)
+        return 130
+    probe.write(args.out, res)
+    caps = res.caps
+    rej = res.rejected
+    print(f"{PROG} probe: backend {args.backend!r}: {len(res.cases)} probe case(s) from tier "
+          f"{args.tier!r}, {len(res.cases) - len(rej)} accepted, {len(rej)} rejected")
+    print(f"claims: {len(caps.ops or ())} op(s), dtypes "
+          f"{sorted(d.value for d in caps.dtypes)}, policies {sorted(caps.policies)}, "
+          f"overflow {sorted(caps.overflow_modes)}, rounding {sorted(caps.rounding_modes)}, "
+          f"features {sorted(caps.features)}, mesh shapes "
+          f"{sorted(caps.mesh_shapes) if caps.mesh_shapes else 'none'}")
+    for p, r in rej[:40]:
+        print(f"rejected {r.get('verdict', '?'):8} {p.case.id} (probes {p.key[1]}"
+              f"{' on ' + ','.join(p.key[2]) if p.key[0] == 'op' else ''}): "
+              f"{r.get('message', '')[:160]}")
+    if len(rej) > 40:
+        print(f"... and {len(rej) - 40} more (see {args.jsonl})")
+    print(f"\nwrote {args.out}; judge with: tilefoundry conformance run --backend "
+          f"{args.backend} --capabilities {args.out}")
+    return 0
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -63,6 +63,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -120,26 +121,61 @@ def validate_capabilities(caps: Any, spec: str) -> Capabilities:
             raise ConformanceError(f"{where}: {what} must be a set of strings, got {v!r}")
         return frozenset(v)
 
+    def dtset(v: Any, what: str) -> frozenset:
+        if isinstance(v, str) or not isinstance(v, set | frozenset | list | tuple) or \
+                not all(isinstance(x, DType | str) for x in v):
+            raise ConformanceError(f"{where}: {what} must be a set of DType (or dtype names), "
+                                   f"got {v!r}")
+        return frozenset(v)
+
+    def mapping(v: Any, what: str) -> dict:
+        if not isinstance(v, dict | MappingProxyType) or \
+                not all(isinstance(k, str) for k in v):
+            raise ConformanceError(f"{where}: {what} must map op names to sets, got {v!r}")
+        return dict(v)
+
     ops = None if caps.ops is None else strset(caps.ops, "ops")
-    d = caps.dtypes
-    if isinstance(d, str) or not isinstance(d, set | frozenset | list | tuple) or \
-            not all(isinstance(x, DType | str) for x in d):
-        raise ConformanceError(f"{where}: dtypes must be a set of DType (or dtype names), got "
-                               f"{d!r}")
+    d = dtset(caps.dtypes, "dtypes")
     pols = strset(caps.policies, "policies")
     ovf = strset(caps.overflow_modes, "overflow modes")
-    # every unknown op / dtype / policy / overflow name, each with the closest valid name
-    bad_name = capability_name_error(ops, d, pols, ovf)
+    rnd = strset(caps.rounding_modes, "rounding modes")
+    feats = strset(caps.features, "features")
+    op_dt = {k: dtset(v, f"op_dtypes[{k!r}]")
+             for k, v in mapping(caps.op_dtypes, "op_dtypes").items()}
+    op_at = {k: {a: strset(x, f"op_attrs[{k!r}][{a!r}]")
+                 for a, x in mapping(v, f"op_attrs[{k!r}]").items()}
+             for k, v in mapping(caps.op_attrs, "op_attrs").items()}
+    # every unknown name, each with the closest valid name
+    bad_name = capability_name_error(ops, d, pols, ovf, rnd, feats, op_dt, op_at)
     if bad_name is not None:
         raise ConformanceError(f"{where}: {bad_name}")
-    d = [x if isinstance(x, DType) else DType(x) for x in d]
+
+    def dts(v: frozenset) -> frozenset:
+        return frozenset(x if isinstance(x, DType) else DType(x) for x in v)
+
     if not isinstance(caps.mesh, bool):
         raise ConformanceError(f"{where}: mesh must be a bool, got {caps.mesh!r}")
-    return Capabilities(ops=ops, dtypes=frozenset(d), policies=pols, overflow_modes=ovf,
-                        mesh=caps.mesh)
+    shapes = caps.mesh_shapes
+    if shapes is not None:
+        if not isinstance(shapes, set | frozenset | list | tuple) or not all(
+                isinstance(x, tuple | list) and x and all(
+                    isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in x)
+                for x in shapes):
+            raise ConformanceError(f"{where}: mesh_shapes must be None or a set of tuples of "
+                                   f"positive ints (mesh axis extents), got {shapes!r}")
+        shapes = frozenset(tuple(x) for x in shapes)
+    return Capabilities(ops=ops, dtypes=dts(d), policies=pols, overflow_modes=ovf,
+                        mesh=caps.mesh, rounding_modes=rnd, features=feats,
+                        op_dtypes=MappingProxyType({k: dts(v) for k, v in op_dt.items()}),
+                        op_attrs=MappingProxyType({k: MappingProxyType(v)
+                                                   for k, v in op_at.items()}),
+                        mesh_shapes=shapes)
 
 
-def _load_backend_checked(spec: str) -> tuple[Any, Capabilities]:
+def _load_backend_checked(spec: str, caps_override: Capabilities | None = None
+                          ) -> tuple[Any, Capabilities]:
+    """The backend and its validated capabilities (``caps_override`` instead of its own: a
+    ``--capabilities`` file, or the probe's claim of everything)."""
     try:
         backend = load_backend(spec)
     except TilefoundryError:
@@ -147,6 +183,8 @@ def _load_backend_checked(spec: str) -> tuple[Any, Capabilities]:
     except Exception as e:  # the factory's own failure
         raise ConformanceError(f"--backend {spec!r}: loading it raised {type(e).__name__}: "
                                f"{e}") from None
+    if caps_override is not None:
+        return backend, validate_capabilities(caps_override, spec)
     try:
         caps = backend.capabilities()
     except Exception as e:
@@ -323,14 +361,23 @@ _CAPS_RETRIES = 4
 
 
 def _adapt_generated(fn: Callable, wants_source: bool, seed: int, *,
-                     caps: Capabilities | None = None) -> tuple:
-    if caps is not None and not _takes_caps(fn):
-        for k in range(_CAPS_RETRIES + 1):  # deterministic: the k-th redraw's seed is derived
+                     caps: Capabilities | None = None, _pass: Capabilities | None = None
+                     ) -> tuple:
+    if caps is not None:
+        # a program outside the capabilities is redrawn from derived seeds (deterministic:
+        # the k-th redraw's seed is derived), for generators without ``caps=`` and for what a
+        # caps-aware generator cannot limit itself (structural features, op x dtype pairs)
+        inner = caps if _takes_caps(fn) else None
+        for k in range(_CAPS_RETRIES + 1):
             got = _adapt_generated(fn, wants_source, seed if k == 0 else
-                                   _derive(seed, "caps", k))
+                                   _derive(seed, "caps", k), caps=None, _pass=inner)
             if unsupported_reason(caps, requirements(got[0])) is None:
                 break
         return got
+    return _draw(fn, wants_source, seed, _pass)
+
+
+def _draw(fn: Callable, wants_source: bool, seed: int, caps: Capabilities | None) -> tuple:
     kw = {"caps": caps} if caps is not None else {}
     if wants_source:
         from tilefoundry.oracle.strategies import RandomSource
@@ -953,10 +1000,13 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         catalog: str | None = None, case_globs: Sequence[str] | None = None,
         reduce_s: float = 0.0, deadline: float | None = None, worker_rss_mb: float = 4096,
         stream: Any = None, shard: tuple[int, int] | None = None,
-        baseline: Any = None, flake_retries: int = 0) -> RunResult:
+        baseline: Any = None, flake_retries: int = 0,
+        budget_s: float | None = None, caps_override: Capabilities | None = None
+        ) -> RunResult:
     """Run ``cases`` (a list, a Catalog, a lazy sequence such as ``GeneratedCases``, or a tier
     name of the catalog ``catalog``) against the backend ``backend_spec``; see the module
-    docstring. ``deadline`` (a ``time.monotonic()`` value) stops handing out new cases;
+    docstring. ``deadline`` (a ``time.monotonic()`` value) stops handing out new cases; so
+    does ``budget_s`` seconds after the workers are started (fuzz ``--minutes``);
     ``reduce_s`` > 0 shrinks each FAIL with the oracle's reducer into ``<repro>/reduced``.
 
     ``baseline`` (a ``campaign.Baseline``): its case ids are checked against the catalog before
@@ -980,7 +1030,7 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     if "fork" not in multiprocessing.get_all_start_methods():
         raise ConformanceError("the conformance runner needs the 'fork' start method "
                                "(Linux, macOS); it is not available here")
-    backend, caps = _load_backend_checked(backend_spec)
+    backend, caps = _load_backend_checked(backend_spec, caps_override)
     del backend  # the runner only validates it; workers load their own
     known_ids: list[str] | None = None
     if isinstance(cases, str):
@@ -1101,6 +1151,9 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                                     "versions": environment()}) + "\n")
                 f.flush()
         prog.update(None, done=len([c for c in (cases if finite else ()) if c.id in done]))
+        if budget_s is not None:  # the clock starts when cases can be handed out
+            t = time.monotonic() + budget_s
+            deadline = t if deadline is None else min(deadline, t)
 
         def tasks() -> Iterator[tuple[int, Case]]:
             for i in range(len(cases)):

@@ -58,7 +58,13 @@ from typing import Any
 
 import numpy as np
 
-from tilefoundry.conformance.backend import ALL_OVERFLOW, ALL_POLICIES, Capabilities
+from tilefoundry.conformance.backend import (
+    ALL_FEATURES,
+    ALL_OVERFLOW,
+    ALL_POLICIES,
+    ALL_ROUNDING,
+    Capabilities,
+)
 from tilefoundry.errors import InvalidArgumentError, RunTimeCheckError
 from tilefoundry.semantics.dtypes import FORMATS, DType, bits_dtype, dtype_of, to_bits
 from tilefoundry.semantics.ir import (
@@ -173,7 +179,8 @@ class TorchBackend:
 
     def capabilities(self) -> Capabilities:
         return Capabilities(ops=SUPPORTED_OPS, dtypes=SUPPORTED_DTYPES, policies=ALL_POLICIES,
-                            overflow_modes=ALL_OVERFLOW, mesh=False)
+                            overflow_modes=ALL_OVERFLOW, mesh=False,
+                            rounding_modes=ALL_ROUNDING, features=ALL_FEATURES)
 
     def compile(self, module: Module, entry: str) -> _Compiled:
         from tilefoundry.semantics.typeinfer.core import Session

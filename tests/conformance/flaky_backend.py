@@ -34,7 +34,7 @@ class FlakyBackend:
     name = "flaky"
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(dtypes=frozenset(d for d in DType
+        return Capabilities.everything(dtypes=frozenset(d for d in DType
                                              if d not in (DType.F4E2M1, DType.I8)))
 
     def compile(self, module, entry):
