@@ -12,6 +12,7 @@ run has a regression.
 from __future__ import annotations
 
 import argparse
+import collections
 import sys
 from pathlib import Path
 
@@ -37,6 +38,9 @@ def _common(p: argparse.ArgumentParser, *, jsonl: str, timeout: float) -> None:
     p.add_argument("--junit", help="write a JUnit XML report here")
     p.add_argument("--coverage", help="write the op x dtype coverage matrix here (markdown "
                                       "for *.md, plain text otherwise)")
+    p.add_argument("--html", metavar="FILE",
+                   help="write a self-contained HTML report here (summary, coverage heat map, "
+                        "every failure with its program and failing element classes)")
     p.add_argument("--repro-dir", help="write a reproducer directory per FAIL under here")
     p.add_argument("--reduce", type=float, default=0.0, metavar="SECONDS",
                    help="shrink each FAIL with the oracle's reducer for up to this long "
@@ -108,6 +112,7 @@ def add_parser(sub) -> None:
                          "tilefoundry-conformance-merged.jsonl)")
     mg.add_argument("--junit", help="write a JUnit XML report here")
     mg.add_argument("--coverage", help="write the op x dtype coverage matrix here")
+    mg.add_argument("--html", metavar="FILE", help="write a self-contained HTML report here")
     _campaign_options(mg)
     mg.set_defaults(func=_merge)
     df = csub.add_parser(
@@ -201,6 +206,8 @@ def _prepare(args: argparse.Namespace):
         _check_writable(Path(args.coverage), "--coverage")
     if getattr(args, "write_baseline", None):
         _check_writable(Path(args.write_baseline), "--write-baseline")
+    if args.html:
+        _check_writable(Path(args.html), "--html")
     if args.reduce and not args.repro_dir:
         raise ConformanceError("--reduce needs --repro-dir (the reduced program is written "
                                "there)")
@@ -282,9 +289,24 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
         verdict = f"PASS (no new failure; {len(bl.known)} known)"
     if flaky:
         verdict += f"; {flaky} FLAKY"
+    warned = [r for r in recs if r.get("warnings")]
+    if warned:
+        where = collections.Counter(w["where"] + " " + w["category"] for r in warned
+                                    for w in r["warnings"])
+        print(f"\n{len(warned)} case(s) raised warnings, recorded on each case ('warnings' in "
+              f"the JSON lines): " + ", ".join(f"{k} ({n} case(s))"
+                                              for k, n in where.most_common(3)))
     print(f"\nresult: {verdict}; results in "
           f"{result.jsonl}" + (f", reproducers in {args.repro_dir}" if args.repro_dir and
                                any(r.get('repro') for r in recs) else ""))
+    if getattr(args, "html", None):
+        from tilefoundry.conformance.html_report import write_html
+
+        write_html(recs, args.html, title=f"tilefoundry conformance {what}: {result.backend}",
+                   meta=f"backend {result.backend!r}, seed {result.seed}, {len(recs)} case(s)"
+                        + (f", {result.wall_s:.1f} s" if result.wall_s else ""),
+                   result=verdict)
+        print(f"HTML report: {args.html}")
     return result.exit_code
 
 
@@ -326,6 +348,8 @@ def _merge(args: argparse.Namespace) -> int:
             runner._check_writable(Path(args.coverage), "--coverage")
         if args.write_baseline:
             runner._check_writable(Path(args.write_baseline), "--write-baseline")
+        if args.html:
+            runner._check_writable(Path(args.html), "--html")
         out = Path(args.jsonl)
         if any(Path(f).resolve() == out.resolve() for f in args.files):
             raise campaign.CampaignError(f"merge: -o {out} is one of the input files")

@@ -58,6 +58,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -447,13 +448,31 @@ def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, see
         if task is None:
             break
         idx, opts = task
-        try:
-            out = _execute(backend, load_error, caps, cases[idx], seed, opts, phase, conn, idx)
-        except Exception as e:  # a harness bug: report it on the case, keep the worker
-            out = {"verdict": "ERROR", "harness": True,
-                   "message": f"harness: {type(e).__name__}: {_short(str(e))}"}
+        caught: list[tuple] = []
+        with warnings.catch_warnings():
+            # every warning of the case is recorded on the case (with the phase it came from)
+            # instead of going, unattributed, to the runner's stderr
+            warnings.simplefilter("always")
+            warnings.showwarning = lambda message, category, filename, lineno, *a, _c=caught, \
+                **k: _c.append((_PHASES[phase.value], category.__name__,
+                               os.path.basename(str(filename)), lineno, str(message)))
+            try:
+                out = _execute(backend, load_error, caps, cases[idx], seed, opts, phase, conn,
+                               idx)
+            except Exception as e:  # a harness bug: report it on the case, keep the worker
+                out = {"verdict": "ERROR", "harness": True,
+                       "message": f"harness: {type(e).__name__}: {_short(str(e))}"}
+        if caught:
+            out["warnings"] = _warning_summary(caught)
         phase.value = _IDLE
         conn.send(("done", idx, out, _rss_mb()))
+
+
+def _warning_summary(caught: list[tuple]) -> list[dict]:
+    """The distinct warnings of a case (phase, category, file:line, message) with counts."""
+    counts = collections.Counter(caught)
+    return [{"phase": ph, "category": cat, "where": f"{f}:{ln}", "message": msg[:300],
+             "count": n} for (ph, cat, f, ln, msg), n in list(counts.items())[:10]]
 
 
 def _short(s: str, n: int = 2000) -> str:
@@ -517,7 +536,10 @@ def _output_detail(o: Any) -> dict:
             "total": o.total, "worst_index": list(o.worst_index or ()),
             "expected": o.expected, "observed": o.observed, "expected_hex": o.expected_hex,
             "observed_hex": o.observed_hex, "ulp_distance": _jsonable(o.ulp_distance),
-            "detail": o.detail}
+            "detail": o.detail,
+            "classes": [{"class": c[0], "count": c[1], "index": list(c[2]),
+                         "expected_hex": c[3], "observed_hex": c[4], "expected": c[5],
+                         "observed": c[6]} for c in getattr(o, "classes", ())]}
 
 
 def _tolerance(verdict: Any, observed: Any, ulp: int) -> tuple[bool, float]:
@@ -570,6 +592,27 @@ def _reported_check(case: Case, e: RunTimeCheckError, ref_error: BaseException |
     return "PASS", _short(f"backend.run raised {named} as the reference does: {_text(e)}")
 
 
+def _case_program(case: Case) -> str:
+    """The program of a case whose worker died (CRASH / TIMEOUT), rebuilt in the runner."""
+    try:
+        return _program_text(case.build()[0])
+    except Exception:
+        return ""
+
+
+def _program_text(module: Any) -> str:
+    """The program as text for reports (the DSL source where it reads back exactly, else the
+    canonical IR text), at most 20,000 characters."""
+    try:
+        from tilefoundry.conformance.report import _program_source
+
+        text, src, _ = _program_source(module)
+        t = src or text
+    except Exception:
+        return ""
+    return t if len(t) <= 20000 else t[:20000] + f"\n... ({len(t) - 20000} more characters)"
+
+
 def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed: int,
              opts: dict, phase, conn, idx: int) -> dict:
     from tilefoundry.oracle.compare import check
@@ -579,8 +622,12 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
     t0 = time.perf_counter()
     rec: dict[str, Any] = {}
 
+    module = None
+
     def done(verdict: str, message: str = "", **extra: Any) -> dict:
         rec.update(verdict=verdict, message=message, seconds=time.perf_counter() - t0, **extra)
+        if verdict in BAD_VERDICTS and module is not None:
+            rec["program"] = _program_text(module)  # what a report shows with the failure
         return rec
 
     phase.value = _BUILD
@@ -1276,7 +1323,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                     else:
                         out = {**slot.meta, "verdict": "CRASH", "seconds": elapsed,
                                "message": f"{what} during {phase}"
-                                          + (f"; innermost frames: {where}" if where else "")}
+                                          + (f"; innermost frames: {where}" if where else ""),
+                               "program": _case_program(case)}
                     if slot.rerun is not None:
                         out["rerun"] = slot.rerun
                     slot.task = None
@@ -1298,7 +1346,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                         out = {**slot.meta, "verdict": "TIMEOUT", "seconds": elapsed,
                                "message": f"exceeded the {timeout_s:g} s limit during {phase}; "
                                           f"the worker was killed"
-                                          + (f"; innermost frames: {where}" if where else "")}
+                                          + (f"; innermost frames: {where}" if where else ""),
+                               "program": _case_program(case)}
                     slot.task = None
                     pool.kill(slot)
                     conclude(slot, i, case, out)

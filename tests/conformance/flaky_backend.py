@@ -6,7 +6,7 @@ whose ``__str__`` raises, ``late_exit`` returns the right values and exits the p
 thread ``LATE_EXIT_S`` seconds later, ``fork_leftover`` returns the right values and leaves a
 forked child sleeping (its pid appended to ``$LEFTOVER_PID_FILE``), ``list_fds`` writes the
 files the worker holds open to ``$FD_LIST_FILE``, ``malformed`` returns the wrong shape, ``exit`` calls
-``os._exit(3)``, ``ulp1`` returns every float result one ULP up, ``flip`` returns garbage on its first
+``os._exit(3)``, ``ulp1`` returns every float result one ULP up, ``warn`` passes after a numpy RuntimeWarning, ``flip`` returns garbage on its first
 ``$FLIP_FAILS`` runs and the right values after (a flaky bug); any other entry runs the
 reference. i8 is declared unsupported. ``FLAKY_DELAY`` (seconds) slows every ``run`` down (the
 kill-and-resume test uses it)."""
@@ -76,6 +76,8 @@ class FlakyBackend:
 
             threading.Timer(float(os.environ.get("LATE_EXIT_S", "0.5")),
                             lambda: os._exit(7)).start()
+        if entry == "warn":  # passes, after a numpy RuntimeWarning of its own
+            np.array([np.nan, 1.0]).astype(np.int32)
         out = evaluate(module, entry, inputs)
         if entry == "flip" and _flip_fails():
             return (out.astype(np.float32) * 3 + 1).astype(out.dtype)

@@ -108,3 +108,14 @@ def build_flip(seed: int = 0, *, backend_caps=None) -> Catalog:
         Case("flaky/garbage", "flaky", binary("garbage", B.SUB, DType.F32, seed, "garbage")),
         Case("elementwise/add/f32", "elementwise", binary("add", B.ADD, DType.F32, seed)),
     ])
+
+
+def build_warn(seed: int = 0, *, backend_caps=None) -> Catalog:
+    """``flaky/warn`` (the flaky backend warns, then passes), ``flaky/garbage`` (fails) and a
+    passing add: for warnings attributed to their case and for the HTML report."""
+    B = BinaryKind
+    return Catalog([
+        Case("flaky/warn", "flaky", binary("warn", B.ADD, DType.F32, seed, "warn")),
+        Case("flaky/garbage", "flaky", binary("garbage", B.SUB, DType.F32, seed, "garbage")),
+        Case("elementwise/add/f32", "elementwise", binary("add", B.ADD, DType.F32, seed)),
+    ])
