@@ -553,4 +553,48 @@ def write_reproducer(path: str | Path, *, case_id: str, family: str, seed: int, 
     (p / "case.json").write_text(json.dumps(meta, indent=1) + "\n")
     (p / "repro.py").write_text(REPRO_PY.format(case_id=case_id, family=family, seed=seed,
                                                 backend=backend))
+    (p / "BUG.md").write_text(bug_md(p, case_id=case_id, family=family, seed=seed,
+                                     backend=backend, verdict=verdict, text=text, dsl=dsl,
+                                     inputs=inputs))
     return p
+
+
+#: input elements shown as hex in BUG.md (all of them are in input_<i>.npy / inputs.hex.txt)
+BUG_HEX_ELEMENTS = 64
+
+
+def bug_md(p: Path, *, case_id: str, family: str, seed: int, backend: str, verdict: Any,
+           text: str, dsl: str | None, inputs: list) -> str:
+    """A bug report a person can paste into a tracker: the replay command, expected vs
+    observed per failing element class of each rejected output, the program source and the
+    inputs as hex (the first ``BUG_HEX_ELEMENTS`` elements of each)."""
+    from tilefoundry.semantics.evaluator.mesh import Sharded
+
+    lines = [f"# {case_id}: {verdict.status} on backend `{backend or '(candidate)'}`", "",
+             f"- family: {family}; seed: {seed}; contracts version: "
+             f"{verdict.contracts_version}", "", "## Replay", "", "```sh",
+             f"python {p}/repro.py" + (f" --backend {backend}" if backend else ""), "```", "",
+             "## Expected vs observed", ""]
+    fails = [o for o in verdict.outputs if o.status == "FAIL"]
+    if not fails:
+        lines += [verdict.summary(), ""]
+    for o in fails:
+        lines += [f"Output {o.output}, contract `{o.contract}`: {o.mismatches} of {o.total} "
+                  f"element(s) rejected, in {len(o.classes) or 1} distinct class(es).", "",
+                  "| class (expected -> observed) | elements | first index | expected | "
+                  "observed |", "|---|--:|---|---|---|"]
+        classes = o.classes or (("worst element", o.mismatches, o.worst_index or (),
+                                 o.expected_hex, o.observed_hex, o.expected, o.observed),)
+        for name, n, idx, eh, oh, ev, ov in classes:
+            lines.append(f"| {name} | {n} | {list(idx)} | {ev} (`{eh}`) | {ov} (`{oh}`) |")
+        lines.append("")
+    lines += ["## Program", "", "```python" if dsl else "```", (dsl or text).rstrip(), "```", "",
+              "## Inputs (hex bit patterns)", ""]
+    for i, x in enumerate(inputs):
+        data = x.data if isinstance(x, Sharded) else np.asarray(x)
+        hx = _hex_lines(f"input {i}", data.reshape(-1)[:BUG_HEX_ELEMENTS])
+        more = data.size - min(data.size, BUG_HEX_ELEMENTS)
+        lines += [f"input {i}: shape {list(data.shape)}" + (f" (the first {BUG_HEX_ELEMENTS} "
+                  f"of {data.size} elements; all in input_{i}.npy)" if more else ""), "```",
+                  *hx[1:], "```", ""]
+    return "\n".join(lines)
