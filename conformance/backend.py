@@ -39,7 +39,6 @@ values) is a **FAIL**: the backend refused a program that has a result.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -526,7 +525,8 @@ BUILTIN: dict[str, str] = {
 
 
 def load_backend(spec: str) -> Backend:
-    """``package.module:factory``, a built-in name, or a ``tilefoundry.backends`` entry point."""
+    """``package.module:factory``, ``path/to/file.py:factory``, a built-in name, or a
+    ``tilefoundry.backends`` entry point."""
     if not isinstance(spec, str) or not spec:
         raise InvalidArgumentError(f"--backend: expected 'package.module:factory' or a name, "
                                    f"got {spec!r}")
@@ -540,17 +540,13 @@ def load_backend(spec: str) -> Backend:
                 f"--backend {spec!r}: not a built-in ({sorted(BUILTIN)}), not an entry point "
                 f"of group 'tilefoundry.backends', and not 'package.module:factory'")
         factory = eps[0].load()
-    else:
-        mod_name, _, attr = (target or spec).partition(":")
-        try:
-            mod = importlib.import_module(mod_name)
-        except ImportError as e:
-            raise InvalidArgumentError(f"--backend {spec!r}: cannot import {mod_name!r}: {e}") \
-                from None
-        factory = getattr(mod, attr, None)
-        if factory is None:
-            raise InvalidArgumentError(f"--backend {spec!r}: module {mod_name!r} has no "
-                                       f"attribute {attr!r}")
+    else:  # 'package.module:factory' or 'path/to/file.py:factory' (tilefoundry.loading)
+        from tilefoundry.loading import load_object
+
+        factory = load_object(target or spec, "--backend")
+        if not callable(factory):
+            raise InvalidArgumentError(f"--backend {spec!r}: {type(factory).__name__} is not "
+                                       f"callable (name a factory returning a backend)")
     backend = factory()
     for what in ("name", "capabilities", "compile", "run"):
         if not hasattr(backend, what):

@@ -19,6 +19,7 @@ from pathlib import Path
 from tilefoundry.errors import TilefoundryError
 
 PROG = "tilefoundry conformance"
+RAW = argparse.RawDescriptionHelpFormatter
 DEFAULT_FUZZ_DB = ".tilefoundry/fuzz-db"
 DEFAULT_GENERATOR = "tilefoundry.oracle.programs:generate_program"
 
@@ -54,11 +55,24 @@ def _common(p: argparse.ArgumentParser, *, jsonl: str, timeout: float) -> None:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("conformance", help="judge a backend on the conformance catalog",
+                       epilog="subcommand help: tilefoundry conformance run --help (and fuzz, "
+                              "list, merge, diff, probe, coverage)",
                        description="Judge a backend on the conformance catalog: a verdict per "
                                    "case, a summary, JSON lines, JUnit XML, a coverage matrix "
                                    "and a reproducer per failure.")
     csub = p.add_subparsers(dest="conformance_command")
-    r = csub.add_parser("run", help="run a tier of the catalog against a backend")
+    r = csub.add_parser(
+        "run", help="run a tier of the catalog against a backend", formatter_class=RAW,
+        description="Run a tier of the conformance catalog against a backend: one verdict per "
+                    "case, a summary, JSON lines and optional reports.",
+        epilog="examples:\n"
+               "  tilefoundry conformance run --backend reference -j 2\n"
+               "  tilefoundry conformance run --backend mypkg.backend:factory --tier full "
+               "--shard 1/3 --jsonl s1.jsonl\n"
+               "  tilefoundry conformance run --backend ./my_backend.py:factory --cases "
+               "'cast/*' --html report.html --repro-dir repro\n"
+               "  tilefoundry conformance run --backend B --baseline known.json "
+               "--flake-retries 2")
     _common(r, jsonl="tilefoundry-conformance.jsonl", timeout=60.0)
     r.add_argument("--tier", choices=("quick", "full"), default="quick",
                    help="quick (default: every op feature and cast boundary class, about a "
@@ -78,7 +92,15 @@ def add_parser(sub) -> None:
                         "in a fresh worker); one that passes on a later attempt is FLAKY "
                         "(default 0)")
     r.set_defaults(func=_run)
-    f = csub.add_parser("fuzz", help="run generated programs against a backend for N minutes")
+    f = csub.add_parser(
+        "fuzz", help="run generated programs against a backend for N minutes",
+        formatter_class=RAW,
+        description="Run generated programs, drawn inside the backend's capabilities, until "
+                    "the time is up; failing seeds are replayed first by the next run.",
+        epilog="examples:\n"
+               "  tilefoundry conformance fuzz --backend mypkg.backend:factory --minutes 5 -j 2\n"
+               "  tilefoundry conformance fuzz --backend B --minutes 1 --seed 7 --no-db "
+               "--repro-dir repro")
     _common(f, jsonl="tilefoundry-fuzz.jsonl", timeout=30.0)
     f.add_argument("--minutes", type=float, required=True, help="how long to draw programs")
     f.add_argument("--generator", help="'package.module:function' taking a seed and returning "
@@ -92,7 +114,12 @@ def add_parser(sub) -> None:
                         f"(default {DEFAULT_FUZZ_DB})")
     f.add_argument("--no-db", action="store_true", help="neither replay nor save failing seeds")
     f.set_defaults(func=_fuzz)
-    ls = csub.add_parser("list", help="list the catalog's cases")
+    ls = csub.add_parser(
+        "list", help="list the catalog's cases", formatter_class=RAW,
+        description="Print the catalog's cases (id, family, tier, ops, dtypes; tab-separated) "
+                    "and a count per family.",
+        epilog="examples:\n  tilefoundry conformance list --tier quick --cases 'cast/*'\n"
+               "  tilefoundry conformance list | cut -f2 | sort | uniq -c")
     ls.add_argument("--tier", choices=("quick", "full"), default="full")
     ls.add_argument("--seed", type=int, default=0)
     ls.add_argument("--cases", action="append", metavar="GLOB")
@@ -154,7 +181,9 @@ def add_parser(sub) -> None:
     cv = csub.add_parser("coverage", help="what a tier exercises and what it leaves out",
                          description="Op features (op x dtype x attribute values x sharding "
                                      "pattern) and cast boundary classes a tier exercises, and "
-                                     "its holes against the full tier plus the program pool.")
+                                     "its holes against the full tier plus the program pool.",
+                         epilog="example: tilefoundry conformance coverage --tier quick "
+                                "--limit 10")
     cv.add_argument("--tier", choices=("quick", "full"), default="quick")
     cv.add_argument("--limit", type=int, default=40, help="holes listed per kind (default 40)")
     cv.add_argument("--write-fill", action="store_true",

@@ -195,18 +195,15 @@ def _load_backend_checked(spec: str, caps_override: Capabilities | None = None
 
 
 def _resolve(spec: str, what: str) -> Callable:
-    import importlib
+    """``package.module:function`` or ``path/to/file.py:function`` (tilefoundry.loading)."""
+    from tilefoundry.loading import load_object
 
-    mod_name, _, attr = spec.partition(":")
-    if not mod_name or not attr:
-        raise ConformanceError(f"{what} {spec!r}: expected 'package.module:function'")
     try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as e:
-        raise ConformanceError(f"{what} {spec!r}: cannot import {mod_name!r}: {e}") from None
-    fn = getattr(mod, attr, None)
+        fn = load_object(spec, what)
+    except TilefoundryError as e:
+        raise ConformanceError(str(e)) from None
     if not callable(fn):
-        raise ConformanceError(f"{what} {spec!r}: {mod_name!r} has no function {attr!r}")
+        raise ConformanceError(f"{what} {spec!r}: a {type(fn).__name__}, not a function")
     return fn
 
 

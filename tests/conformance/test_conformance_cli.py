@@ -63,7 +63,7 @@ def test_list(capsys):
     (["--backend", "nonsense"], "not a built-in"),
     (["--backend", "flaky_backend:bad_caps"], r"capabilities\(\) returned dict"),
     (["--backend", "reference", "--catalog", "synthetic_catalog:nope"],
-     "has no function 'nope'"),
+     "has no attribute 'nope'"),
     (["--backend", "reference", "--manifest", "BAD"], r"unknown key\(s\) \['owner'\]"),
     # report folders are created; a path under a regular file cannot be
     (["--backend", "reference", "--junit", "afile/dir/j.xml"], "--junit afile/dir/j.xml: "
