@@ -517,6 +517,7 @@ class ReferenceBackend:
 BUILTIN: dict[str, str] = {
     "reference": "tilefoundry.conformance.backend:ReferenceBackend",
     "torch": "tilefoundry.conformance.torch_backend:TorchBackend",
+    "torch-cuda": "tilefoundry.conformance.torch_backend:cuda",
     "kernel-interp": "tilefoundry.compiler.backends:KernelInterpBackend",
     "simd": "tilefoundry.compiler.simd_backend:SimdBackend",
     "triton": "tilefoundry.compiler.triton_backend:TritonBackend",
