@@ -93,15 +93,16 @@ def main() -> None:
         "narrow (Binary/Unary/Cast; f32, bf16)": NARROW,
         "reference (all; mesh)": ReferenceBackend().capabilities(),
         "kinds (Binary.add/mul, Unary.exp, Reduce fold_left, MatMul, Transpose; f16, f32; "
-        "saturate)": Capabilities(
+        "saturate)": Capabilities.everything(
             ops=frozenset({"Binary.add", "Binary.mul", "Unary.exp", "Reduce", "MatMul",
                            "Transpose"}), dtypes=frozenset({DType.F16, DType.F32}),
             policies=frozenset({"fold_left"}), overflow_modes=frozenset({"saturate"})),
         "ints + mesh (Binary, Reduce, Gather, Reshape, Reshard, Cast; i32, i8, bool)":
-            Capabilities(ops=frozenset({"Binary", "Reduce", "Gather", "Reshape", "Reshard",
-                                        "Cast"}),
-                         dtypes=frozenset({DType.I32, DType.I8, DType.BOOL}), mesh=True),
-        "no f8 / f4, ordered_tree only (all ops; mesh)": Capabilities(
+            Capabilities.everything(ops=frozenset({"Binary", "Reduce", "Gather", "Reshape",
+                                                   "Reshard", "Cast"}),
+                                    dtypes=frozenset({DType.I32, DType.I8, DType.BOOL}),
+                                    mesh=True),
+        "no f8 / f4, ordered_tree only (all ops; mesh)": Capabilities.everything(
             dtypes=frozenset(d for d in DType if d not in (DType.FP8E4M3, DType.FP8E5M2,
                                                            DType.F8E8M0, DType.F4E2M1)),
             policies=frozenset({"ordered_tree"}), mesh=True),

@@ -33,7 +33,13 @@ from tilefoundry.compiler.hir_passes import typeinfer
 from tilefoundry.compiler.lower import LOWERINGS
 from tilefoundry.compiler.pipeline import Compiled, compile
 from tilefoundry.compiler.schedule import TileConfig
-from tilefoundry.conformance.backend import ALL_OVERFLOW, ALL_POLICIES, Capabilities
+from tilefoundry.conformance.backend import (
+    ALL_FEATURES,
+    ALL_OVERFLOW,
+    ALL_POLICIES,
+    ALL_ROUNDING,
+    Capabilities,
+)
 from tilefoundry.errors import RunTimeCheckError
 from tilefoundry.semantics.formats import FORMATS, DType
 from tilefoundry.semantics.ir import Function, Module
@@ -80,7 +86,8 @@ class KernelInterpBackend:
         return Capabilities(
             ops=frozenset(op.__name__ for op in LOWERINGS) | {"Local"},
             dtypes=frozenset(d for d in DType if FORMATS[d].evaluable),
-            policies=ALL_POLICIES, overflow_modes=ALL_OVERFLOW, mesh=True)
+            policies=ALL_POLICIES, overflow_modes=ALL_OVERFLOW, mesh=True,
+            rounding_modes=ALL_ROUNDING, features=ALL_FEATURES)
 
     def compile(self, module: Module, entry: str) -> _Program:
         from tilefoundry.compiler.lower_mesh import has_mesh

@@ -12,7 +12,6 @@ program cannot be compiled.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from tilefoundry.errors import TilefoundryError
@@ -26,8 +25,16 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser("compile", help="compile a module's entry and print passes",
                        description="Compile a module's entry for concrete shapes: typeinfer, "
-                                   "elaborate, canonicalize, lower, fuse, render, build.")
-    p.add_argument("spec", help="'package.module:attr' naming a Module")
+                                   "elaborate, canonicalize, lower, fuse, render, build.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="examples:\n"
+                              "  tilefoundry compile tilefoundry.compiler.examples:EXAMPLES "
+                              "rmsnorm --shape 4x64 --shape 64 --print-after fuse\n"
+                              "  tilefoundry compile ./kernels.py:mod f --shape 8 --shape 8 "
+                              "--target simd")
+    p.add_argument("spec", help="'package.module:attr' or 'path/to/file.py:attr' naming a "
+                                "Module (or a function returning one); the current directory "
+                                "is importable")
     p.add_argument("entry", help="the entry function")
     p.add_argument("--shape", action="append", default=[], metavar="DIMS",
                    help="one per parameter, e.g. 4x64 ('scalar' for rank 0)")
@@ -50,17 +57,18 @@ def _shape(s: str) -> tuple[int, ...]:
 
 
 def _load(spec: str):
+    from tilefoundry.loading import load_object
     from tilefoundry.semantics.ir import Module
 
-    mod_name, _, attr = spec.partition(":")
-    if not attr:
-        raise TilefoundryError(f"{spec!r}: expected 'package.module:attr'")
-    try:
-        obj = getattr(importlib.import_module(mod_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise TilefoundryError(f"{spec!r}: {e}") from None
+    obj = load_object(spec, "compile")
     if callable(obj) and not isinstance(obj, Module):
-        obj = obj()
+        try:
+            obj = obj()
+        except TilefoundryError:
+            raise
+        except Exception as e:
+            raise TilefoundryError(f"compile {spec!r}: calling it raised {type(e).__name__}: "
+                                   f"{e}") from None
     if not isinstance(obj, Module):
         raise TilefoundryError(f"{spec!r} is a {type(obj).__name__}, not a Module")
     return obj

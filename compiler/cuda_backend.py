@@ -325,8 +325,8 @@ TARGETS.setdefault("cuda-host", Target("cuda-host", render, _builder("host")))
 
 class CudaBackend(KernelInterpBackend):
     """The CUDA C++ backend as a conformance backend (``--backend cuda``); capabilities are
-    the lowering's (``KernelInterpBackend.capabilities``), the renderer raising
-    ``NotSupportedError`` for the rest."""
+    the lowering's (``KernelInterpBackend.capabilities``) without sharded programs, the
+    renderer raising ``NotSupportedError`` for the rest."""
 
     name = "cuda"
     target = "cuda"
@@ -341,6 +341,14 @@ class CudaBackend(KernelInterpBackend):
             _driver()  # cuda-python importable (imports only; CUDA is not initialised here)
         self.device = device
         self.target = "cuda" if device == "cuda" else "cuda-host"
+
+    def capabilities(self):
+        """The lowering's, without sharded programs: the per-device lowering
+        (``compiler/lower_mesh.py``) runs on ``kernel-interp`` and ``simd`` only."""
+        import dataclasses
+
+        caps = super().capabilities()
+        return dataclasses.replace(caps, ops=caps.ops - {"Local"}, mesh=False)
 
 
 def host_backend(**kw) -> CudaBackend:

@@ -54,7 +54,13 @@ from tilefoundry.compiler.lower import LOWERINGS
 from tilefoundry.compiler.pipeline import TARGETS, Target
 from tilefoundry.compiler.render_triton import render, storage_view
 from tilefoundry.compiler.schedule import TileConfig
-from tilefoundry.conformance.backend import ALL_OVERFLOW, ALL_POLICIES, Capabilities
+from tilefoundry.conformance.backend import (
+    ALL_FEATURES,
+    ALL_OVERFLOW,
+    ALL_POLICIES,
+    ALL_ROUNDING,
+    Capabilities,
+)
 from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.semantics.formats import FORMATS, DType
 
@@ -278,4 +284,5 @@ class TritonBackend(KernelInterpBackend):
         return Capabilities(
             ops=frozenset(op.__name__ for op in LOWERINGS),
             dtypes=frozenset(d for d in DType if FORMATS[d].evaluable),
-            policies=ALL_POLICIES, overflow_modes=ALL_OVERFLOW, mesh=False)
+            policies=ALL_POLICIES, overflow_modes=ALL_OVERFLOW, mesh=False,
+            rounding_modes=ALL_ROUNDING, features=ALL_FEATURES)

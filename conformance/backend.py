@@ -39,8 +39,8 @@ values) is a **FAIL**: the backend refused a program that has a result.
 
 from __future__ import annotations
 
-import importlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -51,8 +51,10 @@ from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call, Function, Module
 
 __all__ = [
+    "ALL_FEATURES",
     "ALL_OVERFLOW",
     "ALL_POLICIES",
+    "ALL_ROUNDING",
     "RUN_TIME_CHECKS",
     "Backend",
     "Capabilities",
@@ -66,24 +68,135 @@ __all__ = [
 
 ALL_POLICIES = frozenset({"unordered_tree", "ordered_tree", "fold_left", "fold_right"})
 ALL_OVERFLOW = frozenset({"nonfinite", "saturate"})
+ALL_ROUNDING = frozenset({"nearest", "up", "down"})
+#: structural features a program may need beyond its ops: tuple values (a Tuple, a
+#: TupleGetItem or a tuple-typed parameter / result), calls of another function of the module,
+#: loops (GridRegionExpr), dispatch (a function with DimVar variants or specializations)
+ALL_FEATURES = frozenset({"tuples", "calls", "loops", "dispatch"})
+#: the attributes ``op_attrs`` may restrict (the others are shape attributes, never claimed)
+_ATTR_SETS = {"policy": ALL_POLICIES, "overflow": ALL_OVERFLOW, "rounding": ALL_ROUNDING}
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a backend claims. ``ops`` holds op class names (``"Binary"``, ``"MatMul"``) or
-    ``"Binary.add"``-style names for a single kind; ``None`` means every op."""
+    """What a backend claims. The default claims **nothing** (D247): a backend states each op,
+    dtype, reduction policy, Cast overflow / rounding mode and structural feature it runs, and
+    a case needing anything else is NOT_SUPPORTED, naming it.
 
-    ops: frozenset[str] | None = None
-    dtypes: frozenset[DType] = field(default_factory=lambda: frozenset(DType))
-    policies: frozenset[str] = ALL_POLICIES
-    overflow_modes: frozenset[str] = ALL_OVERFLOW
+    * ``ops``: op class names (``"Binary"``, ``"MatMul"``) or ``"Binary.add"``-style names for
+      a single kind; ``None`` means every op (say so explicitly).
+    * ``dtypes``: the dtypes any value may have.
+    * ``op_dtypes``: per op name (a class or a ``Class.kind``), the only dtypes its operands and
+      result may have (``{"Cast": {f32, bf16}, "Binary.lt": {f32, bool}}``); ops it does not
+      name are limited by ``dtypes`` alone.
+    * ``policies`` (reduction policies), ``overflow_modes`` and ``rounding_modes`` (Cast):
+      for every op; ``op_attrs`` narrows them per op: ``{"Reduce.sum": {"policy":
+      {"fold_left"}}}`` (attributes ``policy``, ``overflow``, ``rounding``).
+    * ``features``: of ``ALL_FEATURES`` (tuples, calls, loops, dispatch).
+    * ``mesh``: sharded programs; ``mesh_shapes`` (None: any) the mesh axis extents it runs,
+      e.g. ``{(2,), (2, 2)}``.
+
+    ``Capabilities.everything()`` claims every op, dtype, mode and feature (the reference);
+    ``to_json`` / ``from_json`` round-trip a set (what ``conformance probe`` writes)."""
+
+    ops: frozenset[str] | None = frozenset()
+    dtypes: frozenset[DType] = frozenset()
+    policies: frozenset[str] = frozenset()
+    overflow_modes: frozenset[str] = frozenset()
     mesh: bool = False
+    rounding_modes: frozenset[str] = frozenset()
+    features: frozenset[str] = frozenset()
+    op_dtypes: Mapping[str, frozenset[DType]] = field(default_factory=dict)
+    op_attrs: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
+    mesh_shapes: frozenset[tuple[int, ...]] | None = None
+
+    @classmethod
+    def everything(cls, **overrides: Any) -> Capabilities:
+        """Every op, every dtype, policy, mode and feature (no mesh unless ``mesh=True``);
+        ``overrides`` replace single fields."""
+        base = {"ops": None, "dtypes": frozenset(DType), "policies": ALL_POLICIES,
+                "overflow_modes": ALL_OVERFLOW, "rounding_modes": ALL_ROUNDING,
+                "features": ALL_FEATURES}
+        return cls(**{**base, **overrides})
 
     def to_json(self) -> dict:
         return {"ops": None if self.ops is None else sorted(self.ops),
-                "dtypes": sorted(d.value for d in self.dtypes),
+                "dtypes": sorted(_dt_name(d) for d in self.dtypes),
                 "policies": sorted(self.policies), "overflow_modes": sorted(self.overflow_modes),
-                "mesh": self.mesh}
+                "rounding_modes": sorted(self.rounding_modes),
+                "features": sorted(self.features), "mesh": self.mesh,
+                "mesh_shapes": None if self.mesh_shapes is None else
+                sorted(list(s) for s in self.mesh_shapes),
+                "op_dtypes": {k: sorted(_dt_name(d) for d in v)
+                              for k, v in sorted(self.op_dtypes.items())},
+                "op_attrs": {k: {a: sorted(vs) for a, vs in sorted(v.items())}
+                             for k, v in sorted(self.op_attrs.items())}}
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = "capabilities") -> Capabilities:
+        """The inverse of ``to_json``; an InvalidArgumentError naming the bad key. Names are
+        checked later, with the closest valid name (``runner.validate_capabilities``)."""
+        keys = {"ops", "dtypes", "policies", "overflow_modes", "rounding_modes", "features",
+                "mesh", "mesh_shapes", "op_dtypes", "op_attrs"}
+        if not isinstance(data, dict):
+            raise InvalidArgumentError(f"{source}: expected a JSON object, got "
+                                       f"{type(data).__name__}")
+        unknown = sorted(set(data) - keys)
+        if unknown:
+            raise InvalidArgumentError(f"{source}: unknown key(s) {unknown} (allowed: "
+                                       f"{sorted(keys)})")
+
+        def strs(k: str) -> frozenset:
+            v = data.get(k, [])
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise InvalidArgumentError(f"{source}: {k!r} must be a list of strings, got "
+                                           f"{v!r}")
+            return frozenset(v)
+
+        ops = None if data.get("ops", []) is None else strs("ops")
+        shapes = data.get("mesh_shapes")
+        if shapes is not None and (not isinstance(shapes, list) or not all(
+                isinstance(x, list) and all(isinstance(n, int) for n in x) for x in shapes)):
+            raise InvalidArgumentError(f"{source}: 'mesh_shapes' must be null or a list of "
+                                       f"lists of ints, got {shapes!r}")
+        od, oa = data.get("op_dtypes", {}), data.get("op_attrs", {})
+        if not isinstance(od, dict) or not all(isinstance(v, list) for v in od.values()):
+            raise InvalidArgumentError(f"{source}: 'op_dtypes' must map op names to lists of "
+                                       f"dtype names, got {od!r}")
+        if not isinstance(oa, dict) or not all(
+                isinstance(v, dict) and all(isinstance(x, list) for x in v.values())
+                for v in oa.values()):
+            raise InvalidArgumentError(f"{source}: 'op_attrs' must map op names to "
+                                       f"{{attribute: [values]}}, got {oa!r}")
+        if not isinstance(data.get("mesh", False), bool):
+            raise InvalidArgumentError(f"{source}: 'mesh' must be true or false")
+        return cls(ops=ops, dtypes=strs("dtypes"), policies=strs("policies"),
+                   overflow_modes=strs("overflow_modes"),
+                   rounding_modes=strs("rounding_modes"), features=strs("features"),
+                   mesh=data.get("mesh", False),
+                   mesh_shapes=None if shapes is None else frozenset(tuple(x) for x in shapes),
+                   op_dtypes={k: frozenset(v) for k, v in od.items()},
+                   op_attrs={k: {a: frozenset(x) for a, x in v.items()}
+                             for k, v in oa.items()})
+
+    @classmethod
+    def load(cls, path: str) -> Capabilities:
+        """A capability set from a JSON file (``conformance probe`` writes one)."""
+        import json
+
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except OSError as e:
+            raise InvalidArgumentError(f"--capabilities {path}: cannot read it "
+                                       f"({e.strerror or e})") from None
+        except json.JSONDecodeError as e:
+            raise InvalidArgumentError(f"--capabilities {path}: not valid JSON ({e})") from None
+        return cls.from_json(data, f"--capabilities {path}")
+
+
+def _dt_name(d: Any) -> str:
+    return d.value if isinstance(d, DType) else str(d)
 
 
 @runtime_checkable
@@ -120,28 +233,67 @@ def known_op_names() -> frozenset[str]:
     return frozenset(out)
 
 
-def _closest(name: str, valid: frozenset[str]) -> str:
+def _closest(name: str, valid: frozenset[str]) -> list[str]:
+    """The valid names closest to ``name`` (difflib's ratio, case-insensitive): the best one,
+    and every other one exactly as close (``'Binary.ad'`` is one letter from both
+    ``'Binary.add'`` and ``'Binary.and'``)."""
     import difflib
 
     low = {v.lower(): v for v in valid}
-    hit = difflib.get_close_matches(name.lower(), list(low), n=1, cutoff=0.0)
-    return low[hit[0]] if hit else sorted(valid)[0]
+    scored = sorted(((difflib.SequenceMatcher(None, name.lower(), k).ratio(), low[k])
+                     for k in low), key=lambda t: (-t[0], t[1]))
+    best = scored[0][0]
+    return [v for r, v in scored if r == best][:3]
 
 
-def capability_name_error(ops: Any, dtypes: Any) -> str | None:
-    """The first op or dtype name of ``ops`` / ``dtypes`` that names nothing, as ``"unknown op
-    'Binray' (closest valid name: 'Binary')"`` (None: every name is known). ``dtypes`` may hold
-    DType members or their names (``"bf16"``)."""
+def _unknown(what: str, name: str, valid: frozenset[str]) -> str:
+    near = _closest(name, valid)
+    return f"unknown {what} {name!r} (closest valid name{'s' if len(near) > 1 else ''}: " \
+           f"{', '.join(repr(n) for n in near)})"
+
+
+def capability_name_error(ops: Any, dtypes: Any, policies: Any = (),
+                          overflow_modes: Any = (), rounding_modes: Any = (),
+                          features: Any = (), op_dtypes: Any = None,
+                          op_attrs: Any = None) -> str | None:
+    """Every op, dtype, reduction policy and overflow mode name of the capabilities that names
+    nothing, each with the closest valid name(s), as ``"unknown op 'Binray' (closest valid
+    name: 'Binary')"`` joined by ``"; "`` (None: every name is known). ``dtypes`` may hold
+    DType members or their names (``"bf16"``). A misspelled name would otherwise claim
+    nothing and turn every case that needs it into a silent NOT_SUPPORTED."""
+    bad: list[str] = []
     if ops is not None:
         valid = known_op_names()
-        for o in sorted(str(x) for x in ops):
-            if o not in valid:
-                return f"unknown op {o!r} (closest valid name: {_closest(o, valid)!r})"
+        bad += [_unknown("op", o, valid) for o in sorted(str(x) for x in ops) if o not in valid]
     names = frozenset(d.value for d in DType)
-    for d in sorted(str(x) for x in dtypes if not isinstance(x, DType)):
-        if d not in names:
-            return f"unknown dtype {d!r} (closest valid name: {_closest(d, names)!r})"
-    return None
+    bad += [_unknown("dtype", d, names) for d in sorted(str(x) for x in dtypes
+                                                         if not isinstance(x, DType))
+            if d not in names]
+    bad += [_unknown("reduction policy", p, ALL_POLICIES) for p in sorted(map(str, policies))
+            if p not in ALL_POLICIES]
+    bad += [_unknown("overflow mode", m, ALL_OVERFLOW) for m in sorted(map(str, overflow_modes))
+            if m not in ALL_OVERFLOW]
+    bad += [_unknown("rounding mode", m, ALL_ROUNDING) for m in sorted(map(str, rounding_modes))
+            if m not in ALL_ROUNDING]
+    bad += [_unknown("feature", f, ALL_FEATURES) for f in sorted(map(str, features))
+            if f not in ALL_FEATURES]
+    valid = known_op_names()
+    for k, dts in sorted((op_dtypes or {}).items()):
+        if k not in valid:
+            bad.append("op_dtypes: " + _unknown("op", str(k), valid))
+        bad += [f"op_dtypes[{k!r}]: " + _unknown("dtype", str(d), names)
+                for d in sorted(map(_dt_name, dts)) if d not in names]
+    for k, attrs in sorted((op_attrs or {}).items()):
+        if k not in valid:
+            bad.append("op_attrs: " + _unknown("op", str(k), valid))
+        for a, vs in sorted(attrs.items()):
+            if a not in _ATTR_SETS:
+                bad.append(f"op_attrs[{k!r}]: " + _unknown("attribute", str(a),
+                                                           frozenset(_ATTR_SETS)))
+                continue
+            bad += [f"op_attrs[{k!r}][{a!r}]: " + _unknown(a, str(v), _ATTR_SETS[a])
+                    for v in sorted(map(str, vs)) if v not in _ATTR_SETS[a]]
+    return "; ".join(bad) or None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,10 +306,29 @@ class Requirements:
     policies: frozenset[str]
     overflow_modes: frozenset[str]
     mesh: bool
+    rounding_modes: frozenset[str] = frozenset()
+    features: frozenset[str] = frozenset()
+    op_dtypes: frozenset[tuple[str, DType]] = frozenset()  # (op name, operand / result dtype)
+    op_attrs: frozenset[tuple[str, str, str]] = frozenset()  # (op name, attribute, value)
+    mesh_shapes: frozenset[tuple[int, ...]] = frozenset()
+
+
+def _dtypes_of(t: Any) -> list[DType]:
+    from tilefoundry.semantics.types import TensorType, TupleType
+
+    if isinstance(t, TensorType):
+        return [t.dtype]
+    if isinstance(t, TupleType):
+        return [d for f in t.fields for d in _dtypes_of(f)]
+    return []
 
 
 def requirements(module: Module) -> Requirements:
-    """Every op, dtype, reduction policy, overflow mode and mesh use of ``module``."""
+    """Every op (with the dtypes of its operands and result and its policy / overflow /
+    rounding attributes), dtype, structural feature and mesh shape ``module`` uses."""
+    from tilefoundry.oracle.reduce import nodes
+    from tilefoundry.semantics.ir import GridRegionExpr, TupleGetItem
+    from tilefoundry.semantics.ir import Tuple as TupleExpr
     from tilefoundry.semantics.typeinfer.core import Session
     from tilefoundry.semantics.typeinfer.functions import infer_module
     from tilefoundry.semantics.types import TensorType, TupleType
@@ -165,25 +336,28 @@ def requirements(module: Module) -> Requirements:
     m = infer_module(module, Session())
     ops: set[str] = set()
     dts: set[DType] = set()
-    pols: set[str] = set()
-    ovf: set[str] = set()
-    mesh = False
+    attrs: dict[str, set[str]] = {"policy": set(), "overflow": set(), "rounding": set()}
+    feats: set[str] = set()
+    op_dts: set[tuple[str, DType]] = set()
+    op_attrs: set[tuple[str, str, str]] = set()
+    shapes: set[tuple[int, ...]] = set()
 
     def see_type(t: Any) -> None:
-        nonlocal mesh
         if isinstance(t, TensorType):
             dts.add(t.dtype)
-            mesh = mesh or t.shard is not None
+            if t.shard is not None:
+                shapes.add(tuple(t.shard.mesh.axis_extents))
         elif isinstance(t, TupleType):
+            feats.add("tuples")
             for f in t.fields:
                 see_type(f)
-
-    from tilefoundry.oracle.reduce import nodes
 
     fns: list[Function] = []
     for f in m.functions:
         fns.append(f)
         fns.extend(f.variants)
+        if f.variants or f.specializations:
+            feats.add("dispatch")
     for f in fns:
         for p in f.params:
             see_type(p.type)
@@ -199,23 +373,37 @@ def requirements(module: Module) -> Requirements:
                 seen.add(id(n))
                 if n.has_type:
                     see_type(n.checked_type)
-                if isinstance(n, Call) and not isinstance(n.op, Function):
+                if isinstance(n, TupleExpr | TupleGetItem):
+                    feats.add("tuples")
+                if isinstance(n, Call) and isinstance(n.op, Function):
+                    feats.add("calls")
+                elif isinstance(n, Call):
                     name = type(n.op).__name__
-                    ops.add(name)
+                    names = [name]
                     kind = getattr(n.op, "kind", None)
                     if hasattr(kind, "value"):
-                        ops.add(f"{name}.{kind.value}")
-                    if getattr(n.op, "policy", None):
-                        pols.add(n.op.policy)
-                    if getattr(n.op, "overflow", None):
-                        ovf.add(n.op.overflow)
-                    if getattr(n.op, "dtype", None) is not None:
+                        names.append(f"{name}.{kind.value}")
+                    ops.update(names)
+                    touched = [d for a in n.args if a.has_type
+                               for d in _dtypes_of(a.checked_type)]
+                    if n.has_type:
+                        touched += _dtypes_of(n.checked_type)
+                    if isinstance(getattr(n.op, "dtype", None), DType):
                         dts.add(n.op.dtype)
-                from tilefoundry.semantics.ir import GridRegionExpr
-
+                        touched.append(n.op.dtype)
+                    op_dts.update((o, d) for o in names for d in touched)
+                    for a in attrs:
+                        v = getattr(n.op, a, None)
+                        if isinstance(v, str) and v:
+                            attrs[a].add(v)
+                            op_attrs.update((o, a, v) for o in names)
                 if isinstance(n, GridRegionExpr):
+                    feats.add("loops")
                     stack.extend(n.yield_values)
-    return Requirements(frozenset(ops), frozenset(dts), frozenset(pols), frozenset(ovf), mesh)
+    return Requirements(frozenset(ops), frozenset(dts), frozenset(attrs["policy"]),
+                        frozenset(attrs["overflow"]), bool(shapes),
+                        frozenset(attrs["rounding"]), frozenset(feats), frozenset(op_dts),
+                        frozenset(op_attrs), frozenset(shapes))
 
 
 def unsupported_reason(caps: Capabilities, req: Requirements) -> str | None:
@@ -229,13 +417,31 @@ def unsupported_reason(caps: Capabilities, req: Requirements) -> str | None:
             return f"op(s) {missing} not in the backend's capabilities"
     if req.dtypes - caps.dtypes:
         return f"dtype(s) {sorted(d.value for d in req.dtypes - caps.dtypes)} not supported"
-    if req.policies - caps.policies:
-        return f"reduction policy(ies) {sorted(req.policies - caps.policies)} not supported"
-    if req.overflow_modes - caps.overflow_modes:
-        return f"overflow mode(s) {sorted(req.overflow_modes - caps.overflow_modes)} not " \
-               f"supported"
+    if req.features - caps.features:
+        return f"feature(s) {sorted(req.features - caps.features)} not in the backend's " \
+               f"capabilities (declare them in Capabilities.features)"
+    bad_pairs = sorted({(o, d.value) for o, d in req.op_dtypes
+                        if o in caps.op_dtypes and d not in caps.op_dtypes[o]})
+    if bad_pairs:
+        return "op x dtype " + ", ".join(f"{o} on {d}" for o, d in bad_pairs[:4]) + \
+               (f" (+{len(bad_pairs) - 4} more)" if len(bad_pairs) > 4 else "") + \
+               " not supported (op_dtypes)"
+    for what, need, have in (("reduction policy(ies)", req.policies, caps.policies),
+                             ("overflow mode(s)", req.overflow_modes, caps.overflow_modes),
+                             ("rounding mode(s)", req.rounding_modes, caps.rounding_modes)):
+        if need - have:
+            return f"{what} {sorted(need - have)} not supported"
+    bad_attr = sorted((o, a, v) for o, a, v in req.op_attrs
+                      if a in caps.op_attrs.get(o, {}) and v not in caps.op_attrs[o][a])
+    if bad_attr:
+        o, a, v = bad_attr[0]
+        return f"{o} with {a}={v!r} not supported (op_attrs[{o!r}][{a!r}] = " \
+               f"{sorted(caps.op_attrs[o][a])})"
     if req.mesh and not caps.mesh:
         return "sharded programs (mesh simulation) not supported"
+    if req.mesh and caps.mesh_shapes is not None and req.mesh_shapes - caps.mesh_shapes:
+        return f"mesh shape(s) {sorted(req.mesh_shapes - caps.mesh_shapes)} not supported " \
+               f"(mesh_shapes {sorted(caps.mesh_shapes)})"
     return None
 
 
@@ -288,8 +494,8 @@ class ReferenceBackend:
     name = "reference"
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(ops=None, dtypes=frozenset(d for d in DType
-                                                       if d is not DType.F4E2M1), mesh=True)
+        return Capabilities.everything(dtypes=frozenset(d for d in DType
+                                                        if d is not DType.F4E2M1), mesh=True)
 
     def compile(self, module: Module, entry: str) -> Any:
         return (module, entry)
@@ -311,6 +517,7 @@ class ReferenceBackend:
 BUILTIN: dict[str, str] = {
     "reference": "tilefoundry.conformance.backend:ReferenceBackend",
     "torch": "tilefoundry.conformance.torch_backend:TorchBackend",
+    "torch-cuda": "tilefoundry.conformance.torch_backend:cuda",
     "kernel-interp": "tilefoundry.compiler.backends:KernelInterpBackend",
     "simd": "tilefoundry.compiler.simd_backend:SimdBackend",
     "triton": "tilefoundry.compiler.triton_backend:TritonBackend",
@@ -320,7 +527,8 @@ BUILTIN: dict[str, str] = {
 
 
 def load_backend(spec: str) -> Backend:
-    """``package.module:factory``, a built-in name, or a ``tilefoundry.backends`` entry point."""
+    """``package.module:factory``, ``path/to/file.py:factory``, a built-in name, or a
+    ``tilefoundry.backends`` entry point."""
     if not isinstance(spec, str) or not spec:
         raise InvalidArgumentError(f"--backend: expected 'package.module:factory' or a name, "
                                    f"got {spec!r}")
@@ -334,17 +542,13 @@ def load_backend(spec: str) -> Backend:
                 f"--backend {spec!r}: not a built-in ({sorted(BUILTIN)}), not an entry point "
                 f"of group 'tilefoundry.backends', and not 'package.module:factory'")
         factory = eps[0].load()
-    else:
-        mod_name, _, attr = (target or spec).partition(":")
-        try:
-            mod = importlib.import_module(mod_name)
-        except ImportError as e:
-            raise InvalidArgumentError(f"--backend {spec!r}: cannot import {mod_name!r}: {e}") \
-                from None
-        factory = getattr(mod, attr, None)
-        if factory is None:
-            raise InvalidArgumentError(f"--backend {spec!r}: module {mod_name!r} has no "
-                                       f"attribute {attr!r}")
+    else:  # 'package.module:factory' or 'path/to/file.py:factory' (tilefoundry.loading)
+        from tilefoundry.loading import load_object
+
+        factory = load_object(target or spec, "--backend")
+        if not callable(factory):
+            raise InvalidArgumentError(f"--backend {spec!r}: {type(factory).__name__} is not "
+                                       f"callable (name a factory returning a backend)")
     backend = factory()
     for what in ("name", "capabilities", "compile", "run"):
         if not hasattr(backend, what):

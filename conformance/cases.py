@@ -26,8 +26,8 @@ from tilefoundry.errors import RUN_TIME_CHECKS, InvalidArgumentError, bad_choice
 
 __all__ = ["TIERS", "VERDICTS", "Case", "Catalog"]
 
-VERDICTS = ("PASS", "UNJUDGED", "FAIL", "NOT_SUPPORTED", "XFAIL", "XPASS", "CRASH", "TIMEOUT",
-            "ERROR")
+VERDICTS = ("PASS", "FLAKY", "UNJUDGED", "FAIL", "NOT_SUPPORTED", "XFAIL", "XPASS", "CRASH",
+            "TIMEOUT", "ERROR")
 TIERS = ("quick", "full")
 
 

@@ -1,20 +1,25 @@
-"""``tilefoundry conformance``: run / fuzz / list (see docs/conformance.md).
+"""``tilefoundry conformance``: run / fuzz / list / merge / diff / coverage (see
+docs/conformance.md).
 
-Exit status: 0 when no case is FAIL / CRASH / TIMEOUT / ERROR / XPASS, 1 when one is, 2 for
-a run that could not start (an unloadable backend, malformed capabilities, a bad manifest, an
-unwritable report path: one line on stderr, before any case runs), 130 when interrupted.
+Exit status: 0 when no case is FAIL / CRASH / TIMEOUT / ERROR / XPASS (against ``--baseline``:
+none the baseline does not list) and something was judged, 1 otherwise, 2 for a run that could
+not start (an unloadable backend, malformed or unknown capability names, a bad manifest or
+baseline, a bad shard, an unwritable report path: one line on stderr, before any case runs),
+130 when interrupted. ``merge`` exits as the merged run would; ``diff`` exits 1 when the second
+run has a regression.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import sys
-import time
 from pathlib import Path
 
 from tilefoundry.errors import TilefoundryError
 
 PROG = "tilefoundry conformance"
+RAW = argparse.RawDescriptionHelpFormatter
 DEFAULT_FUZZ_DB = ".tilefoundry/fuzz-db"
 DEFAULT_GENERATOR = "tilefoundry.oracle.programs:generate_program"
 
@@ -34,21 +39,40 @@ def _common(p: argparse.ArgumentParser, *, jsonl: str, timeout: float) -> None:
     p.add_argument("--junit", help="write a JUnit XML report here")
     p.add_argument("--coverage", help="write the op x dtype coverage matrix here (markdown "
                                       "for *.md, plain text otherwise)")
+    p.add_argument("--html", metavar="FILE",
+                   help="write a self-contained HTML report here (summary, coverage heat map, "
+                        "every failure with its program and failing element classes)")
     p.add_argument("--repro-dir", help="write a reproducer directory per FAIL under here")
     p.add_argument("--reduce", type=float, default=0.0, metavar="SECONDS",
                    help="shrink each FAIL with the oracle's reducer for up to this long "
                         "(written to <repro>/reduced; needs --repro-dir)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="live progress bar on stderr (default: when stderr is a terminal)")
+    p.add_argument("--capabilities", metavar="FILE",
+                   help="judge with the capability set of this JSON file (what 'conformance "
+                        "probe' writes) instead of the backend's capabilities()")
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("conformance", help="judge a backend on the conformance catalog",
+                       epilog="subcommand help: tilefoundry conformance run --help (and fuzz, "
+                              "list, merge, diff, probe, coverage)",
                        description="Judge a backend on the conformance catalog: a verdict per "
                                    "case, a summary, JSON lines, JUnit XML, a coverage matrix "
                                    "and a reproducer per failure.")
     csub = p.add_subparsers(dest="conformance_command")
-    r = csub.add_parser("run", help="run a tier of the catalog against a backend")
+    r = csub.add_parser(
+        "run", help="run a tier of the catalog against a backend", formatter_class=RAW,
+        description="Run a tier of the conformance catalog against a backend: one verdict per "
+                    "case, a summary, JSON lines and optional reports.",
+        epilog="examples:\n"
+               "  tilefoundry conformance run --backend reference -j 2\n"
+               "  tilefoundry conformance run --backend mypkg.backend:factory --tier full "
+               "--shard 1/3 --jsonl s1.jsonl\n"
+               "  tilefoundry conformance run --backend ./my_backend.py:factory --cases "
+               "'cast/*' --html report.html --repro-dir repro\n"
+               "  tilefoundry conformance run --backend B --baseline known.json "
+               "--flake-retries 2")
     _common(r, jsonl="tilefoundry-conformance.jsonl", timeout=60.0)
     r.add_argument("--tier", choices=("quick", "full"), default="quick",
                    help="quick (default: every op feature and cast boundary class, about a "
@@ -62,8 +86,21 @@ def add_parser(sub) -> None:
                         "by case id; the N shards together run every case once")
     r.add_argument("--catalog", help="'package.module:function' building the catalog from a "
                                      "seed (default: the built-in catalog)")
+    _campaign_options(r)
+    r.add_argument("--flake-retries", type=int, default=0, metavar="K",
+                   help="run a FAIL / CRASH / TIMEOUT / ERROR case again up to K times (each "
+                        "in a fresh worker); one that passes on a later attempt is FLAKY "
+                        "(default 0)")
     r.set_defaults(func=_run)
-    f = csub.add_parser("fuzz", help="run generated programs against a backend for N minutes")
+    f = csub.add_parser(
+        "fuzz", help="run generated programs against a backend for N minutes",
+        formatter_class=RAW,
+        description="Run generated programs, drawn inside the backend's capabilities, until "
+                    "the time is up; failing seeds are replayed first by the next run.",
+        epilog="examples:\n"
+               "  tilefoundry conformance fuzz --backend mypkg.backend:factory --minutes 5 -j 2\n"
+               "  tilefoundry conformance fuzz --backend B --minutes 1 --seed 7 --no-db "
+               "--repro-dir repro")
     _common(f, jsonl="tilefoundry-fuzz.jsonl", timeout=30.0)
     f.add_argument("--minutes", type=float, required=True, help="how long to draw programs")
     f.add_argument("--generator", help="'package.module:function' taking a seed and returning "
@@ -77,16 +114,76 @@ def add_parser(sub) -> None:
                         f"(default {DEFAULT_FUZZ_DB})")
     f.add_argument("--no-db", action="store_true", help="neither replay nor save failing seeds")
     f.set_defaults(func=_fuzz)
-    ls = csub.add_parser("list", help="list the catalog's cases")
+    ls = csub.add_parser(
+        "list", help="list the catalog's cases", formatter_class=RAW,
+        description="Print the catalog's cases (id, family, tier, ops, dtypes; tab-separated) "
+                    "and a count per family.",
+        epilog="examples:\n  tilefoundry conformance list --tier quick --cases 'cast/*'\n"
+               "  tilefoundry conformance list | cut -f2 | sort | uniq -c")
     ls.add_argument("--tier", choices=("quick", "full"), default="full")
     ls.add_argument("--seed", type=int, default=0)
     ls.add_argument("--cases", action="append", metavar="GLOB")
     ls.add_argument("--catalog")
     ls.set_defaults(func=_list)
+    mg = csub.add_parser(
+        "merge", help="merge the results of the shards of one run into one report",
+        description="Merge the JSON-lines results of --shard 1/N .. N/N (or disjoint runs of "
+                    "one backend and seed) into one results file and one report: the report "
+                    "a single run of all their cases gives.",
+        epilog="example: tilefoundry conformance merge s1.jsonl s2.jsonl s3.jsonl -o all.jsonl "
+               "--baseline known.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    mg.add_argument("files", nargs="+", metavar="JSONL", help="the shards' results files")
+    mg.add_argument("-o", "--jsonl", default="tilefoundry-conformance-merged.jsonl",
+                    help="the merged results file (default "
+                         "tilefoundry-conformance-merged.jsonl)")
+    mg.add_argument("--junit", help="write a JUnit XML report here")
+    mg.add_argument("--coverage", help="write the op x dtype coverage matrix here")
+    mg.add_argument("--html", metavar="FILE", help="write a self-contained HTML report here")
+    _campaign_options(mg)
+    mg.set_defaults(func=_merge)
+    df = csub.add_parser(
+        "diff", help="what changed between two runs, case by case",
+        description="Compare two results files case by case: regressions (a case that did not "
+                    "fail and now does), fixes, other verdict changes, cases only in one. "
+                    "Exit 1 when B has a regression.",
+        epilog="example: tilefoundry conformance diff yesterday.jsonl today.jsonl")
+    df.add_argument("a", metavar="A", help="the earlier results file")
+    df.add_argument("b", metavar="B", help="the later results file")
+    df.set_defaults(func=_diff)
+    pr = csub.add_parser(
+        "probe", help="derive a first capability set by running one tiny case per op x dtype",
+        description="Run the smallest catalog case of every op x dtype x attribute "
+                    "combination, structural feature and mesh shape against the backend, "
+                    "claiming everything, and write the capability set its accepted cases "
+                    "justify (PASS, FAIL, UNJUDGED: it ran; ERROR, CRASH, TIMEOUT, "
+                    "NOT_SUPPORTED: rejected) as JSON, for 'run --capabilities FILE'.",
+        epilog="example: tilefoundry conformance probe --backend mypkg.backend:factory -j 2 "
+               "--out caps.json && tilefoundry conformance run --backend "
+               "mypkg.backend:factory --capabilities caps.json")
+    pr.add_argument("--backend", required=True, help="as for 'run'")
+    pr.add_argument("--out", default="tilefoundry-capabilities.json", metavar="FILE",
+                    help="where to write the capability set (default "
+                         "tilefoundry-capabilities.json)")
+    pr.add_argument("--tier", choices=("quick", "full"), default="quick",
+                    help="the tier the probe cases are picked from (default quick)")
+    pr.add_argument("-j", "--jobs", type=int, default=1, help="worker processes (default 1)")
+    pr.add_argument("--timeout", type=float, default=30.0,
+                    help="per-case time limit in seconds (default 30)")
+    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--catalog")
+    pr.add_argument("--cases", action="append", metavar="GLOB",
+                    help="probe only with the cases matching this glob (repeatable)")
+    pr.add_argument("--jsonl", default="tilefoundry-probe.jsonl",
+                    help="the probe cases' results (default tilefoundry-probe.jsonl)")
+    pr.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    pr.set_defaults(func=_probe)
     cv = csub.add_parser("coverage", help="what a tier exercises and what it leaves out",
                          description="Op features (op x dtype x attribute values x sharding "
                                      "pattern) and cast boundary classes a tier exercises, and "
-                                     "its holes against the full tier plus the program pool.")
+                                     "its holes against the full tier plus the program pool.",
+                         epilog="example: tilefoundry conformance coverage --tier quick "
+                                "--limit 10")
     cv.add_argument("--tier", choices=("quick", "full"), default="quick")
     cv.add_argument("--limit", type=int, default=40, help="holes listed per kind (default 40)")
     cv.add_argument("--write-fill", action="store_true",
@@ -94,6 +191,15 @@ def add_parser(sub) -> None:
                          "has no holes")
     cv.set_defaults(func=_coverage)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _campaign_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--baseline", metavar="FILE",
+                   help="known failures (JSON, each with a reason): fail only on a failure it "
+                        "does not list; report the listed cases that pass now")
+    p.add_argument("--write-baseline", metavar="FILE",
+                   help="write this run's failures as a baseline (reasons kept from "
+                        "--baseline where it lists the case)")
 
 
 def _coverage(args: argparse.Namespace) -> int:
@@ -127,11 +233,22 @@ def _prepare(args: argparse.Namespace):
         _check_writable(Path(args.junit), "--junit")
     if args.coverage:
         _check_writable(Path(args.coverage), "--coverage")
+    if getattr(args, "write_baseline", None):
+        _check_writable(Path(args.write_baseline), "--write-baseline")
+    if args.html:
+        _check_writable(Path(args.html), "--html")
     if args.reduce and not args.repro_dir:
         raise ConformanceError("--reduce needs --repro-dir (the reduced program is written "
                                "there)")
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     return manifest, progress
+
+
+def _caps_file(args: argparse.Namespace):
+    from tilefoundry.conformance.backend import Capabilities
+
+    return Capabilities.load(args.capabilities) if getattr(args, "capabilities", None) \
+        else None
 
 
 def _report(args: argparse.Namespace, result, what: str) -> int:
@@ -144,14 +261,30 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
     )
 
     recs = result.records
-    print(f"{PROG} {what}: backend {args.backend!r}, seed {args.seed}, {len(recs)} case(s) in "
-          f"{result.wall_s:.1f} s with -j {args.jobs}")
+    if what == "merge":
+        print(f"{PROG} merge: backend {result.backend!r}, seed {result.seed}, {len(recs)} "
+              f"case(s) from {len(args.files)} file(s)")
+    else:
+        print(f"{PROG} {what}: backend {args.backend!r}, seed {args.seed}, {len(recs)} case(s) "
+              f"in {result.wall_s:.1f} s with -j {args.jobs}")
     print(summary_table(recs))
     print(judged_line(recs))
-    bad = failure_lines(recs)
+    bl = result.baseline
+    bad = failure_lines(bl.new if bl is not None else recs)
     if bad:
         print()
+        if bl is not None:
+            print(f"new failure(s), not in the baseline {args.baseline}:")
         print(bad)
+    if bl is not None:
+        print(f"\nbaseline {args.baseline}: {len(bl.known)} known failure(s), {len(bl.new)} "
+              f"new, {len(bl.fixed)} fixed")
+        for r, e in bl.fixed:
+            print(f"FIXED    {r['id']}: {r['verdict']} now (the baseline lists {e.verdict}: "
+                  f"{e.reason}); remove it from the baseline")
+        for r, e in bl.changed:
+            print(f"CHANGED  {r['id']}: {r['verdict']} now, the baseline lists {e.verdict} "
+                  f"({e.reason})")
     for e in result.unused_manifest:
         print(f"{PROG}: warning: manifest [[{e.kind}]] entry {e.case!r} matches no case",
               file=sys.stderr)
@@ -162,15 +295,47 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
         write_junit(recs, args.junit, properties={"backend": args.backend, "seed": args.seed})
     if args.coverage:
         write_coverage(recs, args.coverage)
+    if getattr(args, "write_baseline", None):
+        from tilefoundry.conformance.campaign import Baseline, write_baseline
+
+        old = Baseline.load(args.baseline) if getattr(args, "baseline", None) else None
+        n = write_baseline(args.write_baseline, recs, result.backend, old)
+        print(f"{PROG}: wrote {n} known failure(s) to {args.write_baseline} (edit each "
+              f"'reason')", file=sys.stderr)
     c = result.counts()
+    if bl is not None:
+        c = c | {v: sum(r["verdict"] == v for r in bl.new)
+                 for v in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS")}
     worst = [f"{c[v]} {v}" for v in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS") if c[v]]
+    if bl is not None and worst:
+        worst[0] = "new: " + worst[0]
+    flaky = result.counts().get("FLAKY", 0)
     verdict = "FAIL (" + ", ".join(worst) + ")" if worst else \
         f"NOTHING JUDGED ({result.vacuous})" if result.vacuous else \
         f"UNJUDGED ({c['UNJUDGED']} case(s) not fully judged; no failures)" if c["UNJUDGED"] \
         else "PASS"
+    if verdict == "PASS" and bl is not None and bl.known:
+        verdict = f"PASS (no new failure; {len(bl.known)} known)"
+    if flaky:
+        verdict += f"; {flaky} FLAKY"
+    warned = [r for r in recs if r.get("warnings")]
+    if warned:
+        where = collections.Counter(w["where"] + " " + w["category"] for r in warned
+                                    for w in r["warnings"])
+        print(f"\n{len(warned)} case(s) raised warnings, recorded on each case ('warnings' in "
+              f"the JSON lines): " + ", ".join(f"{k} ({n} case(s))"
+                                              for k, n in where.most_common(3)))
     print(f"\nresult: {verdict}; results in "
           f"{result.jsonl}" + (f", reproducers in {args.repro_dir}" if args.repro_dir and
                                any(r.get('repro') for r in recs) else ""))
+    if getattr(args, "html", None):
+        from tilefoundry.conformance.html_report import write_html
+
+        write_html(recs, args.html, title=f"tilefoundry conformance {what}: {result.backend}",
+                   meta=f"backend {result.backend!r}, seed {result.seed}, {len(recs)} case(s)"
+                        + (f", {result.wall_s:.1f} s" if result.wall_s else ""),
+                   result=verdict)
+        print(f"HTML report: {args.html}")
     return result.exit_code
 
 
@@ -180,11 +345,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         manifest, progress = _prepare(args)
         shard = runner.parse_shard(args.shard) if args.shard else None
+        baseline = _load_baseline(args)
         result = runner.run(args.backend, args.tier, jobs=args.jobs, timeout_s=args.timeout,
                             seed=args.seed, out_jsonl=Path(args.jsonl), resume=args.resume,
                             manifest=manifest, repro_dir=args.repro_dir, progress=progress,
                             catalog=args.catalog, case_globs=args.cases, reduce_s=args.reduce,
-                            shard=shard)
+                            shard=shard, baseline=baseline,
+                            flake_retries=args.flake_retries, caps_override=_caps_file(args))
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:
@@ -192,6 +359,63 @@ def _run(args: argparse.Namespace) -> int:
               f"--resume", file=sys.stderr)
         return 130
     return _report(args, result, "run")
+
+
+def _load_baseline(args: argparse.Namespace):
+    from tilefoundry.conformance.campaign import Baseline
+
+    return Baseline.load(args.baseline) if getattr(args, "baseline", None) else None
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from tilefoundry.conformance import campaign, runner
+
+    try:
+        if args.junit:
+            runner._check_writable(Path(args.junit), "--junit")
+        if args.coverage:
+            runner._check_writable(Path(args.coverage), "--coverage")
+        if args.write_baseline:
+            runner._check_writable(Path(args.write_baseline), "--write-baseline")
+        if args.html:
+            runner._check_writable(Path(args.html), "--html")
+        out = Path(args.jsonl)
+        if any(Path(f).resolve() == out.resolve() for f in args.files):
+            raise campaign.CampaignError(f"merge: -o {out} is one of the input files")
+        runner._check_writable(out, "-o")
+        merged = campaign.merge_results(args.files)
+        baseline = _load_baseline(args)
+        if baseline is not None:
+            baseline.check_ids(r["id"] for r in merged.records)
+    except TilefoundryError as e:
+        return _err(str(e))
+    result = runner.RunResult(merged.header.get("backend", "?"), merged.header.get("seed", 0),
+                              merged.records, out, merged.header,
+                              baseline=baseline.apply(merged.records) if baseline else None)
+    campaign.write_merged(out, merged, {
+        "type": "summary", "cases": len(merged.records), "counts": dict(result.counts()),
+        "exit_code": result.exit_code, "vacuous": result.vacuous, "stopped": False,
+        "shard": None, "merged": len(args.files),
+        "baseline": result.baseline.to_json() if result.baseline else None})
+    args.backend, args.seed, args.repro_dir = result.backend, result.seed, None
+    return _report(args, result, "merge")
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from tilefoundry.conformance import campaign
+
+    try:
+        ha, a = campaign.read_records(args.a)
+        hb, b = campaign.read_records(args.b)
+    except TilefoundryError as e:
+        return _err(str(e))
+    d = campaign.diff_runs(a, b)
+    for k in ("backend", "seed"):
+        if ha.get(k) != hb.get(k):
+            print(f"note: {k} differs: {ha.get(k)!r} in A, {hb.get(k)!r} in B")
+    msgs = {cid: r.get("message", "") for cid, r in b.items()}
+    print("\n".join(d.lines("A", "B", msgs)))
+    return 1 if d.regressed else 0
 
 
 def fuzz_db_key(backend_spec: str, generator: str | None, caps) -> bytes:
@@ -224,7 +448,8 @@ def _fuzz(args: argparse.Namespace) -> int:
             raise runner.ConformanceError(f"--minutes: expected a positive number, got "
                                           f"{args.minutes}")
         manifest, progress = _prepare(args)
-        _, caps = runner._load_backend_checked(args.backend)  # names checked before any case
+        override = _caps_file(args)
+        _, caps = runner._load_backend_checked(args.backend, override)  # names checked first
         gen = runner.load_generator(args.generator, caps=caps)
         db = _open_fuzz_db(args)
         key = fuzz_db_key(args.backend, args.generator, caps)
@@ -234,7 +459,7 @@ def _fuzz(args: argparse.Namespace) -> int:
                             seed=args.seed, out_jsonl=Path(args.jsonl), manifest=manifest,
                             repro_dir=args.repro_dir, progress=progress,
                             reduce_s=args.reduce,
-                            deadline=time.monotonic() + 60.0 * args.minutes)
+                            budget_s=60.0 * args.minutes, caps_override=override)
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:
@@ -267,6 +492,41 @@ def _fuzz(args: argparse.Namespace) -> int:
               f"program(s) first ({replayed_fail} still FAIL, {fixed} now PASS and dropped); "
               f"saved {saved} new failing seed(s)")
     return rc
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from tilefoundry.conformance import probe, runner
+
+    try:
+        runner._check_writable(Path(args.out), "--out")
+        progress = sys.stderr.isatty() if args.progress is None else args.progress
+        res = probe.probe(args.backend, tier=args.tier, seed=args.seed, jobs=args.jobs,
+                          timeout_s=args.timeout, work_jsonl=args.jsonl, catalog=args.catalog,
+                          case_globs=args.cases, progress=progress)
+    except TilefoundryError as e:
+        return _err(str(e))
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted; nothing written", file=sys.stderr)
+        return 130
+    probe.write(args.out, res)
+    caps = res.caps
+    rej = res.rejected
+    print(f"{PROG} probe: backend {args.backend!r}: {len(res.cases)} probe case(s) from tier "
+          f"{args.tier!r}, {len(res.cases) - len(rej)} accepted, {len(rej)} rejected")
+    print(f"claims: {len(caps.ops or ())} op(s), dtypes "
+          f"{sorted(d.value for d in caps.dtypes)}, policies {sorted(caps.policies)}, "
+          f"overflow {sorted(caps.overflow_modes)}, rounding {sorted(caps.rounding_modes)}, "
+          f"features {sorted(caps.features)}, mesh shapes "
+          f"{sorted(caps.mesh_shapes) if caps.mesh_shapes else 'none'}")
+    for p, r in rej[:40]:
+        print(f"rejected {r.get('verdict', '?'):8} {p.case.id} (probes {p.key[1]}"
+              f"{' on ' + ','.join(p.key[2]) if p.key[0] == 'op' else ''}): "
+              f"{r.get('message', '')[:160]}")
+    if len(rej) > 40:
+        print(f"... and {len(rej) - 40} more (see {args.jsonl})")
+    print(f"\nwrote {args.out}; judge with: tilefoundry conformance run --backend "
+          f"{args.backend} --capabilities {args.out}")
+    return 0
 
 
 def _list(args: argparse.Namespace) -> int:

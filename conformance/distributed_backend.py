@@ -1102,7 +1102,7 @@ class DistributedBackend:
         self._case_no = 0
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(ops=None, dtypes=frozenset(d for d in DType
+        return Capabilities.everything(dtypes=frozenset(d for d in DType
                                                        if d is not DType.F4E2M1), mesh=True)
 
     def compile(self, module: Any, entry: str) -> Any:

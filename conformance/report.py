@@ -39,10 +39,10 @@ __all__ = [
     "write_reproducer",
 ]
 
-ABBR = {"PASS": "PASS", "UNJUDGED": "UNJ", "FAIL": "FAIL", "NOT_SUPPORTED": "N/S", "XFAIL": "XFAIL",
+ABBR = {"PASS": "PASS", "FLAKY": "FLAKY", "UNJUDGED": "UNJ", "FAIL": "FAIL", "NOT_SUPPORTED": "N/S", "XFAIL": "XFAIL",
         "XPASS": "XPASS", "CRASH": "CRASH", "TIMEOUT": "T/O", "ERROR": "ERROR"}
 # worst last: what a coverage cell shows when several cases exercise it
-SEVERITY = ("NOT_SUPPORTED", "PASS", "UNJUDGED", "XFAIL", "XPASS", "FAIL", "ERROR", "TIMEOUT", "CRASH")
+SEVERITY = ("NOT_SUPPORTED", "PASS", "FLAKY", "UNJUDGED", "XFAIL", "XPASS", "FAIL", "ERROR", "TIMEOUT", "CRASH")
 #: record keys that depend on scheduling, not on the case (how long it took; whether it ran
 #: again in a fresh worker after the worker that started it died from an earlier case)
 TIMING_KEYS = ("seconds", "rerun")
@@ -149,7 +149,7 @@ def summary_table(records: list[dict]) -> str:
     total = Counter()
     for c in fams.values():
         total.update(c)
-    cols = list(VERDICTS)
+    cols = [v for v in VERDICTS if v != "FLAKY" or total[v]]  # FLAKY only with --flake-retries
     head = ["family", "cases", *(ABBR[v] for v in cols)]
     rows = [[f, str(sum(c.values())), *(str(c[v]) if c[v] else "-" for v in cols)]
             for f, c in sorted(fams.items())]
@@ -175,10 +175,14 @@ def judged_line(records: list[dict]) -> str:
 
 
 def failure_lines(records: list[dict], limit: int = 50) -> str:
-    """One line per FAIL / CRASH / TIMEOUT / ERROR / XPASS record."""
-    bad = [r for r in records if r["verdict"] in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS")]
+    """One line per FAIL / CRASH / TIMEOUT / ERROR / XPASS record, then one per FLAKY one."""
+    bad = [r for r in records if r["verdict"] in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS",
+                                                  "FLAKY")]
+    bad.sort(key=lambda r: r["verdict"] == "FLAKY")  # stable: failures first
     out = [f"{r['verdict']:8} {r['id']}: {r.get('message', '')}"
-           + (f" [repro: {r['repro']}]" if r.get("repro") else "") for r in bad[:limit]]
+           + (f" [repro: {r['repro']}]" if r.get("repro") else "")
+           + (f" [every attempt failed: {', '.join(r['attempts'])}]" if r.get("attempts")
+              else "") for r in bad[:limit]]
     if len(bad) > limit:
         out.append(f"... and {len(bad) - limit} more (see the JSON-lines file)")
     return "\n".join(out)
@@ -218,6 +222,8 @@ def write_junit(records: list[dict], path: str | Path, *, name: str = "tilefound
             el.text = _details(r)
         elif v in ("NOT_SUPPORTED", "XFAIL", "UNJUDGED"):  # UNJUDGED: not judged, not passed
             ET.SubElement(tc, "skipped", {"type": v, "message": f"{v}: {msg}"})
+        elif v == "FLAKY":  # passed on a later attempt: a pass, with the first failure shown
+            ET.SubElement(tc, "system-out").text = f"{v} (attempts {r.get('attempts')}): {msg}"
     ET.indent(root)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
@@ -547,4 +553,48 @@ def write_reproducer(path: str | Path, *, case_id: str, family: str, seed: int, 
     (p / "case.json").write_text(json.dumps(meta, indent=1) + "\n")
     (p / "repro.py").write_text(REPRO_PY.format(case_id=case_id, family=family, seed=seed,
                                                 backend=backend))
+    (p / "BUG.md").write_text(bug_md(p, case_id=case_id, family=family, seed=seed,
+                                     backend=backend, verdict=verdict, text=text, dsl=dsl,
+                                     inputs=inputs))
     return p
+
+
+#: input elements shown as hex in BUG.md (all of them are in input_<i>.npy / inputs.hex.txt)
+BUG_HEX_ELEMENTS = 64
+
+
+def bug_md(p: Path, *, case_id: str, family: str, seed: int, backend: str, verdict: Any,
+           text: str, dsl: str | None, inputs: list) -> str:
+    """A bug report a person can paste into a tracker: the replay command, expected vs
+    observed per failing element class of each rejected output, the program source and the
+    inputs as hex (the first ``BUG_HEX_ELEMENTS`` elements of each)."""
+    from tilefoundry.semantics.evaluator.mesh import Sharded
+
+    lines = [f"# {case_id}: {verdict.status} on backend `{backend or '(candidate)'}`", "",
+             f"- family: {family}; seed: {seed}; contracts version: "
+             f"{verdict.contracts_version}", "", "## Replay", "", "```sh",
+             f"python {p}/repro.py" + (f" --backend {backend}" if backend else ""), "```", "",
+             "## Expected vs observed", ""]
+    fails = [o for o in verdict.outputs if o.status == "FAIL"]
+    if not fails:
+        lines += [verdict.summary(), ""]
+    for o in fails:
+        lines += [f"Output {o.output}, contract `{o.contract}`: {o.mismatches} of {o.total} "
+                  f"element(s) rejected, in {len(o.classes) or 1} distinct class(es).", "",
+                  "| class (expected -> observed) | elements | first index | expected | "
+                  "observed |", "|---|--:|---|---|---|"]
+        classes = o.classes or (("worst element", o.mismatches, o.worst_index or (),
+                                 o.expected_hex, o.observed_hex, o.expected, o.observed),)
+        for name, n, idx, eh, oh, ev, ov in classes:
+            lines.append(f"| {name} | {n} | {list(idx)} | {ev} (`{eh}`) | {ov} (`{oh}`) |")
+        lines.append("")
+    lines += ["## Program", "", "```python" if dsl else "```", (dsl or text).rstrip(), "```", "",
+              "## Inputs (hex bit patterns)", ""]
+    for i, x in enumerate(inputs):
+        data = x.data if isinstance(x, Sharded) else np.asarray(x)
+        hx = _hex_lines(f"input {i}", data.reshape(-1)[:BUG_HEX_ELEMENTS])
+        more = data.size - min(data.size, BUG_HEX_ELEMENTS)
+        lines += [f"input {i}: shape {list(data.shape)}" + (f" (the first {BUG_HEX_ELEMENTS} "
+                  f"of {data.size} elements; all in input_{i}.npy)" if more else ""), "```",
+                  *hx[1:], "```", ""]
+    return "\n".join(lines)

@@ -58,18 +58,18 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from tilefoundry.conformance.backend import (
-    ALL_OVERFLOW,
-    ALL_POLICIES,
     Capabilities,
     capability_name_error,
     load_backend,
@@ -89,6 +89,8 @@ __all__ = [
 
 DEFAULT_CATALOG = "tilefoundry.conformance.catalog:build_catalog"
 BAD_VERDICTS = ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS")
+#: the verdicts --flake-retries runs again (XPASS is the manifest's, applied after the attempts)
+_RETRYABLE = ("FAIL", "CRASH", "TIMEOUT", "ERROR")
 JSONL_FORMAT = 1
 
 # what a worker is doing (a shared int the runner reads when the worker dies or hangs)
@@ -114,35 +116,67 @@ def validate_capabilities(caps: Any, spec: str) -> Capabilities:
         raise ConformanceError(f"{where} returned {type(caps).__name__}, expected a "
                                f"tilefoundry.conformance.backend.Capabilities")
 
-    def strset(v: Any, what: str, allowed: frozenset | None = None) -> frozenset:
+    def strset(v: Any, what: str) -> frozenset:
         if isinstance(v, str) or not isinstance(v, set | frozenset | list | tuple) or \
                 not all(isinstance(x, str) for x in v):
             raise ConformanceError(f"{where}: {what} must be a set of strings, got {v!r}")
-        if allowed is not None and set(v) - allowed:
-            raise ConformanceError(f"{where}: unknown {what} {sorted(set(v) - allowed)} "
-                                   f"(known: {sorted(allowed)})")
         return frozenset(v)
 
+    def dtset(v: Any, what: str) -> frozenset:
+        if isinstance(v, str) or not isinstance(v, set | frozenset | list | tuple) or \
+                not all(isinstance(x, DType | str) for x in v):
+            raise ConformanceError(f"{where}: {what} must be a set of DType (or dtype names), "
+                                   f"got {v!r}")
+        return frozenset(v)
+
+    def mapping(v: Any, what: str) -> dict:
+        if not isinstance(v, dict | MappingProxyType) or \
+                not all(isinstance(k, str) for k in v):
+            raise ConformanceError(f"{where}: {what} must map op names to sets, got {v!r}")
+        return dict(v)
+
     ops = None if caps.ops is None else strset(caps.ops, "ops")
-    d = caps.dtypes
-    if isinstance(d, str) or not isinstance(d, set | frozenset | list | tuple) or \
-            not all(isinstance(x, DType | str) for x in d):
-        raise ConformanceError(f"{where}: dtypes must be a set of DType (or dtype names), got "
-                               f"{d!r}")
-    bad_name = capability_name_error(ops, d)  # an unknown op / dtype name, and the closest
+    d = dtset(caps.dtypes, "dtypes")
+    pols = strset(caps.policies, "policies")
+    ovf = strset(caps.overflow_modes, "overflow modes")
+    rnd = strset(caps.rounding_modes, "rounding modes")
+    feats = strset(caps.features, "features")
+    op_dt = {k: dtset(v, f"op_dtypes[{k!r}]")
+             for k, v in mapping(caps.op_dtypes, "op_dtypes").items()}
+    op_at = {k: {a: strset(x, f"op_attrs[{k!r}][{a!r}]")
+                 for a, x in mapping(v, f"op_attrs[{k!r}]").items()}
+             for k, v in mapping(caps.op_attrs, "op_attrs").items()}
+    # every unknown name, each with the closest valid name
+    bad_name = capability_name_error(ops, d, pols, ovf, rnd, feats, op_dt, op_at)
     if bad_name is not None:
         raise ConformanceError(f"{where}: {bad_name}")
-    d = [x if isinstance(x, DType) else DType(x) for x in d]
+
+    def dts(v: frozenset) -> frozenset:
+        return frozenset(x if isinstance(x, DType) else DType(x) for x in v)
+
     if not isinstance(caps.mesh, bool):
         raise ConformanceError(f"{where}: mesh must be a bool, got {caps.mesh!r}")
-    return Capabilities(ops=ops, dtypes=frozenset(d),
-                        policies=strset(caps.policies, "policies", ALL_POLICIES),
-                        overflow_modes=strset(caps.overflow_modes, "overflow modes",
-                                              ALL_OVERFLOW),
-                        mesh=caps.mesh)
+    shapes = caps.mesh_shapes
+    if shapes is not None:
+        if not isinstance(shapes, set | frozenset | list | tuple) or not all(
+                isinstance(x, tuple | list) and x and all(
+                    isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in x)
+                for x in shapes):
+            raise ConformanceError(f"{where}: mesh_shapes must be None or a set of tuples of "
+                                   f"positive ints (mesh axis extents), got {shapes!r}")
+        shapes = frozenset(tuple(x) for x in shapes)
+    return Capabilities(ops=ops, dtypes=dts(d), policies=pols, overflow_modes=ovf,
+                        mesh=caps.mesh, rounding_modes=rnd, features=feats,
+                        op_dtypes=MappingProxyType({k: dts(v) for k, v in op_dt.items()}),
+                        op_attrs=MappingProxyType({k: MappingProxyType(v)
+                                                   for k, v in op_at.items()}),
+                        mesh_shapes=shapes)
 
 
-def _load_backend_checked(spec: str) -> tuple[Any, Capabilities]:
+def _load_backend_checked(spec: str, caps_override: Capabilities | None = None
+                          ) -> tuple[Any, Capabilities]:
+    """The backend and its validated capabilities (``caps_override`` instead of its own: a
+    ``--capabilities`` file, or the probe's claim of everything)."""
     try:
         backend = load_backend(spec)
     except TilefoundryError:
@@ -150,6 +184,8 @@ def _load_backend_checked(spec: str) -> tuple[Any, Capabilities]:
     except Exception as e:  # the factory's own failure
         raise ConformanceError(f"--backend {spec!r}: loading it raised {type(e).__name__}: "
                                f"{e}") from None
+    if caps_override is not None:
+        return backend, validate_capabilities(caps_override, spec)
     try:
         caps = backend.capabilities()
     except Exception as e:
@@ -159,18 +195,15 @@ def _load_backend_checked(spec: str) -> tuple[Any, Capabilities]:
 
 
 def _resolve(spec: str, what: str) -> Callable:
-    import importlib
+    """``package.module:function`` or ``path/to/file.py:function`` (tilefoundry.loading)."""
+    from tilefoundry.loading import load_object
 
-    mod_name, _, attr = spec.partition(":")
-    if not mod_name or not attr:
-        raise ConformanceError(f"{what} {spec!r}: expected 'package.module:function'")
     try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as e:
-        raise ConformanceError(f"{what} {spec!r}: cannot import {mod_name!r}: {e}") from None
-    fn = getattr(mod, attr, None)
+        fn = load_object(spec, what)
+    except TilefoundryError as e:
+        raise ConformanceError(str(e)) from None
     if not callable(fn):
-        raise ConformanceError(f"{what} {spec!r}: {mod_name!r} has no function {attr!r}")
+        raise ConformanceError(f"{what} {spec!r}: a {type(fn).__name__}, not a function")
     return fn
 
 
@@ -326,14 +359,23 @@ _CAPS_RETRIES = 4
 
 
 def _adapt_generated(fn: Callable, wants_source: bool, seed: int, *,
-                     caps: Capabilities | None = None) -> tuple:
-    if caps is not None and not _takes_caps(fn):
-        for k in range(_CAPS_RETRIES + 1):  # deterministic: the k-th redraw's seed is derived
+                     caps: Capabilities | None = None, _pass: Capabilities | None = None
+                     ) -> tuple:
+    if caps is not None:
+        # a program outside the capabilities is redrawn from derived seeds (deterministic:
+        # the k-th redraw's seed is derived), for generators without ``caps=`` and for what a
+        # caps-aware generator cannot limit itself (structural features, op x dtype pairs)
+        inner = caps if _takes_caps(fn) else None
+        for k in range(_CAPS_RETRIES + 1):
             got = _adapt_generated(fn, wants_source, seed if k == 0 else
-                                   _derive(seed, "caps", k))
+                                   _derive(seed, "caps", k), caps=None, _pass=inner)
             if unsupported_reason(caps, requirements(got[0])) is None:
                 break
         return got
+    return _draw(fn, wants_source, seed, _pass)
+
+
+def _draw(fn: Callable, wants_source: bool, seed: int, caps: Capabilities | None) -> tuple:
     kw = {"caps": caps} if caps is not None else {}
     if wants_source:
         from tilefoundry.oracle.strategies import RandomSource
@@ -403,13 +445,31 @@ def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, see
         if task is None:
             break
         idx, opts = task
-        try:
-            out = _execute(backend, load_error, caps, cases[idx], seed, opts, phase, conn, idx)
-        except Exception as e:  # a harness bug: report it on the case, keep the worker
-            out = {"verdict": "ERROR", "harness": True,
-                   "message": f"harness: {type(e).__name__}: {_short(str(e))}"}
+        caught: list[tuple] = []
+        with warnings.catch_warnings():
+            # every warning of the case is recorded on the case (with the phase it came from)
+            # instead of going, unattributed, to the runner's stderr
+            warnings.simplefilter("always")
+            warnings.showwarning = lambda message, category, filename, lineno, *a, _c=caught, \
+                **k: _c.append((_PHASES[phase.value], category.__name__,
+                               os.path.basename(str(filename)), lineno, str(message)))
+            try:
+                out = _execute(backend, load_error, caps, cases[idx], seed, opts, phase, conn,
+                               idx)
+            except Exception as e:  # a harness bug: report it on the case, keep the worker
+                out = {"verdict": "ERROR", "harness": True,
+                       "message": f"harness: {type(e).__name__}: {_short(str(e))}"}
+        if caught:
+            out["warnings"] = _warning_summary(caught)
         phase.value = _IDLE
         conn.send(("done", idx, out, _rss_mb()))
+
+
+def _warning_summary(caught: list[tuple]) -> list[dict]:
+    """The distinct warnings of a case (phase, category, file:line, message) with counts."""
+    counts = collections.Counter(caught)
+    return [{"phase": ph, "category": cat, "where": f"{f}:{ln}", "message": msg[:300],
+             "count": n} for (ph, cat, f, ln, msg), n in list(counts.items())[:10]]
 
 
 def _short(s: str, n: int = 2000) -> str:
@@ -473,7 +533,10 @@ def _output_detail(o: Any) -> dict:
             "total": o.total, "worst_index": list(o.worst_index or ()),
             "expected": o.expected, "observed": o.observed, "expected_hex": o.expected_hex,
             "observed_hex": o.observed_hex, "ulp_distance": _jsonable(o.ulp_distance),
-            "detail": o.detail}
+            "detail": o.detail,
+            "classes": [{"class": c[0], "count": c[1], "index": list(c[2]),
+                         "expected_hex": c[3], "observed_hex": c[4], "expected": c[5],
+                         "observed": c[6]} for c in getattr(o, "classes", ())]}
 
 
 def _tolerance(verdict: Any, observed: Any, ulp: int) -> tuple[bool, float]:
@@ -526,6 +589,27 @@ def _reported_check(case: Case, e: RunTimeCheckError, ref_error: BaseException |
     return "PASS", _short(f"backend.run raised {named} as the reference does: {_text(e)}")
 
 
+def _case_program(case: Case) -> str:
+    """The program of a case whose worker died (CRASH / TIMEOUT), rebuilt in the runner."""
+    try:
+        return _program_text(case.build()[0])
+    except Exception:
+        return ""
+
+
+def _program_text(module: Any) -> str:
+    """The program as text for reports (the DSL source where it reads back exactly, else the
+    canonical IR text), at most 20,000 characters."""
+    try:
+        from tilefoundry.conformance.report import _program_source
+
+        text, src, _ = _program_source(module)
+        t = src or text
+    except Exception:
+        return ""
+    return t if len(t) <= 20000 else t[:20000] + f"\n... ({len(t) - 20000} more characters)"
+
+
 def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed: int,
              opts: dict, phase, conn, idx: int) -> dict:
     from tilefoundry.oracle.compare import check
@@ -535,8 +619,12 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
     t0 = time.perf_counter()
     rec: dict[str, Any] = {}
 
+    module = None
+
     def done(verdict: str, message: str = "", **extra: Any) -> dict:
         rec.update(verdict=verdict, message=message, seconds=time.perf_counter() - t0, **extra)
+        if verdict in BAD_VERDICTS and module is not None:
+            rec["program"] = _program_text(module)  # what a report shows with the failure
         return rec
 
     phase.value = _BUILD
@@ -690,6 +778,7 @@ class _Slot:
     meta: dict = field(default_factory=dict)
     runs: int = 0  # cases this worker process finished
     rerun: str | None = None  # why the current case runs again in a fresh worker
+    flake: list | None = None  # [earlier attempts' verdicts, first failure] (--flake-retries)
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
@@ -801,6 +890,7 @@ class RunResult:
     recycled: int = 0
     unused_manifest: list = field(default_factory=list)
     stopped_early: bool = False
+    baseline: Any = None  # a campaign.BaselineOutcome when run against a baseline
 
     def counts(self) -> dict[str, int]:
         c = dict.fromkeys(VERDICTS, 0)
@@ -810,6 +900,9 @@ class RunResult:
 
     @property
     def bad(self) -> list[dict]:
+        """The failing records; against a baseline, only those it does not list."""
+        if self.baseline is not None:
+            return list(self.baseline.new)
         return [r for r in self.records if r["verdict"] in BAD_VERDICTS]
 
     @property
@@ -829,8 +922,8 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        """0 when nothing failed and something was judged; 1 otherwise (a run that judged
-        nothing is no pass)."""
+        """0 when nothing failed (nothing new, against a baseline) and something was judged; 1
+        otherwise (a run that judged nothing is no pass)."""
         return 0 if self.ok and not self.vacuous else 1
 
     def report(self) -> list[dict]:
@@ -950,32 +1043,54 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         repro_dir: Path | str | None = None, progress: bool = False,
         catalog: str | None = None, case_globs: Sequence[str] | None = None,
         reduce_s: float = 0.0, deadline: float | None = None, worker_rss_mb: float = 4096,
-        stream: Any = None, shard: tuple[int, int] | None = None) -> RunResult:
+        stream: Any = None, shard: tuple[int, int] | None = None,
+        baseline: Any = None, flake_retries: int = 0,
+        budget_s: float | None = None, caps_override: Capabilities | None = None
+        ) -> RunResult:
     """Run ``cases`` (a list, a Catalog, a lazy sequence such as ``GeneratedCases``, or a tier
     name of the catalog ``catalog``) against the backend ``backend_spec``; see the module
-    docstring. ``deadline`` (a ``time.monotonic()`` value) stops handing out new cases;
-    ``reduce_s`` > 0 shrinks each FAIL with the oracle's reducer into ``<repro>/reduced``."""
+    docstring. ``deadline`` (a ``time.monotonic()`` value) stops handing out new cases; so
+    does ``budget_s`` seconds after the workers are started (fuzz ``--minutes``);
+    ``reduce_s`` > 0 shrinks each FAIL with the oracle's reducer into ``<repro>/reduced``.
+
+    ``baseline`` (a ``campaign.Baseline``): its case ids are checked against the catalog before
+    any case runs; the result fails only on failures it does not list. ``flake_retries`` K:
+    a case whose verdict is FAIL / CRASH / TIMEOUT / ERROR runs again, up to K more times; one
+    that passes on a later attempt is **FLAKY** (``attempts`` lists every attempt's verdict,
+    the message and details are the first failure's), one that fails every attempt keeps its
+    first verdict (with ``attempts``)."""
     from tilefoundry.conformance.report import Progress, read_jsonl
 
     t_start = time.monotonic()
     if jobs < 1:
         raise ConformanceError(f"-j: expected at least 1 worker, got {jobs}")
+    if isinstance(flake_retries, bool) or not isinstance(flake_retries, int) or \
+            flake_retries < 0:
+        raise ConformanceError(f"--flake-retries: expected a non-negative integer, got "
+                               f"{flake_retries!r}")
     if not timeout_s > 0:
         raise ConformanceError(f"--timeout: expected a positive number of seconds, got "
                                f"{timeout_s}")
     if "fork" not in multiprocessing.get_all_start_methods():
         raise ConformanceError("the conformance runner needs the 'fork' start method "
                                "(Linux, macOS); it is not available here")
-    backend, caps = _load_backend_checked(backend_spec)
+    backend, caps = _load_backend_checked(backend_spec, caps_override)
     del backend  # the runner only validates it; workers load their own
+    known_ids: list[str] | None = None
     if isinstance(cases, str):
-        cases = select_cases(load_catalog(seed, catalog=catalog, backend_caps=caps), cases,
-                             case_globs)
+        cat = load_catalog(seed, catalog=catalog, backend_caps=caps)
+        known_ids = [c.id for c in cat]
+        cases = select_cases(cat, cases, case_globs)
     elif isinstance(cases, Catalog):
         cases = select_cases(cases, "full", case_globs)
     elif case_globs:
         cases = select_cases(Catalog(cases), "full", case_globs)
     finite = not isinstance(cases, GeneratedCases)
+    if baseline is not None:
+        if not finite:
+            raise ConformanceError("--baseline: fuzz campaigns have no baseline (their cases "
+                                   "are drawn, not named)")
+        baseline.check_ids(known_ids if known_ids is not None else [c.id for c in cases])
     if shard is not None:
         if not finite:
             raise ConformanceError("--shard: fuzz campaigns are not sharded; give each "
@@ -1028,6 +1143,26 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         f.flush()
         prog.update(rec["verdict"])
 
+    flake_q: collections.deque = collections.deque()  # (i, case, attempts, first failure)
+
+    def conclude(slot: _Slot, i: int, case: Case, out: dict) -> None:
+        """Record a finished attempt: emit it, or queue another attempt (--flake-retries)."""
+        attempts, first = slot.flake if slot.flake is not None else ([], None)
+        attempts = [*attempts, out["verdict"]]
+        if out["verdict"] in _RETRYABLE and not out.get("harness") and \
+                len(attempts) <= flake_retries:
+            flake_q.append((i, case, attempts, first or out))
+            return
+        if len(attempts) > 1:
+            first = first or out
+            if out["verdict"] == "PASS":
+                out = {**first, "verdict": "FLAKY", "attempts": attempts,
+                       "message": f"flaky: {first['verdict']} on attempt 1, PASS on attempt "
+                                  f"{len(attempts)}: {first['message']}"}
+            else:
+                out = {**first, "attempts": attempts}
+        emit(finalize(case, out))
+
     def finalize(case: Case, out: dict) -> dict:
         rec = {"type": "case", "id": case.id, "family": case.family, "verdict": "",
                "seconds": 0.0, "message": "", "ops": list(case.ops),
@@ -1056,9 +1191,13 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                                     "tilefoundry": __version__,
                                     "contracts": CONTRACTS_VERSION,
                                     "capabilities": caps.to_json(),
+                                    "shard": list(shard) if shard else None,
                                     "versions": environment()}) + "\n")
                 f.flush()
         prog.update(None, done=len([c for c in (cases if finite else ()) if c.id in done]))
+        if budget_s is not None:  # the clock starts when cases can be handed out
+            t = time.monotonic() + budget_s
+            deadline = t if deadline is None else min(deadline, t)
 
         def tasks() -> Iterator[tuple[int, Case]]:
             for i in range(len(cases)):
@@ -1074,10 +1213,16 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         while True:
             # hand out work
             for slot in pool.slots:
-                if slot.task is not None or ((exhausted or stopped) and not retry):
+                if slot.task is not None or \
+                        ((exhausted or stopped) and not retry and not flake_q):
                     continue
                 rerun = None
-                if retry:  # a case whose worker died after running earlier cases
+                flake = None
+                if flake_q:  # another attempt of a failed case (--flake-retries)
+                    i, case, *flake = flake_q.popleft()
+                    if slot.proc is not None and slot.runs:
+                        pool.kill(slot)  # each attempt in a fresh worker
+                elif retry:  # a case whose worker died after running earlier cases
                     i, case, rerun = retry.popleft()
                     if slot.proc is not None and slot.runs:
                         pool.kill(slot)  # it runs again in a fresh worker
@@ -1092,7 +1237,7 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                         break
                     order.append(case.id)
                 sk = manifest.skip_for(case.id) if manifest is not None and rerun is None \
-                    else None
+                    and flake is None else None
                 if sk is not None:
                     emit(finalize(case, {"verdict": "NOT_SUPPORTED",
                                          "message": f"skipped by manifest: {sk.reason}",
@@ -1101,8 +1246,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                 tol = manifest.tolerance_for(case.id) if manifest is not None else None
                 opts: dict[str, Any] = {"backend": backend_spec, "catalog": catalog,
                                         "tolerance": (tol.ulp, tol.reason) if tol else None,
-                                        "reduce_s": reduce_s}
-                if repro_dir is not None:
+                                        "reduce_s": reduce_s if flake is None else 0.0}
+                if repro_dir is not None and flake is None:  # the first attempt's is kept
                     opts["repro"] = str(repro_dir / _safe_name(case.id, taken))
                 if slot.proc is not None and not slot.proc.is_alive():
                     pool.kill(slot)  # died between cases (a backend thread, a leak)
@@ -1117,9 +1262,10 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                 now = time.monotonic()
                 slot.task = (i, case, now, now + timeout_s)
                 slot.partial, slot.meta, slot.rerun = None, {}, rerun
+                slot.flake = flake
             busy = [s for s in pool.slots if s.task is not None]
             if not busy:
-                if (exhausted or stopped) and not retry:
+                if (exhausted or stopped) and not retry and not flake_q:
                     break
                 continue
             now = time.monotonic()
@@ -1145,8 +1291,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                     out = msg[2]
                     if slot.rerun is not None:
                         out = {**out, "rerun": slot.rerun}
-                    emit(finalize(case, out))
                     slot.task = None
+                    conclude(slot, i, case, out)
                     slot.runs += 1
                     if msg[3] > worker_rss_mb:
                         pool.recycled += 1
@@ -1174,12 +1320,13 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                     else:
                         out = {**slot.meta, "verdict": "CRASH", "seconds": elapsed,
                                "message": f"{what} during {phase}"
-                                          + (f"; innermost frames: {where}" if where else "")}
+                                          + (f"; innermost frames: {where}" if where else ""),
+                               "program": _case_program(case)}
                     if slot.rerun is not None:
                         out["rerun"] = slot.rerun
-                    emit(finalize(case, out))
                     slot.task = None
                     pool.kill(slot)
+                    conclude(slot, i, case, out)
                 elif time.monotonic() >= dl:
                     phase = _PHASES[slot.phase.value]
                     with contextlib.suppress(Exception):
@@ -1196,10 +1343,11 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                         out = {**slot.meta, "verdict": "TIMEOUT", "seconds": elapsed,
                                "message": f"exceeded the {timeout_s:g} s limit during {phase}; "
                                           f"the worker was killed"
-                                          + (f"; innermost frames: {where}" if where else "")}
-                    emit(finalize(case, out))
+                                          + (f"; innermost frames: {where}" if where else ""),
+                               "program": _case_program(case)}
                     slot.task = None
                     pool.kill(slot)
+                    conclude(slot, i, case, out)
     finally:
         try:
             pool.stop()
@@ -1212,13 +1360,15 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     header, recs = read_jsonl(out_jsonl, skipped=[])
     records = [recs[c] for c in dict.fromkeys(order) if c in recs]
     result = RunResult(backend_spec, seed, records, out_jsonl, header or {},
-                       time.monotonic() - t_start, pool.recycled, unused, stopped)
+                       time.monotonic() - t_start, pool.recycled, unused, stopped,
+                       baseline.apply(records) if baseline is not None else None)
     with contextlib.suppress(OSError), open(out_jsonl, "a") as f:
         # a closing record: what this run (this session of a resumed run) concluded
         f.write(json.dumps({"type": "summary", "cases": len(records),
                             "counts": dict(result.counts()), "exit_code": result.exit_code,
                             "vacuous": result.vacuous, "stopped": stopped,
                             "shard": list(shard) if shard else None,
+                            "baseline": result.baseline.to_json() if result.baseline else None,
                             "seconds": round(result.wall_s, 3)}) + "\n")
     return result
 

@@ -58,7 +58,13 @@ from typing import Any
 
 import numpy as np
 
-from tilefoundry.conformance.backend import ALL_OVERFLOW, ALL_POLICIES, Capabilities
+from tilefoundry.conformance.backend import (
+    ALL_FEATURES,
+    ALL_OVERFLOW,
+    ALL_POLICIES,
+    ALL_ROUNDING,
+    Capabilities,
+)
 from tilefoundry.errors import InvalidArgumentError, RunTimeCheckError
 from tilefoundry.semantics.dtypes import FORMATS, DType, bits_dtype, dtype_of, to_bits
 from tilefoundry.semantics.ir import (
@@ -155,6 +161,30 @@ class _Compiled:
     session: Any
 
 
+def cuda_available_fork_safe() -> bool:
+    """``torch.cuda.is_available()`` asked through NVML (``PYTORCH_NVML_BASED_CUDA_CHECK=1``),
+    which does not initialise the CUDA runtime: the runner loads the backend in its own process
+    and then forks its workers, and a CUDA runtime initialised before a fork is unusable in the
+    children. CUDA itself is first touched by ``compile`` / ``run`` in a worker (D253)."""
+    import os
+
+    torch = _torch()
+    old = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    try:
+        return bool(torch.cuda.is_available())
+    finally:
+        if old is None:
+            del os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"]
+        else:
+            os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = old
+
+
+def cuda() -> TorchBackend:
+    """The factory of the built-in ``torch-cuda``: ``TorchBackend("cuda")``."""
+    return TorchBackend("cuda")
+
+
 class TorchBackend:
     """PyTorch as a conformance backend (factory ``tilefoundry.conformance.torch_backend:
     TorchBackend``; built-in name ``torch``)."""
@@ -164,7 +194,7 @@ class TorchBackend:
         if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
             raise InvalidArgumentError(f"TorchBackend: device must be 'cpu' or 'cuda[:N]', got "
                                        f"{device!r}")
-        if device != "cpu" and not torch.cuda.is_available():
+        if device != "cpu" and not cuda_available_fork_safe():
             raise InvalidArgumentError(f"TorchBackend: device {device!r} asked for, but "
                                        f"torch.cuda.is_available() is False")
         self.device = device
@@ -173,7 +203,8 @@ class TorchBackend:
 
     def capabilities(self) -> Capabilities:
         return Capabilities(ops=SUPPORTED_OPS, dtypes=SUPPORTED_DTYPES, policies=ALL_POLICIES,
-                            overflow_modes=ALL_OVERFLOW, mesh=False)
+                            overflow_modes=ALL_OVERFLOW, mesh=False,
+                            rounding_modes=ALL_ROUNDING, features=ALL_FEATURES)
 
     def compile(self, module: Module, entry: str) -> _Compiled:
         from tilefoundry.semantics.typeinfer.core import Session

@@ -181,6 +181,8 @@ class OutputVerdict:
     ulp_distance: float | None = None
     detail: str = ""
     unjudged: int = 0  # elements not judged (UNJUDGED outputs)
+    #: the distinct classes of the rejected elements, most frequent first (``failure_classes``)
+    classes: tuple = ()
 
     def line(self) -> str:
         s = f"output {self.output}: {self.status} under {self.contract}"
@@ -217,6 +219,73 @@ class Verdict:
         return "\n".join([head, *(f"  {o.line()}" for o in self.outputs)])
 
 
+#: value kinds of a float element, for the failing element classes
+_KINDS = ("NaN", "+inf", "-inf", "+0", "-0", "subnormal", "normal")
+_ULP_BUCKETS = ((1, "1 ulp"), (15, "2-15 ulp"), (255, "16-255 ulp"), (float("inf"), ">255 ulp"))
+MAX_CLASSES = 12
+
+
+def _float_kinds(x: np.ndarray) -> np.ndarray:
+    """Per element, an index into ``_KINDS`` (vectorized)."""
+    from tilefoundry.semantics.formats import FORMATS
+
+    f = np.asarray(x).astype(np.float64)
+    tiny = float(FORMATS[dtype_of(x)].min_normal)
+    k = np.full(f.shape, 6, np.int64)
+    k[np.abs(f) < tiny] = 5
+    k[(f == 0) & ~np.signbit(f)] = 3
+    k[(f == 0) & np.signbit(f)] = 4
+    k[np.isposinf(f)] = 1
+    k[np.isneginf(f)] = 2
+    k[np.isnan(f)] = 0
+    return k
+
+
+def failure_classes(ok: np.ndarray, e: np.ndarray, o: np.ndarray,
+                    limit: int = MAX_CLASSES) -> tuple:
+    """The distinct classes of the rejected elements (``~ok``): for floats the value kind
+    expected -> observed (NaN, ±inf, ±0, subnormal, normal) and, between finite values, the
+    ULP distance bucket; for integers and bool the sign of observed - expected. Each class is
+    ``(name, count, first index, expected hex, observed hex, expected, observed)``, most
+    frequent first (ties by first index), at most ``limit``. An exhaustive case with several
+    bugs shows each of them, not only the worst element."""
+    bad = ~np.asarray(ok, bool)
+    if not bad.any():
+        return ()
+    dt = dtype_of(e)
+    if dt.is_float:
+        ke, ko = _float_kinds(e), _float_kinds(o)
+        finite = (ke >= 3) & (ko >= 3) & ~((ke <= 4) & (ko <= 4))  # a distance to show
+        d = np.where(finite, ulp_distance(e, o), 0.0)
+        bucket = np.zeros(d.shape, np.int64)
+        for j, (hi, _) in enumerate(_ULP_BUCKETS[:-1]):
+            bucket[(d > hi)] = j + 1
+        code = (ke * 7 + ko) * 8 + np.where(finite, bucket + 1, 0)
+
+        def name(c: int) -> str:
+            b = c % 8
+            k = c // 8
+            s = f"{_KINDS[k // 7]} -> {_KINDS[k % 7]}"
+            return s + (f" ({_ULP_BUCKETS[b - 1][1]})" if b else "")
+    else:
+        ev = np.asarray(e).astype(np.int64)
+        ov = np.asarray(o).astype(np.int64)
+        code = np.sign(ov - ev) + 1
+
+        def name(c: int) -> str:
+            return ("observed < expected", "equal bits, rejected", "observed > expected")[c]
+    flat_code = code[bad]
+    where = np.argwhere(bad) if bad.ndim else np.zeros((1, 0), np.int64)
+    uniq, first, counts = np.unique(flat_code, return_index=True, return_counts=True)
+    order = sorted(range(len(uniq)), key=lambda j: (-int(counts[j]), int(first[j])))
+    out = []
+    for j in order[:limit]:
+        idx = tuple(int(v) for v in where[first[j]])
+        out.append((name(int(uniq[j])), int(counts[j]), idx, _hex(e, idx), _hex(o, idx),
+                    _dec(e, idx), _dec(o, idx)))
+    return tuple(out)
+
+
 def _judge(i: int, contract: str, ok: np.ndarray, e: np.ndarray, o: np.ndarray,
            detail: str = "") -> OutputVerdict:
     ok = np.asarray(ok, bool)
@@ -233,8 +302,12 @@ def _judge(i: int, contract: str, ok: np.ndarray, e: np.ndarray, o: np.ndarray,
         dist = float(d[worst]) if d.ndim else float(d)
     else:
         worst = tuple(int(j) for j in np.argwhere(~ok)[0]) if ok.ndim else ()
+    try:
+        classes = failure_classes(ok, e, o)
+    except Exception:  # a format the classifier cannot read: the worst element still stands
+        classes = ()
     return OutputVerdict(i, FAIL, contract, bad, total, worst, _hex(e, worst), _hex(o, worst),
-                         _dec(e, worst), _dec(o, worst), dist, detail)
+                         _dec(e, worst), _dec(o, worst), dist, detail, classes=classes)
 
 
 # ---------------------------------------------------------------------------------------------

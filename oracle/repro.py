@@ -18,7 +18,6 @@ callable ``package.module:function`` taking ``(module, entry, inputs)``.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -53,14 +52,11 @@ def load_candidate(spec: str):
     callable (``package.module:function`` of ``(module, entry, inputs)``), as a callable
     ``(module, entry, inputs) -> outputs``."""
     from tilefoundry.conformance.backend import load_backend
-    from tilefoundry.errors import InvalidArgumentError
 
     if ":" in spec:
-        mod_name, _, attr = spec.partition(":")
-        try:
-            obj = getattr(importlib.import_module(mod_name), attr)
-        except (ImportError, AttributeError) as e:
-            raise InvalidArgumentError(f"candidate {spec!r}: {e}") from None
+        from tilefoundry.loading import load_object
+
+        obj = load_object(spec, "candidate")
         if not isinstance(obj, type) and callable(obj) and _arity(obj) == 3:
             return obj
     backend = load_backend(spec)

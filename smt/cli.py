@@ -26,9 +26,31 @@ def _framework():
 
 
 def load_module_file(path: str):
-    """A Python file that builds a tilefoundry Module and binds it to the name ``module``."""
+    """The Module ``--module`` names: ``path/to/file.py:attr`` or ``package.module:attr``
+    (tilefoundry.loading, as ``--backend`` and ``compile``), or a bare file path: the file's
+    Module bound to ``module`` or, when that name holds something else (the DSL's star import
+    binds ``module`` to its builder function), its only Module-valued global."""
     from tilefoundry.semantics.ir import Module
 
+    if ":" in path:
+        from tilefoundry.errors import TilefoundryError
+        from tilefoundry.loading import load_object
+
+        try:
+            mod = load_object(path, "--module")
+        except TilefoundryError as e:
+            raise ProveError(str(e)) from None
+        if callable(mod) and not isinstance(mod, Module):
+            try:
+                mod = mod()
+            except Exception as e:
+                raise ProveError(f"--module {path}: calling it raised {type(e).__name__}: "
+                                 f"{e}") from None
+        if not isinstance(mod, Module):
+            raise ProveError(f"--module {path}: a {type(mod).__name__}, not a tilefoundry "
+                             f"Module")
+        _reject_uncallable(path, mod)
+        return mod
     p = Path(path)
     if not p.is_file():
         raise ProveError(f"--module {path}: no such file")
@@ -41,8 +63,12 @@ def load_module_file(path: str):
                          f"{type(e).__name__}: {e}") from None
     mod = ns.get("module")
     if not isinstance(mod, Module):
-        raise ProveError(f"--module {path}: the file must bind a tilefoundry Module to the name "
-                         f"`module` (found {type(mod).__name__})")
+        found = [k for k, v in ns.items() if isinstance(v, Module) and not k.startswith("_")]
+        if len(found) != 1:
+            raise ProveError(f"--module {path}: the file must bind a tilefoundry Module to the "
+                             f"name `module` or hold exactly one Module (found "
+                             f"{sorted(found) or 'none'}); or name it: --module {path}:NAME")
+        mod = ns[found[0]]
     _reject_uncallable(path, mod)
     return mod
 
@@ -63,12 +89,18 @@ def _reject_uncallable(path: str, mod) -> None:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("prove", help="run the Z3 proof obligations")
+    p = sub.add_parser("prove", help="run the Z3 proof obligations",
+                       description="Run the Z3 proof obligations and print a table.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="examples:\n  tilefoundry prove --list\n"
+                              "  tilefoundry prove commutation.Binary --json out.json\n"
+                              "  tilefoundry prove --module ./dispatch.py:mod")
     p.add_argument("names", nargs="*", help="obligations to run (default: all)")
     p.add_argument("--json", dest="json_file", help="write the outcomes as JSON to this file")
     p.add_argument("--smt2-dir", help="dump every solver query as SMT-LIB2 into this folder")
-    p.add_argument("--module", help="a Python file binding a Module to `module` (module-level "
-                   "obligations such as envelope partitions check it)")
+    p.add_argument("--module", help="the Module module-level obligations (envelope partitions) "
+                   "check: 'path/to/file.py:NAME', 'package.module:NAME', or a file whose "
+                   "only Module (or `module`) it is")
     p.add_argument("--rlimit", type=int, default=DEFAULT_RLIMIT,
                    help="Z3 resource limit per query (deterministic; not wall time)")
     p.add_argument("--list", action="store_true", help="list the obligations and exit")

@@ -22,7 +22,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "versions and torch's CPU capability) and exit")
     p.add_argument("--verbose", action="store_true", help="with --version: every version")
     sub = p.add_subparsers(dest="command")
-    sc = sub.add_parser("selfcheck", help="run the numerics sweeps and print their summary")
+    sc = sub.add_parser("selfcheck", help="run the numerics sweeps and print their summary",
+                        description="Run the numerics sweeps (every conversion against the "
+                                    "exact model) and print their summary.",
+                        epilog="example: tilefoundry selfcheck --f32-samples 20000")
     sc.add_argument("--seed", type=int, default=0, help="seed of the random f32 samples")
     sc.add_argument("--f32-samples", type=int, default=200_000,
                     help="random f32 sources per conversion checked against the exact model")

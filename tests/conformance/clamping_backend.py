@@ -119,7 +119,8 @@ class _Base:
     name = "planted"
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(dtypes=frozenset(d for d in DType if d is not DType.F4E2M1),
+        return Capabilities.everything(dtypes=frozenset(d for d in DType
+                                                        if d is not DType.F4E2M1),
                             mesh=True)
 
     def compile(self, module, entry: str):

@@ -6,7 +6,8 @@ whose ``__str__`` raises, ``late_exit`` returns the right values and exits the p
 thread ``LATE_EXIT_S`` seconds later, ``fork_leftover`` returns the right values and leaves a
 forked child sleeping (its pid appended to ``$LEFTOVER_PID_FILE``), ``list_fds`` writes the
 files the worker holds open to ``$FD_LIST_FILE``, ``malformed`` returns the wrong shape, ``exit`` calls
-``os._exit(3)``, ``ulp1`` returns every float result one ULP up; any other entry runs the
+``os._exit(3)``, ``ulp1`` returns every float result one ULP up, ``warn`` passes after a numpy RuntimeWarning, ``flip`` returns garbage on its first
+``$FLIP_FAILS`` runs and the right values after (a flaky bug); any other entry runs the
 reference. i8 is declared unsupported. ``FLAKY_DELAY`` (seconds) slows every ``run`` down (the
 kill-and-resume test uses it)."""
 
@@ -33,7 +34,7 @@ class FlakyBackend:
     name = "flaky"
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(dtypes=frozenset(d for d in DType
+        return Capabilities.everything(dtypes=frozenset(d for d in DType
                                              if d not in (DType.F4E2M1, DType.I8)))
 
     def compile(self, module, entry):
@@ -75,7 +76,11 @@ class FlakyBackend:
 
             threading.Timer(float(os.environ.get("LATE_EXIT_S", "0.5")),
                             lambda: os._exit(7)).start()
+        if entry == "warn":  # passes, after a numpy RuntimeWarning of its own
+            np.array([np.nan, 1.0]).astype(np.int32)
         out = evaluate(module, entry, inputs)
+        if entry == "flip" and _flip_fails():
+            return (out.astype(np.float32) * 3 + 1).astype(out.dtype)
         if entry == "garbage":
             return (out.astype(np.float32) * 3 + 1).astype(out.dtype)
         if entry == "malformed":
@@ -84,6 +89,19 @@ class FlakyBackend:
             dt = dtype_of(out)
             return from_bits(to_bits(out) + np.ones((), to_bits(out).dtype), dt)
         return out
+
+
+def _flip_fails() -> bool:
+    """``flip``: the first ``FLIP_FAILS`` (default 1) runs return garbage, later ones the
+    reference's values (an attempt counter in the file ``$FLIP_FILE``, shared by workers)."""
+    import fcntl
+
+    with open(os.environ["FLIP_FILE"], "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        n = len(f.read())
+        f.write("x")
+    return n < int(os.environ.get("FLIP_FAILS", "1"))
 
 
 def factory() -> FlakyBackend:

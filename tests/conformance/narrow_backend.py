@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from tilefoundry.conformance.backend import Capabilities
+from tilefoundry.conformance.backend import ALL_FEATURES, ALL_OVERFLOW, ALL_ROUNDING, Capabilities
 from tilefoundry.semantics.dtypes import from_bits
 from tilefoundry.semantics.evaluator import families  # noqa: F401  (registers the evaluators)
 from tilefoundry.semantics.evaluator.core import evaluate
@@ -24,7 +24,8 @@ from tilefoundry.semantics.formats import DType, dtype_of
 from tilefoundry.semantics.ops.tensor import Cast
 
 NARROW = Capabilities(ops=frozenset({"Binary", "Unary", "Cast"}),
-                      dtypes=frozenset({DType.F32, DType.BF16}))
+                      dtypes=frozenset({DType.F32, DType.BF16}), overflow_modes=ALL_OVERFLOW,
+                      rounding_modes=ALL_ROUNDING, features=ALL_FEATURES)
 
 
 def truncate_to_bf16(x: np.ndarray) -> np.ndarray:
@@ -98,3 +99,14 @@ def misnamed_op() -> NarrowBackend:
 def misnamed_dtype() -> NarrowBackend:
     return _Misnamed(Capabilities(ops=NARROW.ops,
                                   dtypes=frozenset({DType.F32, "bf61"})))  # type: ignore[arg-type]
+
+
+def misspelled_kinds() -> NarrowBackend:
+    """Issue 22's silent green: ``{"Binary.ad", "Redcue"}`` claimed nothing, so every case was
+    NOT_SUPPORTED and the run passed."""
+    return _Misnamed(Capabilities(ops=frozenset({"Binary.ad", "Redcue"}), dtypes=NARROW.dtypes))
+
+
+def misnamed_policy() -> NarrowBackend:
+    return _Misnamed(Capabilities(ops=NARROW.ops, dtypes=NARROW.dtypes,
+                                  policies=frozenset({"fold-left"})))

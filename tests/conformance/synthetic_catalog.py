@@ -97,3 +97,25 @@ def build_no_hang(seed: int = 0, *, backend_caps=None) -> Catalog:
 def generate(seed: int):
     """A small random bf16 elementwise program (the planted generator's shape)."""
     return buried_program(3 + seed % 5, seed, n=8)
+
+
+def build_flip(seed: int = 0, *, backend_caps=None) -> Catalog:
+    """Three cases for --flake-retries: ``flaky/flip`` (fails the flaky backend's first
+    ``$FLIP_FAILS`` runs, passes after), ``flaky/garbage`` (fails every run) and a passing add."""
+    B = BinaryKind
+    return Catalog([
+        Case("flaky/flip", "flaky", binary("flip", B.ADD, DType.F32, seed, "flip")),
+        Case("flaky/garbage", "flaky", binary("garbage", B.SUB, DType.F32, seed, "garbage")),
+        Case("elementwise/add/f32", "elementwise", binary("add", B.ADD, DType.F32, seed)),
+    ])
+
+
+def build_warn(seed: int = 0, *, backend_caps=None) -> Catalog:
+    """``flaky/warn`` (the flaky backend warns, then passes), ``flaky/garbage`` (fails) and a
+    passing add: for warnings attributed to their case and for the HTML report."""
+    B = BinaryKind
+    return Catalog([
+        Case("flaky/warn", "flaky", binary("warn", B.ADD, DType.F32, seed, "warn")),
+        Case("flaky/garbage", "flaky", binary("garbage", B.SUB, DType.F32, seed, "garbage")),
+        Case("elementwise/add/f32", "elementwise", binary("add", B.ADD, DType.F32, seed)),
+    ])

@@ -349,18 +349,19 @@ def test_count_ops_counts_shared_nodes_once():
 def _caps_sets():
     from tilefoundry.conformance.backend import Capabilities
 
+    every = Capabilities.everything  # the fields a set does not narrow claim everything
     return {
-        "narrow": Capabilities(ops=frozenset({"Binary", "Unary", "Cast"}),
-                               dtypes=frozenset({DType.F32, DType.BF16})),
-        "kinds": Capabilities(ops=frozenset({"Binary.add", "Binary.mul", "Unary.exp", "Reduce",
-                                             "MatMul", "Transpose"}),
-                              dtypes=frozenset({DType.F16, DType.F32}),
-                              policies=frozenset({"fold_left"}),
-                              overflow_modes=frozenset({"saturate"})),
-        "ints-mesh": Capabilities(ops=frozenset({"Binary", "Reduce", "Gather", "Reshape",
-                                                 "Reshard", "Cast"}),
-                                  dtypes=frozenset({DType.I32, DType.I8, DType.BOOL}),
-                                  mesh=True),
+        "narrow": every(ops=frozenset({"Binary", "Unary", "Cast"}),
+                        dtypes=frozenset({DType.F32, DType.BF16})),
+        "kinds": every(ops=frozenset({"Binary.add", "Binary.mul", "Unary.exp", "Reduce",
+                                      "MatMul", "Transpose"}),
+                       dtypes=frozenset({DType.F16, DType.F32}),
+                       policies=frozenset({"fold_left"}),
+                       overflow_modes=frozenset({"saturate"})),
+        "ints-mesh": every(ops=frozenset({"Binary", "Reduce", "Gather", "Reshape",
+                                          "Reshard", "Cast"}),
+                           dtypes=frozenset({DType.I32, DType.I8, DType.BOOL}),
+                           mesh=True),
     }
 
 
@@ -432,7 +433,7 @@ def test_capabilities_without_a_limit_change_no_draw():
     outside it, it never shifts the random stream."""
     from tilefoundry.conformance.backend import Capabilities
 
-    caps = Capabilities(mesh=False)
+    caps = Capabilities.everything(mesh=False)
     for seed in range(60):
         a, b = generate_program(seed), generate_program(seed, caps=caps)
         assert to_text(a.module) == to_text(b.module), seed
@@ -443,19 +444,20 @@ def test_unsatisfiable_capabilities_are_rejected():
     from tilefoundry.errors import TilefoundryError
 
     with pytest.raises(TilefoundryError, match="no op the generator builds"):
-        generate_program(0, caps=Capabilities(ops=frozenset({"Reshard"})))
+        generate_program(0, caps=Capabilities.everything(ops=frozenset({"Reshard"})))
     with pytest.raises(TilefoundryError, match="no op the generator builds"):
         # a comparison needs bool results, a logical op bool operands: neither fits f32 only
-        generate_program(0, caps=Capabilities(ops=frozenset({"Binary.lt", "Binary.and"}),
-                                               dtypes=frozenset({DType.F32})))
+        generate_program(0, caps=Capabilities.everything(
+            ops=frozenset({"Binary.lt", "Binary.and"}), dtypes=frozenset({DType.F32})))
     # a Cast to an integer carries overflow="nonfinite": not drawable under saturate only
-    caps = Capabilities(ops=frozenset({"Cast", "Binary"}), dtypes=frozenset({DType.I32}),
-                        overflow_modes=frozenset({"saturate"}))
+    caps = Capabilities.everything(ops=frozenset({"Cast", "Binary"}),
+                                   dtypes=frozenset({DType.I32}),
+                                   overflow_modes=frozenset({"saturate"}))
     assert all(Cast not in generate_program(s, caps=caps).ops for s in range(40))
     with pytest.raises(TilefoundryError, match="no evaluable dtype"):
-        generate_program(0, caps=Capabilities(dtypes=frozenset({DType.F4E2M1})))
+        generate_program(0, caps=Capabilities.everything(dtypes=frozenset({DType.F4E2M1})))
     with pytest.raises(TilefoundryError, match="declare no mesh"):
-        generate_program(0, sharded=True, caps=Capabilities(mesh=False))
+        generate_program(0, sharded=True, caps=Capabilities.everything(mesh=False))
 
 
 @settings(max_examples=20)

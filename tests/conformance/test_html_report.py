@@ -1,0 +1,113 @@
+"""Reports a person reads (issue 22, deliverable 5): ``--html FILE`` (self-contained: summary by
+family x verdict, the coverage heat map, every failure with its program, the distinct failing
+element classes with expected / observed bits), warnings attributed to their case instead of
+printed before the summary, and a ``BUG.md`` per reproducer (program source, inputs as hex,
+expected vs observed per failing class, the one-line replay command)."""
+
+from __future__ import annotations
+
+import html.parser
+import json
+
+import numpy as np
+import pytest
+from synthetic_catalog import _data
+
+from tilefoundry.cli import main
+from tilefoundry.semantics.formats import DType
+
+
+@pytest.fixture(scope="module")
+def warn_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("html")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(d)
+        rc = main(["conformance", "run", "--backend", "flaky_backend:factory", "--catalog",
+                   "synthetic_catalog:build_warn", "--no-progress", "--html", "r.html",
+                   "--repro-dir", "repro", "--jsonl", "r.jsonl"])
+    recs = {json.loads(x)["id"]: json.loads(x) for x in (d / "r.jsonl").read_text()
+            .splitlines() if '"type": "case"' in x}
+    return d, rc, recs
+
+
+def _garbage_bits():
+    """flaky/garbage: x - y in f32 (the reference), and the flaky backend's (x - y) * 3 + 1."""
+    x = _data(DType.F32, 8, 0, "garbagex")
+    y = _data(DType.F32, 8, 0, "garbagey")
+    e = (x.astype(np.float32) - y.astype(np.float32)).astype(np.float32)
+    o = (e * np.float32(3) + np.float32(1)).astype(np.float32)
+    return x, y, e.view(np.uint32), o.view(np.uint32)
+
+
+class _Tags(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[str] = []
+        self.srcs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.srcs += [v for k, v in attrs if k in ("src", "href") and v]
+
+
+def test_html_report_is_self_contained_and_shows_each_failure(warn_run, capsys):
+    d, rc, recs = warn_run
+    capsys.readouterr()
+    assert rc == 1
+    page = (d / "r.html").read_text()
+    p = _Tags()
+    p.feed(page)
+    assert "script" not in p.tags and p.srcs == []  # nothing to fetch, nothing to run
+    assert p.tags.count("table") >= 3  # summary, heat map, a failure's classes
+    # the summary row of the flaky family: 2 cases, 1 PASS (warn), 1 FAIL (garbage)
+    assert "<td>flaky</td><td class=\"n\">2</td>" in page
+    # the heat map: Binary.sub x f32 holds only the failing case
+    assert 'title="Binary.sub x f32: FAIL 1">FAIL 1</td>' in page
+    # the failure: its program and the expected / observed bits of each failing class
+    _, _, e, o = _garbage_bits()
+    rec = recs["flaky/garbage"]
+    classes = rec["outputs"][0]["classes"]
+    assert sum(c["count"] for c in classes) == rec["outputs"][0]["mismatches"] == 8
+    for c in classes:
+        (i,) = c["index"]
+        assert c["expected_hex"] == f"0x{int(e[i]):08x}" and \
+            c["observed_hex"] == f"0x{int(o[i]):08x}"
+        assert f"<code>{c['expected_hex']}</code>" in page
+        assert f"<code>{c['observed_hex']}</code>" in page
+    assert "def garbage(x: Tensor[(8,), f32], y: Tensor[(8,), f32]):" in \
+        html.unescape(page)
+
+
+def test_warnings_are_attributed_to_their_case_not_printed(warn_run):
+    d, _, recs = warn_run
+    (w,) = recs["flaky/warn"]["warnings"]
+    assert w["phase"] == "backend.run" and w["category"] == "RuntimeWarning"
+    assert w["where"].startswith("flaky_backend.py:") and "invalid value" in w["message"]
+    assert "warnings" not in recs["elementwise/add/f32"]
+    page = (d / "r.html").read_text()
+    assert "Warnings (1 case(s))" in page
+
+
+def test_warnings_stay_off_stderr(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    main(["conformance", "run", "--backend", "flaky_backend:factory", "--catalog",
+          "synthetic_catalog:build_warn", "--cases", "flaky/warn", "--no-progress"])
+    out, err = capfd.readouterr()
+    assert "RuntimeWarning" not in err and "invalid value" not in err, err
+    assert "1 case(s) raised warnings, recorded on each case" in out, out
+
+
+def test_bug_md_per_reproducer(warn_run):
+    d, _, recs = warn_run
+    bug = (d / "repro" / recs["flaky/garbage"]["repro"] / "BUG.md").read_text()
+    assert bug.startswith("# flaky/garbage: FAIL on backend `flaky_backend:factory`")
+    assert f"python repro/{recs['flaky/garbage']['repro']}/repro.py --backend " \
+           f"flaky_backend:factory" in bug
+    x, y, e, o = _garbage_bits()
+    for c in recs["flaky/garbage"]["outputs"][0]["classes"]:
+        assert f"| {c['class']} | {c['count']} | {c['index']} |" in bug
+        (i,) = c["index"]
+        assert f"(`0x{int(e[i]):08x}`) |" in bug and f"(`0x{int(o[i]):08x}`) |" in bug
+    assert "```python" in bug and "    return x - y" in bug
+    assert " ".join(f"{int(b):08x}" for b in x.view(np.uint32)) in bug  # input 0 as hex
+    assert " ".join(f"{int(b):08x}" for b in y.view(np.uint32)) in bug
