@@ -44,7 +44,7 @@ def seed_problem(seed: int | float, dt: DType) -> str | None:
         ii = np.iinfo(info.storage)
         return None if ii.min <= seed <= ii.max else f"{seed} is outside [{ii.min}, {ii.max}]"
     f = float(seed)
-    if isinstance(seed, int) and f != seed or not math.isfinite(f):
+    if (isinstance(seed, int) and f != seed) or not math.isfinite(f):
         return f"{seed!r} is not a finite float"
     f32 = np.float32(f)
     if float(f32) != f or math.copysign(1.0, float(f32)) != math.copysign(1.0, f):
