@@ -445,6 +445,9 @@ class _KernelRun:
         a = self.values[ins.a]
         return np.where(self.values[ins.cond], a, self.values[ins.b]).astype(a.dtype)
 
+    def i_Bitcast(self, ins: kir.Bitcast) -> np.ndarray:
+        return np.ascontiguousarray(self.values[ins.x]).view(kir.numpy_dtype(ins.to))
+
     def i_Math(self, ins: kir.Math) -> np.ndarray:
         x = self.values[ins.x]
         if x.dtype == _F64:
