@@ -46,7 +46,8 @@ def seed_problem(seed: int | float, dt: DType) -> str | None:
     f = float(seed)
     if (isinstance(seed, int) and f != seed) or not math.isfinite(f):
         return f"{seed!r} is not a finite float"
-    f32 = np.float32(f)
+    with np.errstate(all="ignore"):
+        f32 = np.float32(f)
     if float(f32) != f or math.copysign(1.0, float(f32)) != math.copysign(1.0, f):
         return f"{seed!r} is not exactly an f32 value"
     back = float(widen_to_f32(cast(np.asarray(f32), dt))) if dt is not DType.F32 else float(f32)
