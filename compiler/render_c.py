@@ -972,7 +972,14 @@ class _KernelC:
             if seed_init and kind == "abs_max":
                 seed = f"({at}){seed}"
             out.append(f"{inner}{at} {acc}[{A}];")
-            out.append(f"{inner}for (int j = 0; j < {A}; ++j) {acc}[j] = {seed};")
+            if seed_init and kind == "sum":
+                # a sum's seed enters once (accumulator 0); the others start at the identity.
+                # (Seeding all of them counted an integer init A times: found by the tile
+                # family's seeded Scan, docs/decisions.md D221.)
+                out.append(f"{inner}for (int j = 1; j < {A}; ++j) {acc}[j] = {ident};")
+                out.append(f"{inner}{acc}[0] = {seed};")
+            else:  # max / min / abs_max / bool: idempotent, every accumulator may hold it
+                out.append(f"{inner}for (int j = 0; j < {A}; ++j) {acc}[j] = {seed};")
             anyv = None
             if track:
                 anyv = self.fresh("any")

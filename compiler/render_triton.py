@@ -910,6 +910,10 @@ def render(program: Program) -> str:
     """The Triton module of ``program``: the prelude, one jit function per kernel and
     ``KERNELS = {kernel name: (fn, [root buffer, ...], instances, [storage type, ...])}``."""
     bm = program.buffer_map()
+    u32 = [b.name for b in program.buffers if b.dtype == "u32"]
+    if u32:  # Bitcast's dtype: no Triton mapping here (the instruction itself is not rendered)
+        raise _unsupported("u32", f"buffer {u32[0]} has dtype u32 (a Bitcast value); the "
+                                  f"Triton renderer has no u32 storage")
     parts = [PRELUDE]
     table = []
 
