@@ -229,6 +229,12 @@ def tile_cases(acc) -> None:
             scan_case(Scan(0, "add", inclusive=False), dt,
                       lambda d=dt: c._vals([[5, -6, 7]], d)),
             ops=("Scan",), dtypes=(dt,), spec=_S_SCAN_VALID, tier="quick")
+    for dt in (U8, I32):  # 21 lanes: a SIMD realization's interleaved accumulators
+        cid = f"spec/tile/scan/seeded-long-axis/{dt}"
+        add(cid, "tile",
+            scan_case(Scan(1, "add", inclusive=False, seed=7), dt,
+                      lambda d=dt, i=cid: c._rng(i).integers(0, 50, (2, 21)).astype(d.storage)),
+            ops=("Scan",), dtypes=(dt,), spec=_S_SCAN_TREE, tier="quick")
     for dt in (I8, U8, I32):
         add(f"spec/tile/scan/add-wraps/{dt}", "tile",
             scan_case(Scan(-1, "add"), dt, lambda d=dt: c._fill(c.int_special_values(d),
