@@ -40,7 +40,7 @@ Numeric contracts are explicit instructions (ARCHITECTURE.md, "Numeric contracts
   dtype and returns its correctly rounded result (a backend's is within the budget) in the same
   dtype; on f64 it is the f64 libm function.
 * ``Reduce`` carries its kind, its policy (``fold_left``, ``fold_right``, ``ordered_tree``,
-  ``unordered_tree``) and accumulates in its operand's dtype (f32 for low-precision floats, f64
+  ``unordered_tree``; ``prod`` is the wrapping integer product) and accumulates in its operand's dtype (f32 for low-precision floats, f64
   in the wide normalizations, the integer dtype itself); lanes are taken in lexicographic order
   of the reduced axes; ``init`` seeds it (the carried accumulator of a ``TileLoop``: seed first
   for fold_left, last for fold_right, ``init + tree`` for the trees; an integer ``abs_max``
@@ -158,7 +158,7 @@ UNARY_KINDS = ("neg", "abs", "ceil", "round", "relu", "square", "sqrt", "not")
 MATH_FNS = ("exp", "log", "exp2", "log2", "rsqrt", "tanh", "sigmoid", "silu", "gelu_tanh",
             "gelu_none")
 LIBM64 = frozenset({"exp", "log", "exp2", "log2", "tanh"})
-REDUCE_KINDS = ("sum", "max", "min", "abs_max", "sum_hi", "sum_lo")
+REDUCE_KINDS = ("sum", "max", "min", "abs_max", "sum_hi", "sum_lo", "prod")  # prod: integers
 #: the compensated (double-double) left fold of f64 lanes, its high and low parts
 COMPENSATED = frozenset({"sum_hi", "sum_lo"})
 
@@ -798,6 +798,8 @@ class _Checker:
             self.fail(ins, f"reduces {dt}: reductions accumulate in f32 / f64 (widen first)")
         if dt == "bool" and ins.kind not in ("max", "min"):
             self.fail(ins, f"{ins.kind} is not defined on bool")
+        if ins.kind == "prod" and not is_int(dt):
+            self.fail(ins, f"prod is an integer (wrapping) product, got {dt}")
         if ins.kind in COMPENSATED and (dt != "f64" or ins.policy != "fold_left" or ins.init):
             self.fail(ins, f"{ins.kind} is the compensated fold_left of f64 lanes (no init)")
         mt = self.t(ins, ins.mask)

@@ -11,8 +11,8 @@ combine's identity (a Select on ``i == 0``). Lanes longer than the tile budget r
 ``TileLoop`` carrying the accumulator, as Reduce does. Each prefix is reduced independently:
 O(n^2) lane work, a reference realization rather than a work-efficient scan.
 
-``combine="mul"`` (integer product scans) is NOT_SUPPORTED: the kernel IR has no product
-reduction.
+``combine="mul"`` (integer product scans) is a kernel-IR ``prod`` Reduce (the wrapping integer
+product; the Triton renderer reports ``prod`` NOT_SUPPORTED).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import numpy as np
 
 from tilefoundry.compiler import kir
-from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.kir import Buffer
 from tilefoundry.compiler.lower import KB, _Lowerer, _seed, bcast_strides, register
 from tilefoundry.compiler.schedule import prev_pow2
@@ -29,16 +28,13 @@ from tilefoundry.semantics.ir import Call
 from tilefoundry.semantics.ops.tile_scan import Scan
 from tilefoundry.semantics.reductions import identity
 
-_KIND = {"add": "sum", "max": "max", "min": "min"}
+_KIND = {"add": "sum", "max": "max", "min": "min", "mul": "prod"}
 
 
 @register(Scan)
 def _scan(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
     op: Scan = node.op
     (x,) = args
-    if op.combine not in _KIND:
-        raise NotSupportedError("Scan", f"combine={op.combine}: the kernel IR has no product "
-                                        f"reduction")
     dt = x.dtype
     r = len(x.shape)
     a = op.axis % r
@@ -75,7 +71,7 @@ def _scan(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
         s = kb.reduce(v, (j,), kind, op.policy, m,
                       None if seed is None else kb.broadcast(seed, [d for d in range(r)]))
     else:
-        init = seed if seed is not None else const(_seed(kind, acc))
+        init = seed if seed is not None else const(1 if kind == "prod" else _seed(kind, acc))
         init = kb.broadcast(init, list(range(r)))
         blk = min(kir.next_pow2(n), prev_pow2(lw.cfg.max_row))
 
@@ -85,7 +81,7 @@ def _scan(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
 
         s = kb.loop(j, blk, [init], body)[0]
     if not op.inclusive and op.seed is None:  # exclusive[0]: the combine's identity
-        ident = identity(kind, DType(dt))
+        ident = np.asarray(1) if kind == "prod" else identity(kind, DType(dt))
         ival = float(np.asarray(ident).astype(np.float32)) if lowp else ident.item()
         first = kb.binop("eq", kb.coord(a), kb.const(0, "i64"))
         s = kb.select(first, kb.broadcast(const(ival), kb.f(s)), s)

@@ -336,7 +336,7 @@ def _identity(kind: str, dt: str) -> str:
         if kind == "min":
             return {"i8": "INT8_MAX", "u8": "UINT8_MAX", "i32": "INT32_MAX",
                     "i64": "INT64_MAX", "u32": "UINT32_MAX"}[dt]
-        return "0"
+        return "1" if kind == "prod" else "0"
     c = "f" if dt == "f32" else ""
     return {"sum": f"-0.0{c}", "max": f"-(({_CTYPE[dt]})INFINITY)",
             "min": f"(({_CTYPE[dt]})INFINITY)", "abs_max": f"0.0{c}"}[kind]
@@ -906,7 +906,8 @@ class _KernelC:
         order_free = kind in ("max", "min", "abs_max") or not kir.is_float(dt) or \
             policy == "unordered_tree"
         seed_init = ins.init is not None and (
-            policy.startswith("fold") or (kir.is_int(dt) and kind in ("sum", "max", "min")) or
+            policy.startswith("fold") or
+            (kir.is_int(dt) and kind in ("sum", "max", "min", "prod")) or
             dt == "bool")
         track = ins.mask is not None and kind == "sum" and kir.is_float(dt) and ins.init is None
         coords = {d: f"c{d}" for d in range(k.rank)}
@@ -934,6 +935,8 @@ class _KernelC:
                 if kir.is_float(dt):
                     return f"{v} + {acc}" if policy == "fold_right" else f"{acc} + {v}"
                 return f"({ct})(({_UTYPE[dt]}){acc} + ({_UTYPE[dt]}){v})"
+            if kind == "prod":  # wrapping: the product of the unsigned patterns
+                return f"({ct})(({_UTYPE[dt]}){acc} * ({_UTYPE[dt]}){v})"
             if dt == "bool":
                 return f"(uint8_t)({acc} {'|' if kind == 'max' else '&'} {v})"
             if kir.is_float(dt):
@@ -972,8 +975,9 @@ class _KernelC:
             if seed_init and kind == "abs_max":
                 seed = f"({at}){seed}"
             out.append(f"{inner}{at} {acc}[{A}];")
-            if seed_init and kind == "sum":
-                # a sum's seed enters once (accumulator 0); the others start at the identity.
+            if seed_init and kind in ("sum", "prod"):
+                # a sum's / product's seed enters once (accumulator 0); the others start at
+                # the identity.
                 # (Seeding all of them counted an integer init A times: found by the tile
                 # family's seeded Scan, docs/decisions.md D221.)
                 out.append(f"{inner}for (int j = 1; j < {A}; ++j) {acc}[j] = {ident};")
@@ -999,6 +1003,11 @@ class _KernelC:
             out.append(f"{inner}        const int64_t c{d} = i + j;")
             update("j", inner + "        ")
             out.append(f"{inner}    }}")
+            # GCC 12 -O3 -march=native (AVX-512) miscompiles the vectorized outer loop of a
+            # masked integer accumulation (a 33-lane i32 sum gave 14 for 66); the empty asm
+            # keeps the accumulators in memory per step, the inner lanes still vectorize
+            # (docs/decisions.md D221)
+            out.append(f'{inner}    __asm__ volatile("" : "+m"({acc}));')
             out.append(f"{inner}}}")
             if n % A:  # the tail lanes, each into the accumulator of its residue
                 out.append(f"{inner}for (int64_t c{d} = {n // A * A}ll; c{d} < {n}ll; ++c{d}) {{")

@@ -718,7 +718,7 @@ class _KernelT:
 
     def i_Reduce(self, ins: kir.Reduce, ind: str) -> None:
         dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
-        if dt in _BITS or (kind == "abs_max" and dt == "bool"):
+        if dt in _BITS or (kind == "abs_max" and dt == "bool") or kind == "prod":
             raise _unsupported("Reduce", f"{ins.out}: {kind} over {dt}")
         # integer abs_max compares magnitudes unsigned (a wrapped |INT_MIN| stays the largest)
         umag = kind == "abs_max" and kir.is_int(dt)
