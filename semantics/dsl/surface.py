@@ -353,7 +353,9 @@ INTRINSICS: dict[str, Intrinsic] = {s.name: Intrinsic(s.name) for s in SPELLINGS
 INTRINSICS.update({b.value: Intrinsic(b.value) for b in Builtin})
 
 FAMILIES: dict[str, Namespace] = {}
-for _fam in ("math", "tensor", "nn", "shape", "sharding", "tile"):
+# (no "tile" namespace: `tile` is the loop form `for i in tile(n)`; the tile family's ops are
+# spelled bare: ite, bitcast, scan)
+for _fam in ("math", "tensor", "nn", "shape", "sharding"):
     _members = {}
     for _s in SPELLINGS:
         if _s.family == _fam:

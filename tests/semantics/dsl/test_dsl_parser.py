@@ -238,7 +238,7 @@ OP_SNIPPETS = {
               "local(x)"),
     # tile family
     "Select": (P + ", c: Tensor[(8,), bool]", "ite(c, x, neg(x))"),
-    "Bitcast": (P, "tile.bitcast(bitcast(x, u32), f32)"),
+    "Bitcast": (P, "bitcast(bitcast(x, u32), f32)"),
     "Scan": (P, "scan(x, 0, 'max', inclusive=False, seed=-0.0, policy='fold_left')"),
 }
 
