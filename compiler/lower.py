@@ -746,4 +746,4 @@ def check_registry() -> list[str]:
 
 
 # the op rules register themselves into LOWERINGS (imported last: they use the names above)
-from tilefoundry.compiler import lower_nn, lower_tensor  # noqa: E402, F401
+from tilefoundry.compiler import lower_nn, lower_tensor, lower_tile_scan, lower_tile_select  # noqa: E402, F401  # noqa: E402, F401

@@ -314,6 +314,9 @@ def build_catalog(seed: int = 0) -> Catalog:
     from tilefoundry.conformance.catalog_coverage import coverage_cases
 
     coverage_cases(acc)
+    from tilefoundry.conformance.catalog_tile import tile_cases
+
+    tile_cases(acc)
     _quick_fill(acc)
     return Catalog(acc.cases)
 

@@ -13,7 +13,9 @@ and judges every output under the contract the semantics defines for it
 * **admitted_set** — a tree-policy Reduce (``reductions.admits`` on the op's own input), a
   MatMul (``matmul.matmul_admits``: the K-order reference with or without FMA, and with
   ``allow_reassociation`` any order within the rigorous bound), a Reshard completing a
-  Partial(sum) (``admits`` over the devices' pieces).
+  Partial(sum) (``admits`` over the devices' pieces), an ordered-tree float Scan(add)
+  (``reductions.scan_admits``: each prefix an order-preserving regrouping of its own leaves, the
+  seed once and first; a permuted leaf order is not admitted).
 * **unspecified** — elements the contract leaves open (float → int out of range) are accepted
   whatever they hold; the rest compare exactly.
 
@@ -297,6 +299,14 @@ def _admitted(contract, observed: np.ndarray, node: Call) -> tuple[np.ndarray, s
     if isinstance(op, Reduce):
         x = ops[0]
         adm = admits(observed, x, op.kind.value, tuple(op.axes), policy=op.policy)
+        return np.asarray(adm.admitted), adm.detail
+    from tilefoundry.semantics.ops.tile_scan import Scan
+
+    if isinstance(op, Scan):
+        from tilefoundry.semantics.reductions import scan_admits
+
+        adm = scan_admits(observed, ops[0], op.combine, op.axis, inclusive=op.inclusive,
+                          seed=op.seed, policy=op.policy)
         return np.asarray(adm.admitted), adm.detail
     if isinstance(op, MatMul):
         adm = matmul_admits(observed, ops[0], ops[1],

@@ -125,6 +125,8 @@ from tilefoundry.semantics.ops import (
     UnaryKind,
     Zeros,
 )
+from tilefoundry.semantics.ops.tile_scan import SCAN_COMBINES, SCAN_POLICIES, Scan
+from tilefoundry.semantics.ops.tile_select import Bitcast, Select
 from tilefoundry.semantics.reductions import POLICIES
 from tilefoundry.semantics.typeinfer import RULES, Ctx, Session, TypeInferError
 from tilefoundry.semantics.typeinfer.commutation import lookup
@@ -464,8 +466,11 @@ class _Gen:
         return [k for k in kinds if k in self.limit.kinds.get(cls, ())]
 
     def tensors(self, sc: _Scope, pred: Callable[[_Val], bool] | None = None, *,
-                sharded: bool = True, f4: bool = False) -> list[_Val]:
+                sharded: bool = True, f4: bool = False, u32: bool = False) -> list[_Val]:
+        """Pool tensors; u32 values (a Bitcast's) only for the builders that take them
+        (``u32=True``: Select, Bitcast)."""
         return [v for v in sc.pool if v.is_tensor and not v.local and (f4 or v.evaluable)
+                and (u32 or v.type.dtype is not DType.U32)
                 and (sharded or v.type.layout is None or v.type.shard is None)
                 and (pred is None or pred(v))]
 
@@ -839,6 +844,15 @@ def _bounds(op: Op, args: Sequence[_Val], t: Any) -> list[float | None]:
                                               t.fields[1])]
     elif isinstance(op, Zeros):
         res = 0
+    elif isinstance(op, Select):
+        res = _mx(bs[1], bs[2])
+    elif isinstance(op, Scan):
+        sd = abs(op.seed) if op.seed is not None else 0
+        n = simplify(args[0].type.shape[op.axis % args[0].type.rank])
+        if b0 is not None and op.combine in ("max", "min"):
+            res = max(b0, sd)
+        elif b0 is not None and op.combine == "add" and isinstance(n, int):
+            res = b0 * n + sd
     elif isinstance(op, Rank):
         res = args[0].type.rank
     elif isinstance(op, Cast):
@@ -1271,6 +1285,86 @@ def build_topk(g: _Gen, sc: _Scope) -> bool:
         k = src.integer(1, max(1, _lo(n)))
     ax = axis - xt.rank if src.boolean(0.3) else axis
     op = TopK(k, ax, largest=src.boolean(0.5), sorted=src.boolean(0.7))
+    return g.apply(sc, op, [x]) is not None
+
+
+@_builder(Select)
+def build_select(g: _Gen, sc: _Scope) -> bool:
+    src = g.src
+    t = g.pick(g.tensors(sc, u32=True))
+    if t is None:
+        return False
+    tt = t.type
+    shape = tuple(tt.shape)
+
+    def same(v: _Val) -> bool:
+        return v is not t and v.type.dtype is tt.dtype and len(v.type.shape) == len(shape) and \
+            all(_eq(a, b) for a, b in zip(v.type.shape, shape, strict=True))
+
+    f = g.pick(g.tensors(sc, same, u32=True)) if src.boolean(0.5) else None
+    if f is None:
+        f = g.leaf(sc, TensorType(shape, tt.dtype))
+        if f is None:
+            return False
+    conds = g.tensors(sc, lambda v: v.type.dtype is BOOL and _bshape(v.type.shape, shape) and
+                      len(v.type.shape) <= len(shape) and v.type.shard is None)
+    cond = g.pick(conds) if src.boolean(0.4) else None
+    if cond is None:  # the full shape, or a broadcast one (the last axis only)
+        cshape = shape if not shape or src.boolean(0.6) else (shape[-1],)
+        cond = g.leaf(sc, TensorType(cshape, BOOL))
+        if cond is None:
+            return False
+    return g.apply(sc, Select(), [cond, t, f]) is not None
+
+
+@_builder(Bitcast)
+def build_bitcast(g: _Gen, sc: _Scope) -> bool:
+    x = g.pick(g.tensors(sc, lambda v: v.type.dtype in (F32, DType.U32) and
+                         (v.type.shard is None or not v.type.shard.partials), u32=True))
+    if x is None:
+        if not g.only((F32,)):
+            return False
+        x = g.leaf(sc, TensorType(g.leaf_shape(sc), F32))
+        if x is None:
+            return False
+    to = DType.U32 if x.type.dtype is F32 else F32
+    return g.apply(sc, Bitcast(to), [x]) is not None
+
+
+def _scan_combines(dt: DType) -> list[str]:
+    return [c for c in SCAN_COMBINES if (c != "mul" or dt.is_int) and
+            (c != "add" or dt not in (BOOL, F8E8M0))]
+
+
+_SCAN_SEEDS = {"int": (-3, -1, 0, 2, 3), "float": (-0.0, 0.0, 1.0, -2.5, 0.5, 6.0)}
+
+
+@_builder(Scan)
+def build_scan(g: _Gen, sc: _Scope) -> bool:
+    from tilefoundry.semantics.typeinfer.tile_scan import seed_problem
+
+    src = g.src
+    x = g.pick(g.tensors(sc, lambda v: v.type.rank >= 1 and
+                         len(_split_axes(v.type)) < v.type.rank))
+    if x is None:
+        return False
+    xt = x.type
+    combines = [c for c in _scan_combines(xt.dtype) if _table_ok("Scan", c, xt)]
+    if not combines:
+        return False
+    c = src.choice(combines)
+    axis = src.choice([a for a in range(xt.rank) if a not in _split_axes(xt)])
+    seed = None
+    partial = xt.shard is not None and bool(xt.shard.partials)
+    if src.boolean(0.5) and not (partial and c in ("add", "mul")):
+        pool = _SCAN_SEEDS["float" if xt.dtype.is_float else "int"]
+        ok = [v for v in pool if seed_problem(v, xt.dtype) is None]
+        seed = src.choice(ok) if ok else None
+    pols = [p for p in SCAN_POLICIES if g.limit is None or p in g.limit.policies]
+    if not pols:
+        return False
+    ax = axis - xt.rank if src.boolean(0.3) else axis
+    op = Scan(ax, c, inclusive=src.boolean(0.5), seed=seed, policy=src.choice(pols))
     return g.apply(sc, op, [x]) is not None
 
 

@@ -1,5 +1,5 @@
 """HIR op classes, one file per family as the spec organizes them (math, tensor, nn, shape,
-sharding). Ops hold attributes; inputs are the Call's args in the order of ``INPUTS``.
+sharding) plus the ``tile`` extension family of the Tile design (Select, Bitcast, Scan). Ops hold attributes; inputs are the Call's args in the order of ``INPUTS``.
 Surface aliases (add, cmp_eq, minimum, ...) map to kinded ops in ``ALIASES``; there are no
 per-name IR classes."""
 
@@ -47,6 +47,8 @@ from tilefoundry.semantics.ops.tensor import (
     Transpose,
     Zeros,
 )
+from tilefoundry.semantics.ops.tile_scan import Scan
+from tilefoundry.semantics.ops.tile_select import Bitcast, Select
 
 ALIASES = dict(_MATH_ALIASES)
 
@@ -58,12 +60,49 @@ ALL_OPS: tuple[type[Op], ...] = (
     MatMul, Conv2D, ReLU, Sigmoid, Tanh, SoftMax, LayerNorm, Gelu, Silu, RMSNorm, RoPE,
     ShapeExtract, ShapeCompose,
     Reshard, Local,
+    Select, Bitcast, Scan,  # tile family (extensions of the HIR catalog, from the Tile design)
 )
 
 __all__ = [
-    "ALIASES", "ALL_OPS", "BINARY_PROPERTIES", "UNARY_PROPERTIES", "Binary", "BinaryKind",
-    "CacheUpdate", "Cast", "Concat", "Conv2D", "Gather", "Gelu", "InsertSlice", "LayerNorm",
-    "Local", "MatMul", "RMSNorm", "Rank", "ReLU", "Reduce", "ReduceKind", "Reshape", "Reshard",
-    "RoPE", "ShapeCompose", "ShapeExtract", "ShapeOf", "Sigmoid", "Silu", "Slice", "SoftMax",
-    "Stack", "Tanh", "TopK", "Transpose", "Unary", "UnaryKind", "Zeros",
+    "ALIASES",
+    "ALL_OPS",
+    "BINARY_PROPERTIES",
+    "UNARY_PROPERTIES",
+    "Binary",
+    "BinaryKind",
+    "Bitcast",
+    "CacheUpdate",
+    "Cast",
+    "Concat",
+    "Conv2D",
+    "Gather",
+    "Gelu",
+    "InsertSlice",
+    "LayerNorm",
+    "Local",
+    "MatMul",
+    "RMSNorm",
+    "Rank",
+    "ReLU",
+    "Reduce",
+    "ReduceKind",
+    "Reshape",
+    "Reshard",
+    "RoPE",
+    "Scan",
+    "Select",
+    "ShapeCompose",
+    "ShapeExtract",
+    "ShapeOf",
+    "Sigmoid",
+    "Silu",
+    "Slice",
+    "SoftMax",
+    "Stack",
+    "Tanh",
+    "TopK",
+    "Transpose",
+    "Unary",
+    "UnaryKind",
+    "Zeros",
 ]

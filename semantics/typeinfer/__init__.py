@@ -1,7 +1,7 @@
 """Type inference: a registry of rules keyed by op class, the driver, and the verifier.
 
 Importing this package registers every family's rules (``math``, ``tensor``, ``nn``, ``shape``,
-``sharding``)."""
+``sharding``, and the ``tile`` extension family: ``tile_select``, ``tile_scan``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from tilefoundry.semantics.typeinfer import (  # noqa: F401
     shape,
     sharding,
     tensor,
+    tile_scan,
+    tile_select,
 )
 from tilefoundry.semantics.typeinfer.core import (
     RULES,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from tilefoundry.semantics.ops.math import UNARY_PROPERTIES, BinaryKind, UnaryKind
 from tilefoundry.semantics.ops.tensor import ReduceKind
+from tilefoundry.semantics.ops.tile_scan import SCAN_COMBINES
 
 REDS = ("sum", "max", "min")
 FIX = "insert an explicit Reshard of that operand to Broadcast on the mesh axis first"
@@ -176,6 +177,28 @@ def _rows() -> list[Row]:
                 add(op, "-", pat, red, False,
                     "a write position is an index, not a value to reduce")
     add("Gather", "-", "x+indices", "mixed", False, "indices are not values to reduce")
+
+    # ---- tile family (extensions from the Tile design; docs/decisions.md D218) -------------
+    for pat in _subsets(("cond", "t", "f")):
+        for red in (*REDS, "mixed"):
+            if red == "mixed" and "+" not in pat:
+                continue
+            if "cond" in pat.split("+"):
+                why = "a condition is not a value to reduce"
+            elif pat == "t+f" and red != "mixed":
+                why = "both branches carry the state: ite(c, Σt, Σf) = Σ ite(c, t_i, f_i)"
+            elif red == "mixed":
+                why = "the Partial states must be identical"
+            else:
+                why = ("the replicated branch would be reduced once per device (sum); "
+                       "rejected conservatively for max / min")
+            add("Select", "-", pat, red, pat == "t+f" and red != "mixed", why)
+    for c in SCAN_COMBINES:
+        for red in REDS:
+            ok = (c, red) in (("add", "sum"), ("max", "max"), ("min", "min"))
+            add("Scan", c, "x", red, ok,
+                f"every prefix is a {red} of the same leaves: scan({c}) commutes with {red}"
+                if ok else f"a {c} prefix is not a {red} of per-device prefixes")
     return rows
 
 

@@ -478,6 +478,17 @@ def _model(row: Row) -> _Model | None:
         return _Model((_Operand("x", 2),), (("values", REAL, frozenset({"x"})),
                                             ("indices", INT, frozenset({"x"}))), topk,
                       note="k = 1 over a length-2 axis")
+    if op == "Select":
+        return _Model((_Operand("cond", 1, BOOL), _Operand("t", 1), _Operand("f", 1)),
+                      _one("out", REAL, ("cond", "t", "f")),
+                      lambda env, v: [[z3.If(v["cond"][0], v["t"][0], v["f"][0])]],
+                      note="ite(cond, t, f) of scalars")
+    if op == "Scan":
+        comb = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "max": _max,
+                "min": _min}[row.kind]
+        return _Model((_Operand("x", 2),), _one("out", REAL, ("x",)),
+                      lambda env, v: [[v["x"][0], comb(v["x"][0], v["x"][1])]],
+                      note="an inclusive, unseeded scan of a length-2 axis")
     if op == "Gather":
         return _Model((_Operand("x", 3), _Operand("indices", 1, INT)),
                       _one("out", REAL, ("x", "indices")),
@@ -1178,8 +1189,10 @@ def _fp_template(row: Row) -> tuple[str, str | None] | None:
         return f"reduce_{kind}_{red}", None
     if op == "RoPE" and red == "sum":
         return "rope", None
-    if op in ("Gather", "InsertSlice", "CacheUpdate"):
+    if op in ("Gather", "InsertSlice", "CacheUpdate", "Select"):
         return f"select_{red}", None
+    if op == "Scan":  # prefix 0 is x0 itself; prefix 1 is the length-2 reduction
+        return f"reduce_{ {'add': 'sum'}.get(kind, kind)}_{red}", None
     return None
 
 
@@ -1591,6 +1604,9 @@ NON_TABLE_OPS: dict[str, str] = {
               "identical state (D77)",
     "Stack": "a placement: its rule carries a Partial only when every input carries the "
              "identical state (D77)",
+    "Bitcast": "its rule rejects every Partial operand before the table: a reinterpretation "
+               "of bits commutes with no reduction (bits(-1.0) = 0xBF800000 > bits(2.0) = "
+               "0x40000000 as u32; D218)",
     "Cast": "its rule carries a Partial (D72): exact for widening casts, up to rounding for "
             "narrowing ones (a Partial(sum) rounds each piece before the sum)",
 }
@@ -1604,6 +1620,10 @@ def _rule_operands(op: str) -> tuple[str, ...]:
 
 
 def _kinds(op: str) -> list[str]:
+    if op == "Scan":
+        from tilefoundry.semantics.ops.tile_scan import SCAN_COMBINES
+
+        return list(SCAN_COMBINES)
     enum = {"Binary": BinaryKind, "Unary": UnaryKind, "Reduce": ReduceKind}.get(op)
     return [k.value for k in enum] if enum else ["-"]
 
@@ -1635,6 +1655,8 @@ def _rule_call(op: str, kind: str, pattern: str, red: str):
     cases: dict[str, tuple[Any, list]] = {
         "Reduce": (lambda: O.Reduce((1,), True, ReduceKind(kind)), [((4, 6), F32)]),
         "TopK": (lambda: O.TopK(2), [((4, 6), F32)]),
+        "Select": (O.Select, [((4, 8), BOOL), ((4, 8), F32), ((4, 8), F32)]),
+        "Scan": (lambda: O.Scan(1, kind), [((4, 6), I32 if kind == "mul" else F32)]),
         "Gather": (lambda: O.Gather(0), [((4, 6), F32), ((3,), I32)]),
         "InsertSlice": (O.InsertSlice, [((6,), F32), ((2,), F32), ((), I32)]),
         "CacheUpdate": (O.CacheUpdate, [((1, 8, 2, 4), F32), ((), I32), ((), I32),

@@ -236,6 +236,10 @@ OP_SNIPPETS = {
                    "layout=ShardLayout(dev, (Broadcast(),), Layout((4, 8))))"),
     "Local": ("x: Tensor[(4, 8), f32, ShardLayout(dev, (Split(0),), Layout((4, 8)))]",
               "local(x)"),
+    # tile family
+    "Select": (P + ", c: Tensor[(8,), bool]", "ite(c, x, neg(x))"),
+    "Bitcast": (P, "bitcast(bitcast(x, u32), f32)"),
+    "Scan": (P, "scan(x, 0, 'max', inclusive=False, seed=-0.0, policy='fold_left')"),
 }
 
 

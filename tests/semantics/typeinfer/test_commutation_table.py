@@ -29,6 +29,8 @@ from tilefoundry.semantics.ops import (
     Unary,
     UnaryKind,
 )
+from tilefoundry.semantics.ops.tile_scan import Scan
+from tilefoundry.semantics.ops.tile_select import Select
 from tilefoundry.semantics.typeinfer import TypeInferError, infer_expr
 from tilefoundry.semantics.typeinfer.commutation import TABLE, Row, format_matrix
 from tilefoundry.semantics.types import (
@@ -74,6 +76,10 @@ def _case(row: Row):
     if row.op == "RoPE":
         return RoPE(), [((2, 6, 8), F32), ((2, 6, 8), F32), ((16, 8), F32), ((16, 8), F32),
                         ((6,), I32)]
+    if row.op == "Select":  # tile family
+        return Select(), [((4, 8), BOOL), ((4, 8), F32), ((4, 8), F32)]
+    if row.op == "Scan":
+        return Scan(1, row.kind), [((4, 8), I32 if row.kind == "mul" else F32)]
     raise AssertionError(f"no builder for commutation rows of {row.op}")
 
 
@@ -112,11 +118,11 @@ ROWS = [r for r in TABLE if r.op not in TENSOR_FAMILY]
 
 def test_rows_cover_every_math_and_nn_op():
     """HIR nn: "A ShardLayout operand carrying Partial(reduction) propagates to the output only
-    when the op provably commutes with reduction" — every math / nn op with a Partial rule has
-    rows, and each row is exercised below."""
+    when the op provably commutes with reduction" — every math / nn op (and the tile family's
+    Select / Scan) with a Partial rule has rows, and each row is exercised below."""
     ops = {r.op for r in ROWS}
     assert ops == {"Binary", "Unary", "ReLU", "Sigmoid", "Tanh", "SoftMax", "Gelu", "Silu",
-                   "LayerNorm", "RMSNorm", "MatMul", "Conv2D", "RoPE"}
+                   "LayerNorm", "RMSNorm", "MatMul", "Conv2D", "RoPE", "Select", "Scan"}
     assert len(ROWS) > 200
 
 
