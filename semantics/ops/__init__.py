@@ -47,6 +47,8 @@ from tilefoundry.semantics.ops.tensor import (
     Transpose,
     Zeros,
 )
+from tilefoundry.semantics.ops.tile_mma import Mma
+from tilefoundry.semantics.ops.tile_sort import Sort
 
 ALIASES = dict(_MATH_ALIASES)
 
@@ -58,12 +60,13 @@ ALL_OPS: tuple[type[Op], ...] = (
     MatMul, Conv2D, ReLU, Sigmoid, Tanh, SoftMax, LayerNorm, Gelu, Silu, RMSNorm, RoPE,
     ShapeExtract, ShapeCompose,
     Reshard, Local,
+    Sort, Mma,  # tile family (extensions of the HIR catalog)
 )
 
 __all__ = [
     "ALIASES", "ALL_OPS", "BINARY_PROPERTIES", "UNARY_PROPERTIES", "Binary", "BinaryKind",
     "CacheUpdate", "Cast", "Concat", "Conv2D", "Gather", "Gelu", "InsertSlice", "LayerNorm",
-    "Local", "MatMul", "RMSNorm", "Rank", "ReLU", "Reduce", "ReduceKind", "Reshape", "Reshard",
-    "RoPE", "ShapeCompose", "ShapeExtract", "ShapeOf", "Sigmoid", "Silu", "Slice", "SoftMax",
+    "Local", "MatMul", "Mma", "RMSNorm", "Rank", "ReLU", "Reduce", "ReduceKind", "Reshape", "Reshard",
+    "RoPE", "ShapeCompose", "ShapeExtract", "ShapeOf", "Sigmoid", "Silu", "Slice", "SoftMax", "Sort",
     "Stack", "Tanh", "TopK", "Transpose", "Unary", "UnaryKind", "Zeros",
 ]

@@ -13,6 +13,8 @@ from tilefoundry.semantics.typeinfer import (  # noqa: F401
     shape,
     sharding,
     tensor,
+    tile_mma,
+    tile_sort,
 )
 from tilefoundry.semantics.typeinfer.core import (
     RULES,
