@@ -36,6 +36,8 @@ from tilefoundry.semantics.ops.nn import (
 )
 from tilefoundry.semantics.ops.shape import ShapeCompose, ShapeExtract
 from tilefoundry.semantics.ops.sharding import Local, Reshard
+from tilefoundry.semantics.ops.tile_mma import Mma
+from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.ops.tensor import (
     CacheUpdate,
     Cast,
@@ -190,6 +192,9 @@ SPELLINGS: tuple[Spelling, ...] = (
     # sharding
     Spelling("reshard", Reshard, 1, ("layout", "storage"), family="sharding"),
     Spelling("local", Local, 1, family="sharding"),
+    # tile (extensions of the HIR catalog)
+    Spelling("sort", Sort, 1, ("axis", "descending", "nan"), family="tile"),
+    Spelling("mma", Mma, 3, ("allow_reassociation",), family="tile"),
 )
 
 BY_NAME: dict[str, Spelling] = {s.name: s for s in SPELLINGS}

@@ -236,6 +236,10 @@ OP_SNIPPETS = {
                    "layout=ShardLayout(dev, (Broadcast(),), Layout((4, 8))))"),
     "Local": ("x: Tensor[(4, 8), f32, ShardLayout(dev, (Split(0),), Layout((4, 8)))]",
               "local(x)"),
+    # tile family (extensions of the HIR catalog)
+    "Sort": (P, "sort(x, axis=0, descending=True, nan='first')"),
+    "Mma": ("a: Tensor[(2, 4, 3), bf16], b: Tensor[(2, 3, 5), bf16], c: Tensor[(2, 4, 5), f32]",
+            "mma(a, b, c, allow_reassociation=False)"),
 }
 
 
