@@ -190,6 +190,9 @@ def _rows() -> list[Row]:
             add("Mma", "-", pat, red, ok,
                 "linear in (one input, acc) jointly while the other input is replicated" if ok
                 else "the Partial states on one axis must agree" if red == "mixed"
+                else ("sound over the reals (adding a replicated product keeps the order) but "
+                      "rejected conservatively: a reassociating mma may add acc anywhere in the "
+                      "K fold") if pat == "acc"
                 else "mma commutes with sum only" if red != "sum"
                 else "a double-Partial input is not linear" if "a+b" in pat
                 else "the replicated acc is added once per device" if pat in ("a", "b")

@@ -7,4 +7,5 @@ from tilefoundry.smt.obligations import (  # noqa: F401
     laws,
     layout,
     rounding,
+    tile_sort,
 )
