@@ -192,7 +192,7 @@ def _rows() -> list[Row]:
                 else "the Partial states on one axis must agree" if red == "mixed"
                 else ("sound over the reals (adding a replicated product keeps the order) but "
                       "rejected conservatively: a reassociating mma may add acc anywhere in the "
-                      "K fold") if pat == "acc"
+                      "K fold") if pat == "acc" and red != "sum"
                 else "mma commutes with sum only" if red != "sum"
                 else "a double-Partial input is not linear" if "a+b" in pat
                 else "the replicated acc is added once per device" if pat in ("a", "b")
