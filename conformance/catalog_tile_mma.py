@@ -28,6 +28,7 @@ S_MMA_ACC = ("Tile design: \"mma(a, b, acc) is one fused update, so acc += mma(a
 
 def spec_tile_mma(acc) -> None:
     from tilefoundry.conformance.catalog import (
+        _SPECIAL_SPEC,
         BF16,
         E4M3,
         E5M2,
@@ -39,6 +40,7 @@ def spec_tile_mma(acc) -> None:
         _random_float,
         _rng,
         _var,
+        special_values,
     )
 
     add = acc.add
@@ -128,3 +130,26 @@ def spec_tile_mma(acc) -> None:
     for dt in (F32, F16):
         add(f"spec/mma/empty-k-returns-acc/{dt}", "tile", empty_k(dt), ops=("Mma",),
             dtypes=(dt, F32), spec=S_MMA, tier="quick")
+
+    def special(dt: DType, reassoc: bool) -> Callable:
+        def build():
+            v = special_values(dt)
+            f = special_values(F32)
+            r = _rng(f"special/tile/mma/{dt}")
+            k = 4
+            m = v.size // k
+            a = np.ascontiguousarray(v[: m * k].reshape(m, k))
+            b = np.ascontiguousarray(v[r.permutation(v.size)][: k * 3].reshape(k, 3))
+            c = np.ascontiguousarray(f[r.permutation(f.size)][: m * 3].reshape(m, 3))
+            av, bv, cv = _var("a", a.shape, dt), _var("b", b.shape, dt), _var("acc", c.shape,
+                                                                               F32)
+            return _module([av, bv, cv], _call(Mma(reassoc), av, bv, cv)), ENTRY, [a, b, c]
+
+        return build
+
+    for dt in (F32, BF16, F16, E4M3, E5M2):
+        for reassoc in (False, True):
+            w = "reassociate" if reassoc else "k-order"
+            add(f"special/tile/mma-{w}/{dt}", "tile", special(dt, reassoc), ops=("Mma",),
+                dtypes=(dt, F32), spec=_SPECIAL_SPEC.format(op="Mma") + " " + S_MMA,
+                tier="quick")

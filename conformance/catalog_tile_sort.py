@@ -27,6 +27,7 @@ S_SORT_PACKED = ("Tile design: \"SortAlgorithm::PACKED_FP32 ... selects a revers
 
 def spec_tile_sort(acc) -> None:
     from tilefoundry.conformance.catalog import (
+        _SPECIAL_SPEC,
         BF16,
         E4M3,
         E5M2,
@@ -40,6 +41,7 @@ def spec_tile_sort(acc) -> None:
         _rng,
         _vals,
         _var,
+        special_values,
     )
 
     add = acc.add
@@ -110,3 +112,20 @@ def spec_tile_sort(acc) -> None:
     for dt in (F32, BF16):
         add(f"spec/sort/non-power-of-two-axis-0/{dt}", "tile", long_axis(dt), ops=("Sort",),
             dtypes=(dt,), spec=S_SORT_TIES, tier="quick")
+
+    def special(dt: DType, desc: bool, nan: str) -> Callable:
+        def build():
+            v = special_values(dt)
+            r = _rng(f"special/tile/sort/{dt}")
+            a = np.ascontiguousarray(np.stack([v, v[::-1], v[r.permutation(v.size)]]))
+            x = _var("x", a.shape, dt)
+            return _module([x], _call(Sort(-1, desc, nan), x)), ENTRY, [a]
+
+        return build
+
+    for dt in (F32, BF16, F16, E4M3, E5M2):
+        for desc, nan in ((False, "last"), (True, "first")):
+            w = "descending" if desc else "ascending"
+            add(f"special/tile/sort-{w}-nan-{nan}/{dt}", "tile", special(dt, desc, nan),
+                ops=("Sort",), dtypes=(dt,), spec=_SPECIAL_SPEC.format(op="Sort") + " " +
+                S_SORT_TIES, tier="quick")
