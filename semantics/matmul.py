@@ -221,10 +221,10 @@ def mma_admits(result: np.ndarray, a: np.ndarray, b: np.ndarray, acc: np.ndarray
     k_len = a32.shape[-1]
     method, how = "exact", "K-order reference from acc, unfused or fma"
     if allow_reassociation and k_len > 0:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"):  # inf · 0 is a NaN leaf; a signaling NaN acc widens
             prods = a32.astype(_F64)[..., :, :, None] * b32.astype(_F64)[..., None, :, :]
-        prods = np.moveaxis(prods, -2, -1)
-        leaves = np.concatenate([prods, c32.astype(_F64)[..., None]], -1)
+            prods = np.moveaxis(prods, -2, -1)
+            leaves = np.concatenate([prods, c32.astype(_F64)[..., None]], -1)
         ok = ok | _bound_admits(leaves, k_len + 1, rw, DType.F32, eta=ETA_F32,
                                 strict_zero=False)
         method, how = "bound", f"bound γ({k_len + 1})·(Σ|a·b| + |acc|) or the K-order references"
