@@ -23,8 +23,9 @@ F32 = DType.F32
 def _bits_equal(got, ref) -> bool:
     gs = got if isinstance(got, tuple) else (got,)
     rs = ref if isinstance(ref, tuple) else (ref,)
-    return all(np.array_equal(np.ascontiguousarray(g).view(np.uint8),
-                              np.ascontiguousarray(r).view(np.uint8)) for g, r in zip(gs, rs))
+    return len(gs) == len(rs) and all(
+        np.array_equal(np.ascontiguousarray(g).view(np.uint8),
+                       np.ascontiguousarray(r).view(np.uint8)) for g, r in zip(gs, rs, strict=True))
 
 
 @pytest.mark.parametrize("target", TARGETS)
