@@ -36,8 +36,6 @@ from tilefoundry.semantics.ops.nn import (
 )
 from tilefoundry.semantics.ops.shape import ShapeCompose, ShapeExtract
 from tilefoundry.semantics.ops.sharding import Local, Reshard
-from tilefoundry.semantics.ops.tile_mma import Mma
-from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.ops.tensor import (
     CacheUpdate,
     Cast,
@@ -55,6 +53,8 @@ from tilefoundry.semantics.ops.tensor import (
     Transpose,
     Zeros,
 )
+from tilefoundry.semantics.ops.tile_mma import Mma
+from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.types import (
     Broadcast,
     DimAdd,
