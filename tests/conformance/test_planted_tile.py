@@ -4,7 +4,10 @@ substitution) — each FAILs the quick tier's tile cases; the packed-key sort of
 ("a reversible UINT64-key network for float32 and power-of-two extents") PASSes them.
 
 Each backend is the reference with one planted behaviour (``planted_tile_backends.py``), run on
-the quick-tier cases containing the op it changes and judged by ``check`` as the runner judges.
+the quick-tier cases it is planted for (the packed-key sort: every quick case containing Sort)
+and judged by ``check`` as the runner judges. Measured on all quick tile cases: the unstable
+sort FAILs 32 of 32 Sort cases, the zero-sign swap 21 of 32, the bf16-input mma 8 of 21 Mma
+cases, the TF32-input one 3 of 21 (the f32-input ones).
 """
 
 from __future__ import annotations
@@ -26,11 +29,11 @@ def tile_quick():
             if not c.expect_error and set(c.ops) & {"Sort", "Mma"}]
 
 
-def _judge(be, ops: tuple, cases) -> tuple[collections.Counter, list[str]]:
+def _judge(be, ops: tuple, cases, prefix: str = "") -> tuple[collections.Counter, list[str]]:
     verdicts: collections.Counter = collections.Counter()
     failed = []
     for case in cases:
-        if not set(ops) & set(case.ops):
+        if not set(ops) & set(case.ops) or not case.id.startswith(prefix):
             continue
         m, e, ins = case.build()
         v = check(m, e, ins, be.run(be.compile(m, e), list(ins)))
@@ -48,7 +51,7 @@ WHERE = {"sort_unstable": "spec/sort/ties-by-index-", "sort_zero_sign_swap":
 
 @pytest.mark.parametrize("name", sorted(pt.BUGS))
 def test_each_planted_tile_bug_fails_the_quick_tier(tile_quick, name):
-    verdicts, failed = _judge(getattr(pt, name)(), pt.BUGS[name], tile_quick)
+    verdicts, failed = _judge(getattr(pt, name)(), pt.BUGS[name], tile_quick, WHERE[name])
     assert verdicts[FAIL] >= 1, (name, dict(verdicts))
     assert set(verdicts) <= {PASS, FAIL}, (name, dict(verdicts))  # judged, never ERROR
     assert any(cid.startswith(WHERE[name]) for cid in failed), failed
