@@ -837,6 +837,12 @@ def _spec_cases(acc: _Acc) -> None:
     _spec_functions(acc)
     # --- sharded -----------------------------------------------------------------------------
     _spec_sharded(acc)
+    # --- tile family (extensions of the HIR catalog) ----------------------------------------
+    from tilefoundry.conformance.catalog_tile_mma import spec_tile_mma
+    from tilefoundry.conformance.catalog_tile_sort import spec_tile_sort
+
+    spec_tile_sort(acc)
+    spec_tile_mma(acc)
 
 
 def _cast_vals(src: DType, dst: DType, values, overflow: str = "nonfinite",

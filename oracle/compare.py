@@ -15,7 +15,8 @@ and judges every output under the contract the semantics defines for it
   ``allow_reassociation`` any order within the rigorous bound), a Reshard completing a
   Partial(sum) (``admits`` over the devices' pieces), an ordered-tree float Scan(add)
   (``reductions.scan_admits``: each prefix an order-preserving regrouping of its own leaves, the
-  seed once and first; a permuted leaf order is not admitted).
+  seed once and first; a permuted leaf order is not admitted). A tile-family Mma
+  (``matmul.mma_admits``, the accumulator one more leaf of the sum).
 * **unspecified** — elements the contract leaves open (float → int out of range) are accepted
   whatever they hold; the rest compare exactly.
 
@@ -311,6 +312,14 @@ def _admitted(contract, observed: np.ndarray, node: Call) -> tuple[np.ndarray, s
     if isinstance(op, MatMul):
         adm = matmul_admits(observed, ops[0], ops[1],
                             allow_reassociation=op.allow_reassociation)
+        return np.asarray(adm.admitted), adm.detail
+    from tilefoundry.semantics.ops.tile_mma import Mma
+
+    if isinstance(op, Mma):
+        from tilefoundry.semantics.matmul import mma_admits
+
+        adm = mma_admits(observed, ops[0], ops[1], ops[2],
+                         allow_reassociation=op.allow_reassociation)
         return np.asarray(adm.admitted), adm.detail
     if isinstance(op, Conv2D):
         from tilefoundry.semantics.evaluator.nn import (

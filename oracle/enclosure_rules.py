@@ -800,7 +800,10 @@ def _topk(s: Site):
     return (_fiber_hull(r[0], vals, ax), _fiber_hull(r[1], idx, ax))
 
 
-def _topk_sorted(s: Site):
+def _topk_sorted(s: Site, largest: bool | None = None):
+    """The order-statistic enclosure of a sorted selection (TopK; the tile-family Sort passes
+    ``largest`` = its ``descending``)."""
+    largest = s.op.largest if largest is None else largest
     vals, idx = s.value
     if s.exact_inputs:
         return None
@@ -818,7 +821,7 @@ def _topk_sorted(s: Site):
     else:
         real_lo = drop_lo = x.lo
         real_hi = drop_hi = x.hi
-    lo_cfg, hi_cfg = (drop_lo, real_hi) if s.op.largest else (real_lo, drop_hi)
+    lo_cfg, hi_cfg = (drop_lo, real_hi) if largest else (real_lo, drop_hi)
     lo_v = np.asarray(s.impl(lo_cfg, *s.args[1:])[0])
     hi_v = np.asarray(s.impl(hi_cfg, *s.args[1:])[0])
     lo_n, hi_n = _isnan(lo_v), _isnan(hi_v)

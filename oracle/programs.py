@@ -72,6 +72,8 @@ from tilefoundry.oracle.strategies import (
     draw_shard_layout,
     topology_of,
 )
+from tilefoundry.semantics.ops.tile_mma import Mma
+from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.dtypes import OVERFLOW_MODES, ROUNDING_MODES
 from tilefoundry.semantics.evaluator.mesh import Sharded, shard
 from tilefoundry.semantics.formats import FORMATS, DType
@@ -838,7 +840,7 @@ def _bounds(op: Op, args: Sequence[_Val], t: Any) -> list[float | None]:
             return [None, None]
         c = bs[2] + bs[3]
         return [_clip(bs[0] * c, t.fields[0]), _clip(bs[1] * c, t.fields[1])]
-    elif isinstance(op, TopK):
+    elif isinstance(op, TopK | Sort):
         n = simplify(args[0].type.shape[op.axis % args[0].type.rank])
         return [_clip(b0, t.fields[0]), _clip(n - 1 if isinstance(n, int) else None,
                                               t.fields[1])]
@@ -871,7 +873,7 @@ def _bounds(op: Op, args: Sequence[_Val], t: Any) -> list[float | None]:
 
 
 def _domain(op: Op, args: Sequence[_Val], i: int) -> tuple[int, int] | None:
-    if isinstance(op, TopK) and i == 1:
+    if isinstance(op, TopK | Sort) and i == 1:
         n = simplify(args[0].type.shape[op.axis % args[0].type.rank])
         return (0, n - 1) if isinstance(n, int) and n >= 1 else None
     if isinstance(op, Rank):
@@ -1368,6 +1370,22 @@ def build_scan(g: _Gen, sc: _Scope) -> bool:
     return g.apply(sc, op, [x]) is not None
 
 
+@_builder(Sort)
+def build_sort(g: _Gen, sc: _Scope) -> bool:
+    src = g.src
+    x = g.pick(g.tensors(sc, lambda v: v.type.rank >= 1 and _table_ok("Sort", "-", v.type) and
+                         len(_split_axes(v.type)) < v.type.rank))
+    if x is None:
+        return False
+    xt = x.type
+    axis = src.choice([a for a in range(xt.rank) if a not in _split_axes(xt)])
+    ax = axis - xt.rank if src.boolean(0.3) else axis
+    # nan="error" only where x has no NaN by construction would need value tracking: the
+    # generator draws "last" / "first" (the catalog covers "error")
+    op = Sort(ax, descending=src.boolean(0.5), nan=src.choice(("last", "first")))
+    return g.apply(sc, op, [x]) is not None
+
+
 @_builder(Transpose)
 def build_transpose(g: _Gen, sc: _Scope) -> bool:
     x = g.pick(g.tensors(sc, f4=g.cfg.type_level_only))
@@ -1564,6 +1582,45 @@ def build_matmul(g: _Gen, sc: _Scope) -> bool:
         if b is None:
             return False
     return g.apply(sc, MatMul(src.boolean(0.5)), [a, b]) is not None
+
+
+_MMA_INPUTS = (F32, F16, BF16, DType.FP8E4M3, DType.FP8E5M2)
+
+
+@_builder(Mma)
+def build_mma(g: _Gen, sc: _Scope) -> bool:
+    src = g.src
+    a = g.pick(g.tensors(sc, lambda v: v.type.rank >= 2 and v.type.dtype in _MMA_INPUTS,
+                         sharded=False))
+    if a is None or src.boolean(0.15):
+        shape = (*((src.integer(1, 2),) if src.boolean(0.3) else ()), src.integer(1, 4),
+                 src.integer(1, 4))
+        dt = g.leaf_dtype("f")
+        a = g.leaf(sc, TensorType(shape, dt if dt in _MMA_INPUTS else F32))
+        if a is None:
+            return False
+    at = a.type
+    batch, m, k = tuple(at.shape[:-2]), at.shape[-2], at.shape[-1]
+
+    def fits(t: TensorType, dt: DType, rows, cols=None) -> bool:
+        return t.dtype is dt and t.rank == len(batch) + 2 and _eq(t.shape[-2], rows) and \
+            (cols is None or _eq(t.shape[-1], cols)) and \
+            all(_eq(x, y) for x, y in zip(t.shape[:-2], batch, strict=True))
+
+    b = g.pick(g.tensors(sc, lambda v: fits(v.type, at.dtype, k), sharded=False)) \
+        if src.boolean(0.5) else None
+    if b is None:
+        b = g.leaf(sc, TensorType((*batch, k, src.integer(1, 4)), at.dtype))
+        if b is None:
+            return False
+    n = b.type.shape[-1]
+    acc = g.pick(g.tensors(sc, lambda v: fits(v.type, F32, m, n), sharded=False)) \
+        if src.boolean(0.5) else None
+    if acc is None:
+        acc = g.leaf(sc, TensorType((*batch, m, n), F32))
+        if acc is None:
+            return False
+    return g.apply(sc, Mma(src.boolean(0.5)), [a, b, acc]) is not None
 
 
 @_builder(Conv2D)

@@ -34,6 +34,8 @@ from tilefoundry.semantics.ops.nn import (
     SoftMax,
     Tanh,
 )
+from tilefoundry.semantics.ops.tile_mma import Mma
+from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.ops.shape import ShapeCompose, ShapeExtract
 from tilefoundry.semantics.ops.sharding import Local, Reshard
 from tilefoundry.semantics.ops.tensor import (
@@ -192,6 +194,9 @@ SPELLINGS: tuple[Spelling, ...] = (
     # sharding
     Spelling("reshard", Reshard, 1, ("layout", "storage"), family="sharding"),
     Spelling("local", Local, 1, family="sharding"),
+    # tile (extensions of the HIR catalog)
+    Spelling("sort", Sort, 1, ("axis", "descending", "nan"), family="tile"),
+    Spelling("mma", Mma, 3, ("allow_reassociation",), family="tile"),
     # tile (extensions of the HIR catalog, from the Tile design)
     Spelling("ite", Select, 3, family="tile"),
     Spelling("bitcast", Bitcast, 1, ("dtype",), family="tile"),

@@ -10,4 +10,6 @@ from tilefoundry.semantics.evaluator import (  # noqa: F401
     tensor,
     tile_scan,
     tile_select,
+    tile_mma,
+    tile_sort,
 )

@@ -47,8 +47,10 @@ from tilefoundry.semantics.ops.tensor import (
     Transpose,
     Zeros,
 )
+from tilefoundry.semantics.ops.tile_mma import Mma
 from tilefoundry.semantics.ops.tile_scan import Scan
 from tilefoundry.semantics.ops.tile_select import Bitcast, Select
+from tilefoundry.semantics.ops.tile_sort import Sort
 
 ALIASES = dict(_MATH_ALIASES)
 
@@ -60,7 +62,7 @@ ALL_OPS: tuple[type[Op], ...] = (
     MatMul, Conv2D, ReLU, Sigmoid, Tanh, SoftMax, LayerNorm, Gelu, Silu, RMSNorm, RoPE,
     ShapeExtract, ShapeCompose,
     Reshard, Local,
-    Select, Bitcast, Scan,  # tile family (extensions of the HIR catalog, from the Tile design)
+    Select, Bitcast, Scan, Sort, Mma,  # tile family (extensions of the HIR catalog, from the Tile design)
 )
 
 __all__ = [
@@ -81,6 +83,7 @@ __all__ = [
     "LayerNorm",
     "Local",
     "MatMul",
+    "Mma",
     "RMSNorm",
     "Rank",
     "ReLU",
@@ -98,6 +101,7 @@ __all__ = [
     "Silu",
     "Slice",
     "SoftMax",
+    "Sort",
     "Stack",
     "Tanh",
     "TopK",

@@ -15,6 +15,8 @@ from tilefoundry.semantics.typeinfer import (  # noqa: F401
     tensor,
     tile_scan,
     tile_select,
+    tile_mma,
+    tile_sort,
 )
 from tilefoundry.semantics.typeinfer.core import (
     RULES,

@@ -178,6 +178,27 @@ def _rows() -> list[Row]:
                     "a write position is an index, not a value to reduce")
     add("Gather", "-", "x+indices", "mixed", False, "indices are not values to reduce")
 
+    # ---- tile family (extensions of the HIR catalog) ---------------------------------------
+    for red in REDS:
+        add("Sort", "-", "x", red, False,
+            "the sort of per-device partial values is not the sort of their reduction, and "
+            "the indices name a winner")
+    for pat in _subsets(("a", "b", "acc")):
+        for red in (*REDS, "mixed"):
+            if red == "mixed" and "+" not in pat:
+                continue
+            ok = pat in ("a+acc", "b+acc") and red == "sum"
+            add("Mma", "-", pat, red, ok,
+                "linear in (one input, acc) jointly while the other input is replicated" if ok
+                else "the Partial states on one axis must agree" if red == "mixed"
+                else ("sound over the reals (adding a replicated product keeps the order) but "
+                      "rejected conservatively: a reassociating mma may add acc anywhere in the "
+                      "K fold") if pat == "acc" and red != "sum"
+                else "mma commutes with sum only" if red != "sum"
+                else "a double-Partial input is not linear" if "a+b" in pat
+                else "the replicated acc is added once per device" if pat in ("a", "b")
+                else "the replicated product a·b is added once per device")
+
     # ---- tile family (extensions from the Tile design; docs/decisions.md D218) -------------
     for pat in _subsets(("cond", "t", "f")):
         for red in (*REDS, "mixed"):

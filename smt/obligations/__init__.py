@@ -8,4 +8,5 @@ from tilefoundry.smt.obligations import (  # noqa: F401
     layout,
     rounding,
     scan,
+    tile_sort,
 )

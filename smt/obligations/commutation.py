@@ -518,6 +518,22 @@ def _model(row: Row) -> _Model | None:
         return _Model((_Operand("a", 2), _Operand("b", 2)), _one("out", REAL, ("a", "b")),
                       lambda env, v: [[v["a"][0] * v["b"][0] + v["a"][1] * v["b"][1]]],
                       note="a 1-D dot product, K = 2")
+    if op == "Sort":  # tile family: ascending over a length-2 axis, a tie keeps source order
+        def srt(env, v):
+            x = v["x"]
+            swap = x[1] < x[0]
+            one, zero = z3.IntVal(1), z3.IntVal(0)
+            return [[z3.If(swap, x[1], x[0]), z3.If(swap, x[0], x[1])],
+                    [z3.If(swap, one, zero), z3.If(swap, zero, one)]]
+        return _Model((_Operand("x", 2),), (("values", REAL, frozenset({"x"})),
+                                            ("indices", INT, frozenset({"x"}))), srt,
+                      note="ascending over a length-2 axis")
+    if op == "Mma":  # tile family: acc + a·b with K = 2
+        return _Model((_Operand("a", 2), _Operand("b", 2), _Operand("acc", 1)),
+                      _one("out", REAL, ("a", "b", "acc")),
+                      lambda env, v: [[v["acc"][0] + v["a"][0] * v["b"][0]
+                                       + v["a"][1] * v["b"][1]]],
+                      note="a 1-D dot product, K = 2, plus the accumulator")
     if op == "Conv2D":
         return _Model((_Operand("x", 2), _Operand("weight", 2), _Operand("bias", 1)),
                       _one("out", REAL, ("x", "weight", "bias")),
@@ -1148,6 +1164,11 @@ _TEMPLATES: dict[str, _Template] = {
         "c·(a1+a2) = c·a1+c·a2", ("a1", "a2", "c"),
         lambda B, v: (B.mul(v["c"], B.add(v["a1"], v["a2"])),
                       B.add(B.mul(v["c"], v["a1"]), B.mul(v["c"], v["a2"])))),
+    "mma_input_acc_sum": _Template(
+        "(a1+a2)·c + (d1+d2) = (a1·c+d1) + (a2·c+d2)", ("a1", "a2", "c", "d1", "d2"),
+        lambda B, v: (B.add(B.mul(B.add(v["a1"], v["a2"]), v["c"]), B.add(v["d1"], v["d2"])),
+                      B.add(B.add(B.mul(v["a1"], v["c"]), v["d1"]),
+                            B.add(B.mul(v["a2"], v["c"]), v["d2"])))),
     "neg_sum": _Template(
         "-(a1+a2) = (-a1)+(-a2)", ("a1", "a2"),
         lambda B, v: (B.neg(B.add(v["a1"], v["a2"])), B.add(B.neg(v["a1"]), B.neg(v["a2"]))),
@@ -1180,6 +1201,8 @@ def _fp_template(row: Row) -> tuple[str, str | None] | None:
         return f"mul_{pat}_sum", None
     if op == "MatMul" and red == "sum":
         return ("mul_lhs_sum" if pat == "a" else "mul_rhs_sum"), None
+    if op == "Mma" and red == "sum":  # (a+acc) and (b+acc) alike: the product commutes
+        return "mma_input_acc_sum", None
     props = UNARY_PROPERTIES.get(UnaryKind(kind)) if op == "Unary" else NN_PROPERTIES.get(op)
     if props is not None and "monotone" in props and red in ("max", "min"):
         return f"mono_{red}", (kind if op == "Unary" else _NN_KERNEL[op])
@@ -1662,6 +1685,8 @@ def _rule_call(op: str, kind: str, pattern: str, red: str):
         "CacheUpdate": (O.CacheUpdate, [((1, 8, 2, 4), F32), ((), I32), ((), I32),
                                         ((1, 3, 2, 4), F32)]),
         "MatMul": (O.MatMul, [((4, 8), F32), ((8, 6), F32)]),
+        "Sort": (O.Sort, [((4, 6), F32)]),
+        "Mma": (O.Mma, [((4, 8), F32), ((8, 6), F32), ((4, 6), F32)]),
         "Conv2D": (O.Conv2D, [((2, 3, 8, 8), F32), ((4, 3, 3, 3), F32), ((4,), F32)]),
         "LayerNorm": (O.LayerNorm, [v2, ((8,), F32), ((8,), F32)]),
         "RMSNorm": (O.RMSNorm, [v2, ((8,), F32)]),

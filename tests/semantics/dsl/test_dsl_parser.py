@@ -240,6 +240,9 @@ OP_SNIPPETS = {
     "Select": (P + ", c: Tensor[(8,), bool]", "ite(c, x, neg(x))"),
     "Bitcast": (P, "bitcast(bitcast(x, u32), f32)"),
     "Scan": (P, "scan(x, 0, 'max', inclusive=False, seed=-0.0, policy='fold_left')"),
+    "Sort": (P, "sort(x, axis=0, descending=True, nan='first')"),
+    "Mma": ("a: Tensor[(2, 4, 3), bf16], b: Tensor[(2, 3, 5), bf16], c: Tensor[(2, 4, 5), f32]",
+            "mma(a, b, c, allow_reassociation=False)"),
 }
 
 

@@ -29,8 +29,10 @@ from tilefoundry.semantics.ops import (
     Unary,
     UnaryKind,
 )
+from tilefoundry.semantics.ops.tile_mma import Mma
 from tilefoundry.semantics.ops.tile_scan import Scan
 from tilefoundry.semantics.ops.tile_select import Select
+from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.typeinfer import TypeInferError, infer_expr
 from tilefoundry.semantics.typeinfer.commutation import TABLE, Row, format_matrix
 from tilefoundry.semantics.types import (
@@ -73,6 +75,10 @@ def _case(row: Row):
         return MatMul(), [((4, 8), F32), ((8, 6), F32)]
     if row.op == "Conv2D":
         return Conv2D(), [((2, 3, 8, 8), F32), ((4, 3, 3, 3), F32), ((4,), F32)]
+    if row.op == "Mma":  # tile family
+        return Mma(), [((4, 8), F32), ((8, 6), F32), ((4, 6), F32)]
+    if row.op == "Sort":  # tile family
+        return Sort(), [((4, 8), F32)]
     if row.op == "RoPE":
         return RoPE(), [((2, 6, 8), F32), ((2, 6, 8), F32), ((16, 8), F32), ((16, 8), F32),
                         ((6,), I32)]
@@ -122,7 +128,8 @@ def test_rows_cover_every_math_and_nn_op():
     Select / Scan) with a Partial rule has rows, and each row is exercised below."""
     ops = {r.op for r in ROWS}
     assert ops == {"Binary", "Unary", "ReLU", "Sigmoid", "Tanh", "SoftMax", "Gelu", "Silu",
-                   "LayerNorm", "RMSNorm", "MatMul", "Conv2D", "RoPE", "Select", "Scan"}
+                   "LayerNorm", "RMSNorm", "MatMul", "Conv2D", "RoPE", "Select", "Scan",
+                   "Sort", "Mma"}
     assert len(ROWS) > 200
 
 
