@@ -53,6 +53,12 @@ from tilefoundry.semantics.ops.tensor import (
     Transpose,
     Zeros,
 )
+from tilefoundry.semantics.ops.tile_reduce import (
+    SEEDED_KINDS,
+    CustomReduce,
+    MaskedReduce,
+    SeededReduce,
+)
 from tilefoundry.semantics.types import (
     Broadcast,
     DimAdd,
@@ -190,6 +196,13 @@ SPELLINGS: tuple[Spelling, ...] = (
     # sharding
     Spelling("reshard", Reshard, 1, ("layout", "storage"), family="sharding"),
     Spelling("local", Local, 1, family="sharding"),
+    # tile (extensions of the HIR catalog)
+    *(Spelling(f"reduce_{k}_seeded", SeededReduce, 2, ("axes", "policy", "keepdim"),
+               {"kind": k}, family="tile") for k in SEEDED_KINDS),
+    *(Spelling(f"reduce_{k}_masked", MaskedReduce, 3, ("axes", "policy", "keepdim"),
+               {"kind": k}, family="tile") for k in SEEDED_KINDS),
+    Spelling("reduce_custom", CustomReduce, 2, ("axes", "reducer", "policy", "keepdim"),
+             family="tile"),
 )
 
 BY_NAME: dict[str, Spelling] = {s.name: s for s in SPELLINGS}

@@ -13,6 +13,7 @@ from tilefoundry.semantics.typeinfer import (  # noqa: F401
     shape,
     sharding,
     tensor,
+    tile_reduce,
 )
 from tilefoundry.semantics.typeinfer.core import (
     RULES,
