@@ -82,7 +82,8 @@ class Site:
     @property
     def name(self) -> str:
         kind = getattr(self.op, "kind", None)
-        return type(self.op).__name__ + (f"({kind.value})" if kind is not None else "")
+        kind = getattr(kind, "value", kind)  # an enum kind, or a plain str (tile family)
+        return type(self.op).__name__ + (f"({kind})" if kind is not None else "")
 
     def enc(self, i: int) -> Enc:
         return as_enc(self.encs[i], np.asarray(self.args[i]))
@@ -860,3 +861,5 @@ def _sharded(s: Site):
         return s.enc(0)
     return "sharded"
 
+
+from tilefoundry.oracle import tile_reduce as _tile_reduce  # noqa: E402, F401  (registers its rules)
