@@ -6,5 +6,6 @@ from tilefoundry.smt.obligations import (  # noqa: F401
     commutation,
     laws,
     layout,
+    reducers,
     rounding,
 )
