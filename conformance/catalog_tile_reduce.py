@@ -96,6 +96,27 @@ def _special_seeded(kind: str, policy: str, dt: DType, masked: bool, cid: str) -
     return build
 
 
+def _special_custom(name: str, policy: str, dt: DType, cid: str) -> Callable:
+    def build():
+        import hashlib
+
+        from tilefoundry.semantics.reducers import REDUCERS
+
+        r = REDUCERS[name]
+        rng = np.random.default_rng(int.from_bytes(hashlib.sha256(cid.encode()).digest()[:8],
+                                                   "little"))
+        sp = _special(dt)
+        x = np.ascontiguousarray(sp[rng.integers(0, sp.size, (6, 3))])
+        ident = r.identity if r.identity is not None else (0.0,) * len(r.state)
+        s = np.tile(np.asarray(ident, np.float32), (6, 1))
+        s[3:] = _special(F32)[rng.integers(0, _special(F32).size, (3, len(r.state)))]
+        if name == "welford":  # well-formed prior states: (count, mean, m2) with count > 0
+            s[3:, 0] = np.float32(2.0)
+            s[3:, 2] = np.abs(s[3:, 2])
+        return _module(CustomReduce((1,), name, policy, False), [x, s], [dt, F32])
+    return build
+
+
 def _empty(dt: DType) -> np.ndarray:
     if dt.is_float:
         return np.ascontiguousarray(from_bits(np.zeros((3, 0), bits_dtype(dt)), dt))
@@ -180,6 +201,14 @@ def tile_reduce_cases(acc) -> None:
             _custom("difference", policy, F32, [[1.0, 2.0, 3.0]], [[0.0]]),
             ops=("CustomReduce",), dtypes=(F32,), spec=S_RIGHT, tier="quick")
     # --- special values -------------------------------------------------------------------------
+    for dt in (F32, BF16, F16):
+        for name in ("welford", "sum_max", "difference"):
+            for policy in POLICIES:
+                if name == "difference" and not policy.startswith("fold"):
+                    continue
+                cid = f"special/tile/custom-reduce-{name}-{policy}/{dt}"
+                add(cid, "tile", _special_custom(name, policy, dt, cid), ops=("CustomReduce",),
+                    dtypes=(dt,), spec="special values through a custom reducer", tier="quick")
     for dt in (F32, BF16, F16, E4M3, E5M2):
         for kind in ("sum", "max", "min"):
             for masked in (False, True):

@@ -236,6 +236,12 @@ OP_SNIPPETS = {
                    "layout=ShardLayout(dev, (Broadcast(),), Layout((4, 8))))"),
     "Local": ("x: Tensor[(4, 8), f32, ShardLayout(dev, (Split(0),), Layout((4, 8)))]",
               "local(x)"),
+    "SeededReduce": (P + ", z: Tensor[(4,), f32]",
+                     "reduce_sum_seeded(x, z, (1,), 'fold_right', keepdim=False)"),
+    "MaskedReduce": (P + ", z: Tensor[(1, 8), f32], m: Tensor[(4, 8), bool]",
+                     "reduce_max_masked(x, z, m, axes=0, policy='ordered_tree')"),
+    "CustomReduce": (P + ", s: Tensor[(4, 3), f32]",
+                     "reduce_custom(x, s, (1,), 'welford', 'ordered_tree', False)"),
 }
 
 
