@@ -19,22 +19,23 @@ E4M3, E5M2 = DType.FP8E4M3, DType.FP8E5M2
 I32, I8, BOOL = DType.I32, DType.I8, DType.BOOL
 ENTRY = "f"
 
-S_SEED = ("Tile design, reduction policies table: fold_left 'op(op(op(z, x0), x1), x2)', "
-          "fold_right 'op(x0, op(x1, op(x2, z)))', ordered_tree 'preserve leaf order and the "
-          "seed's reference position', unordered_tree 'seed exactly once'")
-S_EMPTY = ("Tile design: 'incoming state is included once, in its specified position; it is "
-           "not copied into every worker's partial. Empty fibers return that seed.'")
-S_MASK = ("Tile design: 'Masked-out occurrences are skipped; padded physical lanes may use an "
-          "identity only when it is valid under the selected arithmetic semantics, otherwise "
-          "partials carry validity.'")
-S_WELFORD = ("Tile design: 'A custom state reduction remains compact. Welford normalization, "
-             "for example, uses one state'; 'Without exact laws, the tree policy must admit the "
-             "changed results for that compatible reducer.'")
-S_PRODUCT = ("Tile design: 'Independent states may form a product reducer with permissions "
-             "checked for each component'")
-S_RIGHT = ("Tile design: 'Right fold visits contributions in reverse source order and uses the "
-           "stated element/state operand orientation ... For x = [1, 2, 3] these examples "
-           "yield left = -6, right = 2.'")
+S_SEED = ('Tile design, reduction policies table: fold_left "op(op(op(z, x0), x1), x2)", '
+          'fold_right "op(x0, op(x1, op(x2, z)))", ordered_tree "Regroup; preserve leaf order '
+          'and the seed\'s reference position", unordered_tree "Regroup and permute '
+          'contributions; seed exactly once"')
+S_EMPTY = ('Tile design: "incoming state is included once, in its specified position; it is '
+           'not copied into every worker\'s partial. Empty fibers return that seed."')
+S_MASK = ('Tile design: "Masked-out occurrences are skipped; padded physical lanes may use an '
+          'identity only when it is valid under the selected arithmetic semantics, otherwise '
+          'partials carry validity."')
+S_WELFORD = ('Tile design: "A custom state reduction remains compact. Welford normalization, '
+             'for example, uses one state"; "Without exact laws, the tree policy must admit the '
+             'changed results for that compatible reducer."')
+S_PRODUCT = ('Tile design: "Independent states may form a product reducer with permissions '
+             'checked for each component"')
+S_RIGHT = ('Tile design: "Right fold visits contributions in reverse source order and uses the '
+           'stated element/state operand orientation" ... "For x = [1, 2, 3] these examples '
+           'yield left = -6, right = 2."')
 
 
 def _cast(vals, dt: DType) -> np.ndarray:
