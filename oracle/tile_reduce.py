@@ -23,13 +23,12 @@ from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.oracle.enclosure import (
     Enc,
     _f64,
-    corners,
     from_candidates,
     register_enclosure,
     with_nan,
 )
 from tilefoundry.oracle.enclosure_rules import Site, _fiber_last, _full_like, _tree_bounds
-from tilefoundry.semantics.dtypes import dtype_of
+from tilefoundry.semantics.dtypes import cast, dtype_of
 from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
 from tilefoundry.semantics.reducers import (
     REDUCERS,
@@ -64,6 +63,14 @@ def _custom(op, ops, observed):
 ADMITTED = {SeededReduce: _seeded, MaskedReduce: _seeded, CustomReduce: _custom}
 
 
+def _end(e: Enc, up: bool) -> np.ndarray:
+    """The lower / upper end of an enclosure as a value (NaN where it has no real part)."""
+    v = e.hi if up else e.lo
+    if e.dtype.is_float:
+        v = np.where(e.real, v, cast(np.asarray(np.nan, np.float32), e.dtype))
+    return np.array(v, copy=True, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
+
+
 @register_enclosure(SeededReduce, MaskedReduce)
 def _seeded_enclosure(s: Site):
     op = s.op
@@ -87,15 +94,18 @@ def _seeded_enclosure(s: Site):
         zl = np.where(z.real, _f64(z.lo), np.nan).reshape((*lo.shape[:-1], 1))
         zh = np.where(z.real, _f64(z.hi), np.nan).reshape((*lo.shape[:-1], 1))
         lo, hi = np.concatenate([zl, lo], -1), np.concatenate([zh, hi], -1)
-        nan_in = (_fiber_last(act & (x.nan | ~x.real), axes).any(-1) |
+        nan_in = (_fiber_last(active & (x.nan | ~x.real), axes).any(-1) |
                   (z.nan | ~z.real).reshape(lo.shape[:-1]))
         e = _tree_bounds(lo, hi, lo.shape[-1] - 1, dtype_of(v), None, 0.0,
                          f"{s.name}({op.kind}, {op.policy}) with its seed")
         e = with_nan(e, nan_in)
         return Enc(e.lo.reshape(v.shape), e.hi.reshape(v.shape), e.nan.reshape(v.shape),
                    e.real.reshape(v.shape), e.cause)
-    encs = [x, z] + ([Enc.point(np.asarray(s.args[2]))] if isinstance(op, MaskedReduce) else [])
-    cands, _ = corners(s.impl, encs)
+    rest = [np.asarray(s.args[2])] if isinstance(op, MaskedReduce) else []
+    # monotone non-decreasing in every element (f32 add / max / min; the final rounding): the
+    # all-lower and all-upper evaluations bound it (x and the seed do not broadcast together,
+    # so this is two points, not ``corners``)
+    cands = [s.impl(_end(x, up), _end(z, up), *rest) for up in (False, True)]
     bad = _fiber_last(active & (x.nan | ~x.real), axes).any(-1).reshape(v.shape) | \
         (z.nan | ~z.real).reshape(v.shape)
     e = from_candidates(cands, bad, dtype_of(v), x.cause, s.name)
