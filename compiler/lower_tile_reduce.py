@@ -20,7 +20,7 @@ import math
 
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.errors import NotSupportedError
-from tilefoundry.compiler.kir import Buffer
+from tilefoundry.compiler.kir import Buffer, c_strides
 from tilefoundry.compiler.lower import KB, _Lowerer, _spread, bcast_strides, out_type, register
 from tilefoundry.semantics.ir import Call
 from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
@@ -34,6 +34,10 @@ def _axes(node: Call, x: Buffer) -> tuple[int, ...]:
 
 def _copy(lw: _Lowerer, hint: str, shape: tuple, src: Buffer) -> Buffer:
     return lw.elementwise(hint, src.dtype, shape, [src], lambda kb, v: v)
+
+
+def _contiguous(lw: _Lowerer, b: Buffer) -> Buffer:
+    return b if b.strides == c_strides(b.shape) else _copy(lw, "contiguous", b.shape, b)
 
 
 @register(SeededReduce, MaskedReduce)
@@ -51,14 +55,19 @@ def _seeded(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
         return _copy(lw, "seeded_empty", tuple(t.shape), seed)
     flt = kir.is_float(dt)
     acc = "f32" if flt else dt
+    keepdim = op.keepdim
+    if not axes:  # every element a fiber of one: reduce a trailing axis of extent 1
+        x = lw.alias(_contiguous(lw, x), (*x.shape, 1))
+        if mask is not None:
+            mask = lw.alias(_contiguous(lw, mask), (*mask.shape, 1))
+        axes, keepdim = (len(x.shape) - 1,), False
     dom = tuple(x.shape)
-    kept = tuple(1 if d in axes else m for d, m in enumerate(dom))
     out = lw.temp(dt, t.shape)
     out_strides = tuple(0 if d in axes else s for d, s in
-                        zip(range(len(dom)), _spread(out.strides, dom, axes, op.keepdim),
+                        zip(range(len(dom)), _spread(out.strides, dom, axes, keepdim),
                             strict=True))
     seed_strides = tuple(0 if d in axes else s for d, s in
-                         zip(range(len(dom)), _spread(seed.strides, dom, axes, op.keepdim),
+                         zip(range(len(dom)), _spread(seed.strides, dom, axes, keepdim),
                              strict=True))
     x_strides = bcast_strides(x, dom)
 
@@ -77,13 +86,7 @@ def _seeded(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
     def post(kb: KB, s: str) -> str:
         return kb.round(s, "f32", dt) if flt else s
 
-    if not axes:  # every element a fiber of one: combine it with its seed once
-        if dom != kept:
-            raise NotSupportedError("SeededReduce", "no reduced axes with a broadcast seed")
-        axes_dom = ()
-    else:
-        axes_dom = axes
-    lw.reduce_kernel(f"seeded_{op.kind}", dom, axes_dom, op.kind, op.policy, acc, produce,
+    lw.reduce_kernel(f"seeded_{op.kind}", dom, axes, op.kind, op.policy, acc, produce,
                      post, out, out_strides, seed_fn)
     return out
 
