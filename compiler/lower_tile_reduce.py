@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 
 from tilefoundry.compiler import kir
-from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.kir import Buffer, c_strides
 from tilefoundry.compiler.lower import KB, _Lowerer, _spread, bcast_strides, out_type, register
 from tilefoundry.semantics.ir import Call
@@ -94,7 +93,8 @@ def _seeded(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
 # ---------------------------------------------------------------------------------------------
 # CustomReduce: the reducer's merge as kernel-IR arithmetic
 # ---------------------------------------------------------------------------------------------
-_BIN = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
+#: the kernel-IR BinOps (max / min: NaN-propagating, -0 < +0, as the HIR Binary and D35)
+_BIN = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "max": "max", "min": "min"}
 
 
 def _expr(kb: KB, e: object, env: dict[str, str]) -> str:
@@ -106,9 +106,6 @@ def _expr(kb: KB, e: object, env: dict[str, str]) -> str:
     if head == "ifzero":
         c, t, f = (_expr(kb, x, env) for x in a)
         return kb.select(kb.binop("eq", c, kb.const(0.0, "f32")), t, f)
-    if head in ("max", "min"):
-        raise NotSupportedError("CustomReduce", f"a {head} inside a reducer's merge (the kernel "
-                                "IR has no NaN-propagating, signed-zero-ordered BinOp max)")
     x, y = (_expr(kb, v, env) for v in a)
     return kb.binop(_BIN[head], x, y)
 
