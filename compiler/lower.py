@@ -647,8 +647,10 @@ class _Lowerer:
     def reduce_kernel(self, hint: str, dom: tuple[int, ...], axes: tuple[int, ...], kind: str,
                       policy: str, acc: str, produce: Callable[[KB], tuple[str, str | None]],
                       post: Callable[[KB, str], str] | None, out: Buffer,
-                      out_strides: Sequence[int]) -> None:
-        """A kernel over ``dom`` reducing ``produce(kb)`` (value, lane mask) over ``axes``; the
+                      out_strides: Sequence[int],
+                      seed_fn: Callable[[KB], str] | None = None) -> None:
+        """A kernel over ``dom`` reducing ``produce(kb)`` (value, lane mask) over ``axes`` (from
+        ``seed_fn(kb)``, an incoming state, when given — the tile family's seeded reductions); the
         innermost reduced axes that fit ``max_row`` stay whole, the outer ones run nested
         ``tile_loop``s carrying the accumulator (one lane at a time but the innermost, so the
         lanes keep their lexicographic order)."""
@@ -668,9 +670,10 @@ class _Lowerer:
             return kb.reduce(v, axes, kind, policy, m, init)
 
         if not loop_axes:
-            r = tile(None)
+            r = tile(seed_fn(kb) if seed_fn is not None else None)
         else:
-            seed = kb.broadcast(kb.const(_seed(kind, acc), acc),
+            init = seed_fn(kb) if seed_fn is not None else kb.const(_seed(kind, acc), acc)
+            seed = kb.broadcast(init,
                                 [d for d in range(len(dom)) if d not in axes])
             reverse = policy == "fold_right"
 
@@ -779,4 +782,5 @@ from tilefoundry.compiler import (  # noqa: E402, F401
     lower_tile_scan,
     lower_tile_select,
     lower_tile_sort,
+    lower_tile_reduce,
 )

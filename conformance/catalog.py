@@ -317,6 +317,9 @@ def build_catalog(seed: int = 0) -> Catalog:
     from tilefoundry.conformance.catalog_tile import tile_cases
 
     tile_cases(acc)
+    from tilefoundry.conformance.catalog_tile_reduce import tile_reduce_cases
+
+    tile_reduce_cases(acc)
     _quick_fill(acc)
     return Catalog(acc.cases)
 

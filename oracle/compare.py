@@ -297,6 +297,10 @@ def _admitted(contract, observed: np.ndarray, node: Call) -> tuple[np.ndarray, s
 
     op = node.op
     ops = contract.operands
+    from tilefoundry.oracle.tile_reduce import ADMITTED
+
+    if type(op) in ADMITTED:
+        return ADMITTED[type(op)](op, ops, observed)
     if isinstance(op, Reduce):
         x = ops[0]
         adm = admits(observed, x, op.kind.value, tuple(op.axes), policy=op.policy)

@@ -85,7 +85,8 @@ class Site:
     @property
     def name(self) -> str:
         kind = getattr(self.op, "kind", None)
-        return type(self.op).__name__ + (f"({kind.value})" if kind is not None else "")
+        kind = getattr(kind, "value", kind)  # an enum kind, or a plain str (tile family)
+        return type(self.op).__name__ + (f"({kind})" if kind is not None else "")
 
     def enc(self, i: int) -> Enc:
         return as_enc(self.encs[i], np.asarray(self.args[i]))
@@ -963,3 +964,4 @@ def _scan(s: Site):
     nan = _prefix_any(x.nan | ~x.real, ax, op.inclusive)
     e = from_candidates(cands, nan, dtype_of(v), x.cause, s.name)
     return with_nan(e, nan)
+from tilefoundry.oracle import tile_reduce as _tile_reduce  # noqa: E402, F401  (registers its rules)

@@ -57,6 +57,12 @@ from tilefoundry.semantics.ops.tensor import (
 )
 from tilefoundry.semantics.ops.tile_scan import Scan
 from tilefoundry.semantics.ops.tile_select import Bitcast, Select
+from tilefoundry.semantics.ops.tile_reduce import (
+    SEEDED_KINDS,
+    CustomReduce,
+    MaskedReduce,
+    SeededReduce,
+)
 from tilefoundry.semantics.types import (
     Broadcast,
     DimAdd,
@@ -201,6 +207,12 @@ SPELLINGS: tuple[Spelling, ...] = (
     Spelling("ite", Select, 3, family="tile"),
     Spelling("bitcast", Bitcast, 1, ("dtype",), family="tile"),
     Spelling("scan", Scan, 1, ("axis", "combine", "inclusive", "seed", "policy"), family="tile"),
+    *(Spelling(f"reduce_{k}_seeded", SeededReduce, 2, ("axes", "policy", "keepdim"),
+               {"kind": k}, family="tile") for k in SEEDED_KINDS),
+    *(Spelling(f"reduce_{k}_masked", MaskedReduce, 3, ("axes", "policy", "keepdim"),
+               {"kind": k}, family="tile") for k in SEEDED_KINDS),
+    Spelling("reduce_custom", CustomReduce, 2, ("axes", "reducer", "policy", "keepdim"),
+             family="tile"),
 )
 
 BY_NAME: dict[str, Spelling] = {s.name: s for s in SPELLINGS}

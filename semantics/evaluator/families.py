@@ -12,4 +12,5 @@ from tilefoundry.semantics.evaluator import (  # noqa: F401
     tile_select,
     tile_mma,
     tile_sort,
+    tile_reduce,
 )

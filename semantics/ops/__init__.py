@@ -51,6 +51,7 @@ from tilefoundry.semantics.ops.tile_mma import Mma
 from tilefoundry.semantics.ops.tile_scan import Scan
 from tilefoundry.semantics.ops.tile_select import Bitcast, Select
 from tilefoundry.semantics.ops.tile_sort import Sort
+from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
 
 ALIASES = dict(_MATH_ALIASES)
 
@@ -62,7 +63,8 @@ ALL_OPS: tuple[type[Op], ...] = (
     MatMul, Conv2D, ReLU, Sigmoid, Tanh, SoftMax, LayerNorm, Gelu, Silu, RMSNorm, RoPE,
     ShapeExtract, ShapeCompose,
     Reshard, Local,
-    Select, Bitcast, Scan, Sort, Mma,  # tile family (extensions of the HIR catalog, from the Tile design)
+    # the tile family (extensions of the HIR catalog, from the Tile design)
+    Select, Bitcast, Scan, Sort, Mma, SeededReduce, MaskedReduce, CustomReduce,
 )
 
 __all__ = [
@@ -77,11 +79,13 @@ __all__ = [
     "Cast",
     "Concat",
     "Conv2D",
+    "CustomReduce",
     "Gather",
     "Gelu",
     "InsertSlice",
     "LayerNorm",
     "Local",
+    "MaskedReduce",
     "MatMul",
     "Mma",
     "RMSNorm",
@@ -94,6 +98,7 @@ __all__ = [
     "RoPE",
     "Scan",
     "Select",
+    "SeededReduce",
     "ShapeCompose",
     "ShapeExtract",
     "ShapeOf",

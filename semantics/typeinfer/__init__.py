@@ -17,6 +17,7 @@ from tilefoundry.semantics.typeinfer import (  # noqa: F401
     tile_select,
     tile_mma,
     tile_sort,
+    tile_reduce,
 )
 from tilefoundry.semantics.typeinfer.core import (
     RULES,

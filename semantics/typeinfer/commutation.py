@@ -177,6 +177,7 @@ def _rows() -> list[Row]:
                 add(op, "-", pat, red, False,
                     "a write position is an index, not a value to reduce")
     add("Gather", "-", "x+indices", "mixed", False, "indices are not values to reduce")
+<<<<<<< HEAD
 
     # ---- tile family (extensions of the HIR catalog) ---------------------------------------
     for red in REDS:
@@ -220,7 +221,38 @@ def _rows() -> list[Row]:
             add("Scan", c, "x", red, ok,
                 f"every prefix is a {red} of the same leaves: scan({c}) commutes with {red}"
                 if ok else f"a {c} prefix is not a {red} of per-device prefixes")
+=======
+    _tile_rows(add)
+>>>>>>> wt-tilec
     return rows
+
+
+def _tile_rows(add) -> None:
+    """The ``tile`` family's reductions (semantics/ops/tile_reduce.py): every row rejects. A
+    Partial x under a seeded sum adds the seed once per device (the design: the seed "is not
+    copied into every worker's partial"); the rows that would hold over the reals (max / min,
+    or x and seed both Partial(sum)) are rejected conservatively (the result would need a
+    Partial layout these ops do not produce) and reported sound-but-rejected by smt."""
+    from tilefoundry.semantics.reducers import REDUCERS
+
+    why = ("the seed is incoming state included once; a Partial operand would include it (or "
+           "the other operands) once per device, or needs a Partial result these ops do not "
+           "produce")
+    for op, ins in (("SeededReduce", ("x", "seed")), ("MaskedReduce", ("x", "seed", "mask"))):
+        for k in ("sum", "max", "min"):
+            for pat in _subsets(ins):
+                for red in (*REDS, "mixed"):
+                    if red == "mixed" and "+" not in pat:
+                        continue
+                    add(op, k, pat, red, False,
+                        "a mask is a flag, not a value to reduce" if "mask" in pat else why)
+    for name in REDUCERS:
+        for pat in _subsets(("x", "seed")):
+            for red in (*REDS, "mixed"):
+                if red == "mixed" and "+" not in pat:
+                    continue
+                add("CustomReduce", name, pat, red, False,
+                    f"the {name} state is not proven a homomorphism of any Partial reduction")
 
 
 def _subsets(names: tuple[str, ...]) -> list[str]:

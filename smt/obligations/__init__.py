@@ -6,6 +6,7 @@ from tilefoundry.smt.obligations import (  # noqa: F401
     commutation,
     laws,
     layout,
+    reducers,
     rounding,
     scan,
     tile_sort,

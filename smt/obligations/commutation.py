@@ -580,7 +580,46 @@ def _model(row: Row) -> _Model | None:
         eps = (LayerNorm() if op == "LayerNorm" else RMSNorm()).eps
         return _Model(tuple(_Operand(n, 2) for n in names), _one("out", REAL, names), norm,
                       note=f"a length-2 normalized axis, eps = {eps}", witness_elems=(0,))
+    if op in ("SeededReduce", "MaskedReduce", "CustomReduce"):
+        return _tile_model(row)
     return None
+
+
+def _tile_model(row: Row) -> _Model:
+    """The tile family's reductions over a length-2 axis: a seeded (masked) fold of
+    sum / max / min with masked-out contributions skipped; a custom reducer's real-arithmetic
+    merge (its declarative expressions, ``reducers.REDUCERS``) folded from the seed state."""
+    if row.op == "CustomReduce":
+        from tilefoundry.semantics.reducers import REDUCERS
+        from tilefoundry.smt.obligations.reducers import lift_enc, merge_enc
+
+        r = REDUCERS[row.kind]
+        S = len(r.state)
+
+        def custom(env, v):
+            st = tuple(v["seed"])
+            for xi in v["x"]:
+                st = merge_enc(r, st, lift_enc(r, xi, True), True)
+            return [list(st)]
+        return _Model((_Operand("x", 2), _Operand("seed", S)),
+                      _one("out", REAL, ("x", "seed")), custom,
+                      note=f"a length-2 axis, the {row.kind} merge over the reals folded from "
+                           f"the seed")
+    masked = row.op == "MaskedReduce"
+    k = row.kind
+
+    def seeded(env, v):
+        acc = v["seed"][0]
+        for j, xi in enumerate(v["x"]):
+            nxt = acc + xi if k == "sum" else (_max(acc, xi) if k == "max" else _min(acc, xi))
+            acc = z3.If(v["mask"][j], nxt, acc) if masked else nxt
+        return [[acc]]
+    ops = (_Operand("x", 2), _Operand("seed", 1)) + ((_Operand("mask", 2, BOOL),) if masked
+                                                      else ())
+    names = tuple(o.name for o in ops)
+    return _Model(ops, _one("out", REAL, names), seeded,
+                  note="a length-2 reduced axis with one seed" + (" and a mask" if masked
+                                                                 else ""))
 
 
 # =============================================================================================
@@ -860,10 +899,12 @@ _FAMILY = {cls.__name__: getattr(cls, "FAMILY", "") for cls in ALL_OPS}
 def _group_of(row: Row) -> str:
     if row.op in ("Binary", "Unary", "Reduce"):
         return row.op
+    if _FAMILY.get(row.op) == "tile":
+        return "tile"
     return "nn" if _FAMILY.get(row.op) == "nn" else "tensor"
 
 
-GROUPS = ("Binary", "Unary", "Reduce", "nn", "tensor")
+GROUPS = ("Binary", "Unary", "Reduce", "nn", "tensor", "tile")
 
 
 def _run_group(ctx: ProveCtx, group: str) -> Outcome:

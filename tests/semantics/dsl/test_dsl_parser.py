@@ -243,6 +243,12 @@ OP_SNIPPETS = {
     "Sort": (P, "sort(x, axis=0, descending=True, nan='first')"),
     "Mma": ("a: Tensor[(2, 4, 3), bf16], b: Tensor[(2, 3, 5), bf16], c: Tensor[(2, 4, 5), f32]",
             "mma(a, b, c, allow_reassociation=False)"),
+    "SeededReduce": (P + ", z: Tensor[(4,), f32]",
+                     "reduce_sum_seeded(x, z, (1,), 'fold_right', keepdim=False)"),
+    "MaskedReduce": (P + ", z: Tensor[(1, 8), f32], m: Tensor[(4, 8), bool]",
+                     "reduce_max_masked(x, z, m, axes=0, policy='ordered_tree')"),
+    "CustomReduce": (P + ", s: Tensor[(4, 3), f32]",
+                     "reduce_custom(x, s, (1,), 'welford', 'ordered_tree', False)"),
 }
 
 

@@ -50,7 +50,9 @@ MESH = Mesh("device", ("x",), (2,))
 F32, BOOL, I32 = DType.F32, DType.BOOL, DType.I32
 
 #: Ops whose rows the tensor family's tests exercise.
-TENSOR_FAMILY = {"Reduce", "TopK", "Gather", "InsertSlice", "CacheUpdate"}
+TENSOR_FAMILY = {"Reduce", "TopK", "Gather", "InsertSlice", "CacheUpdate",
+                 # the tile family: tests/semantics/typeinfer/test_rules_tile_reduce.py
+                 "SeededReduce", "MaskedReduce", "CustomReduce"}
 
 #: op name -> (op factory from the row's kind, operand (shape, dtype) in INPUTS order)
 SIMPLE = {"ReLU": ReLU, "Sigmoid": Sigmoid, "Tanh": Tanh, "Gelu": Gelu, "Silu": Silu,
