@@ -177,7 +177,6 @@ def _rows() -> list[Row]:
                 add(op, "-", pat, red, False,
                     "a write position is an index, not a value to reduce")
     add("Gather", "-", "x+indices", "mixed", False, "indices are not values to reduce")
-<<<<<<< HEAD
 
     # ---- tile family (extensions of the HIR catalog) ---------------------------------------
     for red in REDS:
@@ -221,9 +220,7 @@ def _rows() -> list[Row]:
             add("Scan", c, "x", red, ok,
                 f"every prefix is a {red} of the same leaves: scan({c}) commutes with {red}"
                 if ok else f"a {c} prefix is not a {red} of per-device prefixes")
-=======
     _tile_rows(add)
->>>>>>> wt-tilec
     return rows
 
 
