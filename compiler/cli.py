@@ -21,7 +21,7 @@ PROG = "tilefoundry compile"
 
 
 def add_parser(sub) -> None:
-    import tilefoundry.compiler.simd_backend  # noqa: F401  (registers the simd target)
+    import tilefoundry.compiler.simd_backend
     import tilefoundry.compiler.triton_backend  # noqa: F401  (triton, triton-cuda; no import of triton)
     from tilefoundry.compiler.pipeline import PASS_NAMES, TARGETS
 

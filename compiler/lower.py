@@ -779,8 +779,8 @@ from tilefoundry.compiler import (  # noqa: E402, F401
     lower_nn,
     lower_tensor,
     lower_tile_mma,
+    lower_tile_reduce,
     lower_tile_scan,
     lower_tile_select,
     lower_tile_sort,
-    lower_tile_reduce,
 )

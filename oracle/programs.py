@@ -72,8 +72,6 @@ from tilefoundry.oracle.strategies import (
     draw_shard_layout,
     topology_of,
 )
-from tilefoundry.semantics.ops.tile_mma import Mma
-from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.dtypes import OVERFLOW_MODES, ROUNDING_MODES
 from tilefoundry.semantics.evaluator.mesh import Sharded, shard
 from tilefoundry.semantics.formats import FORMATS, DType
@@ -127,9 +125,11 @@ from tilefoundry.semantics.ops import (
     UnaryKind,
     Zeros,
 )
+from tilefoundry.semantics.ops.tile_mma import Mma
+from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
 from tilefoundry.semantics.ops.tile_scan import SCAN_COMBINES, SCAN_POLICIES, Scan
 from tilefoundry.semantics.ops.tile_select import Bitcast, Select
-from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
+from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.reducers import REDUCERS
 from tilefoundry.semantics.reductions import POLICIES
 from tilefoundry.semantics.typeinfer import RULES, Ctx, Session, TypeInferError

@@ -34,8 +34,6 @@ from tilefoundry.semantics.ops.nn import (
     SoftMax,
     Tanh,
 )
-from tilefoundry.semantics.ops.tile_mma import Mma
-from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.ops.shape import ShapeCompose, ShapeExtract
 from tilefoundry.semantics.ops.sharding import Local, Reshard
 from tilefoundry.semantics.ops.tensor import (
@@ -55,14 +53,16 @@ from tilefoundry.semantics.ops.tensor import (
     Transpose,
     Zeros,
 )
-from tilefoundry.semantics.ops.tile_scan import Scan
-from tilefoundry.semantics.ops.tile_select import Bitcast, Select
+from tilefoundry.semantics.ops.tile_mma import Mma
 from tilefoundry.semantics.ops.tile_reduce import (
     SEEDED_KINDS,
     CustomReduce,
     MaskedReduce,
     SeededReduce,
 )
+from tilefoundry.semantics.ops.tile_scan import Scan
+from tilefoundry.semantics.ops.tile_select import Bitcast, Select
+from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.types import (
     Broadcast,
     DimAdd,

@@ -8,9 +8,9 @@ from tilefoundry.semantics.evaluator import (  # noqa: F401
     shape,
     sharding,
     tensor,
+    tile_mma,
+    tile_reduce,
     tile_scan,
     tile_select,
-    tile_mma,
     tile_sort,
-    tile_reduce,
 )

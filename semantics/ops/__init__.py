@@ -48,10 +48,10 @@ from tilefoundry.semantics.ops.tensor import (
     Zeros,
 )
 from tilefoundry.semantics.ops.tile_mma import Mma
+from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
 from tilefoundry.semantics.ops.tile_scan import Scan
 from tilefoundry.semantics.ops.tile_select import Bitcast, Select
 from tilefoundry.semantics.ops.tile_sort import Sort
-from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
 
 ALIASES = dict(_MATH_ALIASES)
 
@@ -97,8 +97,8 @@ __all__ = [
     "Reshard",
     "RoPE",
     "Scan",
-    "Select",
     "SeededReduce",
+    "Select",
     "ShapeCompose",
     "ShapeExtract",
     "ShapeOf",

@@ -13,11 +13,11 @@ from tilefoundry.semantics.typeinfer import (  # noqa: F401
     shape,
     sharding,
     tensor,
+    tile_mma,
+    tile_reduce,
     tile_scan,
     tile_select,
-    tile_mma,
     tile_sort,
-    tile_reduce,
 )
 from tilefoundry.semantics.typeinfer.core import (
     RULES,
