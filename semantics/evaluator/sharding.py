@@ -45,7 +45,6 @@ from tilefoundry.semantics.evaluator.registry import (
 )
 from tilefoundry.semantics.formats import DType, dtype_of
 from tilefoundry.semantics.ops.math import Binary
-from tilefoundry.semantics.ops.tile_select import Select
 from tilefoundry.semantics.ops.sharding import Local, Reshard
 from tilefoundry.semantics.ops.tensor import (
     CacheUpdate,
@@ -56,6 +55,7 @@ from tilefoundry.semantics.ops.tensor import (
     Reshape,
     ShapeOf,
 )
+from tilefoundry.semantics.ops.tile_select import Select
 from tilefoundry.semantics.types import (
     Broadcast,
     Partial,
