@@ -24,6 +24,8 @@ Families of cases (the first segment of the id):
 * ``binary/<fp8>/<kind>/all-pairs`` — all 65,536 pairs of an fp8 format through add, sub, mul,
   div, min, max and the comparisons; ``unary/<dtype>/<kind>/all-patterns`` — every pattern of
   f16, bf16 and the fp8 formats through every float Unary kind.
+* ``spec/tile/...`` / ``special/tile/...`` — the tile family (Select / ``ite``, Bitcast, Scan)
+  and the fold_right orientation example (``conformance/catalog_tile.py``).
 * ``special/<family>/<op>/<dtype>`` — every op of ``ALL_OPS`` over special values (NaN, ±inf,
   ±0, subnormals, max finite, rounding ties, half-integers) in every float dtype it takes
   (f32, bf16, f16 always; the fp8 formats for the elementwise and structural ops).
