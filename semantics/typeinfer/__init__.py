@@ -1,7 +1,7 @@
 """Type inference: a registry of rules keyed by op class, the driver, and the verifier.
 
 Importing this package registers every family's rules (``math``, ``tensor``, ``nn``, ``shape``,
-``sharding``)."""
+``sharding``, and the tile family's ``tile_sort`` / ``tile_mma``)."""
 
 from __future__ import annotations
 
