@@ -1,8 +1,8 @@
 """HIR op classes, one file per family as the spec organizes them (math, tensor, nn, shape,
 sharding), plus the ``tile`` family that extends the HIR catalog with ops of the Tile design
 (``tile_sort.py``: Sort, ``tile_mma.py``: Mma). Ops hold attributes; inputs are the Call's
-args in the order of ``INPUTS``. Surface aliases (add, cmp_eq, minimum, ...) map to kinded ops in ``ALIASES``; there are no
-per-name IR classes."""
+args in the order of ``INPUTS``. Surface aliases (add, cmp_eq, minimum, ...) map to kinded ops
+in ``ALIASES``; there are no per-name IR classes."""
 
 from __future__ import annotations
 
