@@ -1,7 +1,9 @@
 """HIR op classes, one file per family as the spec organizes them (math, tensor, nn, shape,
-sharding) plus the ``tile`` extension family of the Tile design (Select, Bitcast, Scan). Ops hold attributes; inputs are the Call's args in the order of ``INPUTS``.
-Surface aliases (add, cmp_eq, minimum, ...) map to kinded ops in ``ALIASES``; there are no
-per-name IR classes."""
+sharding), plus the ``tile`` family that extends the HIR catalog with ops of the Tile design
+(``tile_select.py``: Select, Bitcast; ``tile_scan.py``: Scan; ``tile_sort.py``: Sort;
+``tile_mma.py``: Mma; ``tile_reduce.py``: SeededReduce, MaskedReduce, CustomReduce). Ops hold
+attributes; inputs are the Call's args in the order of ``INPUTS``. Surface aliases (add,
+cmp_eq, minimum, ...) map to kinded ops in ``ALIASES``; there are no per-name IR classes."""
 
 from __future__ import annotations
 

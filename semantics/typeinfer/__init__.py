@@ -1,7 +1,8 @@
 """Type inference: a registry of rules keyed by op class, the driver, and the verifier.
 
 Importing this package registers every family's rules (``math``, ``tensor``, ``nn``, ``shape``,
-``sharding``, and the ``tile`` extension family: ``tile_select``, ``tile_scan``)."""
+``sharding``, and the ``tile`` extension family: ``tile_select``, ``tile_scan``,
+``tile_sort``, ``tile_mma``, ``tile_reduce``)."""
 
 from __future__ import annotations
 
