@@ -37,6 +37,10 @@ Families of cases (the first segment of the id):
   RoPE position out of range, a CacheUpdate or InsertSlice window out of bounds, an extent
   outside a dispatch envelope); a backend passes by raising ``RunTimeCheckError``
   (``backend.py``), all in the quick tier; see ``_run_time_check_cases``.
+* ``spec/tile/...`` and ``special/tile/...`` — the ``tile`` family's seeded, masked and custom
+  reductions (``conformance/catalog_tile_reduce.py``): the seed's position per policy, empty and
+  fully masked fibers returning the seed, masked lanes skipped, Welford / product / difference
+  reducers, special values.
 * ``program/seed<S>/<i>`` — hypothesis-generated programs, drawn from ``seed`` when the program
   generator (``tilefoundry.oracle.programs``) is importable; see ``_program_cases``.
 

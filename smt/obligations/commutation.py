@@ -1689,7 +1689,17 @@ def _kinds(op: str) -> list[str]:
 
         return list(SCAN_COMBINES)
     enum = {"Binary": BinaryKind, "Unary": UnaryKind, "Reduce": ReduceKind}.get(op)
-    return [k.value for k in enum] if enum else ["-"]
+    if enum:
+        return [k.value for k in enum]
+    if op in ("SeededReduce", "MaskedReduce"):  # the tile family: str kinds / reducer names
+        from tilefoundry.semantics.ops.tile_reduce import SEEDED_KINDS
+
+        return list(SEEDED_KINDS)
+    if op == "CustomReduce":
+        from tilefoundry.semantics.reducers import REDUCERS
+
+        return list(REDUCERS)
+    return ["-"]
 
 
 def _subsets(names: Sequence[str]) -> list[str]:
@@ -1733,7 +1743,16 @@ def _rule_call(op: str, kind: str, pattern: str, red: str):
         "RMSNorm": (O.RMSNorm, [v2, ((8,), F32)]),
         "RoPE": (O.RoPE, [((2, 6, 8), F32), ((2, 6, 8), F32), ((16, 8), F32), ((16, 8), F32),
                           ((6,), I32)]),
+        "SeededReduce": (lambda: O.SeededReduce((1,), kind, "fold_left", False),
+                         [((4, 8), F32), ((4,), F32)]),
+        "MaskedReduce": (lambda: O.MaskedReduce((1,), kind, "fold_left", False),
+                         [((4, 8), F32), ((4,), F32), ((4, 8), BOOL)]),
     }
+    if op == "CustomReduce":
+        from tilefoundry.semantics.reducers import REDUCERS
+
+        cases[op] = (lambda: O.CustomReduce((1,), kind, "fold_left", False),
+                     [((4, 8), F32), ((4, len(REDUCERS[kind].state)), F32)])
     if op == "Binary":
         bk = BinaryKind(kind)
         dt = BOOL if bk.is_boolean else F32
@@ -1763,7 +1782,8 @@ def coverage_gaps() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     decides), and the other combinations without a row (rejected before the table)."""
     import tilefoundry.semantics.typeinfer.math
     import tilefoundry.semantics.typeinfer.nn
-    import tilefoundry.semantics.typeinfer.tensor  # noqa: F401  (register the rules)
+    import tilefoundry.semantics.typeinfer.tensor
+    import tilefoundry.semantics.typeinfer.tile_reduce  # noqa: F401  (register the rules)
     from tilefoundry.semantics.typeinfer import TypeInferError, infer_expr
     from tilefoundry.semantics.typeinfer.commutation import lookup
 
