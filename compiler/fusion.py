@@ -28,6 +28,7 @@ loop boundary.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any
@@ -171,6 +172,13 @@ def _replace_loads(body: Sequence[Instr], gone: set[str],
     return tuple(out)
 
 
+def _key_value(v: object) -> object:
+    """A CSE key part: a float keyed with its sign (``-0.0 == 0.0`` in Python, but a ``const
+    -0.0`` — a sum's exact seed — and a ``const 0.0`` are different values; merging them turned
+    an exclusive scan's +0 into -0)."""
+    return (v, math.copysign(1.0, v)) if isinstance(v, float) else v
+
+
 def _cse(body: Sequence[Instr], table: dict, canon: dict[str, str],
          stored: set[str]) -> tuple:
     out = []
@@ -184,7 +192,8 @@ def _cse(body: Sequence[Instr], table: dict, canon: dict[str, str],
             out.append(ins)
             continue
         key = (type(ins).__name__,
-               *((f.name, getattr(ins, f.name)) for f in fields(ins) if f.name != "out"))
+               *((f.name, _key_value(getattr(ins, f.name))) for f in fields(ins)
+                 if f.name != "out"))
         hit = table.get(key)
         if hit is not None:
             canon[ins.out] = hit

@@ -104,7 +104,7 @@ def _identity(kind: str, dt: str) -> Any:
         return kind == "min"
     if kir.is_int(dt):
         ii = np.iinfo(kir.numpy_dtype(dt))
-        return {"sum": 0, "abs_max": 0, "max": ii.min, "min": ii.max}[kind]
+        return {"sum": 0, "abs_max": 0, "max": ii.min, "min": ii.max, "prod": 1}[kind]
     return {"sum": 0.0, "max": -np.inf, "min": np.inf, "abs_max": 0.0, "sum_hi": 0.0,
             "sum_lo": 0.0}[kind]
 
@@ -147,6 +147,9 @@ def _reduce_lanes(f: np.ndarray, dt: str, kind: str, policy: str,
             if init is not None:
                 r = _fminmax(init, r, kind != "min")
             return r
+        if kind == "prod":  # the wrapping integer product (numpy integer products wrap)
+            r = np.multiply.reduce(f, axis=-1, dtype=npdt)
+            return (r if init is None else np.multiply(np.asarray(init, npdt), r)).astype(npdt)
         r = np.asarray(_reduce_fibers(f, DType(dt), kind, policy)).astype(npdt)
         if init is not None:
             if kind == "abs_max" and dt != "bool":  # magnitudes: |INT_MIN| wraps to INT_MIN
@@ -444,6 +447,9 @@ class _KernelRun:
     def i_Select(self, ins: kir.Select) -> np.ndarray:
         a = self.values[ins.a]
         return np.where(self.values[ins.cond], a, self.values[ins.b]).astype(a.dtype)
+
+    def i_Bitcast(self, ins: kir.Bitcast) -> np.ndarray:
+        return np.ascontiguousarray(self.values[ins.x]).view(kir.numpy_dtype(ins.to))
 
     def i_Math(self, ins: kir.Math) -> np.ndarray:
         x = self.values[ins.x]

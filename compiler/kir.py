@@ -33,12 +33,14 @@ Numeric contracts are explicit instructions (ARCHITECTURE.md, "Numeric contracts
   ``Round`` (f32 / f64 → a narrower float, one rounding, with its overflow mode). bf16
   ``a + b·c`` is ``round(widen(a) + widen(round(widen(b) · widen(c))))``: every HIR op boundary
   keeps its rounding, fused or not.
-* ``Cast`` is the HIR conversion (any dtype to any dtype, with overflow / rounding modes).
+* ``Cast`` is the HIR conversion (any dtype to any dtype, with overflow / rounding modes);
+  ``Bitcast`` reinterprets an f32 pattern as u32 or back (no conversion: -0, subnormals and NaN
+  payloads survive).
 * ``Math`` is a function judged by a ULP budget (``semantics.ulp``): it reads a value of a float
   dtype and returns its correctly rounded result (a backend's is within the budget) in the same
   dtype; on f64 it is the f64 libm function.
 * ``Reduce`` carries its kind, its policy (``fold_left``, ``fold_right``, ``ordered_tree``,
-  ``unordered_tree``) and accumulates in its operand's dtype (f32 for low-precision floats, f64
+  ``unordered_tree``; ``prod`` is the wrapping integer product) and accumulates in its operand's dtype (f32 for low-precision floats, f64
   in the wide normalizations, the integer dtype itself); lanes are taken in lexicographic order
   of the reduced axes; ``init`` seeds it (the carried accumulator of a ``TileLoop``: seed first
   for fold_left, last for fold_right, ``init + tree`` for the trees; an integer ``abs_max``
@@ -66,11 +68,42 @@ from tilefoundry.semantics.formats import FORMATS, DType
 from tilefoundry.semantics.reductions import POLICIES
 
 __all__ = [
-    "BINARY_KINDS", "DTYPES", "MATH_FNS", "REDUCE_KINDS", "UNARY_KINDS", "BinOp", "Broadcast", "Buffer",
-    "Cast", "Const", "Coord", "Dot", "EdgeMask", "HostLoop", "Instr", "Kernel", "Load", "Math",
-    "Program", "Reduce", "Round", "Select", "Store", "Tile", "TileLoop", "UnOp", "Widen",
-    "buffer_span", "c_strides", "iter_instrs", "kernel_types", "next_pow2", "numpy_dtype",
-    "to_text", "verify",
+    "BINARY_KINDS",
+    "DTYPES",
+    "MATH_FNS",
+    "REDUCE_KINDS",
+    "UNARY_KINDS",
+    "BinOp",
+    "Bitcast",
+    "Broadcast",
+    "Buffer",
+    "Cast",
+    "Const",
+    "Coord",
+    "Dot",
+    "EdgeMask",
+    "HostLoop",
+    "Instr",
+    "Kernel",
+    "Load",
+    "Math",
+    "Program",
+    "Reduce",
+    "Round",
+    "Select",
+    "Store",
+    "Tile",
+    "TileLoop",
+    "UnOp",
+    "Widen",
+    "buffer_span",
+    "c_strides",
+    "iter_instrs",
+    "kernel_types",
+    "next_pow2",
+    "numpy_dtype",
+    "to_text",
+    "verify",
 ]
 
 # =============================================================================================
@@ -125,7 +158,7 @@ UNARY_KINDS = ("neg", "abs", "ceil", "round", "relu", "square", "sqrt", "not")
 MATH_FNS = ("exp", "log", "exp2", "log2", "rsqrt", "tanh", "sigmoid", "silu", "gelu_tanh",
             "gelu_none")
 LIBM64 = frozenset({"exp", "log", "exp2", "log2", "tanh"})
-REDUCE_KINDS = ("sum", "max", "min", "abs_max", "sum_hi", "sum_lo")
+REDUCE_KINDS = ("sum", "max", "min", "abs_max", "sum_hi", "sum_lo", "prod")  # prod: integers
 #: the compensated (double-double) left fold of f64 lanes, its high and low parts
 COMPENSATED = frozenset({"sum_hi", "sum_lo"})
 
@@ -283,6 +316,16 @@ class Select(Instr):
     a: str
     b: str
     SSA = ("cond", "a", "b")
+
+
+@dataclass(frozen=True)
+class Bitcast(Instr):
+    """Reinterpret ``x``'s 32-bit pattern as ``to`` (f32 <-> u32 only): no conversion."""
+
+    out: str
+    x: str
+    to: str
+    SSA = ("x",)
 
 
 @dataclass(frozen=True)
@@ -721,6 +764,12 @@ class _Checker:
                            f"{at.dtype}, {bt.dtype}")
         self.define(ins, ins.out, Tile(at.dtype, ct.full | at.full | bt.full), active)
 
+    def i_Bitcast(self, ins: Bitcast, active: frozenset) -> None:
+        xt = self.t(ins, ins.x)
+        if (xt.dtype, ins.to) not in (("f32", "u32"), ("u32", "f32")):
+            self.fail(ins, f"bitcast {xt.dtype} -> {ins.to}: only f32 <-> u32 reinterprets bits")
+        self.define(ins, ins.out, Tile(ins.to, xt.full), active)
+
     def i_Math(self, ins: Math, active: frozenset) -> None:
         xt = self.t(ins, ins.x)
         if ins.fn not in MATH_FNS:
@@ -755,6 +804,8 @@ class _Checker:
             self.fail(ins, f"reduces {dt}: reductions accumulate in f32 / f64 (widen first)")
         if dt == "bool" and ins.kind not in ("max", "min"):
             self.fail(ins, f"{ins.kind} is not defined on bool")
+        if ins.kind == "prod" and not is_int(dt):
+            self.fail(ins, f"prod is an integer (wrapping) product, got {dt}")
         if ins.kind in COMPENSATED and (dt != "f64" or ins.policy != "fold_left" or ins.init):
             self.fail(ins, f"{ins.kind} is the compensated fold_left of f64 lanes (no init)")
         mt = self.t(ins, ins.mask)
@@ -984,6 +1035,8 @@ def _instr_text(ins: Instr, types: Mapping[str, Tile] | None, block: tuple[int, 
         return f"{ins.out} = {ins.kind} {ins.x}{ty(ins.out)}"
     if isinstance(ins, Select):
         return f"{ins.out} = select {ins.cond}, {ins.a}, {ins.b}{ty(ins.out)}"
+    if isinstance(ins, Bitcast):
+        return f"{ins.out} = bitcast {ins.x} -> {ins.to}{ty(ins.out)}"
     if isinstance(ins, Math):
         contract = ""
         if types is not None and ins.x in types and types[ins.x].dtype != "f64":

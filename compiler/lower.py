@@ -61,8 +61,12 @@ from tilefoundry.semantics.ir import (
     Var,
     operands,
 )
-from tilefoundry.semantics.ops import CacheUpdate, Gather, InsertSlice, Local, RoPE
-from tilefoundry.semantics.run_time_checks import cache_bounds_problem, slice_window_problem
+from tilefoundry.semantics.ops import CacheUpdate, Gather, InsertSlice, Local, RoPE, Sort
+from tilefoundry.semantics.run_time_checks import (
+    cache_bounds_problem,
+    slice_window_problem,
+    sort_nan_problem,
+)
 from tilefoundry.semantics.types import TensorType
 
 __all__ = ["LOWERINGS", "NOT_LOWERED", "RunCheck", "RunChecks", "lower", "lower_checked"]
@@ -290,6 +294,18 @@ class RunCheck:
         """Raise ``RunTimeCheckError`` when ``values`` (one array per operand; or, for a probed
         check, the recorded value buffer) fail the check. ``flags`` (probed checks) marks the
         recorded lanes; the others hold no value."""
+        if self.kind == "nan":
+            if flags is not None:
+                bad = np.asarray(flags).reshape(self.shape) != 0
+            else:
+                from tilefoundry.semantics.evaluator.tile_sort import nan_mask
+
+                bad = nan_mask(np.asarray(values[0]).reshape(self.shape))
+            first = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else ()
+            msg = sort_nan_problem(int(bad.sum()), first)
+            if msg is not None:
+                raise RunTimeCheckError(f"Sort: {msg}", self.check)
+            return
         if self.kind == "range":
             v = np.asarray(values[0]).astype(np.int64).reshape(self.shape)
             n = self.bounds[0]
@@ -366,6 +382,11 @@ def plan_checks(lw: _Lowerer, node: Call, args: list[Buffer]) -> None:
         dst, upd, *offs = args
         spec = RunCheck("slice_window", "InsertSlice", "window", tuple(o.name for o in offs),
                         (*upd.shape, *dst.shape))
+    elif isinstance(op, Sort) and op.nan == "error" and kir.is_float(args[0].dtype):
+        (x,) = args
+        if x.size == 0:
+            return
+        spec = RunCheck("sort_nan", "Sort", "nan", (x.name,), (), "x", shape=x.shape)
     else:
         return
     if not spec.operands:  # InsertSlice of rank 0: no offsets, nothing to check
@@ -383,16 +404,21 @@ def plan_checks(lw: _Lowerer, node: Call, args: list[Buffer]) -> None:
                 srcs.append((r.name, off, b.shape))
         lw.checks.append(replace(spec, sources=tuple(srcs)))
         return
-    if spec.kind == "range":
+    if spec.kind in ("range", "nan"):
         (b,) = ops
         if b.size == 0:
             return
         dom = b.shape or (1,)
         flag, vals = lw.temp("i64", dom, "chkf"), lw.temp("i64", dom, "chkv")
         kb = KB(lw, f"check_{spec.op.lower()}", dom)
-        v = index_value(kb, kb.load(b, b.strides or [0]), b.dtype)
-        bad = kb.binop("or", kb.binop("lt", v, kb.const(0, "i64")),
-                       kb.binop("ge", v, kb.const(spec.bounds[0], "i64")))
+        if spec.kind == "nan":  # the flag marks the NaN lanes; no value to record
+            w = kb.widen(kb.load(b, b.strides or [0]), b.dtype)
+            bad = kb.binop("ne", w, w)
+            v = kb.broadcast(kb.const(0, "i64"), range(len(dom)))
+        else:
+            v = index_value(kb, kb.load(b, b.strides or [0]), b.dtype)
+            bad = kb.binop("or", kb.binop("lt", v, kb.const(0, "i64")),
+                           kb.binop("ge", v, kb.const(spec.bounds[0], "i64")))
         kb.store(vals, vals.strides, v, mask=bad)
         kb.store(flag, flag.strides, kb.broadcast(kb.const(1, "i64"), range(len(dom))),
                  mask=bad)
@@ -621,8 +647,10 @@ class _Lowerer:
     def reduce_kernel(self, hint: str, dom: tuple[int, ...], axes: tuple[int, ...], kind: str,
                       policy: str, acc: str, produce: Callable[[KB], tuple[str, str | None]],
                       post: Callable[[KB, str], str] | None, out: Buffer,
-                      out_strides: Sequence[int]) -> None:
-        """A kernel over ``dom`` reducing ``produce(kb)`` (value, lane mask) over ``axes``; the
+                      out_strides: Sequence[int],
+                      seed_fn: Callable[[KB], str] | None = None) -> None:
+        """A kernel over ``dom`` reducing ``produce(kb)`` (value, lane mask) over ``axes`` (from
+        ``seed_fn(kb)``, an incoming state, when given — the tile family's seeded reductions); the
         innermost reduced axes that fit ``max_row`` stay whole, the outer ones run nested
         ``tile_loop``s carrying the accumulator (one lane at a time but the innermost, so the
         lanes keep their lexicographic order)."""
@@ -642,9 +670,10 @@ class _Lowerer:
             return kb.reduce(v, axes, kind, policy, m, init)
 
         if not loop_axes:
-            r = tile(None)
+            r = tile(seed_fn(kb) if seed_fn is not None else None)
         else:
-            seed = kb.broadcast(kb.const(_seed(kind, acc), acc),
+            init = seed_fn(kb) if seed_fn is not None else kb.const(_seed(kind, acc), acc)
+            seed = kb.broadcast(init,
                                 [d for d in range(len(dom)) if d not in axes])
             reverse = policy == "fold_right"
 
@@ -746,4 +775,12 @@ def check_registry() -> list[str]:
 
 
 # the op rules register themselves into LOWERINGS (imported last: they use the names above)
-from tilefoundry.compiler import lower_nn, lower_tensor  # noqa: E402, F401
+from tilefoundry.compiler import (  # noqa: E402, F401
+    lower_nn,
+    lower_tensor,
+    lower_tile_mma,
+    lower_tile_reduce,
+    lower_tile_scan,
+    lower_tile_select,
+    lower_tile_sort,
+)

@@ -175,28 +175,34 @@ def _gather(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
 
 @register(TopK)
 def _topk(lw: _Lowerer, node: Call, args: list[Buffer]) -> tuple[Buffer, Buffer]:
+    """Selection by rank (``rank_select``) in the reference's total order, NaNs last."""
+    vt, _ = node.checked_type.fields
+    a = node.op.axis % len(args[0].shape)
+    return rank_select(lw, node, args[0], a, vt.shape[a], node.op.largest, nan_first=False)
+
+
+def rank_select(lw: _Lowerer, node: Call, x: Buffer, a: int, k: int, largest: bool, *,
+                nan_first: bool, hint: str = "topk") -> tuple[Buffer, Buffer]:
     """Selection by rank: over the domain ``x.shape + (n,)`` (the extra axis ``j`` runs along
-    the selected axis again), ``rank[i] = #{j : j precedes i}`` in the reference's total order
-    (non-NaN before NaN, then the value in the requested direction with -0 == +0, then the
-    index), and element ``i`` is stored at position ``rank[i]`` when ``rank[i] < k``. The ranks
-    are a permutation, so no two lanes write one place; the values keep their bits."""
-    (x,) = args
+    the selected axis ``a`` again), ``rank[i] = #{j : j precedes i}`` in the reference's total
+    order (NaN placement — after every number, or before with ``nan_first` —, then the value in
+    the requested direction with -0 == +0, then the index), and element ``i`` is stored at
+    position ``rank[i]`` when ``rank[i] < k``. The ranks are a permutation, so no two lanes write
+    one place; the values keep their bits. TopK (k <= n) and the tile-family Sort (k = n)."""
     vt, it = node.checked_type.fields
     r = len(x.shape)
-    a = node.op.axis % r
     n = x.shape[a]
-    k = vt.shape[a]
     vals, idxs = lw.temp(x.dtype, vt.shape), lw.temp("i64", it.shape)
     if vals.size == 0:
         return vals, idxs
     dom = (*x.shape, n)
     j = r
-    kb = KB(lw, "topk", dom)
+    kb = KB(lw, hint, dom)
     si = [*x.strides, 0]
     sj = [*x.strides, x.strides[a]]
     sj[a] = 0
     xi = kb.load(x, si)
-    cmp = "gt" if node.op.largest else "lt"
+    cmp = "gt" if largest else "lt"
     flt = kir.is_float(x.dtype)
     vi = kb.widen(xi, x.dtype) if flt else xi
     ni = kb.binop("ne", vi, vi) if flt else None
@@ -211,7 +217,9 @@ def _topk(lw: _Lowerer, node: Call, args: list[Buffer]) -> tuple[Buffer, Buffer]
             same = kb.binop("and", kb.binop("or", kb.binop(cmp, vj, vi),
                                             kb.binop("and", tie, before)),
                             kb.binop("eq", ni, nj))
-            prec = kb.binop("or", kb.binop("and", kb.unop("not", nj), ni), same)
+            # j precedes i by NaN placement: j a number and i NaN (NaNs last), or the reverse
+            first, second = (nj, ni) if nan_first else (ni, nj)
+            prec = kb.binop("or", kb.binop("and", kb.unop("not", second), first), same)
         else:
             prec = kb.binop("or", kb.binop(cmp, xj, xi),
                             kb.binop("and", kb.binop("eq", xj, xi), before))

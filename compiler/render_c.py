@@ -74,9 +74,9 @@ ACCUMULATORS = 8
 
 _CTYPE = {"f32": "float", "f64": "double", "bf16": "uint16_t", "f16": "uint16_t",
           "fp8e4m3": "uint8_t", "fp8e5m2": "uint8_t", "f8e8m0": "uint8_t", "bool": "uint8_t",
-          "i8": "int8_t", "u8": "uint8_t", "i32": "int32_t", "i64": "int64_t"}
+          "i8": "int8_t", "u8": "uint8_t", "i32": "int32_t", "i64": "int64_t", "u32": "uint32_t"}
 _UTYPE = {"i8": "uint8_t", "u8": "uint8_t", "i32": "uint32_t", "i64": "uint64_t",
-          "bool": "uint8_t"}
+          "bool": "uint8_t", "u32": "uint32_t"}
 _CSIZE = {"float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "uint16_t": 2, "int32_t": 4,
           "uint32_t": 4, "int64_t": 8, "uint64_t": 8}
 _WIDEN = {"bf16": "tf_bf16_to_f32", "f16": "tf_f16_to_f32", "fp8e4m3": "tf_fp8e4m3_to_f32",
@@ -253,6 +253,10 @@ TF__FLOORDIV(int32_t, uint32_t)
 TF__FLOORDIV(int64_t, uint64_t)
 TF_FN uint8_t tf__floordiv_uint8_t(uint8_t a, uint8_t b) { return b ? a / b : 0; }
 TF_FN uint8_t tf__mod_uint8_t(uint8_t a, uint8_t b) { return b ? a % b : 0; }
+/* Bitcast: the f32 <-> u32 bit reinterpretation (tf_numerics.h's bit views: memcpy in C,
+   __float_as_uint on the device; no conversion, no aliasing UB) */
+TF_FN uint32_t tf__bitcast_u32(float v) { return tf_f32_bits(v); }
+TF_FN float tf__bitcast_f32(uint32_t u) { return tf_f32_from_bits(u); }
 
 /* the math functions in double (semantics.evaluator.nn's formulas) */
 TF_FN double tf__sigmoid64(double w) { return TF__DDIV(1.0, 1.0 + TF_EXP(-w)); }
@@ -343,11 +347,12 @@ def _identity(kind: str, dt: str) -> str:
         return "1" if kind == "min" else "0"
     if kir.is_int(dt):
         if kind == "max":
-            return {"i8": "INT8_MIN", "u8": "0", "i32": "INT32_MIN", "i64": "INT64_MIN"}[dt]
+            return {"i8": "INT8_MIN", "u8": "0", "i32": "INT32_MIN", "i64": "INT64_MIN",
+                    "u32": "0"}[dt]
         if kind == "min":
             return {"i8": "INT8_MAX", "u8": "UINT8_MAX", "i32": "INT32_MAX",
-                    "i64": "INT64_MAX"}[dt]
-        return "0"
+                    "i64": "INT64_MAX", "u32": "UINT32_MAX"}[dt]
+        return "1" if kind == "prod" else "0"
     c = "f" if dt == "f32" else ""
     return {"sum": f"-0.0{c}", "max": f"-(({_CTYPE[dt]})INFINITY)",
             "min": f"(({_CTYPE[dt]})INFINITY)", "abs_max": f"0.0{c}"}[kind]
@@ -357,7 +362,7 @@ def _identity(kind: str, dt: str) -> str:
 # kernels
 # =============================================================================================
 _LANEWISE = (kir.Const, kir.Coord, kir.EdgeMask, kir.Load, kir.Store, kir.Broadcast, kir.Widen,
-             kir.Round, kir.Cast, kir.BinOp, kir.UnOp, kir.Select, kir.Math)
+             kir.Round, kir.Cast, kir.BinOp, kir.UnOp, kir.Select, kir.Bitcast, kir.Math)
 
 
 @dataclass
@@ -930,6 +935,9 @@ class KernelC:
     def l_Select(self, ins: kir.Select, ref) -> tuple[str, list[str]]:
         return f"{ref(ins.cond)} ? {ref(ins.a)} : {ref(ins.b)}", []
 
+    def l_Bitcast(self, ins: kir.Bitcast, ref) -> tuple[str, list[str]]:
+        return f"tf__bitcast_{ins.to}({ref(ins.x)})", []
+
     def l_Math(self, ins: kir.Math, ref) -> tuple[str, list[str]]:
         x, dt = ref(ins.x), self.dt(ins.x)
         if dt == "f64":
@@ -958,7 +966,8 @@ class KernelC:
         order_free = kind in ("max", "min", "abs_max") or not kir.is_float(dt) or \
             policy == "unordered_tree"
         seed_init = ins.init is not None and (
-            policy.startswith("fold") or (kir.is_int(dt) and kind in ("sum", "max", "min")) or
+            policy.startswith("fold") or
+            (kir.is_int(dt) and kind in ("sum", "max", "min", "prod")) or
             dt == "bool")
         track = ins.mask is not None and kind == "sum" and kir.is_float(dt) and ins.init is None
         coords = {d: f"c{d}" for d in range(k.rank)}
@@ -987,6 +996,8 @@ class KernelC:
                     return self.farith("add", v, acc, dt) if policy == "fold_right" else \
                         self.farith("add", acc, v, dt)
                 return f"({ct})(({_UTYPE[dt]}){acc} + ({_UTYPE[dt]}){v})"
+            if kind == "prod":  # wrapping: the product of the unsigned patterns
+                return f"({ct})(({_UTYPE[dt]}){acc} * ({_UTYPE[dt]}){v})"
             if dt == "bool":
                 return f"(uint8_t)({acc} {'|' if kind == 'max' else '&'} {v})"
             if kir.is_float(dt):
@@ -1026,7 +1037,15 @@ class KernelC:
             if seed_init and kind == "abs_max":
                 seed = f"({at}){seed}"
             out.append(f"{inner}{at} {acc}[{A}];")
-            out.append(f"{inner}for (int j = 0; j < {A}; ++j) {acc}[j] = {seed};")
+            if seed_init and kind in ("sum", "prod"):
+                # a sum's / product's seed enters once (accumulator 0); the others start at
+                # the identity.
+                # (Seeding all of them counted an integer init A times: found by the tile
+                # family's seeded Scan, docs/decisions.md D221.)
+                out.append(f"{inner}for (int j = 1; j < {A}; ++j) {acc}[j] = {ident};")
+                out.append(f"{inner}{acc}[0] = {seed};")
+            else:  # max / min / abs_max / bool: idempotent, every accumulator may hold it
+                out.append(f"{inner}for (int j = 0; j < {A}; ++j) {acc}[j] = {seed};")
             anyv = None
             if track:
                 anyv = self.fresh("any")
@@ -1046,6 +1065,11 @@ class KernelC:
             out.append(f"{inner}        const int64_t c{d} = i + j;")
             update("j", inner + "        ")
             out.append(f"{inner}    }}")
+            # GCC 12 -O3 -march=native (AVX-512) miscompiles the vectorized outer loop of a
+            # masked integer accumulation (a 33-lane i32 sum gave 14 for 66); the empty asm
+            # keeps the accumulators in memory per step, the inner lanes still vectorize
+            # (docs/decisions.md D221)
+            out.append(f'{inner}    __asm__ volatile("" : "+m"({acc}));')
             out.append(f"{inner}}}")
             if n % A:  # the tail lanes, each into the accumulator of its residue
                 out.append(f"{inner}for (int64_t c{d} = {n // A * A}ll; c{d} < {n}ll; ++c{d}) {{")

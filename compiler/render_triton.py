@@ -808,7 +808,7 @@ class _KernelT:
 
     def i_Reduce(self, ins: kir.Reduce, ind: str) -> None:
         dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
-        if dt in _BITS or (kind == "abs_max" and dt == "bool"):
+        if dt in _BITS or (kind == "abs_max" and dt == "bool") or kind == "prod":
             raise _unsupported("Reduce", f"{ins.out}: {kind} over {dt}")
         # integer abs_max compares magnitudes unsigned (a wrapped |INT_MIN| stays the largest)
         umag = kind == "abs_max" and kir.is_int(dt)
@@ -1088,6 +1088,10 @@ def render(program: Program, interpret: bool = False) -> str:
     """The Triton module of ``program``: the prelude, one jit function per kernel and
     ``KERNELS = {kernel name: (fn, [root buffer, ...], instances, [storage type, ...])}``."""
     bm = program.buffer_map()
+    u32 = [b.name for b in program.buffers if b.dtype == "u32"]
+    if u32:  # Bitcast's dtype: no Triton mapping here (the instruction itself is not rendered)
+        raise _unsupported("u32", f"buffer {u32[0]} has dtype u32 (a Bitcast value); the "
+                                  f"Triton renderer has no u32 storage")
     parts = [PRELUDE]
     table = []
 

@@ -464,6 +464,8 @@ _CHECK_MESSAGES: tuple[tuple[str, re.Pattern], ...] = tuple(
                          r"|cur_pos \+ s = -?\d+ \+ -?\d+ = -?\d+ exceeds cache\.len = \d+ )"),
         ("slice_window", r"InsertSlice: axis \d+: offset -?\d+ places the window \[-?\d+, "
                          r"-?\d+\) of the update extent \d+ outside the dst extent \d+ "),
+        ("sort_nan", r"Sort: x holds \d+ NaN value\(s\) \(first at \[.*\]\) and "
+                     r"nan='error'; "),
         ("dispatch_envelope", r"dispatch of @[\w.]+( on argument shapes \[.*\])?: "
                               r"(Call @[\w.]+: )?\w+ = -?\d+ is outside the dispatch envelope "
                               r"\[-?\d+, -?\d+\)"),

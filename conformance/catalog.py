@@ -24,6 +24,8 @@ Families of cases (the first segment of the id):
 * ``binary/<fp8>/<kind>/all-pairs`` — all 65,536 pairs of an fp8 format through add, sub, mul,
   div, min, max and the comparisons; ``unary/<dtype>/<kind>/all-patterns`` — every pattern of
   f16, bf16 and the fp8 formats through every float Unary kind.
+* ``spec/tile/...`` / ``special/tile/...`` — the tile family (Select / ``ite``, Bitcast, Scan)
+  and the fold_right orientation example (``conformance/catalog_tile.py``).
 * ``special/<family>/<op>/<dtype>`` — every op of ``ALL_OPS`` over special values (NaN, ±inf,
   ±0, subnormals, max finite, rounding ties, half-integers) in every float dtype it takes
   (f32, bf16, f16 always; the fp8 formats for the elementwise and structural ops).
@@ -35,6 +37,10 @@ Families of cases (the first segment of the id):
   RoPE position out of range, a CacheUpdate or InsertSlice window out of bounds, an extent
   outside a dispatch envelope); a backend passes by raising ``RunTimeCheckError``
   (``backend.py``), all in the quick tier; see ``_run_time_check_cases``.
+* ``spec/tile/...`` and ``special/tile/...`` — the ``tile`` family's seeded, masked and custom
+  reductions (``conformance/catalog_tile_reduce.py``): the seed's position per policy, empty and
+  fully masked fibers returning the seed, masked lanes skipped, Welford / product / difference
+  reducers, special values.
 * ``program/seed<S>/<i>`` — hypothesis-generated programs, drawn from ``seed`` when the program
   generator (``tilefoundry.oracle.programs``) is importable; see ``_program_cases``.
 
@@ -314,6 +320,12 @@ def build_catalog(seed: int = 0) -> Catalog:
     from tilefoundry.conformance.catalog_coverage import coverage_cases
 
     coverage_cases(acc)
+    from tilefoundry.conformance.catalog_tile import tile_cases
+
+    tile_cases(acc)
+    from tilefoundry.conformance.catalog_tile_reduce import tile_reduce_cases
+
+    tile_reduce_cases(acc)
     _quick_fill(acc)
     return Catalog(acc.cases)
 
@@ -834,6 +846,12 @@ def _spec_cases(acc: _Acc) -> None:
     _spec_functions(acc)
     # --- sharded -----------------------------------------------------------------------------
     _spec_sharded(acc)
+    # --- tile family (extensions of the HIR catalog) ----------------------------------------
+    from tilefoundry.conformance.catalog_tile_mma import spec_tile_mma
+    from tilefoundry.conformance.catalog_tile_sort import spec_tile_sort
+
+    spec_tile_sort(acc)
+    spec_tile_mma(acc)
 
 
 def _cast_vals(src: DType, dst: DType, values, overflow: str = "nonfinite",

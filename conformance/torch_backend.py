@@ -88,9 +88,10 @@ __all__ = ["TorchBackend", "from_torch", "to_torch"]
 #: ops the adapter implements: everything but Local (a Reshard is run only where neither its
 #: operand nor its target carries a ShardLayout — a storage move, the identity on values; with a
 #: ShardLayout the program needs the mesh, which the capabilities do not claim)
-SUPPORTED_OPS = frozenset(op.__name__ for op in ALL_OPS) - {"Local"}
+#: the ``tile`` family's extensions of the HIR catalog have no torch adapter: NOT_SUPPORTED
+SUPPORTED_OPS = frozenset(op.__name__ for op in ALL_OPS if op.FAMILY != "tile") - {"Local"}
 #: dtypes the adapter takes (f4e2m1 is type-level only; torch has no usable CPU kernels for it)
-SUPPORTED_DTYPES = frozenset(d for d in DType if d is not DType.F4E2M1)
+SUPPORTED_DTYPES = frozenset(d for d in DType if d not in (DType.F4E2M1, DType.U32))
 #: formats without torch CPU arithmetic: widened to f32, computed, converted back
 _WIDENED = frozenset({DType.FP8E4M3, DType.FP8E5M2, DType.F8E8M0})
 

@@ -13,7 +13,10 @@ and judges every output under the contract the semantics defines for it
 * **admitted_set** — a tree-policy Reduce (``reductions.admits`` on the op's own input), a
   MatMul (``matmul.matmul_admits``: the K-order reference with or without FMA, and with
   ``allow_reassociation`` any order within the rigorous bound), a Reshard completing a
-  Partial(sum) (``admits`` over the devices' pieces).
+  Partial(sum) (``admits`` over the devices' pieces), an ordered-tree float Scan(add)
+  (``reductions.scan_admits``: each prefix an order-preserving regrouping of its own leaves, the
+  seed once and first; a permuted leaf order is not admitted). A tile-family Mma
+  (``matmul.mma_admits``, the accumulator one more leaf of the sum).
 * **unspecified** — elements the contract leaves open (float → int out of range) are accepted
   whatever they hold; the rest compare exactly.
 
@@ -367,13 +370,33 @@ def _admitted(contract, observed: np.ndarray, node: Call) -> tuple[np.ndarray, s
 
     op = node.op
     ops = contract.operands
+    from tilefoundry.oracle.tile_reduce import ADMITTED
+
+    if type(op) in ADMITTED:
+        return ADMITTED[type(op)](op, ops, observed)
     if isinstance(op, Reduce):
         x = ops[0]
         adm = admits(observed, x, op.kind.value, tuple(op.axes), policy=op.policy)
         return np.asarray(adm.admitted), adm.detail
+    from tilefoundry.semantics.ops.tile_scan import Scan
+
+    if isinstance(op, Scan):
+        from tilefoundry.semantics.reductions import scan_admits
+
+        adm = scan_admits(observed, ops[0], op.combine, op.axis, inclusive=op.inclusive,
+                          seed=op.seed, policy=op.policy)
+        return np.asarray(adm.admitted), adm.detail
     if isinstance(op, MatMul):
         adm = matmul_admits(observed, ops[0], ops[1],
                             allow_reassociation=op.allow_reassociation)
+        return np.asarray(adm.admitted), adm.detail
+    from tilefoundry.semantics.ops.tile_mma import Mma
+
+    if isinstance(op, Mma):
+        from tilefoundry.semantics.matmul import mma_admits
+
+        adm = mma_admits(observed, ops[0], ops[1], ops[2],
+                         allow_reassociation=op.allow_reassociation)
         return np.asarray(adm.admitted), adm.detail
     if isinstance(op, Conv2D):
         from tilefoundry.semantics.evaluator.nn import (

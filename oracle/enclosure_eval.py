@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from tilefoundry.oracle import enclosure_rules as _rules
+from tilefoundry.oracle import enclosure_tile_mma as _tile_mma  # noqa: F401  (registers)
+from tilefoundry.oracle import enclosure_tile_sort as _tile_sort  # noqa: F401  (registers)
 from tilefoundry.oracle.enclosure import ENCLOSURES, Enc
 from tilefoundry.semantics.evaluator.core import Evaluation, _Evaluator, run
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded
@@ -205,6 +207,7 @@ def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
     from tilefoundry.semantics.evaluator.sharding import _gather_reduced, align, local_type
     from tilefoundry.semantics.ops.math import Binary
     from tilefoundry.semantics.ops.tensor import Reduce
+    from tilefoundry.semantics.ops.tile_select import Select
     from tilefoundry.semantics.types import TensorType
 
     op, out_t = node.op, node.checked_type
@@ -220,7 +223,8 @@ def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
 
     if isinstance(op, Reduce) and isinstance(args[0], Sharded):
         args[0], encs[0] = moved(lambda s: _gather_reduced(s, op), args[0], encs[0])
-    if isinstance(op, Binary) and isinstance(out_t, TensorType) and out_t.shard is not None:
+    if isinstance(op, Binary | Select) and isinstance(out_t, TensorType) and \
+            out_t.shard is not None:
         lay = out_t.shard
         for i, a in enumerate(args):
             a2, e2 = moved(lambda s: Sharded(lay, align(s, lay)), a, encs[i])

@@ -21,6 +21,7 @@ from tilefoundry.oracle.enclosure import (
     corners,
     from_candidates,
     from_ordered,
+    hull,
     ordered,
     register_enclosure,
     with_nan,
@@ -61,6 +62,8 @@ from tilefoundry.semantics.ops.tensor import (
     Transpose,
     Zeros,
 )
+from tilefoundry.semantics.ops.tile_scan import Scan
+from tilefoundry.semantics.ops.tile_select import Bitcast, Select
 
 
 @dataclass
@@ -82,7 +85,8 @@ class Site:
     @property
     def name(self) -> str:
         kind = getattr(self.op, "kind", None)
-        return type(self.op).__name__ + (f"({kind.value})" if kind is not None else "")
+        kind = getattr(kind, "value", kind)  # an enum kind, or a plain str (tile family)
+        return type(self.op).__name__ + (f"({kind})" if kind is not None else "")
 
     def enc(self, i: int) -> Enc:
         return as_enc(self.encs[i], np.asarray(self.args[i]))
@@ -797,7 +801,10 @@ def _topk(s: Site):
     return (_fiber_hull(r[0], vals, ax), _fiber_hull(r[1], idx, ax))
 
 
-def _topk_sorted(s: Site):
+def _topk_sorted(s: Site, largest: bool | None = None):
+    """The order-statistic enclosure of a sorted selection (TopK; the tile-family Sort passes
+    ``largest`` = its ``descending``)."""
+    largest = s.op.largest if largest is None else largest
     vals, idx = s.value
     if s.exact_inputs:
         return None
@@ -815,7 +822,7 @@ def _topk_sorted(s: Site):
     else:
         real_lo = drop_lo = x.lo
         real_hi = drop_hi = x.hi
-    lo_cfg, hi_cfg = (drop_lo, real_hi) if s.op.largest else (real_lo, drop_hi)
+    lo_cfg, hi_cfg = (drop_lo, real_hi) if largest else (real_lo, drop_hi)
     lo_v = np.asarray(s.impl(lo_cfg, *s.args[1:])[0])
     hi_v = np.asarray(s.impl(hi_cfg, *s.args[1:])[0])
     lo_n, hi_n = _isnan(lo_v), _isnan(hi_v)
@@ -860,3 +867,101 @@ def _sharded(s: Site):
         return s.enc(0)
     return "sharded"
 
+
+
+# ---------------------------------------------------------------------------------------------
+# tile family: Select, Bitcast, Scan
+# ---------------------------------------------------------------------------------------------
+def _bcast_enc(e: Enc, shape: tuple) -> Enc:
+    return Enc(*(np.broadcast_to(t, shape) for t in (e.lo, e.hi, e.nan, e.real)), e.cause)
+
+
+@register_enclosure(Select)
+def _select(s: Site):
+    """The chosen branch's enclosure where the condition is known; the hull of both where an
+    enclosed condition may be either."""
+    if s.exact_inputs:
+        return None
+    v = np.asarray(s.value)
+    shape = v.shape
+    t, f = _bcast_enc(s.enc(1), shape), _bcast_enc(s.enc(2), shape)
+    c = s.enc(0)
+    c_lo, c_hi = np.broadcast_to(np.asarray(c.lo, bool), shape), \
+        np.broadcast_to(np.asarray(c.hi, bool), shape)
+    either = c_lo != c_hi
+    h = hull(t, f)
+    pick = [np.where(c_lo, a, b) for a, b in zip((t.lo, t.hi, t.nan, t.real),
+                                                  (f.lo, f.hi, f.nan, f.real), strict=True)]
+    parts = [np.where(either, hv, pv) for hv, pv in zip((h.lo, h.hi, h.nan, h.real), pick,
+                                                         strict=True)]
+    cause = next(e.cause for e in s.encs if e is not None)
+    return Enc(*(np.array(p, order="C") for p in parts), cause)
+
+
+@register_enclosure(Bitcast)
+def _bitcast(s: Site):
+    """Exact on exact bits; an enclosed operand's bits are unconstrained (a reinterpretation of
+    an interval is no interval: [-1, 1] in f32 spans u32 0 .. 0xBF800000)."""
+    if s.exact_inputs:
+        return None
+    return _full_like(np.asarray(s.value), "Bitcast of an enclosed value")
+
+
+def _prefix_any(m: np.ndarray, ax: int, inclusive: bool) -> np.ndarray:
+    """Per output position: some contributing element (x0..xi, or x0..x(i-1)) has ``m``."""
+    if m.shape[ax] == 0:
+        return m
+    acc = np.logical_or.accumulate(m, axis=ax)
+    if inclusive:
+        return acc
+    first = np.zeros_like(np.take(acc, [0], axis=ax))
+    return np.concatenate([first, np.take(acc, range(acc.shape[ax] - 1), axis=ax)], axis=ax)
+
+
+@register_enclosure(Scan)
+def _scan(s: Site):
+    from tilefoundry.semantics.evaluator.tile_scan import scan_contract_is_set
+
+    op: Scan = s.op
+    v = np.asarray(s.value)
+    xv = np.asarray(s.args[0])
+    tree = scan_contract_is_set(op, xv)
+    if s.exact_inputs and not tree:
+        return None
+    x = s.enc(0)
+    dt = x.dtype
+    ax = op.axis % xv.ndim
+    if v.shape[ax] == 0:
+        return None
+    if dt.is_int and op.combine in ("add", "mul") and not s.exact_inputs:
+        return _full_like(v, f"integer scan {op.combine} of enclosed values (wraps)")
+    if op.combine == "add" and dt.is_float:
+        lo = np.moveaxis(np.where(x.real, _f64(x.lo), np.nan), ax, -1)
+        hi = np.moveaxis(np.where(x.real, _f64(x.hi), np.nan), ax, -1)
+        if op.seed is not None:
+            sd = np.broadcast_to(np.float64(op.seed), (*lo.shape[:-1], 1))
+            lo, hi = np.concatenate([sd, lo], -1), np.concatenate([sd, hi], -1)
+        off = (1 if op.inclusive else 0) + (1 if op.seed is not None else 0)
+        vv = np.moveaxis(v, ax, -1)
+        outs = []
+        for j in range(vv.shape[-1]):
+            m = j + off
+            if m == 0:  # exclusive[0] without a seed: the identity, exact
+                outs.append(Enc.point(vv[..., j]))
+                continue
+            e = _tree_bounds(lo[..., :m], hi[..., :m], m - 1, dt, None, 0.0,
+                             f"Scan(add, {op.policy}) prefix")
+            if tree:
+                e = _enumerated_trees(e, lo[..., :m], hi[..., :m], dt, False, False)
+            outs.append(e)
+        parts = [np.moveaxis(np.stack([getattr(e, a) for e in outs], -1), -1, ax)
+                 for a in ("lo", "hi", "nan", "real")]
+        nan = _prefix_any(x.nan | ~x.real, ax, op.inclusive)
+        cause = x.cause or f"Scan(add, {op.policy})"
+        return with_nan(Enc(*(np.array(p, order="C") for p in parts), cause), nan)
+    # max / min (and a fold_left add of exact ints, handled above): monotone in every element
+    cands, _ = corners(s.impl, [x])
+    nan = _prefix_any(x.nan | ~x.real, ax, op.inclusive)
+    e = from_candidates(cands, nan, dtype_of(v), x.cause, s.name)
+    return with_nan(e, nan)
+from tilefoundry.oracle import tile_reduce as _tile_reduce  # noqa: E402, F401  (registers its rules)

@@ -125,6 +125,12 @@ from tilefoundry.semantics.ops import (
     UnaryKind,
     Zeros,
 )
+from tilefoundry.semantics.ops.tile_mma import Mma
+from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
+from tilefoundry.semantics.ops.tile_scan import SCAN_COMBINES, SCAN_POLICIES, Scan
+from tilefoundry.semantics.ops.tile_select import Bitcast, Select
+from tilefoundry.semantics.ops.tile_sort import Sort
+from tilefoundry.semantics.reducers import REDUCERS
 from tilefoundry.semantics.reductions import POLICIES
 from tilefoundry.semantics.typeinfer import RULES, Ctx, Session, TypeInferError
 from tilefoundry.semantics.typeinfer.commutation import lookup
@@ -464,8 +470,11 @@ class _Gen:
         return [k for k in kinds if k in self.limit.kinds.get(cls, ())]
 
     def tensors(self, sc: _Scope, pred: Callable[[_Val], bool] | None = None, *,
-                sharded: bool = True, f4: bool = False) -> list[_Val]:
+                sharded: bool = True, f4: bool = False, u32: bool = False) -> list[_Val]:
+        """Pool tensors; u32 values (a Bitcast's) only for the builders that take them
+        (``u32=True``: Select, Bitcast)."""
         return [v for v in sc.pool if v.is_tensor and not v.local and (f4 or v.evaluable)
+                and (u32 or v.type.dtype is not DType.U32)
                 and (sharded or v.type.layout is None or v.type.shard is None)
                 and (pred is None or pred(v))]
 
@@ -833,12 +842,21 @@ def _bounds(op: Op, args: Sequence[_Val], t: Any) -> list[float | None]:
             return [None, None]
         c = bs[2] + bs[3]
         return [_clip(bs[0] * c, t.fields[0]), _clip(bs[1] * c, t.fields[1])]
-    elif isinstance(op, TopK):
+    elif isinstance(op, TopK | Sort):
         n = simplify(args[0].type.shape[op.axis % args[0].type.rank])
         return [_clip(b0, t.fields[0]), _clip(n - 1 if isinstance(n, int) else None,
                                               t.fields[1])]
     elif isinstance(op, Zeros):
         res = 0
+    elif isinstance(op, Select):
+        res = _mx(bs[1], bs[2])
+    elif isinstance(op, Scan):
+        sd = abs(op.seed) if op.seed is not None else 0
+        n = simplify(args[0].type.shape[op.axis % args[0].type.rank])
+        if b0 is not None and op.combine in ("max", "min"):
+            res = max(b0, sd)
+        elif b0 is not None and op.combine == "add" and isinstance(n, int):
+            res = b0 * n + sd
     elif isinstance(op, Rank):
         res = args[0].type.rank
     elif isinstance(op, Cast):
@@ -857,7 +875,7 @@ def _bounds(op: Op, args: Sequence[_Val], t: Any) -> list[float | None]:
 
 
 def _domain(op: Op, args: Sequence[_Val], i: int) -> tuple[int, int] | None:
-    if isinstance(op, TopK) and i == 1:
+    if isinstance(op, TopK | Sort) and i == 1:
         n = simplify(args[0].type.shape[op.axis % args[0].type.rank])
         return (0, n - 1) if isinstance(n, int) and n >= 1 else None
     if isinstance(op, Rank):
@@ -1274,6 +1292,102 @@ def build_topk(g: _Gen, sc: _Scope) -> bool:
     return g.apply(sc, op, [x]) is not None
 
 
+@_builder(Select)
+def build_select(g: _Gen, sc: _Scope) -> bool:
+    src = g.src
+    t = g.pick(g.tensors(sc, u32=True))
+    if t is None:
+        return False
+    tt = t.type
+    shape = tuple(tt.shape)
+
+    def same(v: _Val) -> bool:
+        return v is not t and v.type.dtype is tt.dtype and len(v.type.shape) == len(shape) and \
+            all(_eq(a, b) for a, b in zip(v.type.shape, shape, strict=True))
+
+    f = g.pick(g.tensors(sc, same, u32=True)) if src.boolean(0.5) else None
+    if f is None:
+        f = g.leaf(sc, TensorType(shape, tt.dtype))
+        if f is None:
+            return False
+    conds = g.tensors(sc, lambda v: v.type.dtype is BOOL and _bshape(v.type.shape, shape) and
+                      len(v.type.shape) <= len(shape) and v.type.shard is None)
+    cond = g.pick(conds) if src.boolean(0.4) else None
+    if cond is None:  # the full shape, or a broadcast one (the last axis only)
+        cshape = shape if not shape or src.boolean(0.6) else (shape[-1],)
+        cond = g.leaf(sc, TensorType(cshape, BOOL))
+        if cond is None:
+            return False
+    return g.apply(sc, Select(), [cond, t, f]) is not None
+
+
+@_builder(Bitcast)
+def build_bitcast(g: _Gen, sc: _Scope) -> bool:
+    x = g.pick(g.tensors(sc, lambda v: v.type.dtype in (F32, DType.U32) and
+                         (v.type.shard is None or not v.type.shard.partials), u32=True))
+    if x is None:
+        if not g.only((F32,)):
+            return False
+        x = g.leaf(sc, TensorType(g.leaf_shape(sc), F32))
+        if x is None:
+            return False
+    to = DType.U32 if x.type.dtype is F32 else F32
+    return g.apply(sc, Bitcast(to), [x]) is not None
+
+
+def _scan_combines(dt: DType) -> list[str]:
+    return [c for c in SCAN_COMBINES if (c != "mul" or dt.is_int) and
+            (c != "add" or dt not in (BOOL, F8E8M0))]
+
+
+_SCAN_SEEDS = {"int": (-3, -1, 0, 2, 3), "float": (-0.0, 0.0, 1.0, -2.5, 0.5, 6.0)}
+
+
+@_builder(Scan)
+def build_scan(g: _Gen, sc: _Scope) -> bool:
+    from tilefoundry.semantics.typeinfer.tile_scan import seed_problem
+
+    src = g.src
+    x = g.pick(g.tensors(sc, lambda v: v.type.rank >= 1 and
+                         len(_split_axes(v.type)) < v.type.rank))
+    if x is None:
+        return False
+    xt = x.type
+    combines = [c for c in _scan_combines(xt.dtype) if _table_ok("Scan", c, xt)]
+    if not combines:
+        return False
+    c = src.choice(combines)
+    axis = src.choice([a for a in range(xt.rank) if a not in _split_axes(xt)])
+    seed = None
+    partial = xt.shard is not None and bool(xt.shard.partials)
+    if src.boolean(0.5) and not (partial and c in ("add", "mul")):
+        pool = _SCAN_SEEDS["float" if xt.dtype.is_float else "int"]
+        ok = [v for v in pool if seed_problem(v, xt.dtype) is None]
+        seed = src.choice(ok) if ok else None
+    pols = [p for p in SCAN_POLICIES if g.limit is None or p in g.limit.policies]
+    if not pols:
+        return False
+    ax = axis - xt.rank if src.boolean(0.3) else axis
+    op = Scan(ax, c, inclusive=src.boolean(0.5), seed=seed, policy=src.choice(pols))
+    return g.apply(sc, op, [x]) is not None
+
+
+@_builder(Sort)
+def build_sort(g: _Gen, sc: _Scope) -> bool:
+    src = g.src
+    x = g.pick(g.tensors(sc, lambda v: v.type.rank >= 1 and _table_ok("Sort", "-", v.type) and
+                         len(_split_axes(v.type)) < v.type.rank))
+    if x is None:
+        return False
+    xt = x.type
+    axis = src.choice([a for a in range(xt.rank) if a not in _split_axes(xt)])
+    ax = axis - xt.rank if src.boolean(0.3) else axis
+    # nan="error" only where x has no NaN by construction would need value tracking: the
+    # generator draws "last" / "first" (the catalog covers "error")
+    op = Sort(ax, descending=src.boolean(0.5), nan=src.choice(("last", "first")))
+    return g.apply(sc, op, [x]) is not None
+
+
 @_builder(Transpose)
 def build_transpose(g: _Gen, sc: _Scope) -> bool:
     x = g.pick(g.tensors(sc, f4=g.cfg.type_level_only))
@@ -1470,6 +1584,45 @@ def build_matmul(g: _Gen, sc: _Scope) -> bool:
         if b is None:
             return False
     return g.apply(sc, MatMul(src.boolean(0.5)), [a, b]) is not None
+
+
+_MMA_INPUTS = (F32, F16, BF16, DType.FP8E4M3, DType.FP8E5M2)
+
+
+@_builder(Mma)
+def build_mma(g: _Gen, sc: _Scope) -> bool:
+    src = g.src
+    a = g.pick(g.tensors(sc, lambda v: v.type.rank >= 2 and v.type.dtype in _MMA_INPUTS,
+                         sharded=False))
+    if a is None or src.boolean(0.15):
+        shape = (*((src.integer(1, 2),) if src.boolean(0.3) else ()), src.integer(1, 4),
+                 src.integer(1, 4))
+        dt = g.leaf_dtype("f")
+        a = g.leaf(sc, TensorType(shape, dt if dt in _MMA_INPUTS else F32))
+        if a is None:
+            return False
+    at = a.type
+    batch, m, k = tuple(at.shape[:-2]), at.shape[-2], at.shape[-1]
+
+    def fits(t: TensorType, dt: DType, rows, cols=None) -> bool:
+        return t.dtype is dt and t.rank == len(batch) + 2 and _eq(t.shape[-2], rows) and \
+            (cols is None or _eq(t.shape[-1], cols)) and \
+            all(_eq(x, y) for x, y in zip(t.shape[:-2], batch, strict=True))
+
+    b = g.pick(g.tensors(sc, lambda v: fits(v.type, at.dtype, k), sharded=False)) \
+        if src.boolean(0.5) else None
+    if b is None:
+        b = g.leaf(sc, TensorType((*batch, k, src.integer(1, 4)), at.dtype))
+        if b is None:
+            return False
+    n = b.type.shape[-1]
+    acc = g.pick(g.tensors(sc, lambda v: fits(v.type, F32, m, n), sharded=False)) \
+        if src.boolean(0.5) else None
+    if acc is None:
+        acc = g.leaf(sc, TensorType((*batch, m, n), F32))
+        if acc is None:
+            return False
+    return g.apply(sc, Mma(src.boolean(0.5)), [a, b, acc]) is not None
 
 
 @_builder(Conv2D)
@@ -1996,3 +2149,87 @@ def programs(*, ops: Sequence[type] | None = None, max_ops: int = 8, allow_loops
         return _Gen(DrawSource(draw), cfg).run(None)
 
     return _programs()
+
+
+# ---- the tile family's reductions (semantics/ops/tile_reduce.py) ------------------------------
+def _tile_reduce_axes(g: _Gen, xt: TensorType) -> tuple[int, ...]:
+    src = g.src
+    axes = [a for a in range(xt.rank) if src.boolean(0.5)]
+    if xt.rank and not axes and src.boolean(0.7):
+        axes = [src.integer(0, xt.rank - 1)]
+    return tuple(a - xt.rank if src.boolean(0.3) else a for a in axes)
+
+
+def _tile_reduced_shape(xt: TensorType, axes: tuple, keepdim: bool) -> tuple:
+    red = {a % max(xt.rank, 1) for a in axes}
+    if keepdim:
+        return tuple(1 if a in red else d for a, d in enumerate(xt.shape))
+    return tuple(d for a, d in enumerate(xt.shape) if a not in red)
+
+
+def _build_seeded(g: _Gen, sc: _Scope, masked: bool) -> bool:
+    x = g.pick(g.tensors(sc, lambda v: v.type.shard is None, sharded=False))
+    if x is None:
+        return False
+    xt = x.type
+    src = g.src
+    kinds = [k for k in ("sum", "max", "min")
+             if not (k == "sum" and xt.dtype in (BOOL, F8E8M0))]
+    kind = src.choice(kinds)
+    axes = _tile_reduce_axes(g, xt)
+    keepdim = src.boolean(0.5)
+    seed = g.leaf(sc, TensorType(_tile_reduced_shape(xt, axes, keepdim), xt.dtype), name="z")
+    if seed is None:
+        return False
+    args = [x, seed]
+    if masked:
+        m = g.leaf(sc, TensorType(tuple(xt.shape), BOOL), name="m")
+        if m is None:
+            return False
+        args.append(m)
+    cls = MaskedReduce if masked else SeededReduce
+    op = cls(axes, kind, src.choice(POLICIES if g.limit is None else g.limit.policies), keepdim)
+    return g.apply(sc, op, args) is not None
+
+
+@_builder(SeededReduce)
+def build_seeded_reduce(g: _Gen, sc: _Scope) -> bool:
+    return _build_seeded(g, sc, False)
+
+
+@_builder(MaskedReduce)
+def build_masked_reduce(g: _Gen, sc: _Scope) -> bool:
+    return _build_seeded(g, sc, True)
+
+
+@_builder(CustomReduce)
+def build_custom_reduce(g: _Gen, sc: _Scope) -> bool:
+
+    def ok(v: _Val) -> bool:
+        return v.type.shard is None and v.type.dtype.is_float and v.type.dtype is not F8E8M0
+
+    x = g.pick(g.tensors(sc, ok, sharded=False))
+    if x is None:
+        return False
+    xt = x.type
+    src = g.src
+    name = src.choice(tuple(REDUCERS))
+    r = REDUCERS[name]
+    axes = _tile_reduce_axes(g, xt)
+    red = {a % max(xt.rank, 1) for a in axes}
+    ext = [simplify(xt.shape[a]) for a in red]
+    n = math.prod(ext) if all(isinstance(e, int) for e in ext) else None
+    pols = [p for p in (POLICIES if g.limit is None else g.limit.policies)
+            if p.startswith("fold") or (r.merge_contract and n is not None and
+                                        n + 1 <= (6 if p == "ordered_tree" else 5))]
+    if not pols:
+        return False
+    keepdim = src.boolean(0.5)
+    shape = (*_tile_reduced_shape(xt, axes, keepdim), len(r.state))
+    seed = g.leaf(sc, TensorType(shape, F32), name="s")
+    if seed is None:
+        return False
+    op = CustomReduce(axes, name, src.choice(pols), keepdim)
+    return g.apply(sc, op, [x, seed]) is not None
+
+

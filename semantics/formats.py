@@ -26,6 +26,7 @@ class DType(enum.Enum):
     I8 = "i8"
     U8 = "u8"
     I32 = "i32"
+    U32 = "u32"
     I64 = "i64"
     F16 = "f16"
     BF16 = "bf16"
@@ -169,6 +170,9 @@ FORMATS: dict[DType, FormatInfo] = {
     DType.I8: FormatInfo(DType.I8, "int", 8, np.dtype(np.int8)),
     DType.U8: FormatInfo(DType.U8, "int", 8, np.dtype(np.uint8), signed=False),
     DType.I32: FormatInfo(DType.I32, "int", 32, np.dtype(np.int32)),
+    # u32 exists for Bitcast's f32 <-> u32 pair (Tile design): only Bitcast, Select and the
+    # comparisons accept it (typeinfer.core.U32_OPS; docs/decisions.md D216)
+    DType.U32: FormatInfo(DType.U32, "int", 32, np.dtype(np.uint32), signed=False),
     DType.I64: FormatInfo(DType.I64, "int", 64, np.dtype(np.int64)),
     DType.F32: _float(DType.F32, 32, np.float32, 8, 23, has_inf=True, nan="ieee"),
     DType.F16: _float(DType.F16, 16, np.float16, 5, 10, has_inf=True, nan="ieee"),

@@ -28,7 +28,7 @@ from tilefoundry.semantics.reductions import (
     _widen,
 )
 
-__all__ = ["matmul", "matmul_admits"]
+__all__ = ["matmul", "matmul_admits", "mma", "mma_admits"]
 
 
 def _mm_operands(a: np.ndarray, b: np.ndarray, what: str):
@@ -157,3 +157,76 @@ def matmul_admits(result: np.ndarray, a: np.ndarray, b: np.ndarray, *,
         method, how = "bound", f"bound γ({k_len})·Σ|a·b| or the K-order references"
     return Admission(ok, np.full(shape, method),
                      f"matmul {da}x{db} -> {target}: {how}; {int(ok.sum())}/{ok.size} admitted")
+
+
+# ---------------------------------------------------------------------------------------------
+# mma(a, b, acc): the accumulator as an operand (tile family)
+# ---------------------------------------------------------------------------------------------
+def _mma_operands(a: np.ndarray, b: np.ndarray, acc: np.ndarray, what: str):
+    a, da, b, db, shape = _mm_operands(a, b, what)
+    c, dc = _operand(acc, what)
+    if not da.is_float or da is DType.F8E8M0:
+        raise InvalidArgumentError(f"{what}: inputs must be f32, f16, bf16, fp8e4m3 or fp8e5m2, "
+                                   f"got {da}; use matmul for integers")
+    if da is not db:
+        raise InvalidArgumentError(f"{what}: a is {da} but b is {db}; Cast one of them")
+    if dc is not DType.F32:
+        raise InvalidArgumentError(f"{what}: acc must be f32 (D225), got {dc}")
+    if c.shape != shape or a.shape[:-2] != c.shape[:-2] or b.shape[:-2] != c.shape[:-2]:
+        raise InvalidArgumentError(
+            f"{what}: a {a.shape}, b {b.shape} and acc {c.shape} are not [*B, M, K], "
+            f"[*B, K, N], [*B, M, N] with one batch shape")
+    return _widen(a, da), _widen(b, db), np.asarray(c, _F32), shape
+
+
+def _mma_f32(a32: np.ndarray, b32: np.ndarray, c32: np.ndarray, fused: bool) -> np.ndarray:
+    """The K-order fold seeded by the accumulator: acc = fl(fl(c + a0·b0) + a1·b1) ... (or the
+    fma chain when ``fused``); K = 0 returns acc unchanged."""
+    acc = np.array(c32, _F32, copy=True)
+    with np.errstate(all="ignore"):
+        for k in range(a32.shape[-1]):
+            ak, bk = a32[..., :, k, None], b32[..., None, k, :]
+            acc = _fma_f32(ak, bk, acc) if fused else acc + ak * bk
+    return acc
+
+
+def mma(a: np.ndarray, b: np.ndarray, acc: np.ndarray, *,
+        allow_reassociation: bool = True) -> np.ndarray:
+    """Reference ``mma(a, b, acc)``: inputs widen exactly to the f32 accumulator (the Tile
+    design: "Inputs are converted to the accumulator type by the reference realization"), then
+    the unfused K-order fold starting from ``acc``. The reference is the same for both values of
+    ``allow_reassociation``; it only widens the admitted set. ``matmul(a, b)`` (f32 operands) is
+    ``mma(a, b, zeros)`` bit for bit: the same fold from +0."""
+    a32, b32, c32, _ = _mma_operands(a, b, acc, "mma")
+    return _mma_f32(a32, b32, c32, False)
+
+
+def mma_admits(result: np.ndarray, a: np.ndarray, b: np.ndarray, acc: np.ndarray, *,
+               allow_reassociation: bool = True) -> Admission:
+    """Whether the f32 ``result`` is an admitted ``mma(a, b, acc)``.
+
+    False: bit-exact with the K-order reference seeded by acc, unfused or as an fma chain. True:
+    additionally anything within γ(K+1)·(Σ|a_k·b_k| + |acc|) (+2(K+1)·2^-150) of the exact
+    ``acc + Σ a_k·b_k`` (any order over the K + 1 leaves). Inputs rounded to a narrower format
+    first (TF32, bf16) are outside the bound for generic operands: precision is never reduced.
+    """
+    a32, b32, c32, shape = _mma_operands(a, b, acc, "mma_admits")
+    r = np.asarray(result)
+    if r.shape != shape or dtype_of(r) is not DType.F32:
+        raise InvalidArgumentError(f"mma_admits: the result must be f32 of shape {shape}, got "
+                                   f"{dtype_of(r)} {r.shape}")
+    rw = np.asarray(r, _F32)
+    refs = [_mma_f32(a32, b32, c32, f) for f in (False, True)]
+    ok = _same_f32(rw, refs[0]) | _same_f32(rw, refs[1])
+    k_len = a32.shape[-1]
+    method, how = "exact", "K-order reference from acc, unfused or fma"
+    if allow_reassociation and k_len > 0:
+        with np.errstate(all="ignore"):  # inf · 0 is a NaN leaf; a signaling NaN acc widens
+            prods = a32.astype(_F64)[..., :, :, None] * b32.astype(_F64)[..., None, :, :]
+            prods = np.moveaxis(prods, -2, -1)
+            leaves = np.concatenate([prods, c32.astype(_F64)[..., None]], -1)
+        ok = ok | _bound_admits(leaves, k_len + 1, rw, DType.F32, eta=ETA_F32,
+                                strict_zero=False)
+        method, how = "bound", f"bound γ({k_len + 1})·(Σ|a·b| + |acc|) or the K-order references"
+    return Admission(ok, np.full(shape, method),
+                     f"mma -> f32: {how}; {int(ok.sum())}/{ok.size} admitted")

@@ -39,7 +39,7 @@ __all__ = [
 
 KINDS = ("sum", "mean", "max", "min", "abs_max")
 POLICIES = ("unordered_tree", "ordered_tree", "fold_left", "fold_right")
-SCAN_OPS = ("add", "max", "min")
+SCAN_OPS = ("add", "max", "min", "mul")  # mul: integer dtypes only
 SCAN_POLICIES = ("ordered_tree", "fold_left")
 ENUMERATE_MAX = 6
 U32 = 2.0 ** -24  # unit roundoff of f32
@@ -542,13 +542,19 @@ def scan(x: np.ndarray, op: str | Callable = "add", axis: int = -1, *, inclusive
     else:
         _choice("scan op", op, SCAN_OPS)
         x, dt = _operand(x, "scan")
-        _check_kind_dtype("sum" if op == "add" else op, dt, "scan")
+        if op == "mul" and not dt.is_int:
+            raise InvalidArgumentError(
+                f"scan mul: a product scan is defined on integer dtypes only, got {dt}; Cast x "
+                f"to an integer dtype first")
+        _check_kind_dtype({"add": "sum", "mul": "max"}.get(op, op), dt, "scan")
         sd = None if seed is None else np.broadcast_to(_seed_value(seed, dt, "scan"), batch)
     if n == 0:
         return x.copy()
     inc = _prefixes(v, op, sd) if callable(op) else _scan_builtin(v, dt, op, sd)
     if not inclusive:
-        first = sd if sd is not None else identity("sum" if op == "add" else op, dt)
+        first = sd if sd is not None else (
+            np.asarray(1, dt.storage) if op == "mul" else identity("sum" if op == "add" else op,
+                                                                    dt))
         first = np.broadcast_to(np.asarray(first, inc.dtype), batch)
         inc = np.concatenate([first[..., None], inc[..., :-1]], -1)
     return np.moveaxis(inc, -1, ax)
@@ -569,8 +575,8 @@ def _scan_builtin(v: np.ndarray, dt: DType, op: str, sd: np.ndarray | None) -> n
         with np.errstate(all="ignore"):
             inc = _prefixes(_widen(v, dt), combine, None if sd is None else _widen(sd, dt))
         return _round(inc, dt)
-    if op == "add":  # i64 wraparound is exact modulo 2^bits, then wraps into dt
-        return _cast(_prefixes(v.astype(np.int64), np.add,
+    if op in ("add", "mul"):  # i64 wraparound is exact modulo 2^bits, then wraps into dt
+        return _cast(_prefixes(v.astype(np.int64), np.add if op == "add" else np.multiply,
                                None if sd is None else sd.astype(np.int64)), dt)
     return _prefixes(v, np.maximum if op == "max" else np.minimum, sd)  # ints and bool
 

@@ -29,4 +29,13 @@ def slice_window_problem(axis: int, offset: int, extent: int, dst_extent: int) -
     return None
 
 
-__all__ = ["cache_bounds_problem", "slice_window_problem"]
+def sort_nan_problem(nan_count: int, first: tuple[int, ...]) -> str | None:
+    """Tile-family Sort with ``nan="error"`` (the Tile design: the implemented sort "requires
+    non-NaN inputs"): x must hold no NaN. ``first`` is the position of the first NaN."""
+    if nan_count > 0:
+        return (f"x holds {nan_count} NaN value(s) (first at {list(first)}) and nan='error'; "
+                f"choose nan='last' or nan='first', or remove the NaNs first")
+    return None
+
+
+__all__ = ["cache_bounds_problem", "slice_window_problem", "sort_nan_problem"]

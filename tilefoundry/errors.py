@@ -38,6 +38,8 @@ RUN_TIME_CHECKS: dict[str, str] = {
                     "(0 <= offset, offset + update extent <= dst extent, per axis)",
     "dispatch_envelope": "a concrete extent outside a DimVar's envelope [lo, hi) at the entry "
                          "(a dispatch prototype matches no variant there)",
+    "sort_nan": "a tile-family Sort with nan='error' (the implemented API's non-NaN "
+                "requirement) meeting a NaN in x",
 }
 
 

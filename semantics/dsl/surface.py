@@ -53,6 +53,16 @@ from tilefoundry.semantics.ops.tensor import (
     Transpose,
     Zeros,
 )
+from tilefoundry.semantics.ops.tile_mma import Mma
+from tilefoundry.semantics.ops.tile_reduce import (
+    SEEDED_KINDS,
+    CustomReduce,
+    MaskedReduce,
+    SeededReduce,
+)
+from tilefoundry.semantics.ops.tile_scan import Scan
+from tilefoundry.semantics.ops.tile_select import Bitcast, Select
+from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.types import (
     Broadcast,
     DimAdd,
@@ -190,6 +200,19 @@ SPELLINGS: tuple[Spelling, ...] = (
     # sharding
     Spelling("reshard", Reshard, 1, ("layout", "storage"), family="sharding"),
     Spelling("local", Local, 1, family="sharding"),
+    # tile (extensions of the HIR catalog)
+    Spelling("sort", Sort, 1, ("axis", "descending", "nan"), family="tile"),
+    Spelling("mma", Mma, 3, ("allow_reassociation",), family="tile"),
+    # tile (extensions of the HIR catalog, from the Tile design)
+    Spelling("ite", Select, 3, family="tile"),
+    Spelling("bitcast", Bitcast, 1, ("dtype",), family="tile"),
+    Spelling("scan", Scan, 1, ("axis", "combine", "inclusive", "seed", "policy"), family="tile"),
+    *(Spelling(f"reduce_{k}_seeded", SeededReduce, 2, ("axes", "policy", "keepdim"),
+               {"kind": k}, family="tile") for k in SEEDED_KINDS),
+    *(Spelling(f"reduce_{k}_masked", MaskedReduce, 3, ("axes", "policy", "keepdim"),
+               {"kind": k}, family="tile") for k in SEEDED_KINDS),
+    Spelling("reduce_custom", CustomReduce, 2, ("axes", "reducer", "policy", "keepdim"),
+             family="tile"),
 )
 
 BY_NAME: dict[str, Spelling] = {s.name: s for s in SPELLINGS}
@@ -347,6 +370,8 @@ INTRINSICS: dict[str, Intrinsic] = {s.name: Intrinsic(s.name) for s in SPELLINGS
 INTRINSICS.update({b.value: Intrinsic(b.value) for b in Builtin})
 
 FAMILIES: dict[str, Namespace] = {}
+# (no "tile" namespace: `tile` is the loop form `for i in tile(n)`; the tile family's ops are
+# spelled bare: ite, bitcast, scan)
 for _fam in ("math", "tensor", "nn", "shape", "sharding"):
     _members = {}
     for _s in SPELLINGS:

@@ -2,4 +2,15 @@
 
 from __future__ import annotations
 
-from tilefoundry.semantics.evaluator import math, nn, shape, sharding, tensor  # noqa: F401
+from tilefoundry.semantics.evaluator import (  # noqa: F401
+    math,
+    nn,
+    shape,
+    sharding,
+    tensor,
+    tile_mma,
+    tile_reduce,
+    tile_scan,
+    tile_select,
+    tile_sort,
+)

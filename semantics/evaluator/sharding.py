@@ -8,7 +8,7 @@ type is plain). The layout algebra of the type rules decides what each device ho
 simulation only realizes it, so the sharded-vs-erased property tests the type rules themselves.
 The places where "per device" needs more than the local operands (docs/decisions.md D130–D136):
 
-* **Elementwise operands** (Binary): a plain operand, or a Broadcast mesh axis of a sharded
+* **Elementwise operands** (Binary, Select): a plain operand, or a Broadcast mesh axis of a sharded
   operand, is replicated — each device reads its own block of it (HIR elementwise sharding).
 * **Gather** with x Split on the gathered axis gives Partial(sum): each device gathers the rows
   it owns and writes the sum's neutral element (``-0`` for floats, so ``-0`` survives the
@@ -55,6 +55,7 @@ from tilefoundry.semantics.ops.tensor import (
     Reshape,
     ShapeOf,
 )
+from tilefoundry.semantics.ops.tile_select import Select
 from tilefoundry.semantics.types import (
     Broadcast,
     Partial,
@@ -257,7 +258,8 @@ def eval_on_mesh(ctx: EvalCtx, impl: Callable, args: tuple):
     out_t = ctx.out_type
     if isinstance(op, Reduce) and isinstance(args[0], Sharded):
         args = (_gather_reduced(args[0], op),)
-    if isinstance(op, Binary) and isinstance(out_t, TensorType) and out_t.shard is not None:
+    if isinstance(op, Binary | Select) and isinstance(out_t, TensorType) and \
+            out_t.shard is not None:
         datas = [align(a, out_t.shard) for a in args]
         args = tuple(Sharded(out_t.shard, d) for d in datas)
     if isinstance(op, Gather) and isinstance(args[0], Sharded):

@@ -1,7 +1,9 @@
 """HIR op classes, one file per family as the spec organizes them (math, tensor, nn, shape,
-sharding). Ops hold attributes; inputs are the Call's args in the order of ``INPUTS``.
-Surface aliases (add, cmp_eq, minimum, ...) map to kinded ops in ``ALIASES``; there are no
-per-name IR classes."""
+sharding), plus the ``tile`` family that extends the HIR catalog with ops of the Tile design
+(``tile_select.py``: Select, Bitcast; ``tile_scan.py``: Scan; ``tile_sort.py``: Sort;
+``tile_mma.py``: Mma; ``tile_reduce.py``: SeededReduce, MaskedReduce, CustomReduce). Ops hold
+attributes; inputs are the Call's args in the order of ``INPUTS``. Surface aliases (add,
+cmp_eq, minimum, ...) map to kinded ops in ``ALIASES``; there are no per-name IR classes."""
 
 from __future__ import annotations
 
@@ -47,6 +49,11 @@ from tilefoundry.semantics.ops.tensor import (
     Transpose,
     Zeros,
 )
+from tilefoundry.semantics.ops.tile_mma import Mma
+from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
+from tilefoundry.semantics.ops.tile_scan import Scan
+from tilefoundry.semantics.ops.tile_select import Bitcast, Select
+from tilefoundry.semantics.ops.tile_sort import Sort
 
 ALIASES = dict(_MATH_ALIASES)
 
@@ -58,12 +65,55 @@ ALL_OPS: tuple[type[Op], ...] = (
     MatMul, Conv2D, ReLU, Sigmoid, Tanh, SoftMax, LayerNorm, Gelu, Silu, RMSNorm, RoPE,
     ShapeExtract, ShapeCompose,
     Reshard, Local,
+    # the tile family (extensions of the HIR catalog, from the Tile design)
+    Select, Bitcast, Scan, Sort, Mma, SeededReduce, MaskedReduce, CustomReduce,
 )
 
 __all__ = [
-    "ALIASES", "ALL_OPS", "BINARY_PROPERTIES", "UNARY_PROPERTIES", "Binary", "BinaryKind",
-    "CacheUpdate", "Cast", "Concat", "Conv2D", "Gather", "Gelu", "InsertSlice", "LayerNorm",
-    "Local", "MatMul", "RMSNorm", "Rank", "ReLU", "Reduce", "ReduceKind", "Reshape", "Reshard",
-    "RoPE", "ShapeCompose", "ShapeExtract", "ShapeOf", "Sigmoid", "Silu", "Slice", "SoftMax",
-    "Stack", "Tanh", "TopK", "Transpose", "Unary", "UnaryKind", "Zeros",
+    "ALIASES",
+    "ALL_OPS",
+    "BINARY_PROPERTIES",
+    "UNARY_PROPERTIES",
+    "Binary",
+    "BinaryKind",
+    "Bitcast",
+    "CacheUpdate",
+    "Cast",
+    "Concat",
+    "Conv2D",
+    "CustomReduce",
+    "Gather",
+    "Gelu",
+    "InsertSlice",
+    "LayerNorm",
+    "Local",
+    "MaskedReduce",
+    "MatMul",
+    "Mma",
+    "RMSNorm",
+    "Rank",
+    "ReLU",
+    "Reduce",
+    "ReduceKind",
+    "Reshape",
+    "Reshard",
+    "RoPE",
+    "Scan",
+    "SeededReduce",
+    "Select",
+    "ShapeCompose",
+    "ShapeExtract",
+    "ShapeOf",
+    "Sigmoid",
+    "Silu",
+    "Slice",
+    "SoftMax",
+    "Sort",
+    "Stack",
+    "Tanh",
+    "TopK",
+    "Transpose",
+    "Unary",
+    "UnaryKind",
+    "Zeros",
 ]

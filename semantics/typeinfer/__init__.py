@@ -1,7 +1,8 @@
 """Type inference: a registry of rules keyed by op class, the driver, and the verifier.
 
 Importing this package registers every family's rules (``math``, ``tensor``, ``nn``, ``shape``,
-``sharding``)."""
+``sharding``, and the ``tile`` extension family: ``tile_select``, ``tile_scan``,
+``tile_sort``, ``tile_mma``, ``tile_reduce``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ from tilefoundry.semantics.typeinfer import (  # noqa: F401
     shape,
     sharding,
     tensor,
+    tile_mma,
+    tile_reduce,
+    tile_scan,
+    tile_select,
+    tile_sort,
 )
 from tilefoundry.semantics.typeinfer.core import (
     RULES,

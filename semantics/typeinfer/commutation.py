@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from tilefoundry.semantics.ops.math import UNARY_PROPERTIES, BinaryKind, UnaryKind
 from tilefoundry.semantics.ops.tensor import ReduceKind
+from tilefoundry.semantics.ops.tile_scan import SCAN_COMBINES
 
 REDS = ("sum", "max", "min")
 FIX = "insert an explicit Reshard of that operand to Broadcast on the mesh axis first"
@@ -176,7 +177,79 @@ def _rows() -> list[Row]:
                 add(op, "-", pat, red, False,
                     "a write position is an index, not a value to reduce")
     add("Gather", "-", "x+indices", "mixed", False, "indices are not values to reduce")
+
+    # ---- tile family (extensions of the HIR catalog) ---------------------------------------
+    for red in REDS:
+        add("Sort", "-", "x", red, False,
+            "the sort of per-device partial values is not the sort of their reduction, and "
+            "the indices name a winner")
+    for pat in _subsets(("a", "b", "acc")):
+        for red in (*REDS, "mixed"):
+            if red == "mixed" and "+" not in pat:
+                continue
+            ok = pat in ("a+acc", "b+acc") and red == "sum"
+            add("Mma", "-", pat, red, ok,
+                "linear in (one input, acc) jointly while the other input is replicated" if ok
+                else "the Partial states on one axis must agree" if red == "mixed"
+                else ("sound over the reals (adding a replicated product keeps the order) but "
+                      "rejected conservatively: a reassociating mma may add acc anywhere in the "
+                      "K fold") if pat == "acc" and red != "sum"
+                else "mma commutes with sum only" if red != "sum"
+                else "a double-Partial input is not linear" if "a+b" in pat
+                else "the replicated acc is added once per device" if pat in ("a", "b")
+                else "the replicated product a·b is added once per device")
+
+    # ---- tile family (extensions from the Tile design; docs/decisions.md D218) -------------
+    for pat in _subsets(("cond", "t", "f")):
+        for red in (*REDS, "mixed"):
+            if red == "mixed" and "+" not in pat:
+                continue
+            if "cond" in pat.split("+"):
+                why = "a condition is not a value to reduce"
+            elif pat == "t+f" and red != "mixed":
+                why = "both branches carry the state: ite(c, Σt, Σf) = Σ ite(c, t_i, f_i)"
+            elif red == "mixed":
+                why = "the Partial states must be identical"
+            else:
+                why = ("the replicated branch would be reduced once per device (sum); "
+                       "rejected conservatively for max / min")
+            add("Select", "-", pat, red, pat == "t+f" and red != "mixed", why)
+    for c in SCAN_COMBINES:
+        for red in REDS:
+            ok = (c, red) in (("add", "sum"), ("max", "max"), ("min", "min"))
+            add("Scan", c, "x", red, ok,
+                f"every prefix is a {red} of the same leaves: scan({c}) commutes with {red}"
+                if ok else f"a {c} prefix is not a {red} of per-device prefixes")
+    _tile_rows(add)
     return rows
+
+
+def _tile_rows(add) -> None:
+    """The ``tile`` family's reductions (semantics/ops/tile_reduce.py): every row rejects. A
+    Partial x under a seeded sum adds the seed once per device (the design: the seed "is not
+    copied into every worker's partial"); the rows that would hold over the reals (max / min,
+    or x and seed both Partial(sum)) are rejected conservatively (the result would need a
+    Partial layout these ops do not produce) and reported sound-but-rejected by smt."""
+    from tilefoundry.semantics.reducers import REDUCERS
+
+    why = ("the seed is incoming state included once; a Partial operand would include it (or "
+           "the other operands) once per device, or needs a Partial result these ops do not "
+           "produce")
+    for op, ins in (("SeededReduce", ("x", "seed")), ("MaskedReduce", ("x", "seed", "mask"))):
+        for k in ("sum", "max", "min"):
+            for pat in _subsets(ins):
+                for red in (*REDS, "mixed"):
+                    if red == "mixed" and "+" not in pat:
+                        continue
+                    add(op, k, pat, red, False,
+                        "a mask is a flag, not a value to reduce" if "mask" in pat else why)
+    for name in REDUCERS:
+        for pat in _subsets(("x", "seed")):
+            for red in (*REDS, "mixed"):
+                if red == "mixed" and "+" not in pat:
+                    continue
+                add("CustomReduce", name, pat, red, False,
+                    f"the {name} state is not proven a homomorphism of any Partial reduction")
 
 
 def _subsets(names: tuple[str, ...]) -> list[str]:

@@ -184,6 +184,7 @@ def _infer_node(node: Expr, session: Session) -> Any:
         if rule is None:
             raise TypeInferError(f"no type rule is registered for {type(node.op).__name__}",
                                  op=type(node.op).__name__, rule="registry completeness")
+        reject_u32(Ctx(node.op, node, session), arg_types)
         try:
             t = rule(Ctx(node.op, node, session), arg_types)
         except IRError as e:  # a rule built an invalid type: report it as a typing error
@@ -193,6 +194,31 @@ def _infer_node(node: Expr, session: Session) -> Any:
                                  rule="registry")
         return t
     raise TypeInferError(f"unknown node {type(node).__name__}", rule="HIR node set")
+
+
+def u32_accepted(op: Op) -> bool:
+    """Whether ``op`` takes u32 operands: Bitcast, Select, the comparisons and Reshard (which
+    only moves or replicates the bits) — u32 exists for the Tile design's f32 <-> u32 bitcast
+    pair (docs/decisions.md D216)."""
+    from tilefoundry.semantics.ops.math import Binary
+    from tilefoundry.semantics.ops.sharding import Reshard
+    from tilefoundry.semantics.ops.tile_select import Bitcast, Select
+
+    return isinstance(op, Bitcast | Select | Reshard) or (isinstance(op, Binary) and
+                                                          op.kind.is_comparison)
+
+
+def reject_u32(ctx: Ctx, types: tuple) -> None:
+    """Every op but Bitcast, Select, the comparisons and Reshard rejects a u32 operand
+    (D216)."""
+    if u32_accepted(ctx.op):
+        return
+    for i, t in enumerate(types):
+        if isinstance(t, TensorType) and t.dtype is DType.U32:
+            ctx.error("u32 exists only for bit reinterpretation: Bitcast, Select, the "
+                      "comparisons and Reshard accept it, no other op does", operand=i,
+                      rule="u32 operands (Bitcast / Select / comparisons / Reshard only)",
+                      fix="Bitcast the value to f32 first (or compute on i32 / i64 values)")
 
 
 def tensor_operand(ctx: Ctx, t: Any, i: int) -> TensorType:

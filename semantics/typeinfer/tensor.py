@@ -258,6 +258,10 @@ def infer_reshape(ctx: Ctx, types: tuple):
 def infer_cast(ctx: Ctx, types: tuple):
     x = tensor_operand(ctx, types[0], 0)
     op: Cast = ctx.op  # type: ignore[assignment]
+    if op.dtype is DType.U32:
+        ctx.error("a Cast to u32 is not defined: u32 exists only for bit reinterpretation "
+                  "(D216)", rule="u32 results (Bitcast only)",
+                  fix="Bitcast an f32 value to u32 (Bitcast(u32)), or Cast to i32 / i64")
     if op.rounding != "nearest" and op.dtype is not DType.F8E8M0:
         ctx.error(f"rounding={op.rounding!r} is only taken by an f8e8m0 target; {op.dtype} "
                   f"rounds to nearest, ties to even", rule="Cast rounding (f8e8m0 only)",
@@ -393,6 +397,10 @@ def infer_gather(ctx: Ctx, types: tuple):
 @register_typeinfer(Zeros)
 def infer_zeros(ctx: Ctx, types: tuple):
     op: Zeros = ctx.op  # type: ignore[assignment]
+    if op.dtype is DType.U32:
+        ctx.error("Zeros of u32 is not defined: u32 exists only for bit reinterpretation (D216)",
+                  rule="u32 results (Bitcast only)",
+                  fix="Bitcast Zeros of f32 (bit pattern 0) to u32")
     for a, d in enumerate(op.shape):
         d = simplify(d)
         if isinstance(d, int) and d < 0:

@@ -6,5 +6,8 @@ from tilefoundry.smt.obligations import (  # noqa: F401
     commutation,
     laws,
     layout,
+    reducers,
     rounding,
+    scan,
+    tile_sort,
 )

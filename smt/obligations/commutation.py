@@ -478,6 +478,17 @@ def _model(row: Row) -> _Model | None:
         return _Model((_Operand("x", 2),), (("values", REAL, frozenset({"x"})),
                                             ("indices", INT, frozenset({"x"}))), topk,
                       note="k = 1 over a length-2 axis")
+    if op == "Select":
+        return _Model((_Operand("cond", 1, BOOL), _Operand("t", 1), _Operand("f", 1)),
+                      _one("out", REAL, ("cond", "t", "f")),
+                      lambda env, v: [[z3.If(v["cond"][0], v["t"][0], v["f"][0])]],
+                      note="ite(cond, t, f) of scalars")
+    if op == "Scan":
+        comb = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "max": _max,
+                "min": _min}[row.kind]
+        return _Model((_Operand("x", 2),), _one("out", REAL, ("x",)),
+                      lambda env, v: [[v["x"][0], comb(v["x"][0], v["x"][1])]],
+                      note="an inclusive, unseeded scan of a length-2 axis")
     if op == "Gather":
         return _Model((_Operand("x", 3), _Operand("indices", 1, INT)),
                       _one("out", REAL, ("x", "indices")),
@@ -507,6 +518,22 @@ def _model(row: Row) -> _Model | None:
         return _Model((_Operand("a", 2), _Operand("b", 2)), _one("out", REAL, ("a", "b")),
                       lambda env, v: [[v["a"][0] * v["b"][0] + v["a"][1] * v["b"][1]]],
                       note="a 1-D dot product, K = 2")
+    if op == "Sort":  # tile family: ascending over a length-2 axis, a tie keeps source order
+        def srt(env, v):
+            x = v["x"]
+            swap = x[1] < x[0]
+            one, zero = z3.IntVal(1), z3.IntVal(0)
+            return [[z3.If(swap, x[1], x[0]), z3.If(swap, x[0], x[1])],
+                    [z3.If(swap, one, zero), z3.If(swap, zero, one)]]
+        return _Model((_Operand("x", 2),), (("values", REAL, frozenset({"x"})),
+                                            ("indices", INT, frozenset({"x"}))), srt,
+                      note="ascending over a length-2 axis")
+    if op == "Mma":  # tile family: acc + a·b with K = 2
+        return _Model((_Operand("a", 2), _Operand("b", 2), _Operand("acc", 1)),
+                      _one("out", REAL, ("a", "b", "acc")),
+                      lambda env, v: [[v["acc"][0] + v["a"][0] * v["b"][0]
+                                       + v["a"][1] * v["b"][1]]],
+                      note="a 1-D dot product, K = 2, plus the accumulator")
     if op == "Conv2D":
         return _Model((_Operand("x", 2), _Operand("weight", 2), _Operand("bias", 1)),
                       _one("out", REAL, ("x", "weight", "bias")),
@@ -553,7 +580,46 @@ def _model(row: Row) -> _Model | None:
         eps = (LayerNorm() if op == "LayerNorm" else RMSNorm()).eps
         return _Model(tuple(_Operand(n, 2) for n in names), _one("out", REAL, names), norm,
                       note=f"a length-2 normalized axis, eps = {eps}", witness_elems=(0,))
+    if op in ("SeededReduce", "MaskedReduce", "CustomReduce"):
+        return _tile_model(row)
     return None
+
+
+def _tile_model(row: Row) -> _Model:
+    """The tile family's reductions over a length-2 axis: a seeded (masked) fold of
+    sum / max / min with masked-out contributions skipped; a custom reducer's real-arithmetic
+    merge (its declarative expressions, ``reducers.REDUCERS``) folded from the seed state."""
+    if row.op == "CustomReduce":
+        from tilefoundry.semantics.reducers import REDUCERS
+        from tilefoundry.smt.obligations.reducers import lift_enc, merge_enc
+
+        r = REDUCERS[row.kind]
+        S = len(r.state)
+
+        def custom(env, v):
+            st = tuple(v["seed"])
+            for xi in v["x"]:
+                st = merge_enc(r, st, lift_enc(r, xi, True), True)
+            return [list(st)]
+        return _Model((_Operand("x", 2), _Operand("seed", S)),
+                      _one("out", REAL, ("x", "seed")), custom,
+                      note=f"a length-2 axis, the {row.kind} merge over the reals folded from "
+                           f"the seed")
+    masked = row.op == "MaskedReduce"
+    k = row.kind
+
+    def seeded(env, v):
+        acc = v["seed"][0]
+        for j, xi in enumerate(v["x"]):
+            nxt = acc + xi if k == "sum" else (_max(acc, xi) if k == "max" else _min(acc, xi))
+            acc = z3.If(v["mask"][j], nxt, acc) if masked else nxt
+        return [[acc]]
+    ops = (_Operand("x", 2), _Operand("seed", 1)) + ((_Operand("mask", 2, BOOL),) if masked
+                                                      else ())
+    names = tuple(o.name for o in ops)
+    return _Model(ops, _one("out", REAL, names), seeded,
+                  note="a length-2 reduced axis with one seed" + (" and a mask" if masked
+                                                                 else ""))
 
 
 # =============================================================================================
@@ -833,10 +899,12 @@ _FAMILY = {cls.__name__: getattr(cls, "FAMILY", "") for cls in ALL_OPS}
 def _group_of(row: Row) -> str:
     if row.op in ("Binary", "Unary", "Reduce"):
         return row.op
+    if _FAMILY.get(row.op) == "tile":
+        return "tile"
     return "nn" if _FAMILY.get(row.op) == "nn" else "tensor"
 
 
-GROUPS = ("Binary", "Unary", "Reduce", "nn", "tensor")
+GROUPS = ("Binary", "Unary", "Reduce", "nn", "tensor", "tile")
 
 
 def _run_group(ctx: ProveCtx, group: str) -> Outcome:
@@ -1137,6 +1205,11 @@ _TEMPLATES: dict[str, _Template] = {
         "c·(a1+a2) = c·a1+c·a2", ("a1", "a2", "c"),
         lambda B, v: (B.mul(v["c"], B.add(v["a1"], v["a2"])),
                       B.add(B.mul(v["c"], v["a1"]), B.mul(v["c"], v["a2"])))),
+    "mma_input_acc_sum": _Template(
+        "(a1+a2)·c + (d1+d2) = (a1·c+d1) + (a2·c+d2)", ("a1", "a2", "c", "d1", "d2"),
+        lambda B, v: (B.add(B.mul(B.add(v["a1"], v["a2"]), v["c"]), B.add(v["d1"], v["d2"])),
+                      B.add(B.add(B.mul(v["a1"], v["c"]), v["d1"]),
+                            B.add(B.mul(v["a2"], v["c"]), v["d2"])))),
     "neg_sum": _Template(
         "-(a1+a2) = (-a1)+(-a2)", ("a1", "a2"),
         lambda B, v: (B.neg(B.add(v["a1"], v["a2"])), B.add(B.neg(v["a1"]), B.neg(v["a2"]))),
@@ -1169,6 +1242,8 @@ def _fp_template(row: Row) -> tuple[str, str | None] | None:
         return f"mul_{pat}_sum", None
     if op == "MatMul" and red == "sum":
         return ("mul_lhs_sum" if pat == "a" else "mul_rhs_sum"), None
+    if op == "Mma" and red == "sum":  # (a+acc) and (b+acc) alike: the product commutes
+        return "mma_input_acc_sum", None
     props = UNARY_PROPERTIES.get(UnaryKind(kind)) if op == "Unary" else NN_PROPERTIES.get(op)
     if props is not None and "monotone" in props and red in ("max", "min"):
         return f"mono_{red}", (kind if op == "Unary" else _NN_KERNEL[op])
@@ -1178,8 +1253,10 @@ def _fp_template(row: Row) -> tuple[str, str | None] | None:
         return f"reduce_{kind}_{red}", None
     if op == "RoPE" and red == "sum":
         return "rope", None
-    if op in ("Gather", "InsertSlice", "CacheUpdate"):
+    if op in ("Gather", "InsertSlice", "CacheUpdate", "Select"):
         return f"select_{red}", None
+    if op == "Scan":  # prefix 0 is x0 itself; prefix 1 is the length-2 reduction
+        return f"reduce_{ {'add': 'sum'}.get(kind, kind)}_{red}", None
     return None
 
 
@@ -1591,6 +1668,9 @@ NON_TABLE_OPS: dict[str, str] = {
               "identical state (D77)",
     "Stack": "a placement: its rule carries a Partial only when every input carries the "
              "identical state (D77)",
+    "Bitcast": "its rule rejects every Partial operand before the table: a reinterpretation "
+               "of bits commutes with no reduction (bits(-1.0) = 0xBF800000 > bits(2.0) = "
+               "0x40000000 as u32; D218)",
     "Cast": "its rule carries a Partial (D72): exact for widening casts, up to rounding for "
             "narrowing ones (a Partial(sum) rounds each piece before the sum)",
 }
@@ -1604,8 +1684,22 @@ def _rule_operands(op: str) -> tuple[str, ...]:
 
 
 def _kinds(op: str) -> list[str]:
+    if op == "Scan":
+        from tilefoundry.semantics.ops.tile_scan import SCAN_COMBINES
+
+        return list(SCAN_COMBINES)
     enum = {"Binary": BinaryKind, "Unary": UnaryKind, "Reduce": ReduceKind}.get(op)
-    return [k.value for k in enum] if enum else ["-"]
+    if enum:
+        return [k.value for k in enum]
+    if op in ("SeededReduce", "MaskedReduce"):  # the tile family: str kinds / reducer names
+        from tilefoundry.semantics.ops.tile_reduce import SEEDED_KINDS
+
+        return list(SEEDED_KINDS)
+    if op == "CustomReduce":
+        from tilefoundry.semantics.reducers import REDUCERS
+
+        return list(REDUCERS)
+    return ["-"]
 
 
 def _subsets(names: Sequence[str]) -> list[str]:
@@ -1635,17 +1729,30 @@ def _rule_call(op: str, kind: str, pattern: str, red: str):
     cases: dict[str, tuple[Any, list]] = {
         "Reduce": (lambda: O.Reduce((1,), True, ReduceKind(kind)), [((4, 6), F32)]),
         "TopK": (lambda: O.TopK(2), [((4, 6), F32)]),
+        "Select": (O.Select, [((4, 8), BOOL), ((4, 8), F32), ((4, 8), F32)]),
+        "Scan": (lambda: O.Scan(1, kind), [((4, 6), I32 if kind == "mul" else F32)]),
         "Gather": (lambda: O.Gather(0), [((4, 6), F32), ((3,), I32)]),
         "InsertSlice": (O.InsertSlice, [((6,), F32), ((2,), F32), ((), I32)]),
         "CacheUpdate": (O.CacheUpdate, [((1, 8, 2, 4), F32), ((), I32), ((), I32),
                                         ((1, 3, 2, 4), F32)]),
         "MatMul": (O.MatMul, [((4, 8), F32), ((8, 6), F32)]),
+        "Sort": (O.Sort, [((4, 6), F32)]),
+        "Mma": (O.Mma, [((4, 8), F32), ((8, 6), F32), ((4, 6), F32)]),
         "Conv2D": (O.Conv2D, [((2, 3, 8, 8), F32), ((4, 3, 3, 3), F32), ((4,), F32)]),
         "LayerNorm": (O.LayerNorm, [v2, ((8,), F32), ((8,), F32)]),
         "RMSNorm": (O.RMSNorm, [v2, ((8,), F32)]),
         "RoPE": (O.RoPE, [((2, 6, 8), F32), ((2, 6, 8), F32), ((16, 8), F32), ((16, 8), F32),
                           ((6,), I32)]),
+        "SeededReduce": (lambda: O.SeededReduce((1,), kind, "fold_left", False),
+                         [((4, 8), F32), ((4,), F32)]),
+        "MaskedReduce": (lambda: O.MaskedReduce((1,), kind, "fold_left", False),
+                         [((4, 8), F32), ((4,), F32), ((4, 8), BOOL)]),
     }
+    if op == "CustomReduce":
+        from tilefoundry.semantics.reducers import REDUCERS
+
+        cases[op] = (lambda: O.CustomReduce((1,), kind, "fold_left", False),
+                     [((4, 8), F32), ((4, len(REDUCERS[kind].state)), F32)])
     if op == "Binary":
         bk = BinaryKind(kind)
         dt = BOOL if bk.is_boolean else F32
@@ -1675,7 +1782,8 @@ def coverage_gaps() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     decides), and the other combinations without a row (rejected before the table)."""
     import tilefoundry.semantics.typeinfer.math
     import tilefoundry.semantics.typeinfer.nn
-    import tilefoundry.semantics.typeinfer.tensor  # noqa: F401  (register the rules)
+    import tilefoundry.semantics.typeinfer.tensor
+    import tilefoundry.semantics.typeinfer.tile_reduce  # noqa: F401  (register the rules)
     from tilefoundry.semantics.typeinfer import TypeInferError, infer_expr
     from tilefoundry.semantics.typeinfer.commutation import lookup
 

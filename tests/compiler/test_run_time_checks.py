@@ -53,7 +53,7 @@ def in_range(catalog):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_every_expected_error_case_passes(tmp_path, errors, in_range, backend):
-    assert len(errors) == 18
+    assert len(errors) == 20  # 18 HIR ones + the two tile-family sort_nan cases
     res = run(backend, errors + in_range, jobs=2, timeout_s=120, seed=0,
               out_jsonl=tmp_path / "r.jsonl")
     rec = {r["id"]: r for r in res.records}

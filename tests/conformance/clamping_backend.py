@@ -2,7 +2,8 @@
 
 Each one is the reference evaluator plus one realistic way of handling inputs that fail a
 run-time check of the spec (a Gather index or RoPE position out of range, a CacheUpdate or
-InsertSlice window out of bounds, an extent outside a DimVar's envelope):
+InsertSlice window out of bounds, an extent outside a DimVar's envelope, a NaN reaching a
+tile-family Sort with nan='error'):
 
 * ``clamping`` clamps the bad index / offset / extent into range and computes a result — what a
   kernel that saturates its address arithmetic does. It must FAIL on every expected-error case
@@ -27,7 +28,7 @@ import numpy as np
 from tilefoundry.conformance.backend import Capabilities, RunTimeCheckError
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call, Function, Tuple, TupleGetItem
-from tilefoundry.semantics.ops import CacheUpdate, Gather, InsertSlice, RoPE
+from tilefoundry.semantics.ops import CacheUpdate, Gather, InsertSlice, RoPE, Sort
 from tilefoundry.semantics.types import DimVar, TensorType
 
 
@@ -106,6 +107,14 @@ def clamp_inputs(module, entry: str, inputs: list) -> tuple[list, list[tuple[str
                 ks = k_of(c.args[2])
                 s = int(ins[ks]) if ks is not None else 1
                 clip(k_of(c.args[1]), 0, length - s, "cache_bounds", "CacheUpdate cur_pos")
+        elif isinstance(c.op, Sort) and c.op.nan == "error":  # tile family
+            kx = k_of(c.args[0])
+            if kx is not None and ins[kx].dtype.kind not in "biu":
+                v = ins[kx]
+                nan = np.isnan(v.astype(np.float32))
+                if nan.any():  # a kernel that flushes NaN to zero instead of checking
+                    bad.append(("sort_nan", f"Sort x: {int(nan.sum())} NaN value(s)"))
+                    ins[kx] = np.where(nan, np.zeros((), v.dtype), v).astype(v.dtype)
         elif isinstance(c.op, InsertSlice):
             kd, ku = k_of(c.args[0]), k_of(c.args[1])
             if kd is not None and ku is not None:

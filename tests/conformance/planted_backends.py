@@ -12,10 +12,15 @@ Each backend patches one evaluator entry (or the mesh dispatch) for the duration
   the weaker ``ordered_tree``), ``ordered_as_lanes`` (an ``ordered_tree`` sum accumulated in
   two SIMD lanes over even / odd leaves: a permutation, the weaker ``unordered_tree``; a
   reversed fold would *not* be a bug — it is the right fold, an ordered tree),
-  ``accumulate_in_bf16`` (a bf16 sum whose partial sums round to bf16);
+  ``accumulate_in_bf16`` (a bf16 sum whose partial sums round to bf16),
+  ``scan_exclusive_off_by_one`` (an exclusive Scan that returns the inclusive prefixes),
+  ``scan_permuting`` (a Scan(add) over the fiber rotated by one, ``[1, 2, 3]`` read as
+  ``[3, 1, 2]``: the reduction's permutation freedom wrongly inherited);
 * **legal freedoms** it must pass: ``topk_index_order`` (TopK sorted=False in index order),
   ``partial_reverse_order`` (every Partial(sum) completed in reverse device order),
-  ``matmul_fma_zeros`` (matmuls as the zeros-seeded fma chain).
+  ``matmul_fma_zeros`` (matmuls as the zeros-seeded fma chain), ``scan_ordered_tree_pairwise``
+  (an ordered-tree float Scan(add) whose every prefix is the balanced pairwise tree of its own
+  leaves, seed first: a regrouping that keeps the leaf order).
 
 Load one as ``tests.conformance.planted_backends:<name>`` (each name is a factory).
 """
@@ -34,7 +39,7 @@ from tilefoundry.semantics.evaluator import core, families  # noqa: F401  (regis
 from tilefoundry.semantics.evaluator.mesh import Sharded
 from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
 from tilefoundry.semantics.formats import DType, dtype_of
-from tilefoundry.semantics.ops import Cast, MatMul, Reduce, Reshape, Reshard, TopK
+from tilefoundry.semantics.ops import Cast, MatMul, Reduce, Reshape, Reshard, Scan, TopK
 from tilefoundry.semantics.types import Partial, TensorType
 
 Patch = Callable[[], contextlib.AbstractContextManager]
@@ -250,9 +255,68 @@ def accumulate_in_bf16() -> Planted:
     return Planted("accumulate-in-bf16", lambda: _wrap_eval(Reduce, make))
 
 
+def scan_exclusive_off_by_one() -> Planted:
+    """An exclusive Scan computed as the inclusive one: prefix i includes x[i]."""
+    def make(good):
+        def bad(ctx, args):
+            op = ctx.op
+            if op.inclusive:
+                return good(ctx, args)
+            return good(_ctx(ctx, dataclasses.replace(op, inclusive=True)), args)
+        return bad
+    return Planted("scan-exclusive-off-by-one", lambda: _wrap_eval(Scan, make))
+
+
+def scan_permuting() -> Planted:
+    """A Scan(add) over each fiber rotated by one ([x0, x1, x2] read as [x2, x0, x1]): the
+    unordered-tree permission a scan must not inherit."""
+    def make(good):
+        def bad(ctx, args):
+            (x,) = args
+            op = ctx.op
+            if op.combine != "add" or np.ndim(x) == 0 or x.shape[op.axis % x.ndim] < 2:
+                return good(ctx, args)
+            return good(ctx, (np.ascontiguousarray(np.roll(x, 1, axis=op.axis % x.ndim)),))
+        return bad
+    return Planted("scan-permuting", lambda: _wrap_eval(Scan, make))
+
+
 # ---------------------------------------------------------------------------------------------
 # legal freedoms
 # ---------------------------------------------------------------------------------------------
+def scan_ordered_tree_pairwise() -> Planted:
+    """An ordered-tree float Scan(add) whose prefix j is the balanced pairwise tree over its
+    own leaves (seed first, then x0..xj): order-preserving regrouping, which ordered_tree
+    admits (the reference is the left fold)."""
+    from tilefoundry.semantics.dtypes import widen_to_f32
+    from tilefoundry.semantics.reductions import _pairwise
+
+    def make(good):
+        def legal(ctx, args):
+            (x,) = args
+            op = ctx.op
+            r = good(ctx, args)
+            if op.policy != "ordered_tree" or op.combine != "add" or \
+                    not dtype_of(x).is_float or np.ndim(x) == 0 or r.size == 0:
+                return r
+            ax = op.axis % x.ndim
+            w = np.moveaxis(widen_to_f32(x), ax, -1)
+            if op.seed is not None:
+                sd = np.full((*w.shape[:-1], 1), op.seed, np.float32)
+                w = np.concatenate([sd, w], -1)
+            off = (1 if op.inclusive else 0) + (1 if op.seed is not None else 0)
+            out = np.moveaxis(np.array(r, copy=True), ax, -1)
+            with np.errstate(all="ignore"):
+                for j in range(out.shape[-1]):
+                    if j + off == 0:
+                        continue  # exclusive[0] without a seed: the identity
+                    out[..., j] = cast(np.asarray(_pairwise(w[..., :j + off], np.add),
+                                                  np.float32), dtype_of(x))
+            return np.ascontiguousarray(np.moveaxis(out, -1, ax))
+        return legal
+    return Planted("scan-ordered-tree-pairwise", lambda: _wrap_eval(Scan, make))
+
+
 def topk_index_order() -> Planted:
     def make(good):
         def legal(ctx, args):
@@ -300,6 +364,7 @@ def matmul_fma_zeros() -> Planted:
 BUGS = {"matmul_first_product_seed": ("MatMul",), "stale_partial_consumer": ("Reshard",),
         "reshape_local_fortran": ("Reshape",), "cast_ties_away_bf16": ("Cast",),
         "fold_as_pairwise": ("Reduce",), "ordered_as_lanes": ("Reduce",),
-        "accumulate_in_bf16": ("Reduce",)}
+        "accumulate_in_bf16": ("Reduce",), "scan_exclusive_off_by_one": ("Scan",),
+        "scan_permuting": ("Scan",)}
 LEGAL = {"topk_index_order": ("TopK",), "partial_reverse_order": ("Reshard",),
-         "matmul_fma_zeros": ("MatMul",)}
+         "matmul_fma_zeros": ("MatMul",), "scan_ordered_tree_pairwise": ("Scan",)}

@@ -136,7 +136,7 @@ def check_result_types(value, t, env):
 # ---------------------------------------------------------------------------------------------
 def test_one_builder_per_op_class():
     assert set(BUILDERS) == set(ALL_OPS)
-    assert len(BUILDERS) == len(ALL_OPS) == 31
+    assert len(BUILDERS) == len(ALL_OPS) == 39
 
 
 # ---------------------------------------------------------------------------------------------

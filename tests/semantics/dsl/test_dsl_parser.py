@@ -236,6 +236,19 @@ OP_SNIPPETS = {
                    "layout=ShardLayout(dev, (Broadcast(),), Layout((4, 8))))"),
     "Local": ("x: Tensor[(4, 8), f32, ShardLayout(dev, (Split(0),), Layout((4, 8)))]",
               "local(x)"),
+    # tile family
+    "Select": (P + ", c: Tensor[(8,), bool]", "ite(c, x, neg(x))"),
+    "Bitcast": (P, "bitcast(bitcast(x, u32), f32)"),
+    "Scan": (P, "scan(x, 0, 'max', inclusive=False, seed=-0.0, policy='fold_left')"),
+    "Sort": (P, "sort(x, axis=0, descending=True, nan='first')"),
+    "Mma": ("a: Tensor[(2, 4, 3), bf16], b: Tensor[(2, 3, 5), bf16], c: Tensor[(2, 4, 5), f32]",
+            "mma(a, b, c, allow_reassociation=False)"),
+    "SeededReduce": (P + ", z: Tensor[(4,), f32]",
+                     "reduce_sum_seeded(x, z, (1,), 'fold_right', keepdim=False)"),
+    "MaskedReduce": (P + ", z: Tensor[(1, 8), f32], m: Tensor[(4, 8), bool]",
+                     "reduce_max_masked(x, z, m, axes=0, policy='ordered_tree')"),
+    "CustomReduce": (P + ", s: Tensor[(4, 3), f32]",
+                     "reduce_custom(x, s, (1,), 'welford', 'ordered_tree', False)"),
 }
 
 

@@ -349,7 +349,9 @@ def test_cast_f4e2m1_unsupported():
 # ---------------------------------------------------------------------------------------------
 # Zeros
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("dtype", [d for d in DType if d not in (DType.F8E8M0, DType.F4E2M1)])
+# u32 is left out: Zeros of u32 is a type error (D216; tests/semantics/typeinfer/test_rules_tile.py)
+@pytest.mark.parametrize("dtype", [d for d in DType
+                                   if d not in (DType.F8E8M0, DType.F4E2M1, DType.U32)])
 def test_zeros_positive_zero_bits(dtype):
     r = run(Zeros((2, 3), dtype))
     assert dtype_of(r) is dtype and r.shape == (2, 3)

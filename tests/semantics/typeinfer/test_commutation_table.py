@@ -29,6 +29,10 @@ from tilefoundry.semantics.ops import (
     Unary,
     UnaryKind,
 )
+from tilefoundry.semantics.ops.tile_mma import Mma
+from tilefoundry.semantics.ops.tile_scan import Scan
+from tilefoundry.semantics.ops.tile_select import Select
+from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.typeinfer import TypeInferError, infer_expr
 from tilefoundry.semantics.typeinfer.commutation import TABLE, Row, format_matrix
 from tilefoundry.semantics.types import (
@@ -46,7 +50,9 @@ MESH = Mesh("device", ("x",), (2,))
 F32, BOOL, I32 = DType.F32, DType.BOOL, DType.I32
 
 #: Ops whose rows the tensor family's tests exercise.
-TENSOR_FAMILY = {"Reduce", "TopK", "Gather", "InsertSlice", "CacheUpdate"}
+TENSOR_FAMILY = {"Reduce", "TopK", "Gather", "InsertSlice", "CacheUpdate",
+                 # the tile family: tests/semantics/typeinfer/test_rules_tile_reduce.py
+                 "SeededReduce", "MaskedReduce", "CustomReduce"}
 
 #: op name -> (op factory from the row's kind, operand (shape, dtype) in INPUTS order)
 SIMPLE = {"ReLU": ReLU, "Sigmoid": Sigmoid, "Tanh": Tanh, "Gelu": Gelu, "Silu": Silu,
@@ -71,9 +77,17 @@ def _case(row: Row):
         return MatMul(), [((4, 8), F32), ((8, 6), F32)]
     if row.op == "Conv2D":
         return Conv2D(), [((2, 3, 8, 8), F32), ((4, 3, 3, 3), F32), ((4,), F32)]
+    if row.op == "Mma":  # tile family
+        return Mma(), [((4, 8), F32), ((8, 6), F32), ((4, 6), F32)]
+    if row.op == "Sort":  # tile family
+        return Sort(), [((4, 8), F32)]
     if row.op == "RoPE":
         return RoPE(), [((2, 6, 8), F32), ((2, 6, 8), F32), ((16, 8), F32), ((16, 8), F32),
                         ((6,), I32)]
+    if row.op == "Select":  # tile family
+        return Select(), [((4, 8), BOOL), ((4, 8), F32), ((4, 8), F32)]
+    if row.op == "Scan":
+        return Scan(1, row.kind), [((4, 8), I32 if row.kind == "mul" else F32)]
     raise AssertionError(f"no builder for commutation rows of {row.op}")
 
 
@@ -112,11 +126,12 @@ ROWS = [r for r in TABLE if r.op not in TENSOR_FAMILY]
 
 def test_rows_cover_every_math_and_nn_op():
     """HIR nn: "A ShardLayout operand carrying Partial(reduction) propagates to the output only
-    when the op provably commutes with reduction" — every math / nn op with a Partial rule has
-    rows, and each row is exercised below."""
+    when the op provably commutes with reduction" — every math / nn op (and the tile family's
+    Select / Scan) with a Partial rule has rows, and each row is exercised below."""
     ops = {r.op for r in ROWS}
     assert ops == {"Binary", "Unary", "ReLU", "Sigmoid", "Tanh", "SoftMax", "Gelu", "Silu",
-                   "LayerNorm", "RMSNorm", "MatMul", "Conv2D", "RoPE"}
+                   "LayerNorm", "RMSNorm", "MatMul", "Conv2D", "RoPE", "Select", "Scan",
+                   "Sort", "Mma"}
     assert len(ROWS) > 200
 
 

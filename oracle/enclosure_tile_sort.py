@@ -1,0 +1,29 @@
+"""Enclosure rule of the tile-family ``Sort`` (an extension of the HIR catalog).
+
+The r-th sorted value is an order statistic: monotone in every element, so TopK's rule
+(``enclosure_rules._topk_sorted``, with ``largest`` = ``descending``) encloses it; the indices are
+the reference's wherever a fiber's intervals are pairwise disjoint. ``nan="first"`` moves a
+possibly-NaN element to the front, which breaks that monotonicity, and ``nan="error"`` has no
+result for a NaN: where an operand may be NaN those two give the full enclosure (sound; never
+judged as a PASS).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilefoundry.oracle.enclosure import register_enclosure
+from tilefoundry.oracle.enclosure_rules import Site, _full_like, _topk_sorted
+from tilefoundry.semantics.ops.tile_sort import Sort
+
+
+@register_enclosure(Sort)
+def _sort(s: Site):
+    if s.exact_inputs:
+        return None
+    x = s.enc(0)
+    vals, idx = s.value
+    if s.op.nan != "last" and bool(np.any(x.nan | ~x.real)):
+        why = f"Sort(nan={s.op.nan!r}) over possibly-NaN elements"
+        return (_full_like(np.asarray(vals), why), _full_like(np.asarray(idx), why))
+    return _topk_sorted(s, s.op.descending)

@@ -1,0 +1,53 @@
+"""Evaluator of the ``tile`` family's reductions (SeededReduce, MaskedReduce, CustomReduce):
+``semantics/reducers.py`` holds the vectorized numerics (Python loops only over a reduced-axis
+length or tree levels). A float sum under a tree policy, and a custom reducer under one, note an
+``admitted_set`` contract: the reference value is one member (``merge(seed, pairwise tree)``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilefoundry.errors import InvalidArgumentError
+from tilefoundry.semantics.evaluator.registry import EvalCtx, OpContract, register_eval
+from tilefoundry.semantics.evaluator.tensor import _out, _tensor
+from tilefoundry.semantics.formats import dtype_of
+from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
+from tilefoundry.semantics.reducers import TREES, custom_reduce, seeded_reduce
+
+
+@register_eval(SeededReduce)
+@register_eval(MaskedReduce)
+def eval_seeded_reduce(ctx: EvalCtx, args: tuple) -> np.ndarray:
+    op: SeededReduce = ctx.op
+    x, seed = _tensor(ctx, args[0], 0), _tensor(ctx, args[1], 1)
+    mask = _tensor(ctx, args[2], 2) if isinstance(op, MaskedReduce) else None
+    try:
+        out = seeded_reduce(x, seed, op.kind, tuple(op.axes), mask=mask, policy=op.policy,
+                            keepdim=op.keepdim)
+    except InvalidArgumentError as e:
+        ctx.error(str(e))
+    dt = dtype_of(x)
+    if dt.is_float and op.kind == "sum" and op.policy in TREES:
+        ctx.note(OpContract(
+            op=f"{ctx.name}(sum)", kind="admitted_set", dtype=dt, policy=op.policy,
+            detail=f"axes {tuple(op.axes)}: every tree over the seed and the active "
+                   f"contributions ({'any order' if op.policy == 'unordered_tree' else 'the seed leftmost, source order'}); the reference is merge(seed, pairwise tree)"))
+    return _out(out)
+
+
+@register_eval(CustomReduce)
+def eval_custom_reduce(ctx: EvalCtx, args: tuple) -> np.ndarray:
+    op: CustomReduce = ctx.op
+    x, seed = _tensor(ctx, args[0], 0), _tensor(ctx, args[1], 1)
+    try:
+        out = custom_reduce(x, seed, op.reducer, tuple(op.axes), policy=op.policy,
+                            keepdim=op.keepdim)
+    except InvalidArgumentError as e:
+        ctx.error(str(e))
+    if op.policy in TREES:
+        ctx.note(OpContract(
+            op=f"CustomReduce({op.reducer})", kind="admitted_set", dtype=dtype_of(out),
+            policy=op.policy,
+            detail=f"axes {tuple(op.axes)}: every f32 merge tree over the seed and the lifted "
+                   f"contributions; the reference is merge(seed, pairwise tree)"))
+    return _out(out)
