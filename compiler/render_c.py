@@ -379,6 +379,9 @@ class KernelC:
     SPELLING = ("simd", "the SIMD C renderer")
     #: the pragma on the innermost loop of a lane-wise run (None: no pragma)
     SIMD_PRAGMA: str | None = "#pragma omp simd"
+    #: the empty-asm barrier after each step of an interleaved integer accumulation (GCC 12's
+    #: miscompile, D221); None where the compiler needs none (NVRTC has no GNU ``__asm__``)
+    ACC_BARRIER: str | None = '__asm__ volatile("" : "+m"({acc}));'
 
     def unsupported(self, what: str, why: str) -> NotSupportedError:
         return _unsupported(what, why, self.SPELLING)
@@ -1069,7 +1072,8 @@ class KernelC:
             # masked integer accumulation (a 33-lane i32 sum gave 14 for 66); the empty asm
             # keeps the accumulators in memory per step, the inner lanes still vectorize
             # (docs/decisions.md D221)
-            out.append(f'{inner}    __asm__ volatile("" : "+m"({acc}));')
+            if self.ACC_BARRIER:
+                out.append(f"{inner}    " + self.ACC_BARRIER.format(acc=acc))
             out.append(f"{inner}}}")
             if n % A:  # the tail lanes, each into the accumulator of its residue
                 out.append(f"{inner}for (int64_t c{d} = {n // A * A}ll; c{d} < {n}ll; ++c{d}) {{")

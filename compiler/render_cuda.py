@@ -87,6 +87,7 @@ class KernelCuda(KernelC):
 
     SPELLING = ("cuda", "the CUDA C++ renderer")
     SIMD_PRAGMA = None
+    ACC_BARRIER = None
     #: allow the lane mapping (one thread per lane) for kernels that are one lane-wise run
     LANE_MAPPING = True
 
