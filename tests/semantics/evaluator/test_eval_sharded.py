@@ -42,7 +42,7 @@ from tilefoundry.semantics.ir import (
     TupleGetItem,
     Var,
 )
-from tilefoundry.semantics.ops import Binary, BinaryKind, Unary, UnaryKind
+from tilefoundry.semantics.ops import Binary, BinaryKind, Scan, Select, Unary, UnaryKind
 from tilefoundry.semantics.ops.nn import MatMul, ReLU, RoPE, Sigmoid, Tanh
 from tilefoundry.semantics.ops.sharding import Local, Reshard
 from tilefoundry.semantics.ops.tensor import (
@@ -66,6 +66,7 @@ from tilefoundry.semantics.types import (
 )
 
 F32, BF16, I32, I64 = DType.F32, DType.BF16, DType.I32, DType.I64
+BOOL = DType.BOOL
 NP = {F32: np.dtype(np.float32), BF16: np.dtype(ml_dtypes.bfloat16), I32: np.dtype(np.int32),
       I64: np.dtype(np.int64)}
 MESHES = [(2,), (3,), (4,), (2, 2), (2, 3)]
@@ -322,6 +323,22 @@ def build(draw, row, ext: tuple[int, ...], dt: DType):
         cur = c.param("cur", (), I32, np.asarray(pos_val, np.int32))
         s = c.param("s", (), I32, np.asarray(s_val, np.int32))
         return c.finish(Call(CacheUpdate(), (cache, cur, s, new)), cshape), c
+    if row.op == "Select":  # tile family: both branches carry the Partial, cond replicated
+        shape = (4, 4)
+        lay = sl(mesh, attrs_for(len(ext), pax, red, Broadcast()), shape)
+        cond = c.param("cond", shape, BOOL,
+                       np.array(draw(st.lists(st.booleans(), min_size=16, max_size=16)),
+                                bool).reshape(shape))
+        t = c.param("t", shape, dt, partial_value(draw, lay, dt, **kw), lay)
+        f = c.param("f", shape, dt, partial_value(draw, lay, dt, **kw), lay)
+        return c.finish(Call(Select(), (cond, t, f)), shape), c
+    if row.op == "Scan":  # tile family: scan axis 1, never the Split one
+        shape = (4, draw(st.sampled_from([2, 4])))
+        lay = sl(mesh, attrs_for(len(ext), pax, red, other_attr(shape[0])), shape)
+        x = c.param("x", shape, dt, partial_value(draw, lay, dt, **kw), lay)
+        op = Scan(1, row.kind, inclusive=draw(st.booleans()),
+                  policy=draw(st.sampled_from(["fold_left", "ordered_tree"])))
+        return c.finish(Call(op, (x,)), shape), c
     raise AssertionError(f"no builder for {row}")
 
 
