@@ -576,6 +576,7 @@ class _Partitioner:
             Reshape,
             ShapeOf,
         )
+        from tilefoundry.semantics.ops.tile_select import Select
 
         if isinstance(node, GridRegionExpr):
             return self.loop(node)
@@ -638,7 +639,7 @@ class _Partitioner:
                 glay = ShardLayout(lay.mesh, attrs, lay.layout)
                 ids[0] = self.coll("all_gather", (ids[0],), axes, (), glay)
             return self.loc(node, ids)
-        if isinstance(op, Binary) and out_lay is not None:
+        if isinstance(op, Binary | Select) and out_lay is not None:
             new_ids = []
             for i, m in zip(ids, mvs, strict=True):
                 if m.layout is not None and m.layout.layout.shape == out_lay.layout.shape \
@@ -716,7 +717,7 @@ def _rebuild_segment(seg: list[_MV], inputs: list[int], outputs: list[int], mvs:
                      name: str) -> Function:
     """The local HIR function of a run of local ops (typed by the op rules on local types,
     checked against the layouts' local types)."""
-    from tilefoundry.semantics.typeinfer.core import Session, infer_expr
+    from tilefoundry.semantics.typeinfer.core import Session, TypeInferError, infer_expr
 
     exprs: dict[int, Expr] = {}
     session = Session()
@@ -746,7 +747,12 @@ def _rebuild_segment(seg: list[_MV], inputs: list[int], outputs: list[int], mvs:
             e = TupleGetItem(args[0], node.index)
         else:
             e = Call(op if op is not None else node.op, args)
-        infer_expr(e, session)
+        try:
+            infer_expr(e, session)
+        except TypeInferError as ex:  # the op's rule rejects the local operands
+            what = type(e.op).__name__ if isinstance(e, Call) else type(e).__name__
+            raise NotSupportedError(what, f"it does not type on the local shapes ({ex})",
+                                    stage=_STAGE) from ex
         exprs[mv.id] = e
     outs = [exprs[m] for m in outputs]
     body = outs[0] if len(outs) == 1 else Tuple(tuple(outs))
@@ -813,6 +819,7 @@ def _local_call(e: Call, ops: list) -> Call:
         Reshape,
         ShapeOf,
     )
+    from tilefoundry.semantics.ops.tile_select import Select
 
     op = e.op
     t = e.checked_type
@@ -827,7 +834,7 @@ def _local_call(e: Call, ops: list) -> Call:
             isinstance(a, Split) and lays[0].layout.axis_of_position[a.position] in
             {x % len(lays[0].layout.shape) for x in op.axes} for a in lays[0].attrs):
         why = "a reduction over a split axis (an all-gather)"
-    elif isinstance(op, Binary) and out is not None and any(
+    elif isinstance(op, Binary | Select) and out is not None and any(
             lay is None or lay.attrs != out.attrs or lay.layout.shape != out.layout.shape
             for lay in lays):
         why = "an operand read through another layout (a local slice)"
