@@ -434,9 +434,17 @@ def test_capabilities_without_a_limit_change_no_draw():
     from tilefoundry.conformance.backend import Capabilities
 
     caps = Capabilities.everything(mesh=False)
+    empty = 0
     for seed in range(60):
         a, b = generate_program(seed), generate_program(seed, caps=caps)
+        if not a.op_counts:
+            # generate_program: "A draw that ends without any op is redrawn from derived
+            # seeds" under capabilities, so only such a seed gives another program
+            assert b.op_counts and b.stats["caps_attempts"] > 1, seed
+            empty += 1
+            continue
         assert to_text(a.module) == to_text(b.module), seed
+    assert empty < 6  # the redraw is the exception, not the rule
 
 
 def test_unsatisfiable_capabilities_are_rejected():
