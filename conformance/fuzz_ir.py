@@ -23,6 +23,7 @@ counted by exception type and *site* (the innermost frame inside the package). E
 in a worker process with an address-space limit (``memory_mb``; an allocation beyond it is a
 MemoryError finding, not a swapped machine) under a watchdog: an input that takes longer than
 ``hang_s`` is a hang, its worker is killed and a fresh one continues with the next input.
+The watchdog times each call (and the building of the input) separately.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class FuzzReport:
     project_errors: int = 0
     #: (family, entry point, exception type, site) -> count
     findings: Counter = field(default_factory=Counter)
-    #: (family, input index) of inputs that ran past the watchdog
+    #: (family, input index, the call) of calls that ran past the watchdog
     hangs: list = field(default_factory=list)
     examples: dict = field(default_factory=dict)  # finding key -> (input index, message)
     seconds: float = 0.0
@@ -110,8 +111,8 @@ class FuzzReport:
                 idx, msg = self.examples[key]
                 lines.append(f"    {n:6,}  {exc} at {site} (in {call}; e.g. input {idx}: "
                              f"{msg[:120]})")
-        for fam, idx in self.hangs[:top]:
-            lines.append(f"  hang: input {idx} ({fam})")
+        for fam, idx, what in self.hangs[:top]:
+            lines.append(f"  hang: input {idx} ({fam}) in {what}")
         return "\n".join(lines)
 
 
@@ -125,6 +126,10 @@ def _site(tb: Any) -> str:
     return site
 
 
+#: in a watched worker: a callback telling the watchdog a call starts (each call is timed)
+_BEAT: list[Callable[[str], None]] = []
+
+
 class _Calls:
     """Runs entry-point calls of one input, recording each outcome."""
 
@@ -133,6 +138,8 @@ class _Calls:
 
     def __call__(self, name: str, fn: Callable, /, *args: Any, **kw: Any) -> tuple[bool, Any]:
         self.r.calls += 1
+        if _BEAT:  # the watchdog times each call
+            _BEAT[0](name)
         try:
             out = fn(*args, **kw)
         except TilefoundryError:
@@ -646,6 +653,7 @@ def _worker(conn: Any, seed: int, start: int, stop: int, memory_mb: int) -> None
     if memory_mb:
         lim = memory_mb << 20
         resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    _BEAT[:] = [lambda name: conn.send(("beat", name))]
     for i in range(start, stop):
         conn.send(("start", i))
         r = FuzzReport()
@@ -663,7 +671,7 @@ def _watched(seed: int, start: int, stop: int, hang_s: float, memory_mb: int,
         p = ctx.Process(target=_worker, args=(child, seed, i, stop, memory_mb), daemon=True)
         p.start()
         child.close()
-        current, since = i, time.monotonic()
+        current, since, what = i, time.monotonic(), "building the input"
         while True:
             if parent.poll(0.2):
                 try:
@@ -673,7 +681,9 @@ def _watched(seed: int, start: int, stop: int, hang_s: float, memory_mb: int,
                     i = current + 1
                     break
                 if msg[0] == "start":
-                    current, since = msg[1], time.monotonic()
+                    current, since, what = msg[1], time.monotonic(), "building the input"
+                elif msg[0] == "beat":
+                    since, what = time.monotonic(), msg[1]
                 elif msg[0] == "done":
                     yield ("done", msg[2])
                     i = msg[1] + 1
@@ -684,7 +694,7 @@ def _watched(seed: int, start: int, stop: int, hang_s: float, memory_mb: int,
                     break
             elif time.monotonic() - since > hang_s:
                 p.kill()
-                yield ("hang", current)
+                yield ("hang", (current, what))
                 i = current + 1
                 break
             elif not p.is_alive() and not parent.poll(0):
@@ -704,15 +714,16 @@ def run_fuzz(n: int, seed: int = 0, *, start: int = 0, hang_s: float = 10.0,
     for kind, v in _watched(seed, start, start + n, hang_s, memory_mb, progress):
         if kind == "done":
             total.merge(v)
+        elif kind == "hang":
+            idx, what = v
+            total.inputs += 1
+            total.hangs.append((FAMILIES[idx % len(FAMILIES)], idx, what))
         else:
             fam = FAMILIES[v % len(FAMILIES)]
             total.inputs += 1
-            if kind == "hang":
-                total.hangs.append((fam, v))
-            else:
-                key = (fam, "worker", "WorkerDied", "?")
-                total.findings[key] += 1
-                total.examples.setdefault(key, (v, "the worker process died"))
+            key = (fam, "worker", "WorkerDied", "?")
+            total.findings[key] += 1
+            total.examples.setdefault(key, (v, "the worker process died"))
     total.seconds = time.perf_counter() - t0
     return total
 
@@ -725,7 +736,13 @@ def main(argv: list[str] | None = None) -> int:  # python -m tilefoundry.conform
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--start", type=int, default=0)
     a = ap.parse_args(argv)
-    r = run_fuzz(a.n, a.seed, start=a.start)
+    t0 = time.monotonic()
+
+    def progress(i: int) -> None:
+        if (i - a.start) % 500 == 0:
+            print(f"  {i - a.start:,} inputs in {time.monotonic() - t0:.0f} s", flush=True)
+
+    r = run_fuzz(a.n, a.seed, start=a.start, progress=progress)
     print(r.format())
     return 0 if not r.non_project and not r.hangs else 1
 

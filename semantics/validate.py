@@ -30,10 +30,12 @@ __all__ = ["validate_module"]
 _LEAVES = (int, float, str, bytes, bool, type(None), enum.Enum, np.ndarray, np.generic)
 
 
-def _recheck(obj: Any, where: str) -> None:
+def _recheck(obj: Any, entry: str) -> None:
     post = getattr(type(obj), "__post_init__", None)
     if post is None:
         return
+    where = f"{entry}: {type(obj).__name__}" + \
+        (f" @{obj.name!r}" if isinstance(obj, Function) else "")
     sealed = obj.__dict__.get("_sealed") if isinstance(obj, Function) else None
     try:
         post(obj)
@@ -49,14 +51,21 @@ def _recheck(obj: Any, where: str) -> None:
             object.__setattr__(obj, "_sealed", sealed)
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _fields(obj: Any) -> list[Any]:
     if isinstance(obj, tuple | list):
         return list(obj)
     if isinstance(obj, dict):
         return [*obj.keys(), *obj.values()]
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return [obj.__dict__.get(f.name) for f in dataclasses.fields(obj)]
-    return []
+    names = _FIELD_NAMES.get(type(obj))
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(obj)) if \
+            dataclasses.is_dataclass(obj) and not isinstance(obj, type) else ()
+        _FIELD_NAMES[type(obj)] = names
+    d = obj.__dict__ if names else {}
+    return [d.get(n) for n in names]
 
 
 def _check_objects(module: Module, where: str) -> None:
@@ -68,12 +77,12 @@ def _check_objects(module: Module, where: str) -> None:
         if isinstance(obj, _LEAVES) or id(obj) in seen:
             continue
         seen.add(id(obj))
-        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-            _recheck(obj, f"{where}: {type(obj).__name__}"
-                     + (f" @{obj.name}" if isinstance(obj, Function) else ""))
-        elif not isinstance(obj, tuple | list | dict):
-            continue  # a foreign object inside a field: its owner's check rejects it
-        stack.extend(_fields(obj))
+        if isinstance(obj, tuple | list | dict):
+            stack.extend(_fields(obj))
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            _recheck(obj, where)
+            stack.extend(_fields(obj))
+        # else: a foreign object inside a field: its owner's check rejects it
 
 
 def _function_edges(fn: Function) -> list[tuple[Function, int]]:

@@ -19,7 +19,7 @@ import dataclasses
 import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tilefoundry.errors import InvalidArgumentError, TilefoundryError
@@ -119,11 +119,16 @@ def use_limits(**changes: float) -> Iterator[Limits]:
         _CURRENT.pop()
 
 
-def check_value_size(shape: tuple, itemsize: int, what: str) -> None:
+def check_value_size(shape: tuple, itemsize: int, what: str | Callable[[], str]) -> None:
     """Refuse a value of ``shape`` (ints) and ``itemsize`` bytes per element that crosses
-    ``max_elements`` or ``max_value_bytes``; ``what`` names the value in the message."""
+    ``max_elements`` or ``max_value_bytes``; ``what`` (or what it returns) names the value in
+    the message."""
     lim = limits()
     n = math.prod(shape)
+    if n <= lim.max_elements and n * itemsize <= lim.max_value_bytes:
+        return
+    if callable(what):
+        what = what()
     if n > lim.max_elements:
         raise LimitError(f"{what}: shape {tuple(shape)} has {n:,} elements, more than the limit "
                          f"max_elements; {lim.how('max_elements')}", "max_elements")

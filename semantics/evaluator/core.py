@@ -145,8 +145,8 @@ def _check_result_size(node: Call, env: Mapping[str, int]) -> None:
             except (TilefoundryError, ArithmeticError):
                 continue  # not resolvable here: the op resolves (and checks) it itself
             check_value_size(shape, FORMATS[t.dtype].storage.itemsize,
-                             f"evaluate: {type(node.op).__name__} (result type "
-                             f"{type_str(t)})")
+                             lambda t=t: f"evaluate: {type(node.op).__name__} (result type "
+                                         f"{type_str(t)})")
 
 
 class _Evaluator:
