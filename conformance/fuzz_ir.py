@@ -662,8 +662,8 @@ def _worker(conn: Any, seed: int, start: int, stop: int, memory_mb: int) -> None
     conn.send(("end", stop))
 
 
-def _watched(seed: int, start: int, stop: int, hang_s: float, memory_mb: int,
-             progress: Callable[[int], None] | None) -> Iterator[tuple[str, Any]]:
+def _watched(seed: int, start: int, stop: int, hang_s: float,
+             memory_mb: int) -> Iterator[tuple[str, Any]]:
     ctx = mp.get_context("fork")
     i = start
     while i < stop:
@@ -687,8 +687,6 @@ def _watched(seed: int, start: int, stop: int, hang_s: float, memory_mb: int,
                 elif msg[0] == "done":
                     yield ("done", msg[2])
                     i = msg[1] + 1
-                    if progress:
-                        progress(i)
                 else:
                     i = stop
                     break
@@ -706,14 +704,18 @@ def _watched(seed: int, start: int, stop: int, hang_s: float, memory_mb: int,
 
 
 def run_fuzz(n: int, seed: int = 0, *, start: int = 0, hang_s: float = 10.0,
-             memory_mb: int = 4096, progress: Callable[[int], None] | None = None) -> FuzzReport:
+             memory_mb: int = 4096,
+             progress: Callable[[FuzzReport], None] | None = None) -> FuzzReport:
     """Inputs ``start .. start + n`` of the run with ``seed``, each watched (see the module
-    docstring)."""
+    docstring); ``progress`` sees the running total after each input."""
     total = FuzzReport()
     t0 = time.perf_counter()
-    for kind, v in _watched(seed, start, start + n, hang_s, memory_mb, progress):
+    for kind, v in _watched(seed, start, start + n, hang_s, memory_mb):
         if kind == "done":
             total.merge(v)
+            if progress:
+                total.seconds = time.perf_counter() - t0
+                progress(total)
         elif kind == "hang":
             idx, what = v
             total.inputs += 1
@@ -736,11 +738,9 @@ def main(argv: list[str] | None = None) -> int:  # python -m tilefoundry.conform
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--start", type=int, default=0)
     a = ap.parse_args(argv)
-    t0 = time.monotonic()
-
-    def progress(i: int) -> None:
-        if (i - a.start) % 500 == 0:
-            print(f"  {i - a.start:,} inputs in {time.monotonic() - t0:.0f} s", flush=True)
+    def progress(r: FuzzReport) -> None:
+        if r.inputs % 250 == 0:
+            print(r.format(), "\n", flush=True)
 
     r = run_fuzz(a.n, a.seed, start=a.start, progress=progress)
     print(r.format())

@@ -51,6 +51,8 @@ class Limits:
     max_value_bytes: int = 1 << 30
     #: nesting of function calls, dispatch variants and loops in a program (each level one)
     max_nesting: int = 256
+    #: loop iterations one ``evaluate`` runs, over all its loops (nested loops multiply)
+    max_loop_iterations: int = 100_000
     #: nesting of a DSL source's syntax tree (expressions inside expressions, blocks)
     max_source_nesting: int = 100
     #: bits of an integer the DSL's static evaluator computes (``10 ** 10 ** 10`` is refused)

@@ -153,6 +153,7 @@ class _Evaluator:
     def __init__(self, session: Session):
         self.session = session
         self.contracts: list = []
+        self.iterations = 0  # loop iterations so far (bounded by Limits.max_loop_iterations)
 
     def call_function(self, fn: Function, args: list[Any]) -> Any:
         if fn.body is None:  # a dispatch prototype: select the variant by the argument shapes
@@ -202,6 +203,14 @@ class _Evaluator:
         except TypeInferError as e:
             raise EvaluationError(f"GridRegionExpr: {e}") from None
         carried = [values[id(a)] for a in node.init_args]
+        lim = limits()
+        n = max(0, -((dom.start - dom.stop) // dom.step))  # len(dom) without its int64 cap
+        if self.iterations + n > lim.max_loop_iterations:
+            raise LimitError(f"evaluate: a GridRegionExpr over {dom} would bring the loop "
+                             f"iterations to {self.iterations + n:,}, more than the limit "
+                             f"max_loop_iterations (nested loops multiply); "
+                             f"{lim.how('max_loop_iterations')}", "max_loop_iterations")
+        self.iterations += n
         ivar_t = node.induction_var.checked_type if node.induction_var.has_type else None
         idt = ivar_t.dtype.storage if isinstance(ivar_t, TensorType) else np.int32
         for i in dom:
