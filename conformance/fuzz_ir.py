@@ -654,12 +654,25 @@ def _worker(conn: Any, seed: int, start: int, stop: int, memory_mb: int) -> None
         lim = memory_mb << 20
         resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
     _BEAT[:] = [lambda name: conn.send(("beat", name))]
+    # import what the inputs use before the watchdog starts timing (a fresh worker on a loaded
+    # machine can take seconds to import; that is no input's hang)
+    import tilefoundry.compiler.pipeline
+    import tilefoundry.oracle.programs
+    import tilefoundry.semantics.dsl
+    import tilefoundry.semantics.evaluator.core
+    import tilefoundry.semantics.typeinfer  # noqa: F401
+
+    conn.send(("ready", start))
     for i in range(start, stop):
         conn.send(("start", i))
         r = FuzzReport()
         run_input(seed, i, r)
         conn.send(("done", i, r))
     conn.send(("end", stop))
+
+
+#: seconds a fresh worker may take to import before the watchdog times it
+_START_S = 120.0
 
 
 def _watched(seed: int, start: int, stop: int, hang_s: float,
@@ -671,7 +684,8 @@ def _watched(seed: int, start: int, stop: int, hang_s: float,
         p = ctx.Process(target=_worker, args=(child, seed, i, stop, memory_mb), daemon=True)
         p.start()
         child.close()
-        current, since, what = i, time.monotonic(), "building the input"
+        current, what = i, "starting the worker"
+        since = time.monotonic() + _START_S  # the imports are not timed as a hang
         while True:
             if parent.poll(0.2):
                 try:
@@ -680,7 +694,9 @@ def _watched(seed: int, start: int, stop: int, hang_s: float,
                     yield ("died", current)
                     i = current + 1
                     break
-                if msg[0] == "start":
+                if msg[0] == "ready":
+                    since = time.monotonic()
+                elif msg[0] == "start":
                     current, since, what = msg[1], time.monotonic(), "building the input"
                 elif msg[0] == "beat":
                     since, what = time.monotonic(), msg[1]
