@@ -1079,7 +1079,7 @@ class _FunctionPrinter:
     def gather_expr(self, e: Call) -> str | None:
         op: Gather = e.op
         x, idx = e.args
-        if op.batch_dims != 0 or op.axis < 0:
+        if op.batch_dims != 0 or not 0 <= op.axis <= 64:  # no `x[:, :, ...]` spelling past that
             return None
         ik = self.canon[id(idx)]
         lead = ":, " * op.axis

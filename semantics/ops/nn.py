@@ -98,7 +98,7 @@ class Gelu(_NN):
     INPUTS: ClassVar[tuple[str, ...]] = ("x",)
 
     def __post_init__(self):
-        if self.approximate not in ("tanh", "none"):
+        if not isinstance(self.approximate, str) or self.approximate not in ("tanh", "none"):
             raise IRError(f"Gelu.approximate must be 'tanh' or 'none', got "
                           f"{self.approximate!r}")
 

@@ -14,7 +14,17 @@ from tilefoundry.semantics.dsl import DSLError, parse_module, to_source
 from tilefoundry.semantics.evaluator.core import evaluate
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call, DimVarRangePat, Function, GridRegionExpr, Module, Var
-from tilefoundry.semantics.ops import Binary, BinaryKind, Conv2D, MatMul, Zeros
+from tilefoundry.semantics.ops import (
+    Binary,
+    BinaryKind,
+    Cast,
+    Conv2D,
+    Gelu,
+    MatMul,
+    Reduce,
+    ReduceKind,
+    Zeros,
+)
 from tilefoundry.semantics.printer import to_text
 from tilefoundry.semantics.typeinfer import infer_module
 from tilefoundry.semantics.types import DimVar, IRError, TensorType
@@ -225,3 +235,29 @@ def test_static_integers_within_the_bound_still_compute():
 def test_parse_module_rejects_non_text():
     with pytest.raises(DSLError, match="source text"):
         parse_module(b"x = 1")
+
+
+# --- numpy arrays as attributes (found by the 10^4-input fuzz) --------------------------------
+@pytest.mark.parametrize("make, match", [
+    (lambda: Cast(F32, np.array(["a", "b"])), "Cast.overflow must be one of"),
+    (lambda: Cast(F32, "nonfinite", np.array([1, 2])), "Cast.rounding must be one of"),
+    (lambda: Gelu(np.array([1, 2])), "Gelu.approximate must be"),
+    (lambda: Reduce((0,), kind=ReduceKind.SUM, policy=np.array([1, 2])),
+     "Reduce.policy must be one of"),
+])
+def test_array_valued_string_attributes_are_ir_errors(make, match):
+    with pytest.raises(IRError, match=match):
+        make()
+
+
+def test_to_source_of_a_gather_with_a_huge_axis_does_not_overflow():
+    from tilefoundry.errors import TilefoundryError
+    from tilefoundry.semantics.ops import Gather
+
+    x, i = Var("x", _t(4)), Var("i", TensorType((2,), DType.I32))
+    m = Module((Function("f", (x, i), Call(Gather(1 << 62), (x, i)), None),))
+    try:
+        text = to_source(m)
+    except TilefoundryError:
+        return
+    assert "1 << 62" in text or str(1 << 62) in text
