@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from tilefoundry.compiler import kir
@@ -45,7 +45,7 @@ from tilefoundry.compiler.kir import (
     TileLoop,
     iter_instrs,
 )
-from tilefoundry.compiler.schedule import TileConfig, choose_block, dot_axis, reduced_axes
+from tilefoundry.compiler.schedule import TileConfig, choose_block, dot_axis
 
 __all__ = ["cleanup_kernel", "fuse"]
 
@@ -116,8 +116,23 @@ def _prefix(body: Sequence[Instr], tag: str) -> tuple:
     return tuple(i.renamed(names) for i in body)
 
 
+class _Uses:
+    """``m`` for operands, identity for ``keep`` (an instruction's own results): a view, so
+    renaming one instruction costs O(1) whatever the size of ``m``."""
+
+    __slots__ = ("keep", "m")
+
+    def __init__(self, m: Mapping[str, str], keep: tuple):
+        self.m, self.keep = m, keep
+
+    def get(self, k: str, default: Any = None) -> Any:
+        return k if k in self.keep else self.m.get(k, default)
+
+
 def _rename_uses(body: Sequence[Instr], m: Mapping[str, str]) -> tuple:
     """Replace operand names (not results) through ``m``."""
+    if not m:
+        return tuple(body)
     out = []
     for ins in body:
         if isinstance(ins, TileLoop):
@@ -125,8 +140,7 @@ def _rename_uses(body: Sequence[Instr], m: Mapping[str, str]) -> tuple:
                           yields=tuple(m.get(n, n) for n in ins.yields),
                           body=_rename_uses(ins.body, m))
         else:
-            keep = {r: r for r in ins.results()}
-            ins = ins.renamed({**m, **keep})
+            ins = ins.renamed(_Uses(m, ins.results()))
         out.append(ins)
     return tuple(out)
 
@@ -305,6 +319,50 @@ def _drop_stores(body: Sequence[Instr], dead: set[str]) -> Iterable[Instr]:
 # =============================================================================================
 # merging two kernels
 # =============================================================================================
+@dataclass
+class _Facts:
+    """What merging needs to know of a kernel, kept per kernel object so that a merge costs
+    time in the size of the kernel merged in, not of the growing host (a chain of n ops fuses
+    in near-linear time instead of re-walking the fused body at every step)."""
+
+    kernel: Kernel  # kept alive: the facts are keyed by its id
+    io: tuple  # (roots read, roots written)
+    stores: dict  # top-level store access key -> stored value ("" if masked by more than the edge)
+    masks: set  # names defined by EdgeMask instructions
+    reduced: set  # axes any Reduce / Dot reduces (before dropping loop / extent-1 axes)
+    types: dict | None = None  # name -> Tile over the kernel's own domain (computed on demand)
+
+
+def _facts_of(k: Kernel, body: tuple, bm: Mapping[str, kir.Buffer]) -> _Facts:
+    r: set[str] = set()
+    w: set[str] = set()
+    masks: set[str] = set()
+    reduced: set[int] = set()
+    for ins in iter_instrs(body):
+        if isinstance(ins, Load):
+            r.add(kir.root_of(ins.buffer, bm).name)
+        elif isinstance(ins, Store):
+            w.add(kir.root_of(ins.buffer, bm).name)
+        elif isinstance(ins, EdgeMask):
+            masks.add(ins.out)
+        elif isinstance(ins, kir.Reduce):
+            reduced |= set(ins.axes)
+        elif isinstance(ins, kir.Dot):
+            reduced.add(ins.axis)
+    return _Facts(k, (r, w), _top_stores(body, masks), masks, reduced)
+
+
+def _top_stores(body: Sequence[Instr], masks: set[str], into: dict | None = None) -> dict:
+    stores: dict[tuple, str] = {} if into is None else into
+    for ins in body:
+        if isinstance(ins, Store):
+            if ins.mask is None or ins.mask in masks:
+                stores.setdefault(_access_key(ins), ins.value)
+            else:
+                stores.setdefault(_access_key(ins), "")
+    return stores
+
+
 class _Fuser:
     def __init__(self, program: Program, cfg: TileConfig):
         self.p = program
@@ -313,9 +371,19 @@ class _Fuser:
         # writers in the unfused program: merging never adds a writer, so single-writer
         # buffers stay single-writer (conservative for the forwarding rule)
         self.writers = {b: len(ws) for b, ws in _writers(program.steps, self.bm).items()}
+        self.facts: dict[int, _Facts] = {}
+        self.merges = 0
+
+    def fact(self, k: Kernel) -> _Facts:
+        f = self.facts.get(id(k))
+        if f is None or f.kernel is not k:
+            f = self.facts[id(k)] = _facts_of(k, k.body, self.bm)
+        return f
 
     def io(self, step: Any) -> tuple[set[str], set[str]]:
         """(roots read, roots written): an alias reads / writes its base's storage."""
+        if isinstance(step, Kernel):
+            return self.fact(step).io
         return kir._step_io(step, self.bm)
 
     def types(self, k: Kernel, body: tuple, rank: int) -> dict[str, kir.Tile]:
@@ -323,6 +391,12 @@ class _Fuser:
         probe = Kernel("probe", k.domain + (1,) * extra, k.block + (1,) * extra, body,
                        k.loop_axes)
         return kir._Checker(probe, self.bm, "fusion", strict=False).run()
+
+    def own_types(self, k: Kernel) -> dict[str, kir.Tile]:
+        f = self.fact(k)
+        if f.types is None:
+            f.types = self.types(k, k.body, k.rank)
+        return f.types
 
     def try_merge(self, steps: list, i: int, j: int) -> Kernel | None:
         P, C = steps[i], steps[j]
@@ -355,23 +429,23 @@ class _Fuser:
             if grown & set(axes):  # would reduce the host's whole axis
                 return None
         single = grown - set(host.loop_axes)
-        pb = _prefix(_pad(P.body, rank - P.rank), "a")
-        cb = _prefix(_pad(C.body, rank - C.rank), "b")
+        # P's names stay; C's get a tag no name of P carries (each merge its own), so only the
+        # kernel merged in is renamed. Names are renumbered once, by the final cleanup.
+        self.merges += 1
+        p_same = P.rank == rank and host_is_p  # P's body is used as it is
+        pb = P.body if p_same else _pad(P.body, rank - P.rank)
+        cb = _prefix(_pad(C.body, rank - C.rank), f"m{self.merges}_")
         if host_is_p:
             cb = _localize(cb, grown)
         else:
             pb = _localize(pb, grown)
-        # forward every load in C of a buffer P writes from P's top-level store
-        pdefs = _defs(pb)
-        stores: dict[tuple, str] = {}
-        for ins in pb:
-            if isinstance(ins, Store):
-                m = pdefs.get(ins.mask) if ins.mask else None
-                if ins.mask is None or isinstance(m, EdgeMask):
-                    stores.setdefault(_access_key(ins), ins.value)
-                else:
-                    stores.setdefault(_access_key(ins), "")
-        tp, tc = self.types(P, pb, rank), self.types(C, cb, rank)
+        pf = self.fact(P)
+        if p_same:
+            stores, tp = pf.stores, self.own_types(P)
+        else:
+            pmasks = {i.out for i in iter_instrs(pb) if isinstance(i, EdgeMask)}
+            stores, tp = _top_stores(pb, pmasks), self.types(P, pb, rank)
+        tc = self.types(C, cb, rank)
         fwd: dict[str, str] = {}
         widen: dict[str, kir.Broadcast] = {}
         for ins in iter_instrs(cb):
@@ -384,15 +458,34 @@ class _Fuser:
                     widen[ins.out] = kir.Broadcast(ins.out, v, tuple(sorted(missing)))
                 else:
                     fwd[ins.out] = v
-        body = pb + _rename_uses(_replace_loads(cb, set(fwd), widen), fwd)
+        cpart = _rename_uses(_replace_loads(cb, set(fwd), widen), fwd)
+        body = pb + cpart
         loop_blocks = {d: host.block[d] for d in host.loop_axes}
-        probe = Kernel("probe", hdom, host.block, body, host.loop_axes)
-        block = choose_block(hdom, reduced_axes(probe) | single, loop_blocks, self.cfg,
-                             dot_axis(body))
+        cf = _facts_of(C, cpart, self.bm)  # the merged-in part (its own loads and stores)
+        raw = (pf.reduced if p_same else _facts_of(P, pb, self.bm).reduced) | cf.reduced
+        reduced = {d for d in raw if d not in host.loop_axes and hdom[d] > 1}
+        # the matmul tiles of a target that asks for them (a walk of the body: only then)
+        dax = dot_axis(body) if self.cfg.dot_mn is not None else None
+        block = choose_block(hdom, reduced | single, loop_blocks, self.cfg, dax)
         if block is None:
             return None
         name = _merged_name(P.name, C.name)
-        return Kernel(name, hdom, block, _renumber(body), host.loop_axes)
+        merged = Kernel(name, hdom, block, body, host.loop_axes)
+        self.facts.pop(id(P), None)  # P and C are gone once merged: their facts move on
+        self.facts.pop(id(C), None)
+        if p_same:  # the merged kernel's facts: P's, grown in place by the part merged in
+            pf.masks |= cf.masks
+            _top_stores(cpart, pf.masks, pf.stores)
+            pf.io[0].update(cf.io[0])
+            pf.io[1].update(cf.io[1])
+            pf.reduced |= cf.reduced
+            if pf.types is not None and C.rank == rank and not grown and not widen:
+                pf.types.update(tc)  # C ran over the host's own domain: its types stand
+            else:
+                pf.types = None
+            pf.kernel = merged
+            self.facts[id(merged)] = pf
+        return merged
 
 def _merged_name(p: str, c: str) -> str:
     """``k0_mul`` + ``k3_add`` -> ``k0..k3_add`` (the range of lowered kernels it holds)."""
@@ -434,9 +527,13 @@ def _fuse_list(fz: _Fuser, steps: Sequence) -> tuple:
 def _clean(program: Program) -> Program:
     readers = _readers(program.steps, program.output_names())
     bm = program.buffer_map()
-    dead = {b.name for b in program.buffers if b.kind == "temp"
-            and not any(readers.get(x.name, 0) for x in program.buffers
-                        if x.name == b.name or (x.kind == "alias" and x.base == b.name))}
+    read_via: dict[str, int] = {}  # a buffer's readers, its aliases' included
+    for x in program.buffers:
+        n = readers.get(x.name, 0)
+        read_via[x.name] = read_via.get(x.name, 0) + n
+        if x.kind == "alias":
+            read_via[x.base] = read_via.get(x.base, 0) + n
+    dead = {b.name for b in program.buffers if b.kind == "temp" and not read_via.get(b.name)}
 
     def steps(seq: Sequence) -> tuple:
         out = []

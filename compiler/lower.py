@@ -49,6 +49,7 @@ from tilefoundry.compiler.kir import (
 )
 from tilefoundry.compiler.schedule import TileConfig, choose_block, dot_axis, prev_pow2
 from tilefoundry.errors import RunTimeCheckError
+from tilefoundry.limits import check_value_size
 from tilefoundry.semantics.formats import dtype_of
 from tilefoundry.semantics.ir import (
     Call,
@@ -509,6 +510,8 @@ class _Lowerer:
 
     def temp(self, dtype: str, shape: Sequence[int], prefix: str = "t") -> Buffer:
         shape = tuple(int(n) for n in shape)
+        check_value_size(shape, kir.numpy_dtype(dtype).itemsize,
+                         lambda: f"compile: a {dtype} buffer of the lowered program")
         return self.add(Buffer(self.fresh(prefix), dtype, shape, c_strides(shape), "temp"))
 
     def const_buffer(self, value: np.ndarray) -> Buffer:

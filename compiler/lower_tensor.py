@@ -22,6 +22,7 @@ from tilefoundry.compiler.lower import (
     scalar_index,
 )
 from tilefoundry.compiler.schedule import prev_pow2
+from tilefoundry.limits import check_value_size
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call
 from tilefoundry.semantics.ops import (
@@ -134,6 +135,7 @@ def _zeros(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
     t = out_type(node)
     if t.dtype is DType.F8E8M0:
         raise LoweringError("Zeros over f8e8m0: the format has no zero")
+    check_value_size(tuple(t.shape), t.dtype.storage.itemsize, "compile: Zeros")
     return lw.const_buffer(np.zeros(t.shape, t.dtype.storage))
 
 

@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+import numpy as np
+
 from tilefoundry.compiler.errors import LoweringError, NotSupportedError
 from tilefoundry.compiler.fusion import fuse as fuse_pass
 from tilefoundry.compiler.hir_passes import canonicalize, elaborate, typeinfer
@@ -42,6 +44,7 @@ from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Program, to_text, verify
 from tilefoundry.compiler.lower import RunChecks, lower_checked
 from tilefoundry.compiler.schedule import TileConfig
+from tilefoundry.limits import LimitError, check_value_size, deep_recursion, limits
 from tilefoundry.semantics.ir import Function, Module
 from tilefoundry.semantics.printer import function_text
 from tilefoundry.semantics.printer import to_text as module_text
@@ -208,22 +211,55 @@ class Compiled:
         return self.program.kernels()
 
 
+def _check_shapes(shapes: Any) -> list[tuple[int, ...]]:
+    """``compile``'s shapes: a sequence of shapes, each a sequence of non-negative ints, every
+    one within the value-size limit (counted in elements: the dtype is the signature's)."""
+    if isinstance(shapes, str | bytes) or not isinstance(shapes, Sequence):
+        raise LoweringError(f"compile: shapes must be a list of shapes (one tuple of ints per "
+                            f"parameter), got {shapes!r}")
+    out = []
+    for i, s in enumerate(shapes):
+        if isinstance(s, str | bytes) or not isinstance(s, Sequence):
+            raise LoweringError(f"compile: shapes[{i}] must be a tuple of ints, got {s!r}")
+        dims = []
+        for a, n in enumerate(s):
+            if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+                raise LoweringError(f"compile: shapes[{i}] axis {a} must be a non-negative int, "
+                                    f"got {n!r}")
+            dims.append(int(n))
+        check_value_size(tuple(dims), 1, f"compile: shapes[{i}]")
+        out.append(tuple(dims))
+    return out
+
+
 def compile(module: Module, entry: str, shapes: Sequence[Sequence[int]],
             target: str = "interp", *, print_after: Iterable[str] = (),
             stream: TextIO | None = None, fuse: bool = True,
             cfg: TileConfig | None = None) -> Compiled:
     """Compile ``module[entry]`` for concrete input ``shapes`` (one per parameter) to
     ``target``. ``fuse=False`` skips the fuse pass (one kernel per op)."""
+    if not isinstance(target, str):
+        raise LoweringError(f"compile: target must be a target name (str), got {target!r}; "
+                            f"targets: {', '.join(sorted(set(TARGETS) | set(LAZY_TARGETS)))}")
+    if not isinstance(module, Module):
+        raise LoweringError(f"compile: expected a Module, got {type(module).__name__}")
+    if not isinstance(entry, str):
+        raise LoweringError(f"compile: the entry must be a function name (str), got {entry!r}")
     if target not in TARGETS and target in LAZY_TARGETS:
         importlib.import_module(LAZY_TARGETS[target])  # registers itself in TARGETS
     tgt = TARGETS.get(target)
     if tgt is None:
         raise LoweringError(f"unknown target {target!r}; targets: "
                            f"{', '.join(sorted(set(TARGETS) | set(LAZY_TARGETS)))}")
-    state = State(module, entry, [tuple(int(n) for n in s) for s in shapes], tgt,
-                  cfg or TileConfig())
+    state = State(module, entry, _check_shapes(shapes), tgt, cfg or TileConfig())
     printed: dict[str, str] = {}
     names = [n for n in PASS_NAMES if fuse or n != "fuse"]
-    run_passes(state, names, print_after=print_after, stream=stream, printed=printed)
+    with deep_recursion():
+        try:
+            run_passes(state, names, print_after=print_after, stream=stream, printed=printed)
+        except MemoryError:
+            raise LimitError(f"compile @{entry}: out of memory while compiling; lower the limit "
+                             f"max_value_bytes ({limits().max_value_bytes:,}) to refuse such "
+                             f"shapes up front, or free memory", "max_value_bytes") from None
     return Compiled(entry, state.shapes, tgt.name, state.hir, state.program, state.executable,
                     printed, state.checks)

@@ -325,6 +325,10 @@ class Function(Expr):
         if not isinstance(variant, Function) or not variant.specializations:
             raise IRError(f"Function {self.name}: a variant carries exactly one DimVarRangePat "
                           f"in specializations")
+        if variant is self:
+            raise IRError(f"Function {self.name}: a function is not its own variant "
+                          f"(add_variant(self) would make dispatch recurse); register a "
+                          f"separate Function with a body")
         if "_hash" in self.__dict__:
             raise IRError(f"Function {self.name}: hashed while still accumulating variants")
         object.__setattr__(self, "variants", (*self.variants, variant))

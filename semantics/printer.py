@@ -364,6 +364,15 @@ def _topology_str(t: Topology) -> str:
 
 def to_text(module: Module, *, labels: bool = True, show_types: bool = False) -> str:
     """The canonical text of ``module`` (see the module docstring)."""
+    from tilefoundry.limits import deep_recursion
+    from tilefoundry.semantics.validate import validate_module
+
+    validate_module(module, "to_text")
+    with deep_recursion():
+        return _module_text(module, labels, show_types)
+
+
+def _module_text(module: Module, labels: bool, show_types: bool) -> str:
     p = _Printer(module, labels, show_types)
     lines = [f"module target={module.target.name} topology={_topology_str(module.topology)}"]
     for fn in module.functions:

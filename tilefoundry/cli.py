@@ -10,6 +10,21 @@ import tilefoundry
 
 
 def _selfcheck(args: argparse.Namespace) -> int:
+    if args.fuzz_ir is not None:
+        if args.fuzz_ir < 1:
+            print("tilefoundry selfcheck: --fuzz-ir takes a positive number of inputs",
+                  file=sys.stderr)
+            return 2
+        from tilefoundry.conformance.fuzz_ir import run_fuzz
+
+        def progress(r) -> None:
+            if args.fuzz_ir >= 1000 and r.inputs % 1000 == 0:
+                print(f"  {r.inputs:,} inputs, {r.non_project:,} non-project exceptions, "
+                      f"{len(r.hangs)} hangs, {r.seconds:.0f} s", flush=True)
+
+        report = run_fuzz(args.fuzz_ir, args.seed, hang_s=args.hang_s, progress=progress)
+        print(report.format())
+        return 0 if not report.non_project and not report.hangs else 1
     from tilefoundry.conformance.selfcheck import run_selfcheck
 
     return run_selfcheck(seed=args.seed, f32_samples=args.f32_samples)
@@ -29,6 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--seed", type=int, default=0, help="seed of the random f32 samples")
     sc.add_argument("--f32-samples", type=int, default=200_000,
                     help="random f32 sources per conversion checked against the exact model")
+    sc.add_argument("--fuzz-ir", type=int, metavar="N", default=None,
+                    help="instead of the sweeps: the malformed-input fuzz over N inputs (mutated "
+                         "generated programs, bypassed frozen fields, mutated / garbage DSL "
+                         "source, garbage API arguments); exit 1 when a call raised anything "
+                         "but the project's errors or ran past --hang-s")
+    sc.add_argument("--hang-s", type=float, default=10.0,
+                    help="with --fuzz-ir: seconds one call may take before it counts as a hang")
     sc.set_defaults(func=_selfcheck)
     from tilefoundry.smt.cli import add_parser as add_prove
 

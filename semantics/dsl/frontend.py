@@ -316,6 +316,34 @@ def module(*functions: DSLFunction | Function, topology: Any = None,
 # =============================================================================================
 # parsing source text
 # =============================================================================================
+def parse_source(source: str, filename: str) -> ast.Module:
+    """``ast.parse`` with the DSL's bounds: a syntax error, a tree Python cannot build (too
+    deep) and one nested past ``max_source_nesting`` are DSLErrors."""
+    from tilefoundry.limits import limits
+
+    lim = limits()
+    fix = f"split the expression with intermediate names, or {lim.how('max_source_nesting')}"
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError as e:
+        raise DSLError(e.msg, construct="syntax", filename=filename, line=e.lineno,
+                       col=e.offset, source_line=e.text) from None
+    except (RecursionError, MemoryError):
+        raise DSLError(f"the source nests too deeply for Python's parser; {fix}",
+                       construct="source nesting", filename=filename) from None
+    except ValueError as e:  # NUL bytes
+        raise DSLError(str(e), construct="syntax", filename=filename) from None
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > lim.max_source_nesting:
+            raise DSLError(f"the syntax tree nests {depth} levels deep here, more than the limit "
+                           f"max_source_nesting; {fix}", construct="source nesting",
+                           filename=filename, line=getattr(node, "lineno", None))
+        stack.extend((c, depth + 1) for c in ast.iter_child_nodes(node))
+    return tree
+
+
 def parse_module(source: str, env: Mapping[str, Any] | None = None, *,
                  filename: str = "<dsl>") -> Module:
     """Parse DSL source text (as ``to_source`` writes it) into a Module, never running it.
@@ -325,11 +353,13 @@ def parse_module(source: str, env: Mapping[str, Any] | None = None, *,
     ``@f.specialize(DimVarRangePat(...))`` variants and one ``module(...)`` call (bare or
     assigned); without one, the Module holds every non-variant function in order. Names resolve
     in the source's top level, then ``env``, then the DSL's own names."""
-    try:
-        tree = ast.parse(source, filename)
-    except SyntaxError as e:
-        raise DSLError(e.msg, construct="syntax", filename=filename, line=e.lineno,
-                       col=e.offset, source_line=e.text) from None
+    if not isinstance(source, str):
+        raise DSLError(f"parse_module takes the source text (a str), got "
+                       f"{type(source).__name__}", construct="source", filename=filename)
+    if env is not None and not isinstance(env, Mapping):
+        raise DSLError(f"parse_module: env must be a mapping of names to values, got "
+                       f"{type(env).__name__}", construct="env", filename=filename)
+    tree = parse_source(source, filename)
     src = SourceInfo(filename, 0, 0, tuple(source.splitlines()))
     ns: dict[str, Any] = {}
     outer = dict(env or {})

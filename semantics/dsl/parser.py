@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from tilefoundry.errors import TilefoundryError
+from tilefoundry.limits import limits
 from tilefoundry.semantics.dsl.errors import DSLError, SourceInfo, located
 from tilefoundry.semantics.dsl.surface import (
     BUILTINS,
@@ -179,6 +181,19 @@ def _unparse(node: ast.AST) -> str:
 # =============================================================================================
 # static evaluation (shared by function bodies and the top level of parse_module)
 # =============================================================================================
+def _short(v: Any) -> str:
+    """A bounded repr of a static value (a huge int or tuple prints by its size)."""
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 64:
+        return f"<an int of {v.bit_length():,} bits>"
+    if isinstance(v, tuple | str | bytes | list) and len(v) > 16:
+        return f"<a {type(v).__name__} of {len(v):,} items>"
+    try:
+        r = repr(v)
+    except Exception:  # a repr that raises: name the type
+        return f"<{type(v).__name__}>"
+    return r if len(r) <= 200 else r[:200] + "..."
+
+
 class StaticEvaluator:
     """Evaluates the static part of the surface: literals, names, tuples, dicts, Python
     arithmetic on static operands, attribute access on modules / namespaces, and calls of the
@@ -279,11 +294,70 @@ class StaticEvaluator:
         if fn is None or _is_ir(left) or _is_ir(right):
             raise self.error(node, f"operator {_OP_SYMBOL.get(type(node.op), '?')}",
                              "not supported on these operands")
+        self._bound_binop(node, left, right)
         try:
-            return fn(left, right)
+            out = fn(left, right)
         except (TilefoundryError, TypeError, ValueError, ZeroDivisionError) as e:
             raise self.error(node, f"operator {_OP_SYMBOL[type(node.op)]}",
-                             f"on static operands {left!r}, {right!r}: {e}") from None
+                             f"on static operands {_short(left)}, {_short(right)}: {e}") from None
+        except OverflowError:
+            raise self.error(node, f"operator {_OP_SYMBOL[type(node.op)]}",
+                             f"on static operands {_short(left)}, {_short(right)}: the float "
+                             f"result is out of range (static float arithmetic does not "
+                             f"overflow to inf in the DSL); use smaller operands") from None
+        self._bound_result(node, out)
+        return out
+
+    # --- bounds (tilefoundry.limits): the static evaluator never computes without end -----
+    def _limit(self, node: ast.AST, what: str, name: str) -> DSLError:
+        lim = limits()
+        return self.error(node, f"operator {_OP_SYMBOL.get(type(getattr(node, 'op', None)), '?')}",
+                          f"{what}, more than the limit {name}; {lim.how(name)}")
+
+    def _bound_binop(self, node: ast.BinOp, left: Any, right: Any) -> None:
+        """Refuse, before computing it, a static result past the size limits: an integer of
+        more than ``max_static_int_bits`` bits, a repetition of more than ``max_static_items``
+        items."""
+        self.tick(node)
+        lim = limits()
+        op = type(node.op)
+        ints = all(isinstance(v, int) for v in (left, right))
+        if ints and op is ast.Pow and right > 0 and abs(left) > 1:
+            bits = (abs(left).bit_length() - 1) * right
+            if bits > lim.max_static_int_bits:
+                raise self._limit(node, f"{_short(left)} ** {_short(right)} has about {bits:,} "
+                                  f"bits", "max_static_int_bits")
+        if ints and op is ast.LShift and left and right > 0 and \
+                abs(left).bit_length() + right > lim.max_static_int_bits:
+            raise self._limit(node, f"{_short(left)} << {_short(right)} has "
+                              f"{abs(left).bit_length() + right:,} bits", "max_static_int_bits")
+        if op is ast.Mult:
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(seq, tuple | str | bytes | list) and isinstance(n, int) and \
+                        len(seq) * max(n, 0) > lim.max_static_items:
+                    raise self._limit(node, f"repeating {len(seq):,} items {n:,} times makes "
+                                      f"{len(seq) * n:,}", "max_static_items")
+        if op is ast.Add and all(isinstance(v, tuple | str) for v in (left, right)) and \
+                len(left) + len(right) > lim.max_static_items:
+            raise self._limit(node, f"the concatenation has {len(left) + len(right):,} items",
+                              "max_static_items")
+
+    def _bound_result(self, node: ast.AST, v: Any) -> None:
+        lim = limits()
+        if isinstance(v, int) and v.bit_length() > lim.max_static_int_bits:
+            raise self._limit(node, f"the result has {v.bit_length():,} bits",
+                              "max_static_int_bits")
+
+    def tick(self, node: ast.AST) -> None:
+        """The time bound of one parse (``max_parse_seconds``)."""
+        deadline = getattr(self, "_deadline", None)
+        if deadline is None:
+            deadline = time.monotonic() + limits().max_parse_seconds
+            self._deadline = deadline
+        if time.monotonic() > deadline:
+            lim = limits()
+            raise self.error(node, "source", f"parsing took longer than the limit "
+                             f"max_parse_seconds; {lim.how('max_parse_seconds')}")
 
     def unaryop(self, node: ast.UnaryOp) -> Any:
         v = self.expr(node.operand)
@@ -292,10 +366,11 @@ class StaticEvaluator:
     def static_unary(self, node: ast.UnaryOp, v: Any) -> Any:
         fns = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert,
                ast.Not: operator.not_}
+        self.tick(node)
         try:
             return fns[type(node.op)](v)
-        except (TypeError, ValueError) as e:
-            raise self.error(node, "unary operator", f"on {v!r}: {e}") from None
+        except (TypeError, ValueError, TilefoundryError) as e:
+            raise self.error(node, "unary operator", f"on {_short(v)}: {e}") from None
 
     def compare(self, node: ast.Compare) -> Any:
         raise self.error(node, "comparison", "comparisons of static values are not supported")

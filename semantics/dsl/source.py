@@ -1079,7 +1079,7 @@ class _FunctionPrinter:
     def gather_expr(self, e: Call) -> str | None:
         op: Gather = e.op
         x, idx = e.args
-        if op.batch_dims != 0 or op.axis < 0:
+        if op.batch_dims != 0 or not 0 <= op.axis <= 64:  # no `x[:, :, ...]` spelling past that
             return None
         ik = self.canon[id(idx)]
         lead = ":, " * op.axis
@@ -1143,4 +1143,9 @@ def to_source(module: Module) -> str:
     parsed module gives the same text."""
     if not isinstance(module, Module):
         raise _err("module", f"expected a Module, got {type(module).__name__}")
-    return _ModulePrinter(module).print()
+    from tilefoundry.limits import deep_recursion
+    from tilefoundry.semantics.validate import validate_module
+
+    validate_module(module, "to_source")
+    with deep_recursion():
+        return _ModulePrinter(module).print()

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from tilefoundry.errors import TilefoundryError
+from tilefoundry.limits import LimitError, check_value_size, deep_recursion, limits
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded, shard
 from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx, EvaluationError
 from tilefoundry.semantics.evaluator.sharding import eval_on_mesh, is_mesh_value
@@ -33,6 +35,7 @@ from tilefoundry.semantics.ir import (
     run_dag,
 )
 from tilefoundry.semantics.ops.sharding import Local, Reshard
+from tilefoundry.semantics.printer import type_str
 from tilefoundry.semantics.typeinfer.core import Session, TypeInferError
 from tilefoundry.semantics.typeinfer.functions import (
     dim_env,
@@ -41,7 +44,7 @@ from tilefoundry.semantics.typeinfer.functions import (
     resolved_target,
     select_variant,
 )
-from tilefoundry.semantics.types import DimVar, ShardLayout, TensorType, evaluate_dim
+from tilefoundry.semantics.types import DimVar, ShardLayout, TensorType, TupleType, evaluate_dim
 
 
 def shape_of(v: Any) -> tuple:
@@ -128,10 +131,29 @@ def _check_inputs(fn: Function, inputs: Sequence[Any]) -> list[Any]:
     return out
 
 
+def _check_result_size(node: Call, env: Mapping[str, int]) -> None:
+    """Refuse to compute a Call whose result crosses the value-size limits (before any
+    allocation: the result type's extents under the binding decide)."""
+    stack = [node.checked_type]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, TupleType):
+            stack.extend(t.fields)
+        elif isinstance(t, TensorType):
+            try:
+                shape = tuple(evaluate_dim(d, env) for d in t.shape)
+            except (TilefoundryError, ArithmeticError):
+                continue  # not resolvable here: the op resolves (and checks) it itself
+            check_value_size(shape, FORMATS[t.dtype].storage.itemsize,
+                             lambda t=t: f"evaluate: {type(node.op).__name__} (result type "
+                                         f"{type_str(t)})")
+
+
 class _Evaluator:
     def __init__(self, session: Session):
         self.session = session
         self.contracts: list = []
+        self.iterations = 0  # loop iterations so far (bounded by Limits.max_loop_iterations)
 
     def call_function(self, fn: Function, args: list[Any]) -> Any:
         if fn.body is None:  # a dispatch prototype: select the variant by the argument shapes
@@ -167,6 +189,7 @@ class _Evaluator:
             if impl is None:
                 raise EvaluationError(f"{type(node.op).__name__}: the reference evaluator has "
                                       f"no implementation of this op yet")
+            _check_result_size(node, env)
             ctx = EvalCtx(node.op, node, node.checked_type, self.contracts, tuple(args), env)
             if any(is_mesh_value(a) for a in args) and not isinstance(node.op, Reshard | Local):
                 return eval_on_mesh(ctx, impl, tuple(args))
@@ -180,6 +203,14 @@ class _Evaluator:
         except TypeInferError as e:
             raise EvaluationError(f"GridRegionExpr: {e}") from None
         carried = [values[id(a)] for a in node.init_args]
+        lim = limits()
+        n = max(0, -((dom.start - dom.stop) // dom.step))  # len(dom) without its int64 cap
+        if self.iterations + n > lim.max_loop_iterations:
+            raise LimitError(f"evaluate: a GridRegionExpr over {dom} would bring the loop "
+                             f"iterations to {self.iterations + n:,}, more than the limit "
+                             f"max_loop_iterations (nested loops multiply); "
+                             f"{lim.how('max_loop_iterations')}", "max_loop_iterations")
+        self.iterations += n
         ivar_t = node.induction_var.checked_type if node.induction_var.has_type else None
         idt = ivar_t.dtype.storage if isinstance(ivar_t, TensorType) else np.int32
         for i in dom:
@@ -213,7 +244,9 @@ def evaluate(module: Module, entry: str, inputs: Sequence[np.ndarray], *,
     """Evaluate ``module[entry]`` on ``inputs`` (numpy arrays; rank-0 arrays for scalars).
 
     Returns the result value (an array, or a tuple for tuple results); with ``report=True`` an
-    ``Evaluation`` holding the value and the per-Call contracts."""
+    ``Evaluation`` holding the value and the per-Call contracts. Every value computed stays
+    within ``tilefoundry.limits`` (``max_elements``, ``max_value_bytes``; a ``LimitError``
+    names the op and the limit otherwise)."""
     value, ev = run(module, entry, inputs)
     return Evaluation(value, tuple(ev.contracts), entry_fn=ev.entry_fn) if report else value
 
@@ -227,6 +260,25 @@ def run(module: Module, entry: str, inputs: Sequence[np.ndarray],
 
     if not isinstance(module, Module):
         raise EvaluationError(f"evaluate: expected a Module, got {type(module).__name__}")
+    if not isinstance(entry, str):
+        raise EvaluationError(f"evaluate: the entry must be a function name (str), got "
+                              f"{entry!r}")
+    if not isinstance(inputs, Sequence) or isinstance(inputs, str | bytes):
+        raise EvaluationError(f"evaluate: inputs must be a sequence of numpy arrays, got "
+                              f"{type(inputs).__name__}")
+    with deep_recursion():
+        try:
+            return _run(module, entry, inputs, evaluator)
+        except MemoryError:
+            lim = limits()
+            raise LimitError(f"evaluate @{entry}: out of memory while evaluating (every value "
+                             f"was within max_value_bytes = {lim.max_value_bytes:,}); lower the "
+                             f"limit max_value_bytes to refuse such programs up front, or free "
+                             f"memory", "max_value_bytes") from None
+
+
+def _run(module: Module, entry: str, inputs: Sequence[np.ndarray],
+         evaluator: type[_Evaluator]) -> tuple[Any, _Evaluator]:
     session = Session()
     m = infer_module(module, session)
     fn = m[entry]

@@ -65,6 +65,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilefoundry.errors import InvalidArgumentError
+from tilefoundry.limits import check_value_size
 from tilefoundry.semantics.dtypes import DType, apply_lowp, cast, dtype_of, widen_to_f32
 from tilefoundry.semantics.evaluator.math import _f32_relu, round_f64_once
 from tilefoundry.semantics.evaluator.registry import EvalCtx, OpContract, register_eval
@@ -211,6 +212,9 @@ def conv2d_operands(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, stride:
             f"the padded input ({h} + 2*{ph}, {w_} + 2*{pw}) is smaller than the dilated kernel "
             f"({eh}, {ew})")
     ho, wo = (h + 2 * ph - eh) // sh + 1, (w_ + 2 * pw - ew) // sw + 1
+    for what, shape in (("the padded input", (n, c, h + 2 * ph, w_ + 2 * pw)),
+                        ("the im2col operand", (n, c, kh, kw, ho, wo))):
+        check_value_size(shape, 4, f"evaluate: Conv2D {what}")
     xp = np.zeros((n, c, h + 2 * ph, w_ + 2 * pw), _F32)  # padding is +0
     xp[:, :, ph:ph + h, pw:pw + w_] = xw
     cols = np.empty((n, c, kh, kw, ho, wo), _F32)

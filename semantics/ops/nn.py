@@ -13,10 +13,15 @@ class _NN(Op):
     FAMILY: ClassVar[str] = "nn"
 
 
+#: the largest stride / padding / dilation / groups: extents and indices are int64 arithmetic
+_ATTR_MAX = (1 << 62) - 1
+
+
 def _pair(v: object, what: str, lo: int) -> None:
     if not (isinstance(v, tuple) and len(v) == 2 and all(
-            isinstance(x, int) and not isinstance(x, bool) and x >= lo for x in v)):
-        raise IRError(f"{what} must be a pair of ints >= {lo}, got {v!r}")
+            isinstance(x, int) and not isinstance(x, bool) and lo <= x <= _ATTR_MAX
+            for x in v)):
+        raise IRError(f"{what} must be a pair of ints in [{lo}, 2**62), got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -44,8 +49,10 @@ class Conv2D(_NN):
         _pair(self.stride, "Conv2D.stride", 1)
         _pair(self.padding, "Conv2D.padding", 0)
         _pair(self.dilation, "Conv2D.dilation", 1)
-        if not isinstance(self.groups, int) or self.groups < 1:
-            raise IRError(f"Conv2D.groups must be a positive int, got {self.groups!r}")
+        if not isinstance(self.groups, int) or isinstance(self.groups, bool) or \
+                not 1 <= self.groups <= _ATTR_MAX:
+            raise IRError(f"Conv2D.groups must be an int in [1, 2**62) (not a bool), got "
+                          f"{self.groups!r}")
 
 
 @dataclass(frozen=True)
@@ -91,7 +98,7 @@ class Gelu(_NN):
     INPUTS: ClassVar[tuple[str, ...]] = ("x",)
 
     def __post_init__(self):
-        if self.approximate not in ("tanh", "none"):
+        if not isinstance(self.approximate, str) or self.approximate not in ("tanh", "none"):
             raise IRError(f"Gelu.approximate must be 'tanh' or 'none', got "
                           f"{self.approximate!r}")
 

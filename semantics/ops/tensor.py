@@ -66,10 +66,10 @@ class Cast(_Tensor):
     def __post_init__(self):
         if not isinstance(self.dtype, DType):
             raise IRError(f"Cast.dtype must be a DType, got {self.dtype!r}")
-        if self.overflow not in OVERFLOW_MODES:
+        if not isinstance(self.overflow, str) or self.overflow not in OVERFLOW_MODES:
             raise IRError(f"Cast.overflow must be one of {OVERFLOW_MODES}, got "
                           f"{self.overflow!r}")
-        if self.rounding not in ROUNDING_MODES:
+        if not isinstance(self.rounding, str) or self.rounding not in ROUNDING_MODES:
             raise IRError(f"Cast.rounding must be one of {ROUNDING_MODES}, got "
                           f"{self.rounding!r}")
 
@@ -116,7 +116,7 @@ class Reduce(_Tensor):
             raise IRError(f"Reduce.keepdim must be a bool, got {self.keepdim!r}")
         if not isinstance(self.kind, ReduceKind):
             raise IRError(f"Reduce.kind must be a ReduceKind, got {self.kind!r}")
-        if self.policy not in POLICIES:
+        if not isinstance(self.policy, str) or self.policy not in POLICIES:
             raise IRError(f"Reduce.policy must be one of {POLICIES}, got {self.policy!r}")
 
 

@@ -1053,12 +1053,17 @@ def infer_module(module: Module, session: Session | None = None) -> Module:
     if not isinstance(module, Module):
         raise TypeInferError(f"expected a Module, got {type(module).__name__}", op="Module",
                              rule="Module")
+    from tilefoundry.limits import deep_recursion
+    from tilefoundry.semantics.validate import validate_module
+
+    validate_module(module, "infer_module")
     session = session if session is not None else Session()
-    fns = tuple(materialize_signature(f, session) for f in module.functions)
-    out = module if all(a is b for a, b in zip(fns, module.functions, strict=True)) else \
-        Module(fns, module.target, module.topology)
-    for f in out.functions:
-        infer_expr(f, session)
-    verify_module(out)
+    with deep_recursion():
+        fns = tuple(materialize_signature(f, session) for f in module.functions)
+        out = module if all(a is b for a, b in zip(fns, module.functions, strict=True)) else \
+            Module(fns, module.target, module.topology)
+        for f in out.functions:
+            infer_expr(f, session)
+        verify_module(out)
     return out
 

@@ -147,3 +147,21 @@ def test_one_op_kernels_fuse_with_broadcast_operands():
         (4, 1)).astype(np.float32)
     m = one_op(Binary(BinaryKind.MUL), x, r)
     assert len(assert_bitexact(m, [x, r]).kernels) == 1
+
+
+def test_a_long_chain_fuses_to_one_kernel_with_the_reference_bits():
+    """The incremental merge (issue 21.3: each merge renames only the kernel merged in and
+    keeps the host's facts) fuses a 300-op chain into one kernel whose result is the
+    reference's, bit for bit, and the unfused program's."""
+    x = var("x", (3, 5), DType.BF16)
+    e = x
+    kinds = (BinaryKind.MUL, BinaryKind.ADD, BinaryKind.SUB, BinaryKind.MAX)
+    for k in range(300):
+        e = Call(Binary(kinds[k % 4]), (e, x))
+    m = module_of([x], e)
+    data = [bf16(3, 5)]
+    c = assert_bitexact(m, data)
+    assert len(c.kernels) == 1
+    unfused = compile(m, "f", [(3, 5)], "interp", fuse=False)
+    assert len(unfused.kernels) == 300
+    assert np.array_equal(c(data).view(np.uint16), unfused(data).view(np.uint16))
