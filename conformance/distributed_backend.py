@@ -1102,8 +1102,15 @@ class DistributedBackend:
         self._case_no = 0
 
     def capabilities(self) -> Capabilities:
-        return Capabilities.everything(dtypes=frozenset(d for d in DType
-                                                       if d is not DType.F4E2M1), mesh=True)
+        # the ranks evaluate through the reference's op rules with this backend's own sharded
+        # dispatch (operand alignment, split-axis gathers), written for ops whose operands
+        # share the result's shape: the tile family's Select, which broadcasts its operands,
+        # is not claimed
+        from tilefoundry.semantics.ops import ALL_OPS
+
+        return Capabilities.everything(
+            ops=frozenset(c.__name__ for c in ALL_OPS if c.__name__ != "Select"),
+            dtypes=frozenset(d for d in DType if d is not DType.F4E2M1), mesh=True)
 
     def compile(self, module: Any, entry: str) -> Any:
         return (module, entry)

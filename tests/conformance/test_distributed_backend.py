@@ -30,6 +30,14 @@ FINDINGS = {
         "FAIL under enclosure(Reshard(Partial(sum) completion); width median 2 / max 2 ulp): "
         "2/12 elements rejected; worst at index [2, 2]: expected 9.9375 (0x411f), observed "
         "9.8125 (0x411d)",
+    # gloo's MAX / MIN keep a number over a NaN piece (F21), from the catalog's per-device
+    # pieces cases the quick tier's coverage fill promotes
+    "sharded/partial-pieces/max-nan-signed-zero/f16":
+        "FAIL under exact: 4/8 elements rejected; worst at index [0]: expected nan (0x7e00), "
+        "observed 1.0 (0x3c00)",
+    "sharded/partial-pieces/min-nan-signed-zero/f16":
+        "FAIL under exact: 2/8 elements rejected; worst at index [0]: expected nan (0x7e00), "
+        "observed 1.0 (0x3c00)",
     # (F22, the reference's all-gather interleaving the blocks of a split position, is fixed:
     # the split-axis fold_left cases PASS on the ranks)
 }
@@ -86,8 +94,15 @@ def test_quick_tier_sharded_cases(tmp_path, monkeypatch):
     counts = res.counts()
     assert counts.get("ERROR", 0) == counts.get("CRASH", 0) == counts.get("TIMEOUT", 0) == 0, \
         res.bad[:3]
-    assert counts.get("NOT_SUPPORTED", 0) == 0, [r for r in res.records
-                                                if r["verdict"] == "NOT_SUPPORTED"][:3]
+    # not supported: only what the backend does not claim (the tile family's extensions) and
+    # a pool program that turned out to hold no mesh
+    unsupported = [r for r in res.records if r["verdict"] == "NOT_SUPPORTED"]
+    from tilefoundry.semantics.ops import ALL_OPS
+
+    tile = [c.__name__ for c in ALL_OPS if c.FAMILY == "tile"]
+    assert all("the program has no mesh" in r["message"] or
+               any(f"'{t}'" in r["message"] or f" {t}" in r["message"] for t in tile)
+               for r in unsupported), unsupported[:3]
     fails = {k: r for k, r in by.items() if r["verdict"] == "FAIL"}
     assert set(fails) == {*FINDINGS, GLOO_MAX_CASE}
     assert GLOO_MAX_SIGNATURE in fails[GLOO_MAX_CASE]["message"]
@@ -96,7 +111,9 @@ def test_quick_tier_sharded_cases(tmp_path, monkeypatch):
     # the run-time check of a Gather split on its axis is reported as the protocol's error
     assert by["sharded/run-time-check/index_range/gather-split-axis-index-at-extent/f32"][
         "verdict"] == "PASS"
-    assert counts["PASS"] + counts.get("UNJUDGED", 0) == len(cases) - len(FINDINGS) - 1
+    assert counts["PASS"] + counts.get("UNJUDGED", 0) + len(unsupported) == \
+        len(cases) - len(FINDINGS) - 1
+    assert len(unsupported) <= 25, len(unsupported)  # 21 with the 2026-12-02 fill (Select)
 
 
 def _two_device_cases():
