@@ -42,7 +42,7 @@ from tilefoundry.semantics.ir import (
     TupleGetItem,
     Var,
 )
-from tilefoundry.semantics.ops import Binary, BinaryKind, Scan, Select, Unary, UnaryKind
+from tilefoundry.semantics.ops import Binary, BinaryKind, Mma, Scan, Select, Unary, UnaryKind
 from tilefoundry.semantics.ops.nn import MatMul, ReLU, RoPE, Sigmoid, Tanh
 from tilefoundry.semantics.ops.sharding import Local, Reshard
 from tilefoundry.semantics.ops.tensor import (
@@ -339,11 +339,30 @@ def build(draw, row, ext: tuple[int, ...], dt: DType):
         op = Scan(1, row.kind, inclusive=draw(st.booleans()),
                   policy=draw(st.sampled_from(["fold_left", "ordered_tree"])))
         return c.finish(Call(op, (x,)), shape), c
+    if row.op == "Mma":  # tile family: one input and acc carry the Partial(sum), the other
+        # input replicated (acc is f32 whatever the inputs: the design's accumulator)
+        m, k, n = 4, draw(st.integers(1, 4)), draw(st.integers(1, 3))
+
+        def part(nm: str, shape: tuple, d: DType):
+            lay = sl(mesh, attrs_for(len(ext), pax, red, Broadcast()), shape)
+            return c.param(nm, shape, d, partial_value(draw, lay, d, **kw), lay)
+
+        def rep(nm: str, shape: tuple, d: DType):
+            lay0 = sl(mesh, attrs_for(len(ext), pax, None, Broadcast()), shape)
+            v, lay = replicated_value(draw, lay0, shape, d, **kw)
+            return c.param(nm, shape, d, v, lay)
+
+        if "a" in pats:
+            a, b = part("a", (m, k), dt), rep("b", (k, n), dt)
+        else:
+            a, b = rep("a", (m, k), dt), part("b", (k, n), dt)
+        acc = part("acc", (m, n), F32)
+        return c.finish(Call(Mma(False), (a, b, acc)), (m, n)), c
     raise AssertionError(f"no builder for {row}")
 
 
 def dtypes_for(row) -> list[DType]:
-    if row.op in ("Unary", "ReLU", "Sigmoid", "Tanh", "RoPE") or row.kind == "mean":
+    if row.op in ("Unary", "ReLU", "Sigmoid", "Tanh", "RoPE", "Mma") or row.kind == "mean":
         return [F32, BF16]
     return [F32, BF16, I32]
 
