@@ -27,8 +27,9 @@ def test_quick_tier_has_no_failures(tmp_path):
                   out_jsonl=tmp_path / "ref.jsonl", timeout_s=120)
         ref_unjudged = {r["id"] for r in ref.report() if r["verdict"] == "UNJUDGED"}
     c = res.counts()
+    # NOT_SUPPORTED only for the per-device lowering's documented gap (D259, checked below)
     bad = [(r["id"], r["verdict"], r.get("message", "")[:200]) for r in res.report()
-           if r["verdict"] != "PASS"
+           if r["verdict"] not in ("PASS", "NOT_SUPPORTED")
            and not (r["verdict"] == "UNJUDGED" and r["id"] in ref_unjudged)]
     assert not bad, bad
     assert c["FAIL"] == c["CRASH"] == c["TIMEOUT"] == c["ERROR"] == 0, c
