@@ -40,7 +40,7 @@ from tilefoundry.compiler.backends import KernelInterpBackend
 from tilefoundry.compiler.errors import CompilerError
 from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Kernel, Program
-from tilefoundry.compiler.pipeline import TARGETS, Target
+from tilefoundry.compiler.pipeline import TARGETS, source_target
 from tilefoundry.compiler.render_cuda import kernel_roots, parse_plan, render
 from tilefoundry.errors import InvalidArgumentError
 
@@ -311,16 +311,10 @@ class CudaExecutable(Interpreter):
 _HOST = _HostDevice()
 
 
-def _builder(device: str):
-    def build(program: Program, source: str | None) -> CudaExecutable:
-        if source is None:
-            raise InvalidArgumentError("the cuda target builds from rendered source; got none")
-        return CudaExecutable(program, source, device)
-    return build
-
-
-TARGETS.setdefault("cuda", Target("cuda", render, _builder("cuda")))
-TARGETS.setdefault("cuda-host", Target("cuda-host", render, _builder("host")))
+TARGETS.setdefault("cuda", source_target(
+    "cuda", render, lambda p, src: CudaExecutable(p, src, "cuda")))
+TARGETS.setdefault("cuda-host", source_target(
+    "cuda-host", render, lambda p, src: CudaExecutable(p, src, "host")))
 
 
 class CudaBackend(KernelInterpBackend):

@@ -44,6 +44,7 @@ from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Program, to_text, verify
 from tilefoundry.compiler.lower import RunChecks, lower_checked
 from tilefoundry.compiler.schedule import TileConfig
+from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.limits import LimitError, check_value_size, deep_recursion, limits
 from tilefoundry.semantics.ir import Function, Module
 from tilefoundry.semantics.printer import function_text
@@ -64,6 +65,18 @@ class Target:
     name: str
     render: Callable[[Program], str | None]
     build: Callable[[Program, str | None], Any]
+
+
+def source_target(name: str, render: Callable[[Program], str],
+                  make: Callable[[Program, str], Any]) -> Target:
+    """A target whose build takes the rendered source (``make(program, source)``); a build
+    given none is the project's error naming the target."""
+    def build(program: Program, source: str | None) -> Any:
+        if source is None:
+            raise InvalidArgumentError(f"the {name} target builds from rendered source; "
+                                       f"got none")
+        return make(program, source)
+    return Target(name, render, build)
 
 
 #: targets whose module registers them on import (loaded by ``compile`` on first use)

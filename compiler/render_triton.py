@@ -59,6 +59,8 @@ _TL = {"f32": "tl.float32", "f64": "tl.float64", "bf16": "tl.uint16", "f16": "tl
        "i8": "tl.int8", "u8": "tl.uint8", "i32": "tl.int32", "i64": "tl.int64"}
 _STORE_TL = {"bf16": "tl.int16", "f16": "tl.int16", "fp8e4m3": "tl.int8", "fp8e5m2": "tl.int8",
              "f8e8m0": "tl.int8"}
+#: the math functions with a fast f32 form for narrow dtypes (``_KernelT.math_narrow_f32``)
+_NARROW_F32_MATH = frozenset({"exp", "sigmoid", "silu"})
 #: matmul tile rows per group of the grouped launch order (``_KernelT.grouped_axes``)
 _GROUP_M = 8
 #: launch options by kernel class, measured on an H200 (``benchmarks/bench_gpu.py --tune``):
@@ -748,27 +750,26 @@ class _KernelT:
         half = f"tl.exp({w} * 0.5)"
         return f"tl.where({w} < -80.0, {half} * {half}, tl.exp({w}))"
 
-    def math_narrow_f32(self, fn: str, w: str) -> str | None:
-        """``fn`` of an f32 ``w`` whose result only needs the accuracy of a narrow dtype (a
-        1-ulp budget: any f32 error below 2^(23-p) ulp, ``semantics.ulp`` lemma B): the fast
-        f32 forms of the model implementations, or None (use the f64 path)."""
+    def math_narrow_f32(self, fn: str, w: str) -> str:
+        """``fn`` (one of ``_NARROW_F32_MATH``) of an f32 ``w`` whose result only needs the
+        accuracy of a narrow dtype (a 1-ulp budget: any f32 error below 2^(23-p) ulp,
+        ``semantics.ulp`` lemma B): the fast f32 forms of the model implementations."""
         e = self.exp_f32
         if fn == "exp":
             return e(w)
         if fn == "sigmoid":
             return f"tl.where({w} < -80.0, {e(w)}, tl.div_rn(1.0, 1.0 + tl.exp(-{w})))"
-        if fn == "silu":
-            half = f"tl.exp({w} * 0.5)"
-            return (f"tl.where({w} == float('-inf'), -0.0, tl.where({w} < -80.0, "
-                    f"({w} * {half}) * {half}, tl.div_rn({w}, 1.0 + tl.exp(-{w}))))")
-        return None
+        half = f"tl.exp({w} * 0.5)"  # silu
+        return (f"tl.where({w} == float('-inf'), -0.0, tl.where({w} < -80.0, "
+                f"({w} * {half}) * {half}, tl.div_rn({w}, 1.0 + tl.exp(-{w}))))")
 
     def i_Math(self, ins: kir.Math, ind: str) -> None:
         dt, fn = self.dt(ins.x), ins.fn
-        if dt == "f32" and ins.within and self.math_narrow_f32(fn, "w") is not None:
+        fast = fn in _NARROW_F32_MATH
+        if dt == "f32" and ins.within and fast:
             self.put(ind, ins.out, self.math_narrow_f32(fn, _name(ins.x)))
             return
-        if dt in NARROW and self.math_narrow_f32(fn, "w") is not None:
+        if dt in NARROW and fast:
             w = self.fresh("w")
             self.emit(ind, f"{w} = {self.widened(_name(ins.x), dt)}")
             self.put(ind, ins.out, self.round_f32(self.math_narrow_f32(fn, w), dt, "nonfinite"))

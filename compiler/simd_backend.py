@@ -29,9 +29,8 @@ from tilefoundry.compiler.backends import KernelInterpBackend
 from tilefoundry.compiler.c_runtime.build import load
 from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Program
-from tilefoundry.compiler.pipeline import TARGETS, Target
+from tilefoundry.compiler.pipeline import TARGETS, source_target
 from tilefoundry.compiler.render_c import ENTRY, render, root_names
-from tilefoundry.errors import InvalidArgumentError
 
 __all__ = ["EXTRA_FLAGS", "SimdBackend", "SimdExecutable", "build_options"]
 
@@ -85,13 +84,7 @@ class SimdExecutable(Interpreter):
         return st[o].reshape(self.bm[o].shape) if o in self._own else self.read(st, o)
 
 
-def _build(program: Program, source: str | None) -> SimdExecutable:
-    if source is None:
-        raise InvalidArgumentError("the simd target builds from rendered C source; got none")
-    return SimdExecutable(program, source)
-
-
-TARGETS.setdefault("simd", Target("simd", render, _build))
+TARGETS.setdefault("simd", source_target("simd", render, SimdExecutable))
 
 
 class SimdBackend(KernelInterpBackend):

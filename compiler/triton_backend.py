@@ -51,7 +51,7 @@ from tilefoundry.compiler.errors import CompilerError
 from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Kernel, Program
 from tilefoundry.compiler.lower import LOWERINGS
-from tilefoundry.compiler.pipeline import TARGETS, Target
+from tilefoundry.compiler.pipeline import TARGETS, source_target
 from tilefoundry.compiler.render_triton import render, storage_view
 from tilefoundry.compiler.schedule import TileConfig
 from tilefoundry.conformance.backend import (
@@ -247,24 +247,11 @@ class DeviceRun:
         return self.exe._outputs(self.exe.p.outputs, self.st)
 
 
-def _render(program: Program) -> str:
-    return render(program, interpret=True)
-
-
-def _render_cuda(program: Program) -> str:
-    return render(program)
-
-
-def _builder(device: str):
-    def build(program: Program, source: str | None) -> TritonExecutable:
-        if source is None:
-            raise InvalidArgumentError("the triton target builds from rendered source; got none")
-        return TritonExecutable(program, source, device)
-    return build
-
-
-TARGETS.setdefault("triton", Target("triton", _render, _builder("interpret")))
-TARGETS.setdefault("triton-cuda", Target("triton-cuda", _render_cuda, _builder("cuda")))
+TARGETS.setdefault("triton", source_target(
+    "triton", lambda p: render(p, interpret=True),
+    lambda p, src: TritonExecutable(p, src, "interpret")))
+TARGETS.setdefault("triton-cuda", source_target(
+    "triton-cuda", render, lambda p, src: TritonExecutable(p, src, "cuda")))
 
 
 class TritonBackend(KernelInterpBackend):
