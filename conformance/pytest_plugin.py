@@ -100,14 +100,15 @@ def _results(session: pytest.Session) -> dict:
     opt = session.config.getoption
     items = [i for i in session.items if isinstance(i, CaseItem)]
     manifest_path = opt("--tilefoundry-manifest")
-    jsonl = opt("--tilefoundry-jsonl") or str(Path(tempfile.mkdtemp(prefix="tilefoundry-"))
-                                              / "conformance.jsonl")
-    result = run(opt("--tilefoundry-backend"), [i.case for i in items],
-                 jobs=opt("--tilefoundry-jobs"), timeout_s=opt("--tilefoundry-timeout"),
-                 seed=opt("--tilefoundry-seed"), out_jsonl=Path(jsonl),
-                 manifest=Manifest.load(manifest_path) if manifest_path else None,
-                 repro_dir=opt("--tilefoundry-repro-dir"), progress=False,
-                 catalog=opt("--tilefoundry-catalog"))
+    with tempfile.TemporaryDirectory(prefix="tilefoundry-") as scratch:
+        # without --tilefoundry-jsonl the records live in the stash; the scratch file goes
+        jsonl = opt("--tilefoundry-jsonl") or str(Path(scratch) / "conformance.jsonl")
+        result = run(opt("--tilefoundry-backend"), [i.case for i in items],
+                     jobs=opt("--tilefoundry-jobs"), timeout_s=opt("--tilefoundry-timeout"),
+                     seed=opt("--tilefoundry-seed"), out_jsonl=Path(jsonl),
+                     manifest=Manifest.load(manifest_path) if manifest_path else None,
+                     repro_dir=opt("--tilefoundry-repro-dir"), progress=False,
+                     catalog=opt("--tilefoundry-catalog"))
     store[_KEY] = {r["id"]: r for r in result.records}
     return store[_KEY]
 

@@ -77,6 +77,7 @@ from tilefoundry.semantics.ir import (
     Tuple,
     TupleGetItem,
     Var,
+    loop_scope,
     run_dag,
 )
 from tilefoundry.semantics.ops import ALL_OPS
@@ -332,11 +333,10 @@ class _Interpreter:
         it_t = node.induction_var.checked_type if node.induction_var.has_type else None
         it_dt = torch_dtype(it_t.dtype) if isinstance(it_t, TensorType) else torch.int32
         for i in dom:
-            it = dict(values)
-            it[id(node.induction_var)] = torch.tensor(i, dtype=it_dt, device=self.device)
-            for v, c in zip(node.carried_args, carried, strict=True):
-                it[id(v)] = c
-            carried = [self.eval(y, it, env) for y in node.yield_values]
+            bind = {id(node.induction_var): torch.tensor(i, dtype=it_dt, device=self.device)}
+            bind.update((id(v), c) for v, c in zip(node.carried_args, carried, strict=True))
+            with loop_scope(values, bind) as it:
+                carried = [self.eval(y, it, env) for y in node.yield_values]
         return carried[0] if len(carried) == 1 else tuple(carried)
 
 

@@ -32,6 +32,7 @@ from tilefoundry.semantics.ir import (
     Tuple,
     TupleGetItem,
     Var,
+    loop_scope,
     run_dag,
 )
 from tilefoundry.semantics.ops.sharding import Local, Reshard
@@ -214,11 +215,10 @@ class _Evaluator:
         ivar_t = node.induction_var.checked_type if node.induction_var.has_type else None
         idt = ivar_t.dtype.storage if isinstance(ivar_t, TensorType) else np.int32
         for i in dom:
-            it: dict[int, Any] = dict(values)  # loop-invariant values stay shared
-            it[id(node.induction_var)] = np.asarray(i, idt)
-            for v, c in zip(node.carried_args, carried, strict=True):
-                it[id(v)] = c
-            carried = [self.eval_expr(y, it, env) for y in node.yield_values]
+            bind = {id(node.induction_var): np.asarray(i, idt)}
+            bind.update((id(v), c) for v, c in zip(node.carried_args, carried, strict=True))
+            with loop_scope(values, bind) as it:  # loop-invariant values stay shared
+                carried = [self.eval_expr(y, it, env) for y in node.yield_values]
         if len(carried) == 1:
             return carried[0]
         return tuple(carried)

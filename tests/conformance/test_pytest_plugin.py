@@ -14,8 +14,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
 
-def pytest_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+def pytest_run(tmp_path: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **extra_env, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
                PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, "-m", "pytest", "-p",
                            "tilefoundry.conformance.pytest_plugin", "-p", "no:cacheprovider",
@@ -38,13 +38,19 @@ def test_catalog_as_tests(tmp_path):
 
 
 def test_manifest_xfail_and_marker_selection(tmp_path):
+    """... and, without --tilefoundry-jsonl, the run leaves no scratch folder in the temporary
+    directory (issue 22: the plugin left a /tmp/tilefoundry-* folder per run)."""
     (tmp_path / "m.toml").write_text('[[xfail]]\ncase = "flaky/garbage"\nreason = "known"\n')
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     r = pytest_run(tmp_path, "--tilefoundry-backend=flaky_backend:factory",
                    "--tilefoundry-catalog=synthetic_catalog:build_catalog",
                    "--tilefoundry-cases=flaky/garbage", "--tilefoundry-cases=cast/*",
-                   "--tilefoundry-manifest=m.toml", "-m", "tilefoundry_conformance")
+                   "--tilefoundry-manifest=m.toml", "-m", "tilefoundry_conformance",
+                   TMPDIR=str(scratch))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "1 passed, 1 xfailed" in r.stdout
+    assert sorted(p.name for p in scratch.glob("tilefoundry-*")) == []
 
 
 def test_inert_without_the_option(tmp_path):

@@ -154,6 +154,44 @@ def test_nested_loops_past_max_loop_iterations_stop():
         evaluate(_nested_loops(130, extent=2), "f", [np.ones(2, np.float32)])
 
 
+def _counted_loops(outer, inner):
+    """x + outer * inner * x: an outer loop of ``outer`` trips around an inner one of ``inner``
+    trips that adds the loop-invariant x to its carry; outer + outer * inner iterations."""
+    t = _t(2)
+    x, c0, c1 = Var("x", t), Var("c0", t), Var("c1", t)
+    step = Call(ADD, (c1, x))
+    inner_loop = GridRegionExpr(Var("j", None), (c1,), (c0,), step, (step,), inner)
+    outer_loop = GridRegionExpr(Var("i", None), (c0,), (x,), inner_loop, (inner_loop,), outer)
+    return Module((Function("f", (x,), outer_loop, t),))
+
+
+def test_max_loop_iterations_is_exact_at_the_boundary():
+    """4 outer trips + 4 x 249 inner trips = 1,000 iterations: within a limit of 1,000, and the
+    loop-invariant x and each carry are the ones of their own iteration (1 + 996 = 997); one
+    more inner trip (1,004) is refused."""
+    one = np.ones(2, np.float32)
+    with use_limits(max_loop_iterations=1000):
+        assert evaluate(_counted_loops(4, 249), "f", [one]).tolist() == [997.0, 997.0]
+        with pytest.raises(LimitError, match=r"1,004.*max_loop_iterations"):
+            evaluate(_counted_loops(4, 250), "f", [one])
+
+
+def test_loop_scope_restores_the_value_table():
+    """An iteration runs in the caller's table (no per-iteration copy): what it adds is removed
+    on exit, a binding it shadows is restored, also when the iteration raises."""
+    from tilefoundry.semantics.ir import loop_scope
+
+    values = {1: "a", 2: "b"}
+    with loop_scope(values, {2: "B", 3: "c"}) as it:
+        assert it is values and values == {1: "a", 2: "B", 3: "c"}
+        values[4] = "d"
+    assert values == {1: "a", 2: "b"}
+    with pytest.raises(KeyError), loop_scope(values, {5: "e"}):
+        values[6] = "f"
+        raise KeyError(6)
+    assert values == {1: "a", 2: "b"}
+
+
 def test_a_10k_op_chain_prints_and_serializes_without_pickle():
     t = _t(2)
     x = Var("x", t)
