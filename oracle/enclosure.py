@@ -8,7 +8,10 @@ class, ``ENCLOSURES``, with a completeness test). A value no freedom reaches has
 (``None``): it is exact, and the oracle compares it bit for bit.
 
 An enclosure (``Enc``) holds, per element, the real part ``[lo, hi]`` (in the value's own dtype;
-``real`` false where it is empty), and ``nan``: whether NaN is admitted. Signed zeros are not
+``real`` false where it is empty), and ``nan``: whether NaN is admitted. A u32 value may also
+admit every f32 NaN bit pattern (``nan_bits``: a Bitcast of a computed NaN, whose payload and
+sign no contract fixes, D266); a consumer of such a value sees it as everything there
+(``for_operand``), only the output's judgement uses the patterns. Signed zeros are not
 distinguished inside an interval (−0 and +0 are the same real), so an enclosed output's zero
 sign is not judged — see docs/contracts.md.
 
@@ -129,6 +132,8 @@ class Enc:
     nan: np.ndarray
     real: np.ndarray
     cause: str = ""  # the freedom that made it (for reports)
+    #: u32 values only: per element, every f32 NaN bit pattern is admitted too (None: nowhere)
+    nan_bits: np.ndarray | None = None
 
     @property
     def dtype(self) -> DType:
@@ -164,7 +169,20 @@ class Enc:
         on = _isnan(o)
         ow = _f64(o)
         inside = self.real & (_f64(self.lo) <= ow) & (ow <= _f64(self.hi))
+        if self.nan_bits is not None:
+            inside = inside | (self.nan_bits & is_f32_nan_pattern(o))
         return np.where(on, self.nan, inside)
+
+    def for_operand(self) -> Enc:
+        """This enclosure as an op's operand sees it: ``nan_bits`` elements are everything
+        (no rule maps a set of NaN patterns; what depends on them is unjudged there)."""
+        if self.nan_bits is None or not self.nan_bits.any():
+            return self if self.nan_bits is None else Enc(self.lo, self.hi, self.nan,
+                                                          self.real, self.cause)
+        f = Enc.full(self.dtype, self.shape, self.cause)
+        nb = self.nan_bits
+        return Enc(np.where(nb, f.lo, self.lo), np.where(nb, f.hi, self.hi), self.nan | nb &
+                   f.nan, self.real | nb, self.cause or "a Bitcast of a computed NaN")
 
     def width_ulps(self) -> np.ndarray:
         """Per element, the real part's width in ulps of the dtype (0 for a point; float)."""
@@ -182,10 +200,25 @@ class Enc:
                    self.nan, self.real, self.cause)
 
 
+def is_f32_nan_pattern(o: np.ndarray) -> np.ndarray:
+    """Per element of a u32 array: is it the bit pattern of an f32 NaN (either sign, any
+    non-zero mantissa)? False for any other dtype."""
+    o = np.asarray(o)
+    if o.dtype != np.uint32:
+        return np.zeros(o.shape, bool)
+    return (o & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+
+
 def hull(a: Enc, b: Enc) -> Enc:
     lo = np.where(~a.real, b.lo, np.where(~b.real | (_f64(a.lo) <= _f64(b.lo)), a.lo, b.lo))
     hi = np.where(~a.real, b.hi, np.where(~b.real | (_f64(a.hi) >= _f64(b.hi)), a.hi, b.hi))
-    return Enc(lo, hi, a.nan | b.nan, a.real | b.real, a.cause or b.cause)
+    nb = None if a.nan_bits is None and b.nan_bits is None else \
+        _nb(a) | _nb(b)
+    return Enc(lo, hi, a.nan | b.nan, a.real | b.real, a.cause or b.cause, nb)
+
+
+def _nb(e: Enc) -> np.ndarray:
+    return np.zeros(e.shape, bool) if e.nan_bits is None else e.nan_bits
 
 
 def as_enc(e: Enc | None, v: np.ndarray) -> Enc:

@@ -15,10 +15,16 @@ from tilefoundry.oracle.enclosure import ENCLOSURES, Enc
 from tilefoundry.semantics.evaluator.core import Evaluation, _Evaluator, run
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded
 from tilefoundry.semantics.ir import Call, Function, Module
+from tilefoundry.semantics.ops.tile_select import Bitcast
 from tilefoundry.semantics.typeinfer.core import Session
 
 #: the enclosure of a mesh value downstream of freedom: not enclosed (unjudged)
 SHARDED = "sharded"
+
+
+#: op classes whose enclosure rule runs on exact operands too (Bitcast: a computed NaN's bits
+#: are free, D266)
+RULES_ON_EXACT: frozenset = frozenset({Bitcast})
 
 
 class EnclosingEvaluator(_Evaluator):
@@ -50,8 +56,8 @@ class EnclosingEvaluator(_Evaluator):
         v = super().eval_node(node, values, env)
         new = [c for _, c in self.contracts[n0:]]
         args = tuple(values[id(a)] for a in node.args)
-        encs = [self.enc_of(a) for a in args]
-        if not new and all(e is None for e in encs):
+        encs = [e.for_operand() if isinstance(e, Enc) else e for e in map(self.enc_of, args)]
+        if not new and all(e is None for e in encs) and type(node.op) not in RULES_ON_EXACT:
             return v
         if any(isinstance(e, str) for e in encs):
             self._set(v, SHARDED)
@@ -188,7 +194,9 @@ def _device_hull(e: Enc, mesh_rank: int) -> Enc:
     from tilefoundry.oracle.enclosure import hull
 
     flat = [Enc(*(np.reshape(t, (-1, *t.shape[mesh_rank:]))[d] for t in
-                  (e.lo, e.hi, e.nan, e.real)), e.cause)
+                  (e.lo, e.hi, e.nan, e.real)), e.cause,
+                None if e.nan_bits is None else
+                np.reshape(e.nan_bits, (-1, *e.nan_bits.shape[mesh_rank:]))[d])
             for d in range(int(np.prod(e.lo.shape[:mesh_rank], dtype=np.int64)))]
     out = flat[0]
     for f in flat[1:]:
@@ -264,6 +272,9 @@ def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
         cause = next(r.cause for r, _ in rs if r is not None)
         st = Enc(*(np.stack([getattr(e, t) for e in es]).reshape((*ext, *es[0].shape))
                    for t in ("lo", "hi", "nan", "real")), cause)
+        if any(e.nan_bits is not None for e in es):  # a Bitcast's computed NaNs (D266)
+            st.nan_bits = np.stack([np.zeros(e.shape, bool) if e.nan_bits is None else
+                                    e.nan_bits for e in es]).reshape(st.shape)
         return st if isinstance(like, Sharded | PerDevice) else _device_hull(st, len(ext))
 
     if fields:
@@ -354,7 +365,9 @@ def _gather_enc(v: Any, e: Any) -> Any:
         return SHARDED
     comps = [unshard(Sharded(v.layout, np.asarray(c, order="C"))) for c in
              (e.lo, e.hi, _flag(e.nan, v.data), _flag(e.real, v.data))]
-    return Enc(comps[0], comps[1], _unflag(comps[2]), _unflag(comps[3]), e.cause)
+    nb = None if e.nan_bits is None else \
+        _unflag(unshard(Sharded(v.layout, np.asarray(_flag(e.nan_bits, v.data), order="C"))))
+    return Enc(comps[0], comps[1], _unflag(comps[2]), _unflag(comps[3]), e.cause, nb)
 
 
 def evaluate_enclosed(module: Module, entry: str, inputs: Sequence[np.ndarray]

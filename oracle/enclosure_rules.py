@@ -89,7 +89,7 @@ class Site:
         return type(self.op).__name__ + (f"({kind})" if kind is not None else "")
 
     def enc(self, i: int) -> Enc:
-        return as_enc(self.encs[i], np.asarray(self.args[i]))
+        return as_enc(self.encs[i], np.asarray(self.args[i])).for_operand()
 
     @property
     def ulp(self) -> float:
@@ -410,18 +410,26 @@ def _reduce(s: Site):
         if x.lo.ndim else (x.nan | ~x.real)
     nan_fiber = np.broadcast_to(nan_fiber, v.shape) if nan_fiber.size == v.size else \
         nan_fiber.reshape(v.shape)
+    e = from_candidates(cands, nan_fiber, dtype_of(v), x.cause, s.name)
     if op.kind in (ReduceKind.SUM, ReduceKind.MEAN) and dt.is_float and x.lo.ndim:
         lo_f = _fiber_last(np.where(x.real, _f64(x.lo), 0.0), axes)
         hi_f = _fiber_last(np.where(x.real, _f64(x.hi), 0.0), axes)
-        mixed = _mixed_inf(lo_f, hi_f, lo_f.shape[-1]).reshape(v.shape)
-    else:
-        mixed = np.zeros(v.shape, bool)
-    e = from_candidates(cands, nan_fiber, dtype_of(v), x.cause, s.name)
-    if mixed.any():  # +inf and -inf summands: NaN, and nothing bounds the real part
-        f = _full_like(v, f"{s.name} of summands that may be +inf and -inf")
-        e = Enc(np.where(mixed, f.lo, e.lo), np.where(mixed, f.hi, e.hi), e.nan | mixed,
-                e.real | mixed, e.cause)
+        e = mixed_inf_full(e, v, lo_f, hi_f, s.name)
     return with_nan(e, nan_fiber)
+
+
+def mixed_inf_full(e: Enc, v: np.ndarray, lo_f: np.ndarray, hi_f: np.ndarray,
+                   name: str) -> Enc:
+    """A folded sum's enclosure ``e`` (from its all-lower and all-upper evaluations), made
+    everything where its summands (f64 bounds, fiber last, reshaping to ``v``) may be +inf and
+    -inf: their sum may be NaN, which neither end evaluation shows, and nothing bounds the real
+    part."""
+    mixed = _mixed_inf(lo_f, hi_f, lo_f.shape[-1]).reshape(v.shape)
+    if not mixed.any():
+        return e
+    f = _full_like(v, f"{name} of summands that may be +inf and -inf")
+    return Enc(np.where(mixed, f.lo, e.lo), np.where(mixed, f.hi, e.hi), e.nan | mixed,
+               e.real | mixed, e.cause)
 
 
 def _enumerated_trees(e: Enc, lo: np.ndarray, hi: np.ndarray, target: DType, mean: bool,
@@ -901,10 +909,27 @@ def _select(s: Site):
 @register_enclosure(Bitcast)
 def _bitcast(s: Site):
     """Exact on exact bits; an enclosed operand's bits are unconstrained (a reinterpretation of
-    an interval is no interval: [-1, 1] in f32 spans u32 0 .. 0xBF800000)."""
-    if s.exact_inputs:
+    an interval is no interval: [-1, 1] in f32 spans u32 0 .. 0xBF800000).
+
+    D266: a NaN an op computed has no contracted payload or sign (D21 fixes the reference's
+    own choice, the positive quiet NaN; float outputs match any NaN): its f32 -> u32 Bitcast
+    admits every NaN bit pattern, and only those. A NaN that no op touched (a parameter's or a
+    constant's) keeps its bits exactly (D217). This rule also runs on exact operands
+    (``EnclosingEvaluator``: ``RULES_ON_EXACT``)."""
+    from tilefoundry.semantics.ir import Constant, Var
+
+    if not s.exact_inputs:
+        return _full_like(np.asarray(s.value), "Bitcast of an enclosed value")
+    v = np.asarray(s.value)
+    x = np.asarray(s.args[0])
+    if v.dtype != np.uint32 or x.dtype != np.float32 or \
+            isinstance(s.call.args[0], Var | Constant):
         return None
-    return _full_like(np.asarray(s.value), "Bitcast of an enclosed value")
+    computed_nan = np.isnan(x)
+    if not computed_nan.any():
+        return None
+    return Enc(v, v, np.zeros(v.shape, bool), np.ones(v.shape, bool),
+               "the bits of a computed NaN (D266)", computed_nan)
 
 
 def _prefix_any(m: np.ndarray, ax: int, inclusive: bool) -> np.ndarray:

@@ -27,7 +27,13 @@ from tilefoundry.oracle.enclosure import (
     register_enclosure,
     with_nan,
 )
-from tilefoundry.oracle.enclosure_rules import Site, _fiber_last, _full_like, _tree_bounds
+from tilefoundry.oracle.enclosure_rules import (
+    Site,
+    _fiber_last,
+    _full_like,
+    _tree_bounds,
+    mixed_inf_full,
+)
 from tilefoundry.semantics.dtypes import cast, dtype_of
 from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
 from tilefoundry.semantics.reducers import (
@@ -109,6 +115,13 @@ def _seeded_enclosure(s: Site):
     bad = _fiber_last(active & (x.nan | ~x.real), axes).any(-1).reshape(v.shape) | \
         (z.nan | ~z.real).reshape(v.shape)
     e = from_candidates(cands, bad, dtype_of(v), x.cause, s.name)
+    if dt.is_float and op.kind == "sum" and r:  # the seed is one more summand of each fiber
+        lo_f = np.where(_fiber_last(active & x.real, axes), _fiber_last(_f64(x.lo), axes), 0.0)
+        hi_f = np.where(_fiber_last(active & x.real, axes), _fiber_last(_f64(x.hi), axes), 0.0)
+        zs = (*lo_f.shape[:-1], 1)
+        lo_f = np.concatenate([np.where(z.real, _f64(z.lo), 0.0).reshape(zs), lo_f], -1)
+        hi_f = np.concatenate([np.where(z.real, _f64(z.hi), 0.0).reshape(zs), hi_f], -1)
+        e = mixed_inf_full(e, v, lo_f, hi_f, s.name)
     return with_nan(e, bad)
 
 
