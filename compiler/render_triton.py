@@ -834,7 +834,10 @@ class _KernelT:
             mk = f"tl.broadcast_to({_name(ins.mask)}, {xshape})"
             ident = self.full_const(0.0, "f64", [1] * self.rank) if kind in kir.COMPENSATED \
                 else f"tl.full({[1] * self.rank}, 0, {ut})" if umag \
-                else self.identity(kind, rdt, [1] * self.rank)
+                else f"tl.full({[1] * self.rank}, {int(kind == 'min')}, tl.int32)" \
+                if dt == "bool" else self.identity(kind, rdt, [1] * self.rank)
+            # (a bool is reduced as 0 / 1 in i32: its identities are False / True, not the
+            # i32 extremes, which a fiber with no active lane turned into True)
             self.emit(ind, f"{x} = tl.where({mk}, {x}, {ident})")
         acc = self.fresh("r")
         init = _name(ins.init) if ins.init else None

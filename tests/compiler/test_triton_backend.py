@@ -345,3 +345,27 @@ def test_the_renderer_never_uses_triton_float_conversions_or_approximate_divisio
         want = cast(np.where(np.isnan(q) | np.isnan(xb), np.float32(np.nan),
                              np.maximum(q, xb)), "fp8e4m3", overflow="saturate")
     assert np.array_equal(_bits(y), _bits(want))
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_a_bool_masked_reduce_of_a_fully_masked_fiber_is_its_seed(kind: str) -> None:
+    """A bool is reduced as 0 / 1 in i32: masked lanes take False (max) / True (min), not the
+    i32 extremes, which made an all-masked fiber's max True (H200 quick tier,
+    program/cover/586: 2 of 20 elements True where the seed was False)."""
+    from tilefoundry.compiler.pipeline import compile as tf_compile
+    from tilefoundry.semantics.dsl import parse_module
+    from tilefoundry.semantics.evaluator.core import evaluate
+
+    src = f'''
+@func
+def f(x: Tensor[(3, 4), bool], z: Tensor[(4,), bool], m: Tensor[(3, 4), bool]):
+    return reduce_{kind}_masked(x, z, m, (0,), "ordered_tree", False)
+'''
+    x = np.array([[1, 0, 1, 0], [1, 1, 0, 0], [0, 1, 1, 0]], bool)
+    z = np.array([0, 0, 1, 1], bool)
+    keep = np.array([[1, 0, 1, 0], [0, 0, 1, 1], [1, 0, 0, 0]], bool)  # column 1: none kept
+    m = parse_module(src)
+    out = tf_compile(m, "f", [(3, 4), (4,), (3, 4)], "triton")([x, z, keep])
+    ref = evaluate(m, "f", [x, z, keep])
+    assert ref[1] == z[1]
+    assert out.tolist() == ref.tolist()
