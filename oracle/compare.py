@@ -550,8 +550,9 @@ def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
                                           detail=f"downstream of inexact op(s) {names}: no "
                                                  f"exact composition of their contracts"))
             continue
-        if encs is not None and encs[i] is not None and not isinstance(encs[i], str):
-            # no contract upstream, yet enclosed: the bits of a computed NaN (D266) reach it
+        if not own and encs is not None and encs[i] is not None and \
+                not isinstance(encs[i], str):
+            # no contract upstream or here, yet enclosed: a computed NaN's bits (D266) reach it
             verdicts.append(_judge_enclosure(i, encs[i], e, o))
             continue
         ov = _apply(i, own, prod, e, o)
