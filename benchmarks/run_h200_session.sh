@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The GPU runs of issues 17 / 18 / 21 on the device machine (an H200 with 16 cores, torch and
+# triton preinstalled, no z3): `bash benchmarks/run_h200_session.sh STAGE...` from the repository
+# root; logs go to $OUT (default ./h200-out). Stages:
+#   fuzzir   the malformed-input fuzz, 10^5 inputs split over 16 processes (issue 21)
+#   cuda     --backend cuda: 5-minute fuzz (seed 0, no example DB), quick and full tiers
+#   triton   --backend triton: 5-minute fuzz, quick and full tiers
+#   bench    benchmarks/bench_gpu.py (rows and GEMM, Triton and CUDA beside torch)
+set -uo pipefail
+R=$PWD
+OUT=${OUT:-$R/h200-out}
+mkdir -p "$OUT"
+rm -rf /tmp/tf
+pip install -q --no-build-isolation --no-deps --target /tmp/tf . >/dev/null 2>&1 || {
+    echo "install failed"; exit 1; }
+export PYTHONPATH=/tmp/tf PATH=/tmp/tf/bin:$PATH
+cd /tmp
+J=${J:-14}
+for stage in "$@"; do
+    t0=$(date +%s)
+    case $stage in
+    fuzzir)
+        for s in $(seq 0 15); do
+            python -m tilefoundry.conformance.fuzz_ir 6250 --start $((s * 6250)) \
+                > "$OUT/fuzzir_$s.log" 2>&1 &
+        done
+        wait
+        tail -n 3 "$OUT"/fuzzir_*.log | grep -E "inputs|non-project" ;;
+    cuda|triton)
+        tilefoundry conformance fuzz --backend "$stage" -j "$J" --minutes "${MINUTES:-5}" \
+            --seed 0 --no-db --no-progress --jsonl "$OUT/${stage}_fuzz.jsonl" \
+            --repro-dir "$OUT/${stage}_fuzz_repro" > "$OUT/${stage}_fuzz.log" 2>&1
+        for tier in quick full; do
+            tilefoundry conformance run --backend "$stage" -j "$J" --tier $tier --no-progress \
+                --jsonl "$OUT/${stage}_$tier.jsonl" > "$OUT/${stage}_$tier.log" 2>&1
+        done
+        rm -f "$OUT"/*.jsonl
+        for f in fuzz quick full; do head -n 12 "$OUT/${stage}_$f.log"; done ;;
+    bench)
+        python "$R/benchmarks/bench_gpu.py" --json "$OUT/bench_gpu.json" > "$OUT/bench.log" 2>&1
+        cat "$OUT/bench.log" ;;
+    *) echo "unknown stage $stage" ;;
+    esac
+    echo "stage $stage: $(( $(date +%s) - t0 )) s"
+done
