@@ -25,13 +25,18 @@ for stage in "$@"; do
                 > "$OUT/fuzzir_$s.log" 2>&1 &
         done
         wait
-        tail -n 3 "$OUT"/fuzzir_*.log | grep -E "inputs|non-project" ;;
+        for s in $(seq 0 15); do  # each process's final report, one file (few files come back)
+            echo "== process $s"; sed -n '/^malformed-input fuzz: 6,250 inputs/,$p' \
+                "$OUT/fuzzir_$s.log" | tail -n 20
+        done > "$OUT/fuzzir.log"
+        rm -f "$OUT"/fuzzir_*.log
+        grep -E "non-project|^ +[0-9]+ " "$OUT/fuzzir.log" ;;
     cuda|triton)
-        tilefoundry conformance fuzz --backend "$stage" -j "$J" --minutes "${MINUTES:-5}" \
+        python -m tilefoundry conformance fuzz --backend "$stage" -j "$J" --minutes "${MINUTES:-5}" \
             --seed 0 --no-db --no-progress --jsonl "$OUT/${stage}_fuzz.jsonl" \
-            --repro-dir "$OUT/${stage}_fuzz_repro" > "$OUT/${stage}_fuzz.log" 2>&1
+            > "$OUT/${stage}_fuzz.log" 2>&1
         for tier in quick full; do
-            tilefoundry conformance run --backend "$stage" -j "$J" --tier $tier --no-progress \
+            python -m tilefoundry conformance run --backend "$stage" -j "$J" --tier $tier --no-progress \
                 --jsonl "$OUT/${stage}_$tier.jsonl" > "$OUT/${stage}_$tier.log" 2>&1
         done
         rm -f "$OUT"/*.jsonl
