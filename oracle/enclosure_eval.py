@@ -32,6 +32,16 @@ class EnclosingEvaluator(_Evaluator):
         super().__init__(session)
         self._encs: dict[int, tuple[Any, Any]] = {}  # id(value) -> (value, enclosure)
 
+    def call_function(self, fn, args):
+        if not hasattr(self, "_untouched"):  # the entry's inputs: data no op has touched
+            self._untouched = {id(a): a for a in args}
+        return super().call_function(fn, args)
+
+    def untouched(self, v: Any) -> bool:
+        """Is ``v`` an entry input itself (passed through calls and loop carries unchanged)?"""
+        hit = getattr(self, "_untouched", {}).get(id(v))
+        return hit is not None and hit is v
+
     def enc_of(self, v: Any) -> Any:
         hit = self._encs.get(id(v))
         return hit[1] if hit is not None and hit[0] is v else None
@@ -57,7 +67,8 @@ class EnclosingEvaluator(_Evaluator):
         new = [c for _, c in self.contracts[n0:]]
         args = tuple(values[id(a)] for a in node.args)
         encs = [e.for_operand() if isinstance(e, Enc) else e for e in map(self.enc_of, args)]
-        if not new and all(e is None for e in encs) and type(node.op) not in RULES_ON_EXACT:
+        if not new and all(e is None for e in encs) and (
+                type(node.op) not in RULES_ON_EXACT or all(map(self.untouched, args))):
             return v
         if any(isinstance(e, str) for e in encs):
             self._set(v, SHARDED)

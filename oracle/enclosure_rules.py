@@ -246,6 +246,14 @@ def _elementwise_unary(s: Site, crits: tuple[float, ...] = ()) -> Enc | None:
     extra = [_crit_points(x, crits)] if crits else None
     cands, nan_in = corners(s.impl, [x], extra)
     e = from_candidates(cands, nan_in, dtype_of(v), x.cause, s.name)
+    if dt.is_int and getattr(s.op, "kind", None) is UnaryKind.SQUARE:
+        # x * x wraps past the dtype's range, where the corners bound nothing
+        big = np.maximum(np.abs(_f64(x.lo)), np.abs(_f64(x.hi))) ** 2 > \
+            float(np.iinfo(x.lo.dtype).max) * (1 - 2.0 ** -40)
+        if np.any(big := x.real & big):
+            f = _full_like(v, "integer square past the dtype's range (wraps)")
+            e = Enc(np.where(big, f.lo, e.lo), np.where(big, f.hi, e.hi), e.nan, e.real | big,
+                    e.cause)
     if dt.is_float:
         e = with_nan(e, x.nan)
     return e.widen_ulps(s.ulp)
@@ -304,6 +312,27 @@ def _cast(s: Site):
             e = with_nan(e, x.nan | np.logical_or.reduce(tails))
         else:
             e = from_candidates(cands, nan_in, dst, x.cause, s.name)
+            lo64, hi64 = _f64(x.lo), _f64(x.hi)
+            if dst is DType.BOOL and x.dtype is not DType.BOOL:
+                # x != 0 is not monotone: a box reaching 0 (and not only 0) may be either
+                zero = x.real & (lo64 <= 0) & (hi64 >= 0)
+                either = zero & ~((lo64 == 0) & (hi64 == 0))
+                e = Enc(np.where(zero, False, e.lo), np.where(either, True, e.hi), e.nan,
+                        e.real, e.cause)
+            elif dst.is_int and x.dtype.is_int:
+                # an integer cast wraps (D17): [lo, hi] maps onto one run of the destination,
+                # [cast(lo), cast(hi)], only when it spans fewer than 2^bits values and does
+                # not wrap around inside (cast(lo) <= cast(hi)); elsewhere it bounds nothing
+                bits = v.dtype.itemsize * 8
+                span = x.hi.astype(np.uint64) - x.lo.astype(np.uint64)  # exact: hi >= lo
+                fits = np.ones(v.shape, bool) if bits >= 64 else span < np.uint64(1 << bits)
+                wl, wh = np.asarray(s.impl(x.lo)), np.asarray(s.impl(x.hi))
+                wrap = x.real & ~(fits & (wl <= wh))
+                if np.any(wrap):
+                    f = _full_like(v, "integer cast of a value past the destination's range "
+                                      "(wraps)")
+                    e = Enc(np.where(wrap, f.lo, e.lo), np.where(wrap, f.hi, e.hi), e.nan,
+                            e.real | wrap, e.cause)
         if not dst.is_float and x.dtype.is_float:  # NaN / out-of-range sources: unspecified
             lim = np.iinfo(v.dtype) if dst is not DType.BOOL else None
             if lim is not None:
@@ -468,9 +497,16 @@ def _elementwise_abs(x: Enc) -> Enc:
     lo, hi = _f64(x.lo), _f64(x.hi)
     straddle = (lo <= 0) & (hi >= 0)
     zero = np.zeros_like(x.lo)
-    alo = np.where(straddle, zero, np.where(lo > 0, x.lo, -x.hi))
-    ahi = np.where(np.abs(lo) >= np.abs(hi), np.abs(x.lo), np.abs(x.hi))
-    return Enc(alo.astype(x.lo.dtype), ahi.astype(x.lo.dtype), x.nan, x.real, x.cause)
+    with np.errstate(over="ignore"):
+        alo = np.where(straddle, zero, np.where(lo > 0, x.lo, -x.hi))
+        ahi = np.where(np.abs(lo) >= np.abs(hi), np.abs(x.lo), np.abs(x.hi))
+    alo, ahi = alo.astype(x.lo.dtype), ahi.astype(x.lo.dtype)
+    if x.lo.dtype.kind == "i":  # |INT_MIN| wraps to INT_MIN: the magnitudes span everything
+        ii = np.iinfo(x.lo.dtype)
+        at_min = x.real & (x.lo == ii.min)
+        alo = np.where(at_min, ii.min, alo).astype(x.lo.dtype)
+        ahi = np.where(at_min, ii.max, ahi).astype(x.lo.dtype)
+    return Enc(alo, ahi, x.nan, x.real, x.cause)
 
 
 def _products(a: Enc, b: Enc):
@@ -915,15 +951,16 @@ def _bitcast(s: Site):
     own choice, the positive quiet NaN; float outputs match any NaN): its f32 -> u32 Bitcast
     admits every NaN bit pattern, and only those. A NaN that no op touched (a parameter's or a
     constant's) keeps its bits exactly (D217). This rule also runs on exact operands
-    (``EnclosingEvaluator``: ``RULES_ON_EXACT``)."""
-    from tilefoundry.semantics.ir import Constant, Var
+    (``EnclosingEvaluator``: ``RULES_ON_EXACT``), except an entry input itself, passed on
+    unchanged through calls and loop carries (``EnclosingEvaluator.untouched``)."""
+    from tilefoundry.semantics.ir import Constant
 
     if not s.exact_inputs:
         return _full_like(np.asarray(s.value), "Bitcast of an enclosed value")
     v = np.asarray(s.value)
     x = np.asarray(s.args[0])
     if v.dtype != np.uint32 or x.dtype != np.float32 or \
-            isinstance(s.call.args[0], Var | Constant):
+            isinstance(s.call.args[0], Constant):
         return None
     computed_nan = np.isnan(x)
     if not computed_nan.any():

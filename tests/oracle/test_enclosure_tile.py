@@ -113,3 +113,47 @@ def test_bitcast_of_a_computed_nan_admits_every_nan_pattern_and_only_those():
     v = check(m, "f", ins, ref)
     assert v.status == UNJUDGED and v.outputs[0].unjudged == 1  # element 0 only
     assert check(m, "f", ins, _u32(0x7FC00000, 0x3F800000, 0x7FA00000)).status == FAIL
+
+
+def test_bitcast_in_a_called_function_knows_a_computed_nan_from_an_input():
+    """The H200 CUDA fuzz's fuzz/0/002580: the Bitcast's operand is the callee's parameter,
+    bound to a computed x / x. What decides is the value, not the node: the callee's
+    parameter bound to x - x has free NaN bits, bound to the input x itself exact bits."""
+    from tilefoundry.semantics.ir import Tuple
+    from tilefoundry.semantics.ops import Bitcast
+
+    t = TensorType((2,), F32)
+    a = Var("a", t)
+    g = Function("g", (a,), Call(Bitcast(DType.U32), (a,)), None)
+    x = Var("x", t)
+    body = Tuple((Call(g, (Call(Binary(BinaryKind.SUB), (x, x)),)), Call(g, (x,))))
+    m = Module((Function("f", (x,), body, None), g))
+    xv = np.array([np.inf, 0.0], np.float32)
+    xv[1] = np.uint32(0x7FA00000).view(np.float32)
+    ref = evaluate(m, "f", [xv])
+    assert [r.tolist() for r in ref] == [[0x7FC00000] * 2, [0x7F800000, 0x7FA00000]]
+    assert check(m, "f", [xv], (_u32(0x7FFFFFFF, 0xFFC00000), ref[1])).status == PASS
+    assert check(m, "f", [xv], (ref[0], _u32(0x7F800000, 0x7FC00000))).status == FAIL
+
+
+def test_integer_wraparound_of_an_enclosed_value_never_rejects_the_reference():
+    """H200 fuzz finds (Triton fuzz/0/000653, CUDA fuzz/0/018018 and 015009): TopK's indices
+    over possibly-NaN values are enclosed by everything; a Cast of them to i8 evaluated at the
+    corners gave [-1, 0] (i64 min / max wrap to 0 / -1), an integer abs_max at them
+    [-2^63, 0] (|INT_MIN| wraps), an integer square of wide values the hull of two wrapped
+    squares; each rejected the reference's own index 1. A wrapping integer op now bounds a
+    value only where the box maps onto one run of the result (D17, D34)."""
+    src = '''
+@func
+def f(x: Tensor[(2,), f32]):
+    v, i = topk(sigmoid(x), 1, 0, True, True)
+    return cast(i, i8), reduce_abs_max(i, (0,), False), square(i)
+'''
+    from tilefoundry.semantics.dsl import parse_module
+
+    m = parse_module(src)
+    x = np.array([np.nan, 0.3], np.float32)  # a possibly-NaN value: the indices are free
+    ref = evaluate(m, "f", [x])
+    assert [int(np.asarray(r).ravel()[0]) for r in ref] == [1, 1, 1]
+    v = check(m, "f", [x], ref)
+    assert [o.status for o in v.outputs] == [UNJUDGED] * 3, [o.detail for o in v.outputs]
