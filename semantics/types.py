@@ -451,7 +451,7 @@ class Partial:
     reduction: str
 
     def __post_init__(self):
-        if self.reduction not in REDUCTIONS:
+        if not isinstance(self.reduction, str) or self.reduction not in REDUCTIONS:
             raise IRError(f"Partial.reduction must be one of {REDUCTIONS}, got "
                           f"{self.reduction!r}")
 

@@ -752,6 +752,11 @@ class _FunctionPrinter:
             else:
                 stack.extend(reversed(_children(n)))
         names = tuple(v.name for v in loop.carried_args)
+        if not len(names) == len(loop.init_args) == len(loop.yield_values):
+            raise DSLError(f"a grid_region with {len(names)} carried args, "
+                           f"{len(loop.init_args)} init args and {len(loop.yield_values)} "
+                           f"yield values has no source form: the three must have one "
+                           f"length")
         # carry inits: `name = init` unless the name already is the init
         todo = [(nm, self.canon[id(a)]) for nm, a in zip(names, loop.init_args, strict=True)]
         texts = []

@@ -44,7 +44,7 @@ def _common(self, name: str) -> None:
     _axes(self.axes, f"{name}.axes")
     if not isinstance(self.keepdim, bool):
         raise IRError(f"{name}.keepdim must be a bool, got {self.keepdim!r}")
-    if self.policy not in POLICIES:
+    if not isinstance(self.policy, str) or self.policy not in POLICIES:
         raise IRError(f"{name}.policy must be one of {POLICIES}, got {self.policy!r}")
 
 
@@ -58,7 +58,7 @@ class SeededReduce(_Tile):
 
     def __post_init__(self):
         _common(self, type(self).__name__)
-        if self.kind not in SEEDED_KINDS:
+        if not isinstance(self.kind, str) or self.kind not in SEEDED_KINDS:
             raise IRError(f"{type(self).__name__}.kind must be one of {SEEDED_KINDS}, got "
                           f"{self.kind!r}")
 

@@ -44,10 +44,13 @@ class Scan(_Tile):
     def __post_init__(self):
         if not isinstance(self.axis, int) or isinstance(self.axis, bool):
             raise IRError(f"Scan.axis must be an int, got {self.axis!r}")
-        if self.combine not in SCAN_COMBINES:
+        if not isinstance(self.combine, str) or self.combine not in SCAN_COMBINES:
             raise IRError(f"Scan.combine must be one of {SCAN_COMBINES}, got {self.combine!r}")
         if not isinstance(self.inclusive, bool):
             raise IRError(f"Scan.inclusive must be a bool, got {self.inclusive!r}")
+        if not isinstance(self.policy, str):
+            raise IRError(f"Scan.policy must be one of {SCAN_POLICIES}, got "
+                          f"{type(self.policy).__name__} {self.policy!r}")
         if self.policy not in SCAN_POLICIES:
             why = (" (a scan never permutes contributions: the Tile design says scan 'must not "
                    "inherit the permission to globally permute reduction contributions')"

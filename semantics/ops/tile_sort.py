@@ -37,5 +37,5 @@ class Sort(_Tile):
             raise IRError(f"Sort.axis must be an int, got {self.axis!r}")
         if not isinstance(self.descending, bool):
             raise IRError(f"Sort.descending must be a bool, got {self.descending!r}")
-        if self.nan not in NAN_PLACEMENTS:
+        if not isinstance(self.nan, str) or self.nan not in NAN_PLACEMENTS:
             raise IRError(f"Sort.nan must be one of {NAN_PLACEMENTS}, got {self.nan!r}")

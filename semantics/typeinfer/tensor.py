@@ -694,7 +694,9 @@ def _slice_axis(ctx: Ctx, length: ShapeDim, b: ShapeDim, e: ShapeDim, t: int,
     length, b, e = simplify(length), simplify(b), simplify(e)
     if isinstance(length, int) and isinstance(b, int) and isinstance(e, int):
         start, stop, step = slice(b, e, t).indices(length)
-        n = len(range(start, stop, step))
+        # len(range(...)) without its ssize_t limit (a huge symbolic-free extent)
+        n = max(0, (stop - start + step - 1) // step) if step > 0 else \
+            max(0, (start - stop - step - 1) // -step)
         return n, n == length and step == 1
     for v, nm in ((b, "begin"), (e, "end")):
         if isinstance(v, int) and v < 0:

@@ -299,3 +299,31 @@ def test_to_source_of_a_gather_with_a_huge_axis_does_not_overflow():
     except TilefoundryError:
         return
     assert "1 << 62" in text or str(1 << 62) in text
+
+
+@pytest.mark.parametrize("build", [
+    lambda v: __import__("tilefoundry.semantics.types", fromlist=["Partial"]).Partial(v),
+    lambda v: __import__("tilefoundry.semantics.ops", fromlist=["Scan"]).Scan(0, "add",
+                                                                              policy=v),
+    lambda v: __import__("tilefoundry.semantics.ops", fromlist=["Scan"]).Scan(0, v),
+    lambda v: __import__("tilefoundry.semantics.ops", fromlist=["MaskedReduce"]).MaskedReduce(
+        (0,), kind=v),
+    lambda v: __import__("tilefoundry.semantics.ops", fromlist=["SeededReduce"]).SeededReduce(
+        (0,), policy=v),
+    lambda v: __import__("tilefoundry.semantics.ops", fromlist=["Sort"]).Sort(nan=v),
+])
+def test_a_numpy_array_for_a_string_attribute_is_an_ir_error(build):
+    """The 10^5 malformed-input fuzz on the H200 (inputs 7989, 77820, 79360): `x not in
+    CHOICES` on an array is numpy's ambiguous-truth ValueError; now the project's IRError."""
+    with pytest.raises(IRError, match="must be"):
+        build(np.array(["sum", "max"]))
+
+
+def test_a_slice_of_an_axis_past_ssize_t_has_its_extent():
+    """Input 10552: `len(range(...))` of a slice raised OverflowError past 2^63."""
+    from tilefoundry.semantics.ops import Slice
+
+    n = 1 << 70
+    x = Var("x", _t(n))
+    m = Module((Function("f", (x,), Call(Slice((1,), (n,), (2,)), (x,)), None),))
+    assert infer_module(m)["f"].body.checked_type.shape == (n // 2,)  # 1, 3, ..., n - 1
