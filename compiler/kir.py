@@ -618,6 +618,9 @@ class _Checker:
     def i_Coord(self, ins: Coord, active: frozenset) -> None:
         if not 0 <= ins.axis < self.k.rank:
             self.fail(ins, f"axis {ins.axis} is outside the domain's rank {self.k.rank}")
+        if ins.axis in self.k.loop_axes and ins.axis not in active:
+            self.fail(ins, f"coord of the loop axis d{ins.axis} outside a tile_loop over it (the "
+                           f"axis has no tile there)")
         self.define(ins, ins.out, Tile("i64", self.canon([ins.axis])), active)
 
     def i_EdgeMask(self, ins: EdgeMask, active: frozenset) -> None:

@@ -369,3 +369,30 @@ def f(x: Tensor[(3, 4), bool], z: Tensor[(4,), bool], m: Tensor[(3, 4), bool]):
     ref = evaluate(m, "f", [x, z, keep])
     assert ref[1] == z[1]
     assert out.tolist() == ref.tolist()
+
+
+def test_a_scan_is_not_fused_into_a_dot_over_its_contribution_axis() -> None:
+    """H200 Triton fuzz fuzz/0/007210 (and 000239, 000909): a (2, 1) x (1, 1) bf16 matmul's
+    kernel walks K (d2, extent 1, block 64 under TRITON_TILES) in a tile loop; the exclusive
+    scan of its result uses d2 as its contribution axis. Fusion merged them (only a loop axis of extent > 1 blocked it), so
+    the scan's `coord d2` had no tile and the rendered kernel named an undefined c2. Now the
+    merge is refused, and kir.verify rejects a loop axis's coord outside its tile loop."""
+    from tilefoundry.compiler.pipeline import compile as tf_compile
+    from tilefoundry.semantics.evaluator.core import evaluate
+    from tilefoundry.semantics.ir import Call, Function, Module, Var
+    from tilefoundry.semantics.ops import MatMul, Scan
+    from tilefoundry.semantics.types import TensorType
+
+    a, b = Var("a", TensorType((2, 1), DType.BF16)), Var("b", TensorType((1, 1), DType.BF16))
+    y = Call(Scan(1, "max", False, None, "fold_left"), (Call(MatMul(True), (a, b)),))
+    m = Module((Function("f", (a, b), y, None),))
+    av, bv = cast(np.array([[-2.0], [3.5]], np.float32), DType.BF16), \
+        cast(np.array([[1.5]], np.float32), DType.BF16)
+    from tilefoundry.compiler.triton_backend import TRITON_TILES
+
+    comp = tf_compile(m, "f", [(2, 1), (1, 1)], "triton", cfg=TRITON_TILES)  # the backend's
+    for k in comp.kernels:  # Triton scopes a loop's names to it (the interpreter does not)
+        stray = [i for i in k.body if isinstance(i, kir.Coord) and i.axis in k.loop_axes]
+        assert not stray, (k.name, k.loop_axes, stray)
+    out = comp([av, bv])
+    assert np.array_equal(out.view(np.uint16), evaluate(m, "f", [av, bv]).view(np.uint16))
