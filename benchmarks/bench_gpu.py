@@ -8,6 +8,9 @@ a bf16 GEMM 8192³ (``matmul``, reassociation admitted), it times side by side:
 
 * ``tilefoundry-triton``: the program compiled by the Triton backend, every buffer resident on
   the GPU (``triton_backend.DeviceRun``: the kernels only, no host copies);
+* ``tilefoundry-cuda``: the program compiled by the CUDA C++ backend (NVRTC), likewise resident
+  (``cuda_backend.CudaDeviceRun``); its GEMM is timed at ``--cuda-gemm-n`` (default 1024:
+  one CUDA thread per program instance, D209, makes 8192³ take minutes per launch);
 * ``torch-eager``: the same function in torch (``F.rms_norm``, ``torch.softmax``,
   ``F.silu(g) * u``, ``torch.matmul`` — cuBLAS for the GEMM);
 * ``torch-compile``: that function through ``torch.compile`` (default mode);
@@ -150,18 +153,72 @@ def bench_rows(shapes, results: list[dict]) -> None:
             rows = {"tilefoundry-triton": _time(run.launch),
                     "torch-eager": _time(lambda f=f, tx=tx: f(*tx)),
                     "torch-compile": _time(lambda fc=fc, tx=tx: fc(*tx))}
+            cuda_ms, cuda_verdict = _cuda_row(entry, xs, shapes_in)
+            if cuda_ms is not None:
+                rows["tilefoundry-cuda"] = cuda_ms
             line = [f"  {entry:<13}"]
             for impl, ms in rows.items():
                 bw = nbytes / ms / 1e6
+                v = {"tilefoundry-triton": verdict, "tilefoundry-cuda": cuda_verdict}.get(impl)
                 results.append({"kernel": entry, "shape": list(shape), "impl": impl, "ms": ms,
                                 "GBps": bw, "of_copy": bw / bw_copy,
-                                **({"verdict": verdict} if impl == "tilefoundry-triton" else {})})
+                                **({"verdict": v} if v is not None else {})})
                 line.append(f"{impl} {bw:,.0f} GB/s ({bw / bw_copy:.0%} of copy)")
             ours = rows["tilefoundry-triton"]
             line.append(f"ratio vs eager {rows['torch-eager'] / ours:.2f}x, vs compile "
                         f"{rows['torch-compile'] / ours:.2f}x; kernels {len(comp.kernels)}; "
-                        f"oracle on 128 rows: {verdict}")
+                        f"oracle on 128 rows: {verdict}; cuda: {cuda_verdict}")
             print("; ".join(line), flush=True)
+
+
+def _cuda_row(entry: str, xs: list[np.ndarray], shapes_in: list) -> tuple[float | None, str]:
+    """(median ms of the CUDA backend's kernels resident on the GPU, the oracle's verdict on
+    the first 128 rows of its output computed through ``CudaExecutable.run``)."""
+    from tilefoundry.compiler.cuda_backend import CudaDeviceRun
+
+    try:
+        comp = tf_compile(PROGRAMS, entry, shapes_in, "cuda")
+        out = comp(xs)
+    except Exception as e:  # a backend failure is reported in the table, not a crash
+        return None, f"{type(e).__name__}: {str(e)[:200]}"
+    sub = [x[:128] if x.ndim == 2 else x for x in xs]
+    verdict = _judge(entry, sub, out[:128])
+    run = CudaDeviceRun(comp.executable, xs)
+    try:
+        return _time(run.launch), verdict
+    finally:
+        run.sync()
+        run.close()
+
+
+def bench_cuda_gemm(n: int, results: list[dict]) -> None:
+    import torch
+
+    from tilefoundry.compiler.cuda_backend import CudaDeviceRun
+
+    rng = np.random.default_rng(1)
+    a, b = _bf16(rng, (n, n)), _bf16(rng, (n, n))
+    comp = tf_compile(PROGRAMS, "gemm", [a.shape, b.shape], "cuda")
+    out = comp([a, b])
+    verdict = _judge("gemm", [a[:64], np.ascontiguousarray(b[:, :64])], out[:64, :64])
+    run = CudaDeviceRun(comp.executable, [a, b])
+    ta = torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
+    tb = torch.from_numpy(b.view(np.int16)).cuda().view(torch.bfloat16)
+    rows = {"tilefoundry-cuda": _time(run.launch),
+            "cublas (torch.matmul)": _time(lambda: torch.matmul(ta, tb))}
+    run.sync()
+    run.close()
+    flops = 2.0 * n ** 3
+    line = [f"\nGEMM {n}^3 bf16 (CUDA backend)"]
+    for impl, ms in rows.items():
+        tf = flops / ms / 1e9
+        results.append({"kernel": "gemm", "shape": [n, n, n], "impl": impl, "ms": ms,
+                        "TFLOPs": tf, **({"verdict": verdict}
+                                         if impl == "tilefoundry-cuda" else {})})
+        line.append(f"{impl} {tf:,.1f} TFLOP/s")
+    line.append(f"ratio ours/cuBLAS {rows['cublas (torch.matmul)'] / rows['tilefoundry-cuda']:.3f}"
+                f"; oracle on the 64x64 block: {verdict}")
+    print("; ".join(line), flush=True)
 
 
 def bench_gemm(n: int, results: list[dict]) -> None:
@@ -200,6 +257,8 @@ def main(argv=None) -> int:
     ap.add_argument("--gemm", action="store_true", help="only the GEMM")
     ap.add_argument("--quick", action="store_true", help="small shapes (a smoke run)")
     ap.add_argument("--json", help="write every measurement to this file")
+    ap.add_argument("--cuda-gemm-n", type=int, default=1024,
+                    help="the CUDA backend's GEMM size (default 1024; 0 skips it)")
     args = ap.parse_args(argv)
     import torch
 
@@ -213,6 +272,11 @@ def main(argv=None) -> int:
         bench_rows([(1024, 4096)] if args.quick else [(32768, 4096), (8192, 8192)], results)
     if args.gemm or both:
         bench_gemm(1024 if args.quick else 8192, results)
+        if args.cuda_gemm_n:
+            try:
+                bench_cuda_gemm(256 if args.quick else args.cuda_gemm_n, results)
+            except Exception as e:  # reported, after the other rows are safe
+                print(f"CUDA GEMM: {type(e).__name__}: {e}", flush=True)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=1)

@@ -3,7 +3,8 @@
 # triton preinstalled, no z3): `bash benchmarks/run_h200_session.sh STAGE...` from the repository
 # root; logs go to $OUT (default ./h200-out). Stages:
 #   fuzzir   the malformed-input fuzz, 10^5 inputs split over 16 processes (issue 21)
-#   cuda     --backend cuda: 5-minute fuzz (seed 0, no example DB), quick and full tiers
+#   cuda     --backend cuda: 5-minute fuzz (seed 0, no example DB; MINUTES=N), quick and full
+#            tiers (TIERS="quick full"; TIERS="" runs the fuzz only)
 #   triton   --backend triton: 5-minute fuzz, quick and full tiers
 #   bench    benchmarks/bench_gpu.py (rows and GEMM, Triton and CUDA beside torch)
 set -uo pipefail
@@ -35,12 +36,13 @@ for stage in "$@"; do
         python -m tilefoundry conformance fuzz --backend "$stage" -j "$J" --minutes "${MINUTES:-5}" \
             --seed 0 --no-db --no-progress --jsonl "$OUT/${stage}_fuzz.jsonl" \
             > "$OUT/${stage}_fuzz.log" 2>&1
-        for tier in quick full; do
+        for tier in ${TIERS-quick full}; do
             python -m tilefoundry conformance run --backend "$stage" -j "$J" --tier $tier --no-progress \
                 --jsonl "$OUT/${stage}_$tier.jsonl" > "$OUT/${stage}_$tier.log" 2>&1
         done
         rm -f "$OUT"/*.jsonl
-        for f in fuzz quick full; do head -n 12 "$OUT/${stage}_$f.log"; done ;;
+        for f in fuzz ${TIERS-quick full}; do head -n 12 "$OUT/${stage}_$f.log"; done
+        grep -E "^(FAIL|ERROR|CRASH|TIMEOUT) " "$OUT/${stage}_fuzz.log" | cut -c1-400 ;;
     bench)
         python "$R/benchmarks/bench_gpu.py" --json "$OUT/bench_gpu.json" > "$OUT/bench.log" 2>&1
         cat "$OUT/bench.log" ;;

@@ -136,13 +136,16 @@ class _Device:
         if a.nbytes:
             _ok(self.cu, self.cu.cuMemcpyDtoH(a.ctypes.data, dptr, a.nbytes), "cuMemcpyDtoH")
 
-    def launch(self, f, blocks: int, threads: int, params: Sequence[int]) -> None:
-        """``f`` on ``blocks`` x ``threads`` with 8-byte parameters (pointers, int64)."""
+    def launch(self, f, blocks: int, threads: int, params: Sequence[int],
+               sync: bool = True) -> None:
+        """``f`` on ``blocks`` x ``threads`` with 8-byte parameters (pointers, int64), on the
+        legacy default stream; ``sync`` waits for it (and reports its error here)."""
         vals = np.array([int(p) & 0xFFFFFFFFFFFFFFFF for p in params], np.uint64)
         ptrs = np.array([vals.ctypes.data + 8 * i for i in range(len(vals))], np.uint64)
         _ok(self.cu, self.cu.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, 0,
                                             ptrs.ctypes.data, 0), "cuLaunchKernel")
-        _ok(self.cu, self.cu.cuCtxSynchronize(), "kernel run (cuCtxSynchronize)")
+        if sync:
+            _ok(self.cu, self.cu.cuCtxSynchronize(), "kernel run (cuCtxSynchronize)")
 
     def free(self, dptr) -> None:
         self.cu.cuMemFree(dptr)
@@ -309,6 +312,70 @@ class CudaExecutable(Interpreter):
 
 
 _HOST = _HostDevice()
+
+
+class CudaDeviceRun:
+    """A compiled CUDA program with its whole storage resident on the GPU, for timing
+    (``benchmarks/bench_gpu.py``; the Triton backend's ``DeviceRun``): every root buffer and
+    each kernel's scratch and snapshot buffers are allocated and uploaded once, ``launch()``
+    enqueues every kernel in program order on the default stream without waiting, ``sync()``
+    waits. Values are judged through ``CudaExecutable.run`` (which snapshots per launch), not
+    here: a snapshot buffer keeps its first upload. Programs with host loops are refused."""
+
+    def __init__(self, exe: CudaExecutable, inputs: Sequence[np.ndarray]):
+        if exe.device != "cuda":
+            raise InvalidArgumentError(f"CudaDeviceRun needs the cuda device, not "
+                                       f"{exe.device!r}")
+        if any(not isinstance(s, Kernel) for s in exe.p.steps):
+            raise InvalidArgumentError(f"program {exe.p.name}: host loops need the host "
+                                       f"between launches; CudaDeviceRun runs kernels only")
+        self.dev = dev = _Device.get()
+        st = exe.storage(inputs)
+        order = exe.plan["roots"]
+        self.bufs: list = []
+        ptr: dict[str, Any] = {}
+        for r in order:
+            if r in st:
+                a = np.ascontiguousarray(st[r])
+                ptr[r] = self._alloc(a.nbytes)
+                dev.upload(ptr[r], a)
+        self.calls = []
+        for k in exe.p.steps:
+            if k.instances == 0 or any(n == 0 for n in k.domain):
+                continue
+            entry = exe.plan["kernels"][k.name]
+            f = dev.function(exe.source, entry["fn"])
+            snaps = []
+            for r in entry["snap"]:
+                q = self._alloc(st[r].nbytes)
+                dev.upload(q, np.ascontiguousarray(st[r]))
+                snaps.append(q)
+            n, lanes, per = entry["instances"], entry.get("lanes", 1), entry["scratch"]
+            threads = exe.plan["threads"]
+            chunk = n if per == 0 else max(1, min(n, SCRATCH_LIMIT // per))
+            scratch = self._alloc(chunk * per) if per else 0
+            base = [int(ptr[r]) if r in ptr else 0 for r in order] + [int(q) for q in snaps]
+            for lo in range(0, n, chunk):
+                hi = min(n, lo + chunk)
+                self.calls.append((f, -(-(hi - lo) * lanes // threads), threads,
+                                   [*base, int(scratch), lo * lanes, hi * lanes]))
+
+    def _alloc(self, nbytes: int):
+        p = self.dev.alloc(nbytes)
+        self.bufs.append(p)
+        return p
+
+    def launch(self) -> None:
+        for f, blocks, threads, params in self.calls:
+            self.dev.launch(f, blocks, threads, params, sync=False)
+
+    def sync(self) -> None:
+        _ok(self.dev.cu, self.dev.cu.cuCtxSynchronize(), "kernel run (cuCtxSynchronize)")
+
+    def close(self) -> None:
+        for b in self.bufs:
+            self.dev.free(b)
+        self.bufs = []
 
 
 TARGETS.setdefault("cuda", source_target(
