@@ -121,12 +121,20 @@ def use_limits(**changes: float) -> Iterator[Limits]:
         _CURRENT.pop()
 
 
+#: the most axes a numpy array has (numpy 2's NPY_MAXDIMS)
+NUMPY_MAX_DIMS = 64
+
+
 def check_value_size(shape: tuple, itemsize: int, what: str | Callable[[], str]) -> None:
     """Refuse a value of ``shape`` (ints) and ``itemsize`` bytes per element that crosses
     ``max_elements`` or ``max_value_bytes``; ``what`` (or what it returns) names the value in
     the message."""
     lim = limits()
     n = math.prod(shape)
+    if len(shape) > NUMPY_MAX_DIMS:  # not configurable: numpy's own bound
+        raise LimitError(f"{what() if callable(what) else what}: a value of rank {len(shape)}; "
+                         f"the reference holds values as numpy arrays, which have at most "
+                         f"{NUMPY_MAX_DIMS} axes: reshape to fewer axes")
     if n <= lim.max_elements and n * itemsize <= lim.max_value_bytes:
         return
     if callable(what):

@@ -43,7 +43,10 @@ def seed_problem(seed: int | float, dt: DType) -> str | None:
             return f"an {dt} seed is an int, got the float {seed!r}"
         ii = np.iinfo(info.storage)
         return None if ii.min <= seed <= ii.max else f"{seed} is outside [{ii.min}, {ii.max}]"
-    f = float(seed)
+    try:
+        f = float(seed)
+    except OverflowError:  # an int past every float's range (set bypassing the constructor)
+        return f"{seed!r} is not a finite float"
     if (isinstance(seed, int) and f != seed) or not math.isfinite(f):
         return f"{seed!r} is not a finite float"
     with np.errstate(all="ignore"):

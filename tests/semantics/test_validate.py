@@ -23,6 +23,7 @@ from tilefoundry.semantics.ops import (
     MatMul,
     Reduce,
     ReduceKind,
+    Reshape,
     Zeros,
 )
 from tilefoundry.semantics.printer import to_text
@@ -327,3 +328,22 @@ def test_a_slice_of_an_axis_past_ssize_t_has_its_extent():
     x = Var("x", _t(n))
     m = Module((Function("f", (x,), Call(Slice((1,), (n,), (2,)), (x,)), None),))
     assert infer_module(m)["f"].body.checked_type.shape == (n // 2,)  # 1, 3, ..., n - 1
+
+
+def test_a_scan_seed_past_every_float_is_a_type_error():
+    """10^5 malformed-input fuzz, input 58626: float(seed) raised OverflowError."""
+    from tilefoundry.semantics.ops import Scan
+    from tilefoundry.semantics.typeinfer.core import TypeInferError
+
+    x = Var("x", _t(3))
+    m = Module((Function("f", (x,), Call(Scan(0, "add", True, 10 ** 400), (x,)), None),))
+    with pytest.raises(TypeInferError, match="is not a finite float"):
+        infer_module(m)
+
+
+def test_a_value_of_more_than_64_axes_is_a_limit_error():
+    """Input 47586: a reshape to rank 100 reached numpy's 'maximum supported dimension'."""
+    x = Var("x", _t(2))
+    m = Module((Function("f", (x,), Call(Reshape((1,) * 98 + (2, 1)), (x,)), None),))
+    with pytest.raises(LimitError, match=r"rank 100.*at most 64 axes"):
+        evaluate(m, "f", [np.ones(2, np.float32)])
