@@ -61,6 +61,7 @@ from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind
 from tilefoundry.semantics.ops.nn import MatMul, RoPE
 from tilefoundry.semantics.ops.tensor import Gather, Reshape, Slice, TopK
 from tilefoundry.semantics.ops.tile_sort import Sort
+from tilefoundry.semantics.source_locations import remember_location
 from tilefoundry.semantics.typeinfer.core import Session, infer_expr
 from tilefoundry.semantics.types import (
     IRError,
@@ -226,6 +227,15 @@ class StaticEvaluator:
 
     # --- expressions --------------------------------------------------------------------
     def expr(self, node: ast.AST) -> Any:
+        v = self._expr(node)
+        if isinstance(v, Call) and isinstance(node, ast.BinOp | ast.UnaryOp | ast.Call |
+                                              ast.Subscript | ast.Compare):
+            line, col, _ = self.src.where(node) if self.src is not None else (None, None, None)
+            if line is not None:  # type errors found later name this line (source_locations)
+                remember_location(v, self.src.filename, line, col)
+        return v
+
+    def _expr(self, node: ast.AST) -> Any:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):

@@ -124,6 +124,18 @@ def _children(e: Expr) -> list[Expr]:
     return []
 
 
+def _locate(e: TypeInferError, node: Expr) -> None:
+    """Prefix the innermost DSL source line that built ``node`` (``file:line:col``), once."""
+    if getattr(e, "location", None) is not None:
+        return
+    from tilefoundry.semantics.source_locations import location_of
+
+    loc = location_of(node)
+    if loc is not None and e.args:
+        e.location = loc
+        e.args = (f"{loc}: {e.args[0]}", *e.args[1:])
+
+
 def infer_expr(root: Expr, session: Session | None = None) -> Any:
     """Infer and stamp the type of every node reachable from ``root``; returns root's type."""
     session = session or Session()
@@ -135,7 +147,11 @@ def infer_expr(root: Expr, session: Session | None = None) -> Any:
             continue
         if ready:
             on_path.discard(id(node))
-            node.stamp(_infer_node(node, session))
+            try:
+                node.stamp(_infer_node(node, session))
+            except TypeInferError as e:
+                _locate(e, node)
+                raise
             continue
         if id(node) in on_path:
             raise TypeInferError(f"{type(node).__name__} reaches itself: HIR is a DAG",
