@@ -477,10 +477,36 @@ def _short(s: str, n: int = 2000) -> str:
     return s if len(s) <= n else s[:n] + f"... ({len(s) - n} more characters)"
 
 
-def _where(e: BaseException) -> str:
-    """``file.py:line`` of the innermost frame of an exception's traceback."""
+def _library_file(path: str) -> bool:
+    """A frame outside the backend author's code: the standard library, an installed
+    third-party package, or this runner."""
+    p = os.path.abspath(path)
+    return p == os.path.abspath(__file__) or p.startswith(_STDLIB) or \
+        any(part in ("site-packages", "dist-packages") for part in p.split(os.sep))
+
+
+_STDLIB = os.path.abspath(os.path.dirname(os.__file__)) + os.sep
+
+
+def _where(e: BaseException, origin: Any = None) -> str:
+    """Where an exception came from: the innermost frame in ``origin``'s file (the backend's
+    class: its own line, issue 22), else the innermost frame outside the standard library
+    and installed packages; plus the innermost frame, where the exception was raised, when
+    that is elsewhere (``interpreter.py:1515`` alone named no line of the backend)."""
     tb = traceback.extract_tb(e.__traceback__)
-    return f" ({os.path.basename(tb[-1].filename)}:{tb[-1].lineno})" if tb else ""
+    if not tb:
+        return ""
+    inner = tb[-1]
+    own_file = None
+    if origin is not None:
+        with contextlib.suppress(TypeError, OSError):
+            own_file = os.path.abspath(inspect.getsourcefile(type(origin)) or "")
+    own = next((f for f in reversed(tb) if own_file and os.path.abspath(f.filename) == own_file),
+               None) or next((f for f in reversed(tb) if not _library_file(f.filename)), None)
+    if own is None or own is inner:
+        return f" ({os.path.basename(inner.filename)}:{inner.lineno})"
+    return (f" (at {os.path.basename(own.filename)}:{own.lineno} in {own.name}; raised in "
+            f"{os.path.basename(inner.filename)}:{inner.lineno})")
 
 
 def _text(e: BaseException) -> str:
@@ -496,8 +522,8 @@ def _text(e: BaseException) -> str:
         return f"<unprintable {type(e).__name__}: its __str__ raised {name}>"
 
 
-def _raised(what: str, e: BaseException) -> str:
-    return _short(f"{what} raised {type(e).__name__}: {_text(e)}{_where(e)}")
+def _raised(what: str, e: BaseException, origin: Any = None) -> str:
+    return _short(f"{what} raised {type(e).__name__}: {_text(e)}{_where(e, origin)}")
 
 
 def _copy(x: Any) -> Any:
@@ -664,7 +690,7 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
     except BackendUnsupportedError as e:
         return done("NOT_SUPPORTED", f"backend.compile: {_text(e)}")
     except Exception as e:
-        return done("ERROR", _raised("backend.compile", e))
+        return done("ERROR", _raised("backend.compile", e, backend))
     phase.value = _RUN
     try:
         observed = backend.run(compiled, [_copy(x) for x in inputs])
@@ -674,10 +700,10 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
         return done(*_reported_check(case, e, ref_error))
     except Exception as e:
         if ref_error is not None:  # D202: an exception other than the protocol's is an ERROR
-            return done("ERROR", _raised("backend.run", e) + f"; the reference fails the "
+            return done("ERROR", _raised("backend.run", e, backend) + f"; the reference fails the "
                         f"run-time check {case.expect_error!r} here, which a backend reports "
                         f"by raising tilefoundry.errors.RunTimeCheckError")
-        return done("ERROR", _raised("backend.run", e))
+        return done("ERROR", _raised("backend.run", e, backend))
     if ref_error is not None:
         return done("FAIL", _short(f"the reference raises the run-time check "
                                    f"{case.expect_error!r} here ({ref_error}); the backend "

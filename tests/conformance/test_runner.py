@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import synthetic_catalog as syn
 
@@ -498,3 +499,33 @@ def test_workers_do_not_hold_the_results_files_lock(tmp_path, monkeypatch):
     assert [r["verdict"] for r in res.records] == ["PASS"]
     files = held.read_text().splitlines()
     assert files and str(j.resolve()) not in files, files
+
+
+class _DeepBackend:
+    def run(self, compiled, inputs):
+        return self.helper(inputs)
+
+    def helper(self, inputs):
+        return np.reshape(np.zeros(3), (2,))  # raises inside numpy
+
+
+def test_an_error_names_the_backends_own_line_and_where_it_was_raised():
+    """Issue 22: an ERROR named the innermost frame only (``interpreter.py:1515``), not the
+    backend's line. Now: the innermost frame in the backend's file, then where it raised."""
+    import inspect
+
+    from tilefoundry.conformance.runner import _raised
+
+    b = _DeepBackend()
+    try:
+        b.run(None, [])
+    except ValueError as e:
+        msg = _raised("backend.run", e, b)
+    line = inspect.getsourcelines(_DeepBackend.helper)[1] + 1
+    assert f"(at test_runner.py:{line} in helper; raised in " in msg, msg
+    assert "fromnumeric.py:" in msg, msg
+    try:
+        b.run(None, [])
+    except ValueError as e:
+        # no backend given: the innermost frame outside the standard library and packages
+        assert f"(at test_runner.py:{line} in helper; raised in " in _raised("backend.run", e)
