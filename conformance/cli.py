@@ -325,6 +325,11 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
         print(f"\n{len(warned)} case(s) raised warnings, recorded on each case ('warnings' in "
               f"the JSON lines): " + ", ".join(f"{k} ({n} case(s))"
                                               for k, n in where.most_common(3)))
+    from tilefoundry.conformance.report import paint, use_colour
+
+    shown = verdict.split(" ", 1)[0]
+    verdict = paint(shown, {"NOTHING": "FAIL"}.get(shown, shown), use_colour(sys.stdout)) + \
+        verdict[len(shown):]
     print(f"\nresult: {verdict}; results in "
           f"{result.jsonl}" + (f", reproducers in {args.repro_dir}" if args.repro_dir and
                                any(r.get('repro') for r in recs) else ""))

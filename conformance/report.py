@@ -11,6 +11,7 @@ so a report can be regenerated from a JSON-lines file alone (``read_jsonl``).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -89,14 +90,37 @@ def strip_timing(records: Iterable[dict]) -> list[dict]:
 # =============================================================================================
 # terminal
 # =============================================================================================
+#: ANSI colours of the verdicts on a terminal (green: passed, red: failed, yellow: not judged)
+_COLOUR = {"PASS": "32", "FLAKY": "33", "UNJUDGED": "33", "FAIL": "31", "NOT_SUPPORTED": "2",
+           "XFAIL": "2", "XPASS": "31", "CRASH": "31", "TIMEOUT": "31", "ERROR": "31"}
+
+
+def use_colour(stream: Any) -> bool:
+    """Colours on a terminal only: never on a pipe or a file, nor with ``NO_COLOR`` set (the
+    no-color.org convention) or ``TERM=dumb``."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def paint(text: str, verdict: str, on: bool) -> str:
+    """``text`` in ``verdict``'s colour when ``on``."""
+    code = _COLOUR.get(verdict)
+    return f"\x1b[{code}m{text}\x1b[0m" if on and code else text
+
+
 class Progress:
-    """A one-line live progress bar on a text stream (plain text, ``\\r``-redrawn, at most ten
-    redraws a second)."""
+    """A one-line live progress bar on a text stream (``\\r``-redrawn, at most ten redraws a
+    second), its verdict counts coloured on a terminal (``use_colour``)."""
 
     def __init__(self, total: int | None, stream: Any = None, enabled: bool = True,
-                 width: int = 24):
+                 width: int = 24, colour: bool | None = None):
         self.total, self.stream, self.enabled, self.width = total, stream or sys.stderr, \
             enabled, width
+        self.colour = use_colour(self.stream) if colour is None else colour
         self.n = 0
         self.counts: Counter[str] = Counter()
         self.t0 = time.monotonic()
@@ -115,7 +139,7 @@ class Progress:
 
     def line(self) -> str:
         el = time.monotonic() - self.t0
-        bad = " ".join(f"{ABBR[v]} {self.counts[v]}" for v in VERDICTS
+        bad = " ".join(paint(f"{ABBR[v]} {self.counts[v]}", v, self.colour) for v in VERDICTS
                        if v != "PASS" and self.counts[v])
         if self.total:
             frac = min(1.0, self.n / self.total)
@@ -125,11 +149,14 @@ class Progress:
             head = f"[{bar}] {self.n}/{self.total} {100 * frac:3.0f}%"
         else:
             head, eta = f"{self.n} cases", ""
-        return f"{head}  PASS {self.counts['PASS']}" + (f" {bad}" if bad else "") + \
-            f"  {el:.0f}s{eta}"
+        return f"{head}  " + paint(f"PASS {self.counts['PASS']}", "PASS", self.colour) + \
+            (f" {bad}" if bad else "") + f"  {el:.0f}s{eta}"
 
     def draw(self) -> None:
-        self.stream.write("\r" + self.line()[:119].ljust(80))
+        line = self.line()
+        if not self.colour:  # (escape codes take no columns: only a plain line is cut)
+            line = line[:119].ljust(80)
+        self.stream.write("\r" + line + ("\x1b[K" if self.colour else ""))
         self.stream.flush()
         self._drawn = True
 

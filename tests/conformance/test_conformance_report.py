@@ -114,3 +114,29 @@ def test_progress_bar_is_plain_text():
     q.update("PASS")
     q.close()
     assert off.getvalue() == "" and q.line().startswith("1 cases")
+
+
+def test_progress_is_coloured_on_a_terminal_and_plain_on_a_pipe(monkeypatch):
+    """Issue 22: colours and a live progress bar on a TTY, plain on a pipe (and with
+    NO_COLOR, the no-color.org convention)."""
+    import io
+
+    from tilefoundry.conformance.report import Progress, use_colour
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("TERM", raising=False)
+    for stream, coloured in ((Tty(), True), (io.StringIO(), False)):
+        p = Progress(3, stream=stream)
+        for v in ("PASS", "FAIL", "UNJUDGED"):
+            p.update(v)
+        p.close()
+        out = stream.getvalue()
+        assert ("\x1b[31mFAIL 1\x1b[0m" in out) is coloured, out
+        assert ("\x1b[" in out) is coloured
+        assert "3/3" in out and "FAIL 1" in out.replace("\x1b[31m", "")
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_colour(Tty())
