@@ -1391,6 +1391,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
 
         ray_session = ray_executor.connect(ray_address, jobs)
     try:
+        if ray_session is not None:
+            ray_session.prepare(backend_spec, cases, caps, seed)
         return _run_driver(backend_spec, cases, caps, finite, t_start, out_jsonl, resume,
                            seed, manifest, repro_dir, progress, catalog, reduce_s, deadline,
                            worker_rss_mb, stream, shard, baseline, flake_retries, budget_s,
@@ -1460,7 +1462,7 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
         if pool is not None:
             _run_local(d, pool, timeout_s, worker_rss_mb)
         else:
-            ray_session.run_cases(d, backend_spec, cases, caps, seed, jobs, timeout_s)
+            ray_session.run_cases(d, jobs, timeout_s)
     finally:
         try:
             if pool is not None:

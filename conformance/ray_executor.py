@@ -1,0 +1,280 @@
+"""``--executor ray``: the conformance runner's cases as Ray tasks (docs/conformance.md, D267).
+
+The driver (``runner.run``) is the same as for the forked pool: it picks the next case
+(``runner._Dispatch``: resume, shard, manifest, --flake-retries, the fuzz deadline), and it alone
+writes the JSON-lines file, under its lock. This module only replaces the pool:
+
+* **One Ray task per case** (not an actor per slot): a task's worker process can be killed on a
+  timeout with ``ray.cancel(ref, force=True)``, which Ray does not offer for actor methods, and
+  Ray replaces a dead worker by itself. Each Ray worker process loads the backend and the cases
+  (one ``ray.put`` of the driver's cases) once, on its first task of the run, and keeps them in
+  ``_STATE`` for the tasks after; the case runs through ``runner._run_one`` — the forked worker's
+  own per-case path (warnings, phases, harness errors, reproducers).
+* The task is a streaming generator: it yields ``("started", pid, host)`` once its worker has the
+  backend and the cases, then ``("done", record)``. The case's time limit counts from
+  "started" (so a worker's start-up, a queue behind a busy cluster, are not the case's time);
+  a task that does not even start within the limit plus ``START_GRACE_S`` is TIMEOUT too.
+* ``max_retries=0``: a task whose worker dies (a segfault, ``os._exit``, SIGKILL, Ray's memory
+  monitor) is that case's **CRASH**, recorded at once and never retried by Ray, so the verdict is
+  deterministic; the message names the death (Ray's error, the worker's pid and host). A task
+  past the limit is cancelled with ``force=True`` (its worker is killed) and is **TIMEOUT**.
+  The run continues; no case is lost.
+
+Not carried over from the forked pool: the phase and innermost frames of a CRASH / TIMEOUT (they
+live in the dead worker; the message says "on a Ray worker" instead), replacing workers that
+grow beyond ``worker_rss_mb`` (Ray's own memory monitor kills a worker under memory pressure: a
+CRASH), killing processes a backend forked, and a reducer's partial result when its worker
+dies (a FAIL being reduced gets ``reduce_s`` + 10 s more time up front instead).
+
+On a real cluster every node needs tilefoundry, the backend and the catalog importable, and
+``--repro-dir`` / the fuzz ``--db`` must be on storage every node sees (only the driver reads the
+database; workers write reproducers).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tilefoundry.conformance.backend import Capabilities, load_backend
+from tilefoundry.conformance.cases import Case
+from tilefoundry.conformance.runner import (
+    _IDLE,
+    ConformanceError,
+    _Dispatch,
+    _run_one,
+    _short,
+    _Task,
+    _text,
+    crash_record,
+    timeout_record,
+)
+
+#: how long a task may wait for a Ray worker (start-up, loading the backend) beyond its limit
+START_GRACE_S = 120.0
+#: the TCP connection timeout of the --address check
+CONNECT_TIMEOUT_S = 5.0
+#: the object store of a local cluster (the cases are about 1 MB)
+LOCAL_OBJECT_STORE_BYTES = 256 * 2**20
+
+# one run's backend and cases in a Ray worker process: {key: (backend, load error, cases, caps,
+# seed)}; only the latest run's is kept
+_STATE: dict[str, tuple] = {}
+
+
+class _Phase:
+    """What the case is doing (``runner._PHASES``), as the forked worker's shared int."""
+
+    value = _IDLE
+
+
+class _Messages:
+    """The worker's side of the forked pool's pipe: ``_execute``'s "meta" / "partial"."""
+
+    def __init__(self) -> None:
+        self.meta: dict = {}
+
+    def send(self, msg: tuple) -> None:
+        if msg and msg[0] == "meta":
+            self.meta = msg[2]
+
+
+def _case_task(key: str, box: list, i: int, opts: dict):
+    """In a Ray worker: case ``i`` of the run ``key`` (``box`` holds the reference of its
+    ``(spec, cases, caps, seed)``; a list, so Ray does not fetch it for every task)."""
+    st = _STATE.get(key)
+    if st is None:
+        import ray
+
+        spec, cases, caps, seed = ray.get(box[0])
+        backend, load_error = None, ""
+        try:
+            backend = load_backend(spec)
+        except Exception as e:
+            load_error = f"loading the backend in the Ray worker raised {type(e).__name__}: " \
+                         f"{_text(e)}"
+        _STATE.clear()
+        st = _STATE[key] = (backend, load_error, cases, caps, seed)
+    backend, load_error, cases, caps, seed = st
+    yield ("started", os.getpid(), socket.gethostname())
+    yield ("done", _run_one(backend, load_error, caps, cases[i], seed, opts, _Phase(),
+                            _Messages(), i))
+
+
+def _probe_address(address: str) -> None:
+    """A TCP connection to ``address`` (``HOST:PORT`` or ``ray://HOST:PORT``) within
+    ``CONNECT_TIMEOUT_S``: ``ray.init`` on an address nobody answers retries for minutes."""
+    if address in ("auto", "local"):
+        return
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConformanceError(f"--address: expected HOST:PORT or ray://HOST:PORT (a Ray "
+                               f"cluster's head), got {address!r}")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT_S):
+            pass
+    except OSError as e:
+        raise ConformanceError(f"--address {address}: no Ray cluster answers there "
+                               f"({e.strerror or e}); start one with 'ray start --head' or "
+                               f"fix the address") from None
+
+
+def connect(address: str | None, jobs: int) -> RaySession:
+    """A Ray session: the cluster at ``address``, or a local one of ``jobs`` CPUs (an already
+    initialised Ray, e.g. a test's cluster, is used as it is). Errors are one-line
+    ``ConformanceError``s, before any case runs."""
+    try:
+        import ray
+    except ImportError:
+        raise ConformanceError("--executor ray needs Ray, which is not installed; install it "
+                               "with: pip install 'tilefoundry[ray]'") from None
+    if address is not None:
+        _probe_address(address)
+    if ray.is_initialized():
+        return RaySession(ray, started=False)
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                              "logging_level": "WARNING"}
+    try:
+        if address is not None:
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(num_cpus=jobs, object_store_memory=LOCAL_OBJECT_STORE_BYTES, **kwargs)
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        where = f"--address {address}" if address is not None else "a local Ray cluster"
+        raise ConformanceError(f"--executor ray: cannot start or join {where} "
+                               f"({type(e).__name__}: {_short(first, 200)}); check 'ray "
+                               f"status' there or fix the address") from None
+    return RaySession(ray, started=True)
+
+
+@dataclass
+class _Flight:
+    task: _Task
+    limit: float  # the case's time limit
+    deadline: float  # time.monotonic(): before "started", the limit plus START_GRACE_S
+    started: float | None = None
+    where: str = ""  # "pid N on HOST" once started
+
+
+class RaySession:
+    """A connection to a Ray cluster for one ``run`` (``close`` shuts down a cluster it
+    started)."""
+
+    def __init__(self, ray: Any, started: bool):
+        self.ray, self.started = ray, started
+        self.box: list | None = None
+        self.key = ""
+        self.remote = ray.remote(num_returns="streaming", max_retries=0,
+                                 num_cpus=1)(_case_task)
+
+    def prepare(self, spec: str, cases: Any, caps: Capabilities, seed: int) -> None:
+        """Put the run's cases in the object store (before the results file is touched: cases
+        that cannot be sent are a one-line error)."""
+        try:
+            ref = self.ray.put((spec, cases, caps, seed))
+        except Exception as e:
+            raise ConformanceError(f"--executor ray: the cases cannot be sent to Ray workers "
+                                   f"({type(e).__name__}: {_short(str(e), 200)}); build them "
+                                   f"from importable module-level functions") from None
+        self.box, self.key = [ref], ref.hex()
+
+    def close(self) -> None:
+        if self.started:
+            self.ray.shutdown()
+            self.started = False
+
+    def run_cases(self, d: _Dispatch, jobs: int, timeout_s: float) -> None:
+        """Keep ``jobs`` tasks of ``d`` in flight until it has none left; every finished,
+        dead or timed-out task is concluded on ``d`` (which writes its record)."""
+        ray = self.ray
+        inflight: dict[Any, _Flight] = {}
+        try:
+            while True:
+                while len(inflight) < jobs and d.more():
+                    t = d.next_task()
+                    if t is None:
+                        break
+                    limit = timeout_s
+                    if t.opts.get("repro") and t.opts.get("reduce_s", 0) > 0:
+                        limit += float(t.opts["reduce_s"]) + 10.0  # the reducer's time
+                    gen = self.remote.remote(self.key, self.box, t.i, t.opts)
+                    inflight[gen] = _Flight(t, limit, time.monotonic() + limit + START_GRACE_S)
+                if not inflight:
+                    if not d.more():
+                        break
+                    continue
+                wait_s = max(0.0, min(f.deadline for f in inflight.values()) - time.monotonic())
+                ready, _ = ray.wait(list(inflight), num_returns=1, timeout=min(wait_s, 0.5))
+                for gen in ready:
+                    self._advance(d, inflight, gen)
+                now = time.monotonic()
+                for gen, fl in list(inflight.items()):
+                    if now >= fl.deadline:
+                        ray.cancel(gen, force=True)  # kills its worker; Ray starts another
+                        del inflight[gen]
+                        if fl.started is None:
+                            how = (f"before it started: no Ray worker took it within "
+                                   f"{fl.limit + START_GRACE_S:g} s (a busy cluster, or the "
+                                   f"backend loads slowly); the task was cancelled")
+                            elapsed = 0.0
+                        else:
+                            how = (f"on a Ray worker ({fl.where}); the task was cancelled "
+                                   f"and its worker killed")
+                            elapsed = now - fl.started
+                        self._conclude(d, fl, timeout_record(fl.task.case, timeout_s, elapsed,
+                                                             how))
+        finally:
+            for gen in inflight:  # interrupted: nothing of this run keeps running
+                try:
+                    ray.cancel(gen, force=True)
+                except Exception:  # the cluster may be gone already
+                    pass
+
+    def _advance(self, d: _Dispatch, inflight: dict, gen: Any) -> None:
+        ray = self.ray
+        fl = inflight[gen]
+        try:
+            item = ray.get(next(gen))
+        except StopIteration:  # the generator ended without a record (never expected)
+            del inflight[gen]
+            self._conclude(d, fl, {"verdict": "ERROR", "harness": True,
+                                   "message": "harness: the Ray task ended without a record"})
+            return
+        except ray.exceptions.RayTaskError as e:  # the task itself raised: the harness's
+            del inflight[gen]
+            cause = e.cause if getattr(e, "cause", None) is not None else e
+            self._conclude(d, fl, {"verdict": "ERROR", "harness": True,
+                                   "message": f"harness: the Ray task raised "
+                                              f"{type(cause).__name__}: {_short(str(cause))}"})
+            return
+        except ray.exceptions.RayError as e:  # the worker died, or the node
+            del inflight[gen]
+            first = (str(e).strip().splitlines() or [""])[0]
+            who = f"the Ray worker running it ({fl.where})" if fl.started is not None else \
+                "the Ray worker taking it (before the case started)"
+            elapsed = time.monotonic() - fl.started if fl.started is not None else 0.0
+            self._conclude(d, fl, crash_record(
+                fl.task.case, elapsed, f"{who} died: {type(e).__name__}: {_short(first, 300)}"
+                                       f" (not retried: max_retries=0)"))
+            return
+        if item[0] == "started":
+            fl.started = time.monotonic()
+            fl.deadline = fl.started + fl.limit
+            fl.where = f"pid {item[1]} on {item[2]}"
+            return
+        del inflight[gen]
+        self._conclude(d, fl, item[1])
+
+    @staticmethod
+    def _conclude(d: _Dispatch, fl: _Flight, out: dict) -> None:
+        t: _Task = fl.task
+        case: Case = t.case
+        d.conclude(t.flake, case, t.i, out)
+
+
+__all__ = ["CONNECT_TIMEOUT_S", "START_GRACE_S", "RaySession", "connect"]
