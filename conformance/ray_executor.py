@@ -193,6 +193,7 @@ class RaySession:
         dead or timed-out task is concluded on ``d`` (which writes its record)."""
         ray = self.ray
         inflight: dict[Any, _Flight] = {}
+        cancelled: list = []  # their last item (the cancellation) is read, so Ray logs nothing
         try:
             while True:
                 while len(inflight) < jobs and d.more():
@@ -212,10 +213,12 @@ class RaySession:
                 ready, _ = ray.wait(list(inflight), num_returns=1, timeout=min(wait_s, 0.5))
                 for gen in ready:
                     self._advance(d, inflight, gen)
+                cancelled = self._drain(cancelled, 0.0)
                 now = time.monotonic()
                 for gen, fl in list(inflight.items()):
                     if now >= fl.deadline:
                         ray.cancel(gen, force=True)  # kills its worker; Ray starts another
+                        cancelled.append(gen)
                         del inflight[gen]
                         if fl.started is None:
                             how = (f"before it started: no Ray worker took it within "
@@ -234,6 +237,23 @@ class RaySession:
                     ray.cancel(gen, force=True)
                 except Exception:  # the cluster may be gone already
                     pass
+            self._drain(cancelled + list(inflight), 5.0)
+
+    def _drain(self, gens: list, timeout: float) -> list:
+        """Read the error item of cancelled tasks (within ``timeout``); the rest, still
+        going."""
+        if not gens:
+            return gens
+        try:
+            ready, rest = self.ray.wait(gens, num_returns=len(gens), timeout=timeout)
+        except Exception:
+            return []
+        for gen in ready:
+            try:
+                self.ray.get(next(gen))
+            except Exception:  # the cancellation itself, expected
+                pass
+        return list(rest)
 
     def _advance(self, d: _Dispatch, inflight: dict, gen: Any) -> None:
         ray = self.ray
