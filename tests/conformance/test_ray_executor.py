@@ -35,13 +35,20 @@ def _pythonpath() -> str:
     return os.pathsep.join([str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
+@pytest.fixture(scope="module")
+def flip_file(tmp_path_factory) -> Path:
+    """The flaky backend's ``flip`` attempt counter, seen by the Ray workers."""
+    return tmp_path_factory.mktemp("flip") / "flip"
+
+
 @pytest.fixture(scope="module", autouse=True)
-def cluster():
+def cluster(flip_file):
     if ray.is_initialized():
         ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              object_store_memory=128 * 2**20, logging_level="WARNING",
-             runtime_env={"env_vars": {"PYTHONPATH": _pythonpath()}})
+             runtime_env={"env_vars": {"PYTHONPATH": _pythonpath(),
+                                       "FLIP_FILE": str(flip_file), "FLIP_FAILS": "1"}})
     try:
         yield
     finally:
@@ -213,3 +220,15 @@ def test_fuzz_cli_on_ray_with_a_shared_example_db(tmp_path):
     gen = GeneratedCases(syn.generate, seed=0)
     # every FAIL's seed is in the database the next run replays (the driver wrote it)
     assert sorted(int(x) for x in saved) == sorted(gen.case_seed(k) for k in fails)
+
+
+def test_flake_retries_on_ray_are_the_drivers(tmp_path, flip_file):
+    flip_file.unlink(missing_ok=True)
+    res = run(FLAKY, syn.build_flip(0), jobs=2, timeout_s=SLACK, flake_retries=1,
+              out_jsonl=tmp_path / "r.jsonl", executor="ray")
+    rec = {r["id"]: r for r in res.records}
+    assert rec["flaky/flip"]["verdict"] == "FLAKY"  # FAIL on attempt 1, PASS on attempt 2
+    assert rec["flaky/flip"]["attempts"] == ["FAIL", "PASS"]
+    assert rec["flaky/garbage"]["verdict"] == "FAIL"
+    assert rec["flaky/garbage"]["attempts"] == ["FAIL", "FAIL"]
+    assert flip_file.read_text() == "xx"  # flip ran exactly twice
