@@ -175,6 +175,13 @@ class RaySession:
     def prepare(self, spec: str, cases: Any, caps: Capabilities, seed: int) -> None:
         """Put the run's cases in the object store (before the results file is touched: cases
         that cannot be sent are a one-line error)."""
+        import sys
+
+        from ray import cloudpickle
+
+        for name, mod in list(sys.modules.items()):
+            if name.startswith("tilefoundry_user_"):  # a 'path/file.py:function' spec's module
+                cloudpickle.register_pickle_by_value(mod)  # (workers cannot import it by name)
         try:
             ref = self.ray.put((spec, cases, caps, seed))
         except Exception as e:

@@ -232,3 +232,12 @@ def test_flake_retries_on_ray_are_the_drivers(tmp_path, flip_file):
     assert rec["flaky/garbage"]["verdict"] == "FAIL"
     assert rec["flaky/garbage"]["attempts"] == ["FAIL", "FAIL"]
     assert flip_file.read_text() == "xx"  # flip ran exactly twice
+
+
+def test_a_catalog_given_as_a_file_path_reaches_the_ray_workers(tmp_path):
+    res = run(FLAKY, "quick", catalog=f"{HERE / 'synthetic_catalog.py'}:build_no_hang",
+              jobs=2, timeout_s=SLACK, out_jsonl=tmp_path / "r.jsonl", executor="ray")
+    v = res.verdicts()
+    assert len(v) == len(syn.build_no_hang(0).tier("quick"))
+    assert v["flaky/garbage"] == "FAIL" and v["elementwise/add/f32"] == "PASS"
+    assert not any(r.get("harness") for r in res.records)
