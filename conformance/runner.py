@@ -1385,21 +1385,10 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     repro_dir = Path(repro_dir) if repro_dir is not None else None
     if repro_dir is not None:
         _check_writable(repro_dir, "--repro-dir", directory=True)
-    ray_session = None
-    if executor == "ray":  # connected before the results file is touched: a bad address
-        from tilefoundry.conformance import ray_executor  # is an error before any case
-
-        ray_session = ray_executor.connect(ray_address, jobs)
-    try:
-        if ray_session is not None:
-            ray_session.prepare(backend_spec, cases, caps, seed)
-        return _run_driver(backend_spec, cases, caps, finite, t_start, out_jsonl, resume,
-                           seed, manifest, repro_dir, progress, catalog, reduce_s, deadline,
-                           worker_rss_mb, stream, shard, baseline, flake_retries, budget_s,
-                           jobs, timeout_s, ray_session)
-    finally:
-        if ray_session is not None:
-            ray_session.close()
+    return _run_driver(backend_spec, cases, caps, finite, t_start, out_jsonl, resume, seed,
+                       manifest, repro_dir, progress, catalog, reduce_s, deadline,
+                       worker_rss_mb, stream, shard, baseline, flake_retries, budget_s, jobs,
+                       timeout_s, executor, ray_address)
 
 
 def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, finite: bool,
@@ -1408,18 +1397,26 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
                 catalog: str | None, reduce_s: float, deadline: float | None,
                 worker_rss_mb: float, stream: Any, shard: tuple[int, int] | None,
                 baseline: Any, flake_retries: int, budget_s: float | None, jobs: int,
-                timeout_s: float, ray_session: Any) -> RunResult:
+                timeout_s: float, executor: str, ray_address: str | None) -> RunResult:
     """``run`` once its arguments are checked: lock the results file, write the header, run
-    the cases on the executor (the forked pool, or ``ray_session``), write the summary."""
+    the cases on the executor (the forked pool, or a Ray session), write the summary."""
     from tilefoundry.conformance.report import Progress, read_jsonl
 
     f = _lock_results(out_jsonl)  # before anything reads or truncates it
+    ray_session = None
     try:
+        if executor == "ray":  # after the lock, before the file is read or truncated: a bad
+            from tilefoundry.conformance import ray_executor  # address touches nothing
+
+            ray_session = ray_executor.connect(ray_address, jobs)
+            ray_session.prepare(backend_spec, cases, caps, seed)
         header, done = _read_resume(out_jsonl, backend_spec, seed) if resume else (None, {})
         if not resume:
             f.truncate(0)
     except BaseException:
         f.close()
+        if ray_session is not None:
+            ray_session.close()
         raise
     unused = manifest.unused([c.id for c in cases]) if manifest is not None and finite else []
     _warm_imports()
@@ -1441,6 +1438,8 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
         f.close()
         shutil.rmtree(tmp, ignore_errors=True)
         _restore_term(old_term)
+        if ray_session is not None:
+            ray_session.close()
         raise
     d = _Dispatch(cases, done, f, prog, manifest, flake_retries, deadline,
                   {"backend": backend_spec, "catalog": catalog}, reduce_s, repro_dir)
@@ -1467,6 +1466,8 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
         try:
             if pool is not None:
                 pool.stop()
+            if ray_session is not None:
+                ray_session.close()
         finally:
             f.close()
             prog.close()

@@ -130,13 +130,14 @@ def test_a_ray_worker_killed_mid_run_loses_no_case(tmp_path):
 
 def test_an_unreachable_address_is_a_one_line_error_before_any_case(tmp_path):
     j = tmp_path / "r.jsonl"
+    j.write_text("an earlier run's line\n")
     t = time.monotonic()
     with pytest.raises(ConformanceError, match="no Ray cluster answers there") as e:
         run(FLAKY, syn.build_catalog(0).tier("quick"), out_jsonl=j, executor="ray",
             ray_address="127.0.0.1:1")
     assert "\n" not in str(e.value) and "ray start --head" in str(e.value)
     assert time.monotonic() - t < 15
-    assert not j.exists() or j.read_text() == ""  # no header, no case
+    assert j.read_text() == "an earlier run's line\n"  # not truncated, no header, no case
     with pytest.raises(ConformanceError, match="HOST:PORT"):
         run(FLAKY, [], out_jsonl=j, executor="ray", ray_address="no-port-here")
     with pytest.raises(ConformanceError, match="--executor ray or drop --address"):
@@ -149,7 +150,7 @@ def test_an_unreachable_address_is_a_one_line_error_before_any_case(tmp_path):
     assert p.returncode == 2, p.stderr
     err = p.stderr.strip().splitlines()
     assert len(err) == 1 and "no Ray cluster answers there" in err[0], p.stderr
-    assert p.stdout == "" and (not j.exists() or j.read_text() == "")
+    assert p.stdout == "" and j.read_text() == "an earlier run's line\n"
 
 
 def test_without_ray_the_error_names_the_extra(tmp_path, monkeypatch):
