@@ -32,6 +32,11 @@
 7. The ``RunResult`` is computed **from the JSON-lines file**, ordered by the case order, so an
    interrupted and resumed run reports exactly what an uninterrupted one does
    (``RunResult.report()`` leaves out the timings).
+8. ``executor="ray"`` replaces the forked workers of 2.-4. with one Ray task per case on a Ray
+   cluster (``ray_executor``; D267): the same per-case path (``_run_one``), CRASH for a task
+   whose Ray worker dies, TIMEOUT for one cancelled past the limit; everything else (resume,
+   shard, manifest, baseline, flake retries, the results file) is the driver's
+   (``_Dispatch``), the same for both executors.
 
 Determinism: the same seed builds the same catalog (the catalog's contract), and each case runs
 with Python's and numpy's global generators seeded from ``(seed, case id)``, so a backend that
