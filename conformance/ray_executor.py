@@ -20,11 +20,15 @@ writes the JSON-lines file, under its lock. This module only replaces the pool:
   past the limit is cancelled with ``force=True`` (its worker is killed) and is **TIMEOUT**.
   The run continues; no case is lost.
 
-Not carried over from the forked pool: the phase and innermost frames of a CRASH / TIMEOUT (they
-live in the dead worker; the message says "on a Ray worker" instead), replacing workers that
-grow beyond ``worker_rss_mb`` (Ray's own memory monitor kills a worker under memory pressure: a
-CRASH), killing processes a backend forked, and a reducer's partial result when its worker
-dies (a FAIL being reduced gets ``reduce_s`` + 10 s more time up front instead).
+* A worker that sees the driver's status folder of the run (its host, or shared storage) writes
+  its phase, the ops / dtypes it inferred and its ``faulthandler`` stacks to per-pid files
+  there (``_status_files``), so a CRASH / TIMEOUT names the phase and innermost frames as the
+  forked pool does; elsewhere only the death is named.
+
+Not carried over from the forked pool: replacing workers that grow beyond ``worker_rss_mb``
+(Ray's own memory monitor kills a worker under memory pressure: a CRASH), killing processes a
+backend forked, and a reducer's partial result when its worker dies (a FAIL being reduced gets
+``reduce_s`` + 10 s more time up front instead).
 
 On a real cluster every node needs tilefoundry, the backend and the catalog importable, and
 ``--repro-dir`` / the fuzz ``--db`` must be on storage every node sees (only the driver reads the
@@ -33,18 +37,27 @@ database; workers write reproducers).
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import json
 import os
+import shutil
+import signal
 import socket
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tilefoundry.conformance.backend import Capabilities, load_backend
 from tilefoundry.conformance.cases import Case
 from tilefoundry.conformance.runner import (
     _IDLE,
+    _PHASES,
     ConformanceError,
     _Dispatch,
+    _frames,
     _run_one,
     _short,
     _Task,
@@ -61,25 +74,69 @@ CONNECT_TIMEOUT_S = 5.0
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20
 
 # one run's backend and cases in a Ray worker process: {key: (backend, load error, cases, caps,
-# seed)}; only the latest run's is kept
+# seed, phase fd, meta fd, fault file)}; only the latest run's is kept
 _STATE: dict[str, tuple] = {}
 
 
 class _Phase:
-    """What the case is doing (``runner._PHASES``), as the forked worker's shared int."""
+    """What the case is doing (``runner._PHASES``), as the forked worker's shared int: also
+    written (one byte) to this worker's status file of the run when it has one, so the driver
+    can name the phase of a death."""
 
-    value = _IDLE
+    def __init__(self, fd: int | None) -> None:
+        self._v, self._fd = _IDLE, fd
+        self.value = _IDLE
+
+    @property
+    def value(self) -> int:
+        return self._v
+
+    @value.setter
+    def value(self, v: int) -> None:
+        self._v = v
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.pwrite(self._fd, bytes([v]), 0)
 
 
 class _Messages:
-    """The worker's side of the forked pool's pipe: ``_execute``'s "meta" / "partial"."""
+    """The worker's side of the forked pool's pipe: ``_execute``'s "meta" (the inferred ops /
+    dtypes, which a CRASH record carries) goes to this worker's meta file of the run."""
 
-    def __init__(self) -> None:
-        self.meta: dict = {}
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+        self.send(("meta", 0, {}))
 
     def send(self, msg: tuple) -> None:
-        if msg and msg[0] == "meta":
-            self.meta = msg[2]
+        if msg and msg[0] == "meta" and self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+                if msg[2]:
+                    os.pwrite(self._fd, json.dumps(msg[2]).encode(), 0)
+
+
+def _status_files(status_dir: str) -> tuple:
+    """This worker's phase and meta file descriptors and its faulthandler file in the driver's
+    status folder of the run — when the folder is here (the driver's host, or shared storage);
+    else ``(None, None, None)``."""
+    if not os.path.isdir(status_dir):
+        return None, None, None
+    base = os.path.join(status_dir, str(os.getpid()))
+    fault = open(base + ".fault", "w")  # kept open for faulthandler
+    faulthandler.enable(file=fault, all_threads=False)
+    if hasattr(signal, "SIGUSR1"):  # the driver asks for the stacks of a case past its limit
+        faulthandler.register(signal.SIGUSR1, file=fault, all_threads=True)
+    flags = os.O_RDWR | os.O_CREAT
+    return os.open(base + ".phase", flags, 0o644), os.open(base + ".meta", flags, 0o644), fault
+
+
+def _forget_state() -> None:
+    for st in _STATE.values():
+        for fd in st[5:7]:
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+    _STATE.clear()
 
 
 def _case_task(key: str, box: list, i: int, opts: dict):
@@ -89,19 +146,19 @@ def _case_task(key: str, box: list, i: int, opts: dict):
     if st is None:
         import ray
 
-        spec, cases, caps, seed = ray.get(box[0])
+        spec, cases, caps, seed, status_dir = ray.get(box[0])
         backend, load_error = None, ""
         try:
             backend = load_backend(spec)
         except Exception as e:
             load_error = f"loading the backend in the Ray worker raised {type(e).__name__}: " \
                          f"{_text(e)}"
-        _STATE.clear()
-        st = _STATE[key] = (backend, load_error, cases, caps, seed)
-    backend, load_error, cases, caps, seed = st
+        _forget_state()
+        st = _STATE[key] = (backend, load_error, cases, caps, seed, *_status_files(status_dir))
+    backend, load_error, cases, caps, seed, phase_fd, meta_fd, _ = st
+    phase, conn = _Phase(phase_fd), _Messages(meta_fd)  # reset: nothing of the last case
     yield ("started", os.getpid(), socket.gethostname())
-    yield ("done", _run_one(backend, load_error, caps, cases[i], seed, opts, _Phase(),
-                            _Messages(), i))
+    yield ("done", _run_one(backend, load_error, caps, cases[i], seed, opts, phase, conn, i))
 
 
 def _probe_address(address: str) -> None:
@@ -159,6 +216,8 @@ class _Flight:
     deadline: float  # time.monotonic(): before "started", the limit plus START_GRACE_S
     started: float | None = None
     where: str = ""  # "pid N on HOST" once started
+    pid: int | None = None
+    host: str = ""
 
 
 class RaySession:
@@ -169,6 +228,7 @@ class RaySession:
         self.ray, self.started = ray, started
         self.box: list | None = None
         self.key = ""
+        self.status: Path | None = None  # the workers' phase / meta / stack files of the run
         self.remote = ray.remote(num_returns="streaming", max_retries=0,
                                  num_cpus=1)(_case_task)
 
@@ -182,8 +242,9 @@ class RaySession:
         for name, mod in list(sys.modules.items()):
             if name.startswith("tilefoundry_user_"):  # a 'path/file.py:function' spec's module
                 cloudpickle.register_pickle_by_value(mod)  # (workers cannot import it by name)
+        self.status = Path(tempfile.mkdtemp(prefix="tilefoundry-ray-"))
         try:
-            ref = self.ray.put((spec, cases, caps, seed))
+            ref = self.ray.put((spec, cases, caps, seed, str(self.status)))
         except Exception as e:
             raise ConformanceError(f"--executor ray: the cases cannot be sent to Ray workers "
                                    f"({type(e).__name__}: {_short(str(e), 200)}); build them "
@@ -191,6 +252,9 @@ class RaySession:
         self.box, self.key = [ref], ref.hex()
 
     def close(self) -> None:
+        if self.status is not None:
+            shutil.rmtree(self.status, ignore_errors=True)
+            self.status = None
         if self.started:
             self.ray.shutdown()
             self.started = False
@@ -224,6 +288,7 @@ class RaySession:
                 now = time.monotonic()
                 for gen, fl in list(inflight.items()):
                     if now >= fl.deadline:
+                        phase, frames, meta = self._detail(fl, dump=True)  # before the kill
                         ray.cancel(gen, force=True)  # kills its worker; Ray starts another
                         cancelled.append(gen)
                         del inflight[gen]
@@ -233,11 +298,11 @@ class RaySession:
                                    f"backend loads slowly); the task was cancelled")
                             elapsed = 0.0
                         else:
-                            how = (f"on a Ray worker ({fl.where}); the task was cancelled "
-                                   f"and its worker killed")
+                            how = (f"{phase}on a Ray worker ({fl.where}); the task was "
+                                   f"cancelled and its worker killed{frames}")
                             elapsed = now - fl.started
                         self._conclude(d, fl, timeout_record(fl.task.case, timeout_s, elapsed,
-                                                             how))
+                                                             how, meta))
         finally:
             for gen in inflight:  # interrupted: nothing of this run keeps running
                 try:
@@ -285,17 +350,47 @@ class RaySession:
             who = f"the Ray worker running it ({fl.where})" if fl.started is not None else \
                 "the Ray worker taking it (before the case started)"
             elapsed = time.monotonic() - fl.started if fl.started is not None else 0.0
+            phase, frames, meta = self._detail(fl)
             self._conclude(d, fl, crash_record(
-                fl.task.case, elapsed, f"{who} died: {type(e).__name__}: {_short(first, 300)}"
-                                       f" (not retried: max_retries=0)"))
+                fl.task.case, elapsed, f"{who} died {phase}({type(e).__name__}: "
+                                       f"{_short(first, 300)}; not retried: max_retries=0)"
+                                       f"{frames}", meta))
             return
         if item[0] == "started":
             fl.started = time.monotonic()
             fl.deadline = fl.started + fl.limit
             fl.where = f"pid {item[1]} on {item[2]}"
+            fl.pid, fl.host = item[1], item[2]
             return
         del inflight[gen]
         self._conclude(d, fl, item[1])
+
+    def _detail(self, fl: _Flight, dump: bool = False) -> tuple[str, str, dict]:
+        """``("during PHASE ", "; innermost frames: ...", meta)`` of a started task from its
+        worker's status files (``("", "", {})`` where there are none: another host). ``dump``:
+        ask the live worker for its stacks first (SIGUSR1; faulthandler)."""
+        if fl.pid is None or self.status is None:
+            return "", "", {}
+        base = self.status / str(fl.pid)
+        fault = base.with_suffix(".fault")
+        if not fault.exists():
+            return "", "", {}
+        if dump and fl.host == socket.gethostname() and hasattr(signal, "SIGUSR1"):
+            with contextlib.suppress(OSError):
+                os.kill(fl.pid, signal.SIGUSR1)
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < 2.0 and not _frames(fault):
+                    time.sleep(0.02)
+                time.sleep(0.05)  # let the dump finish
+        phase = meta = None
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            phase = _PHASES[base.with_suffix(".phase").read_bytes()[0]]
+        with contextlib.suppress(OSError, ValueError):
+            meta = json.loads(base.with_suffix(".meta").read_text() or "{}")
+        where = _frames(fault)
+        return (f"during {phase} " if phase and phase != "idle" else "",
+                f"; innermost frames: {where}" if where else "",
+                meta if isinstance(meta, dict) else {})
 
     @staticmethod
     def _conclude(d: _Dispatch, fl: _Flight, out: dict) -> None:
