@@ -141,7 +141,8 @@ def _forget_state() -> None:
 
 def _case_task(key: str, box: list, i: int, opts: dict):
     """In a Ray worker: case ``i`` of the run ``key`` (``box`` holds the reference of its
-    ``(spec, cases, caps, seed)``; a list, so Ray does not fetch it for every task)."""
+    ``(spec, cases, caps, seed, status folder)``; a list, so Ray does not fetch it for every
+    task). Yields ``("started", pid, host)``, then ``("done", record)``."""
     st = _STATE.get(key)
     if st is None:
         import ray
