@@ -247,9 +247,16 @@ class RaySession:
         try:
             ref = self.ray.put((spec, cases, caps, seed, str(self.status)))
         except Exception as e:
+            why: BaseException = e
+            try:  # the pickling error itself (Ray's own message repeats the whole value)
+                cloudpickle.dumps(cases)
+            except Exception as inner:
+                why = inner
+            first = (str(why).strip().splitlines() or [""])[0]
             raise ConformanceError(f"--executor ray: the cases cannot be sent to Ray workers "
-                                   f"({type(e).__name__}: {_short(str(e), 200)}); build them "
-                                   f"from importable module-level functions") from None
+                                   f"({type(why).__name__}: {_short(first, 200)}); make their "
+                                   f"builders picklable (no locks, open files or sockets "
+                                   f"inside)") from None
         self.box, self.key = [ref], ref.hex()
 
     def close(self) -> None:

@@ -248,3 +248,19 @@ def test_a_catalog_given_as_a_file_path_reaches_the_ray_workers(tmp_path):
     assert len(v) == len(syn.build_no_hang(0).tier("quick"))
     assert v["flaky/garbage"] == "FAIL" and v["elementwise/add/f32"] == "PASS"
     assert not any(r.get("harness") for r in res.records)
+
+
+def test_cases_cloudpickle_refuses_are_a_one_line_error_before_any_case(tmp_path):
+    import functools
+
+    from tilefoundry.conformance.cases import Case
+
+    good = syn.build_catalog(0).tier("quick")[0]
+    held = threading.Lock()  # cloudpickle cannot send a lock
+    bad = Case("unsendable/add", "x", functools.partial(lambda _lock: good.build(), held))
+    j = tmp_path / "r.jsonl"
+    j.write_text("an earlier run's line\n")
+    with pytest.raises(ConformanceError, match="cannot be sent to Ray workers") as e:
+        run(FLAKY, [good, bad], out_jsonl=j, timeout_s=SLACK, executor="ray")
+    assert "\n" not in str(e.value) and "lock" in str(e.value)
+    assert j.read_text() == "an earlier run's line\n"
