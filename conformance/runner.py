@@ -415,6 +415,18 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def _default_fatal_signals() -> None:
+    """The fatal signals back to their default action before ``faulthandler.enable``: a
+    process that used Ray before forking (a test session) inherits the C++ failure handlers Ray
+    installs, and faulthandler then wrote no traceback."""
+    faulthandler.disable()
+    for name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            with contextlib.suppress(OSError, ValueError, RuntimeError):
+                signal.signal(sig, signal.SIG_DFL)
+
+
 def _rss_mb() -> float:
     try:
         with open("/proc/self/statm") as f:
@@ -435,6 +447,7 @@ def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, see
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # its own process group: what the backend forks goes with it
     fh = open(fault_path, "w")  # kept open for faulthandler
+    _default_fatal_signals()
     faulthandler.enable(file=fh, all_threads=False)
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, file=fh, all_threads=True)

@@ -264,3 +264,27 @@ def test_cases_cloudpickle_refuses_are_a_one_line_error_before_any_case(tmp_path
         run(FLAKY, [good, bad], out_jsonl=j, timeout_s=SLACK, executor="ray")
     assert "\n" not in str(e.value) and "lock" in str(e.value)
     assert j.read_text() == "an earlier run's line\n"
+
+
+_AFTER_RAY = """
+import sys
+import ray
+ray.init(num_cpus=1, include_dashboard=False, logging_level="WARNING")
+ray.shutdown()
+import synthetic_catalog as syn
+from tilefoundry.conformance.runner import run
+cases = [c for c in syn.build_catalog(0).tier("quick") if c.id == "flaky/segv"]
+print(run("flaky_backend:factory", cases, timeout_s=30, out_jsonl=sys.argv[1]).records[0]
+      ["message"])
+"""
+
+
+def test_the_local_executor_after_ray_still_names_a_crashs_frames(tmp_path):
+    # Ray leaves C++ failure handlers in the process; forked workers reset them
+    # (runner._default_fatal_signals), or faulthandler wrote no frames
+    env = {**os.environ, "PYTHONPATH": _pythonpath()}
+    p = subprocess.run([sys.executable, "-c", _AFTER_RAY, str(tmp_path / "r.jsonl")],
+                       capture_output=True, text=True, env=env, timeout=120)
+    msg = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else p.stderr
+    assert msg.startswith("the worker was killed by signal SIGSEGV"), msg
+    assert "innermost frames: " in msg and "flaky_backend.py:" in msg, msg
