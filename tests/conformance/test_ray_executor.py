@@ -210,7 +210,7 @@ def test_fuzz_on_ray_spreads_generated_programs(tmp_path):
 def test_fuzz_cli_on_ray_with_a_shared_example_db(tmp_path):
     db = tmp_path / "db"
     p = _cli("conformance", "fuzz", "--backend", "flaky_backend:truncating", "--generator",
-             "synthetic_catalog:generate", "--minutes", "0.05", "-j", "2", "--executor", "ray",
+             "synthetic_catalog:generate", "--minutes", "0.03", "-j", "2", "--executor", "ray",
              "--db", str(db), "--jsonl", str(tmp_path / "f.jsonl"), "--timeout", str(SLACK))
     assert p.returncode in (0, 1), p.stderr
     assert "fuzz database" in p.stdout, p.stdout
