@@ -28,7 +28,15 @@ def _common(p: argparse.ArgumentParser, *, jsonl: str, timeout: float) -> None:
     p.add_argument("--backend", required=True,
                    help="'package.module:factory', a built-in name ('reference') or a "
                         "'tilefoundry.backends' entry point")
-    p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("-j", "--jobs", type=int, default=1,
+                   help="worker processes; with --executor ray, cases in flight (default 1)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: forked worker processes (default); ray: one Ray task per case "
+                        "on a Ray cluster (pip install 'tilefoundry[ray]')")
+    p.add_argument("--address", metavar="ADDR",
+                   help="with --executor ray: the Ray cluster to join (HOST:PORT of its head, "
+                        "ray://HOST:PORT, auto); without it a local cluster of -j CPUs is "
+                        "started")
     p.add_argument("--timeout", type=float, default=timeout,
                    help=f"per-case time limit in seconds (default {timeout:g})")
     p.add_argument("--seed", type=int, default=0, help="seed of the cases (default 0)")
@@ -356,7 +364,8 @@ def _run(args: argparse.Namespace) -> int:
                             manifest=manifest, repro_dir=args.repro_dir, progress=progress,
                             catalog=args.catalog, case_globs=args.cases, reduce_s=args.reduce,
                             shard=shard, baseline=baseline,
-                            flake_retries=args.flake_retries, caps_override=_caps_file(args))
+                            flake_retries=args.flake_retries, caps_override=_caps_file(args),
+                            executor=args.executor, ray_address=args.address)
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:
@@ -464,7 +473,8 @@ def _fuzz(args: argparse.Namespace) -> int:
                             seed=args.seed, out_jsonl=Path(args.jsonl), manifest=manifest,
                             repro_dir=args.repro_dir, progress=progress,
                             reduce_s=args.reduce,
-                            budget_s=60.0 * args.minutes, caps_override=override)
+                            budget_s=60.0 * args.minutes, caps_override=override,
+                            executor=args.executor, ray_address=args.address)
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:

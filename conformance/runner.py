@@ -32,6 +32,11 @@
 7. The ``RunResult`` is computed **from the JSON-lines file**, ordered by the case order, so an
    interrupted and resumed run reports exactly what an uninterrupted one does
    (``RunResult.report()`` leaves out the timings).
+8. ``executor="ray"`` replaces the forked workers of 2.-4. with one Ray task per case on a Ray
+   cluster (``ray_executor``; D267): the same per-case path (``_run_one``), CRASH for a task
+   whose Ray worker dies, TIMEOUT for one cancelled past the limit; everything else (resume,
+   shard, manifest, baseline, flake retries, the results file) is the driver's
+   (``_Dispatch``), the same for both executors.
 
 Determinism: the same seed builds the same catalog (the catalog's contract), and each case runs
 with Python's and numpy's global generators seeded from ``(seed, case id)``, so a backend that
@@ -92,6 +97,7 @@ BAD_VERDICTS = ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS")
 #: the verdicts --flake-retries runs again (XPASS is the manifest's, applied after the attempts)
 _RETRYABLE = ("FAIL", "CRASH", "TIMEOUT", "ERROR")
 JSONL_FORMAT = 1
+EXECUTORS = ("local", "ray")
 
 # what a worker is doing (a shared int the runner reads when the worker dies or hangs)
 _PHASES = ("idle", "building the case", "computing its requirements",
@@ -409,6 +415,18 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def _default_fatal_signals() -> None:
+    """The fatal signals back to their default action before ``faulthandler.enable``: a
+    process that used Ray before forking (a test session) inherits the C++ failure handlers Ray
+    installs, and faulthandler then wrote no traceback."""
+    faulthandler.disable()
+    for name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            with contextlib.suppress(OSError, ValueError, RuntimeError):
+                signal.signal(sig, signal.SIG_DFL)
+
+
 def _rss_mb() -> float:
     try:
         with open("/proc/self/statm") as f:
@@ -429,6 +447,7 @@ def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, see
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # its own process group: what the backend forks goes with it
     fh = open(fault_path, "w")  # kept open for faulthandler
+    _default_fatal_signals()
     faulthandler.enable(file=fh, all_threads=False)
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, file=fh, all_threads=True)
@@ -445,24 +464,33 @@ def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, see
         if task is None:
             break
         idx, opts = task
-        caught: list[tuple] = []
-        with warnings.catch_warnings():
-            # every warning of the case is recorded on the case (with the phase it came from)
-            # instead of going, unattributed, to the runner's stderr
-            warnings.simplefilter("always")
-            warnings.showwarning = lambda message, category, filename, lineno, *a, _c=caught, \
-                **k: _c.append((_PHASES[phase.value], category.__name__,
-                               os.path.basename(str(filename)), lineno, str(message)))
-            try:
-                out = _execute(backend, load_error, caps, cases[idx], seed, opts, phase, conn,
-                               idx)
-            except Exception as e:  # a harness bug: report it on the case, keep the worker
-                out = {"verdict": "ERROR", "harness": True,
-                       "message": f"harness: {type(e).__name__}: {_short(str(e))}"}
-        if caught:
-            out["warnings"] = _warning_summary(caught)
-        phase.value = _IDLE
+        out = _run_one(backend, load_error, caps, cases[idx], seed, opts, phase, conn, idx)
         conn.send(("done", idx, out, _rss_mb()))
+
+
+def _run_one(backend: Any, load_error: str, caps: Capabilities, case: Case, seed: int,
+             opts: dict, phase: Any, conn: Any, idx: int) -> dict:
+    """One case in a worker (a forked one, or a Ray worker: ``ray_executor``): ``_execute``
+    with the case's warnings recorded on it and a harness bug reported on the case. ``phase``
+    has a ``value`` (an int of ``_PHASES``); ``conn`` has ``send`` (the "meta" / "partial"
+    messages)."""
+    caught: list[tuple] = []
+    with warnings.catch_warnings():
+        # every warning of the case is recorded on the case (with the phase it came from)
+        # instead of going, unattributed, to the runner's stderr
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, category, filename, lineno, *a, _c=caught, \
+            **k: _c.append((_PHASES[phase.value], category.__name__,
+                           os.path.basename(str(filename)), lineno, str(message)))
+        try:
+            out = _execute(backend, load_error, caps, case, seed, opts, phase, conn, idx)
+        except Exception as e:  # a harness bug: report it on the case, keep the worker
+            out = {"verdict": "ERROR", "harness": True,
+                   "message": f"harness: {type(e).__name__}: {_short(str(e))}"}
+    if caught:
+        out["warnings"] = _warning_summary(caught)
+    phase.value = _IDLE
+    return out
 
 
 def _warning_summary(caught: list[tuple]) -> list[dict]:
@@ -1063,6 +1091,263 @@ def _safe_name(case_id: str, taken: set[str]) -> str:
     return s
 
 
+@dataclass
+class _Task:
+    """One attempt of a case, as the driver hands it to an executor."""
+
+    i: int
+    case: Case
+    opts: dict
+    rerun: str | None = None  # why it runs again (its worker died after earlier cases)
+    flake: list | None = None  # [earlier attempts' verdicts, first failure] (--flake-retries)
+
+    @property
+    def fresh(self) -> bool:
+        """It should run in a fresh worker (another attempt, or a run again after a death)."""
+        return self.rerun is not None or self.flake is not None
+
+
+class _Dispatch:
+    """The driver's side of a run, shared by the executors (the forked pool below, Ray in
+    ``ray_executor``): which case runs next (the cases in order, skipping those a resumed file
+    holds; cases to run again; --flake-retries attempts; the deadline; the manifest's skips),
+    and what becomes of a finished attempt (the flake bookkeeping, the manifest's xfail, one
+    JSON line appended to the locked results file)."""
+
+    def __init__(self, cases: Sequence[Case], done: dict, f: Any, prog: Any,
+                 manifest: Manifest | None, flake_retries: int, deadline: float | None,
+                 base_opts: dict, reduce_s: float, repro_dir: Path | None):
+        self.cases, self.done, self.f, self.prog = cases, done, f, prog
+        self.manifest, self.flake_retries, self.deadline = manifest, flake_retries, deadline
+        self.base_opts, self.reduce_s, self.repro_dir = base_opts, reduce_s, repro_dir
+        self.order: list[str] = []
+        self.taken: set[str] = set()
+        self.flake_q: collections.deque = collections.deque()  # (i, case, attempts, first)
+        self.retry: collections.deque = collections.deque()  # (i, case, why)
+        self.exhausted = False
+        self.stopped = False
+        self._it = self._fresh()
+
+    def _fresh(self) -> Iterator[tuple[int, Case]]:
+        for i in range(len(self.cases)):
+            c = self.cases[i]
+            if c.id in self.done:
+                self.order.append(c.id)
+                continue
+            yield i, c
+
+    def more(self) -> bool:
+        """Whether a task may still come (fresh cases, cases to run again, attempts)."""
+        return not ((self.exhausted or self.stopped) and not self.retry and not self.flake_q)
+
+    def next_task(self) -> _Task | None:
+        """The next attempt to run; None when none is due now (see ``more``). A case the
+        manifest skips is recorded here, without running."""
+        while True:
+            rerun = None
+            flake = None
+            if self.flake_q:  # another attempt of a failed case (--flake-retries)
+                i, case, *flake = self.flake_q.popleft()
+            elif self.retry:  # a case whose worker died after running earlier cases
+                i, case, rerun = self.retry.popleft()
+            else:
+                if self.exhausted or self.stopped:
+                    return None
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    self.stopped = True
+                    return None
+                try:
+                    i, case = next(self._it)
+                except StopIteration:
+                    self.exhausted = True
+                    return None
+                self.order.append(case.id)
+            m = self.manifest
+            sk = m.skip_for(case.id) if m is not None and rerun is None and flake is None \
+                else None
+            if sk is not None:
+                self.emit(self.finalize(case, {"verdict": "NOT_SUPPORTED",
+                                               "message": f"skipped by manifest: {sk.reason}",
+                                               "manifest": f"skip: {sk.reason}"}))
+                continue
+            tol = m.tolerance_for(case.id) if m is not None else None
+            opts: dict[str, Any] = {**self.base_opts,
+                                    "tolerance": (tol.ulp, tol.reason) if tol else None,
+                                    "reduce_s": self.reduce_s if flake is None else 0.0}
+            if self.repro_dir is not None and flake is None:  # the first attempt's is kept
+                opts["repro"] = str(self.repro_dir / _safe_name(case.id, self.taken))
+            return _Task(i, case, opts, rerun, flake)
+
+    def emit(self, rec: dict) -> None:
+        self.f.write(json.dumps(rec) + "\n")
+        self.f.flush()
+        self.prog.update(rec["verdict"])
+
+    def conclude(self, flake: list | None, case: Case, i: int, out: dict) -> None:
+        """Record a finished attempt: emit it, or queue another attempt (--flake-retries)."""
+        attempts, first = flake if flake is not None else ([], None)
+        attempts = [*attempts, out["verdict"]]
+        if out["verdict"] in _RETRYABLE and not out.get("harness") and \
+                len(attempts) <= self.flake_retries:
+            self.flake_q.append((i, case, attempts, first or out))
+            return
+        if len(attempts) > 1:
+            first = first or out
+            if out["verdict"] == "PASS":
+                out = {**first, "verdict": "FLAKY", "attempts": attempts,
+                       "message": f"flaky: {first['verdict']} on attempt 1, PASS on attempt "
+                                  f"{len(attempts)}: {first['message']}"}
+            else:
+                out = {**first, "attempts": attempts}
+        self.emit(self.finalize(case, out))
+
+    def finalize(self, case: Case, out: dict) -> dict:
+        rec = {"type": "case", "id": case.id, "family": case.family, "verdict": "",
+               "seconds": 0.0, "message": "", "ops": list(case.ops),
+               "dtypes": list(case.dtypes)}
+        rec.update(out)
+        rec["seconds"] = round(float(rec.get("seconds", 0.0)), 4)
+        xf = self.manifest.xfail_for(case.id) if self.manifest is not None else None
+        if xf is not None:
+            v = rec["verdict"]
+            if v in xf.verdicts:
+                rec.update(verdict="XFAIL", raw_verdict=v, manifest=f"xfail: {xf.reason}",
+                           message=f"expected failure ({xf.reason}): {v}: {rec['message']}")
+            elif v == "PASS":
+                rec.update(verdict="XPASS", raw_verdict=v, manifest=f"xfail: {xf.reason}",
+                           message=f"unexpected pass: the manifest expects a failure "
+                                   f"({xf.reason}); remove the entry")
+            elif v in BAD_VERDICTS:
+                rec["message"] += f" (the manifest expects {list(xf.verdicts)}: {xf.reason})"
+        return rec
+
+
+def _run_local(d: _Dispatch, pool: _Pool, timeout_s: float, worker_rss_mb: float) -> None:
+    """The forked-worker executor: hand ``d``'s tasks to the pool's slots, collect verdicts,
+    turn a worker's death into CRASH and a case past ``timeout_s`` into TIMEOUT."""
+    while True:
+        # hand out work
+        for slot in pool.slots:
+            if slot.task is not None or not d.more():
+                continue
+            t = d.next_task()
+            if t is None:
+                break
+            if t.fresh and slot.proc is not None and slot.runs:
+                pool.kill(slot)  # each attempt, and a run again after a death, in a fresh one
+            if slot.proc is not None and not slot.proc.is_alive():
+                pool.kill(slot)  # died between cases (a backend thread, a leak)
+            if slot.proc is None:
+                pool.spawn(slot)
+            try:
+                slot.conn.send((t.i, t.opts))
+            except (BrokenPipeError, OSError):
+                pool.kill(slot)
+                pool.spawn(slot)
+                slot.conn.send((t.i, t.opts))
+            now = time.monotonic()
+            slot.task = (t.i, t.case, now, now + timeout_s)
+            slot.partial, slot.meta, slot.rerun = None, {}, t.rerun
+            slot.flake = t.flake
+        busy = [s for s in pool.slots if s.task is not None]
+        if not busy:
+            if not d.more():
+                break
+            continue
+        now = time.monotonic()
+        wait_s = max(0.0, min(s.task[3] for s in busy) - now)
+        wait([x for s in busy for x in (s.conn, s.proc.sentinel)], min(wait_s, 0.5))
+        for slot in busy:
+            i, case, started, dl = slot.task
+            msg = None
+            dead_pipe = False
+            try:
+                if slot.conn.poll():
+                    msg = slot.conn.recv()
+            except (EOFError, OSError):
+                dead_pipe = True
+            if msg is not None and msg[0] == "meta":
+                slot.meta = msg[2]
+                continue
+            if msg is not None and msg[0] == "partial":
+                slot.partial = msg[2]
+                slot.task = (i, case, started, dl + msg[3])
+                continue
+            if msg is not None and msg[0] == "done":
+                out = msg[2]
+                if slot.rerun is not None:
+                    out = {**out, "rerun": slot.rerun}
+                slot.task = None
+                d.conclude(slot.flake, case, i, out)
+                slot.runs += 1
+                if msg[3] > worker_rss_mb:
+                    pool.recycled += 1
+                    pool.kill(slot)
+                continue
+            elapsed = time.monotonic() - started
+            if dead_pipe or not slot.proc.is_alive():
+                slot.proc.join(1)
+                what = _death(slot.proc.exitcode)
+                phase = _PHASES[slot.phase.value]
+                where = _frames(slot.fault)
+                if slot.partial is None and slot.rerun is None and slot.runs:
+                    # this worker ran earlier cases: its death may be theirs (a backend
+                    # thread exiting late). The case runs again in a fresh worker and
+                    # gets that verdict; a second death is its own CRASH.
+                    d.retry.append((i, case, f"{what} during {phase} in a worker that had "
+                                             f"run {slot.runs} earlier case(s); run again in "
+                                             f"a fresh worker"))
+                    slot.task = None
+                    pool.kill(slot)
+                    continue
+                if slot.partial is not None:
+                    out = dict(slot.partial)
+                    out["message"] += f" [{what} while reducing the failure]"
+                else:
+                    out = crash_record(case, elapsed, f"{what} during {phase}"
+                                       + (f"; innermost frames: {where}" if where else ""),
+                                       slot.meta)
+                if slot.rerun is not None:
+                    out["rerun"] = slot.rerun
+                slot.task = None
+                pool.kill(slot)
+                d.conclude(slot.flake, case, i, out)
+            elif time.monotonic() >= dl:
+                phase = _PHASES[slot.phase.value]
+                with contextlib.suppress(Exception):
+                    os.kill(slot.proc.pid, signal.SIGUSR1)  # faulthandler: dump stacks
+                    t0 = time.monotonic()
+                    while time.monotonic() - t0 < 2.0 and not _frames(slot.fault):
+                        time.sleep(0.02)
+                    time.sleep(0.05)  # let the dump finish
+                where = _frames(slot.fault)
+                if slot.partial is not None:
+                    out = dict(slot.partial)
+                    out["message"] += " [the reducer ran out of time]"
+                else:
+                    out = timeout_record(case, timeout_s, elapsed,
+                                         f"during {phase}; the worker was killed"
+                                         + (f"; innermost frames: {where}" if where else ""),
+                                         slot.meta)
+                slot.task = None
+                pool.kill(slot)
+                d.conclude(slot.flake, case, i, out)
+
+
+def timeout_record(case: Case, timeout_s: float, elapsed: float, how: str,
+                   meta: dict | None = None) -> dict:
+    """The TIMEOUT outcome of a case (both executors)."""
+    return {**(meta or {}), "verdict": "TIMEOUT", "seconds": elapsed,
+            "message": f"exceeded the {timeout_s:g} s limit {how}",
+            "program": _case_program(case)}
+
+
+def crash_record(case: Case, elapsed: float, what: str, meta: dict | None = None) -> dict:
+    """The CRASH outcome of a case whose worker died (both executors)."""
+    return {**(meta or {}), "verdict": "CRASH", "seconds": elapsed, "message": what,
+            "program": _case_program(case)}
+
+
 def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int = 1,
         timeout_s: float = 60.0, seed: int = 0, out_jsonl: Path | str,
         resume: bool = False, manifest: Manifest | None = None,
@@ -1071,8 +1356,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         reduce_s: float = 0.0, deadline: float | None = None, worker_rss_mb: float = 4096,
         stream: Any = None, shard: tuple[int, int] | None = None,
         baseline: Any = None, flake_retries: int = 0,
-        budget_s: float | None = None, caps_override: Capabilities | None = None
-        ) -> RunResult:
+        budget_s: float | None = None, caps_override: Capabilities | None = None,
+        executor: str = "local", ray_address: str | None = None) -> RunResult:
     """Run ``cases`` (a list, a Catalog, a lazy sequence such as ``GeneratedCases``, or a tier
     name of the catalog ``catalog``) against the backend ``backend_spec``; see the module
     docstring. ``deadline`` (a ``time.monotonic()`` value) stops handing out new cases; so
@@ -1084,8 +1369,13 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     a case whose verdict is FAIL / CRASH / TIMEOUT / ERROR runs again, up to K more times; one
     that passes on a later attempt is **FLAKY** (``attempts`` lists every attempt's verdict,
     the message and details are the first failure's), one that fails every attempt keeps its
-    first verdict (with ``attempts``)."""
-    from tilefoundry.conformance.report import Progress, read_jsonl
+    first verdict (with ``attempts``).
+
+    ``executor``: ``"local"`` (forked worker processes, the default) or ``"ray"`` (one Ray
+    task per case on the cluster at ``ray_address``, or on a local one of ``jobs`` CPUs:
+    ``ray_executor``); ``jobs`` is the number of cases in flight either way, and everything
+    above (resume, shard, baseline, flake retries, manifest) is the driver's, the same for
+    both."""
 
     t_start = time.monotonic()
     if jobs < 1:
@@ -1097,7 +1387,13 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     if not timeout_s > 0:
         raise ConformanceError(f"--timeout: expected a positive number of seconds, got "
                                f"{timeout_s}")
-    if "fork" not in multiprocessing.get_all_start_methods():
+    if executor not in EXECUTORS:
+        raise ConformanceError(f"--executor: expected one of {list(EXECUTORS)}, got "
+                               f"{executor!r}")
+    if ray_address is not None and executor != "ray":
+        raise ConformanceError("--address is the Ray cluster of --executor ray; add "
+                               "--executor ray or drop --address")
+    if executor == "local" and "fork" not in multiprocessing.get_all_start_methods():
         raise ConformanceError("the conformance runner needs the 'fork' start method "
                                "(Linux, macOS); it is not available here")
     backend, caps = _load_backend_checked(backend_spec, caps_override)
@@ -1133,13 +1429,38 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     repro_dir = Path(repro_dir) if repro_dir is not None else None
     if repro_dir is not None:
         _check_writable(repro_dir, "--repro-dir", directory=True)
+    return _run_driver(backend_spec, cases, caps, finite, t_start, out_jsonl, resume, seed,
+                       manifest, repro_dir, progress, catalog, reduce_s, deadline,
+                       worker_rss_mb, stream, shard, baseline, flake_retries, budget_s, jobs,
+                       timeout_s, executor, ray_address)
+
+
+def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, finite: bool,
+                t_start: float, out_jsonl: Path, resume: bool, seed: int,
+                manifest: Manifest | None, repro_dir: Path | None, progress: bool,
+                catalog: str | None, reduce_s: float, deadline: float | None,
+                worker_rss_mb: float, stream: Any, shard: tuple[int, int] | None,
+                baseline: Any, flake_retries: int, budget_s: float | None, jobs: int,
+                timeout_s: float, executor: str, ray_address: str | None) -> RunResult:
+    """``run`` once its arguments are checked: lock the results file, write the header, run
+    the cases on the executor (the forked pool, or a Ray session), write the summary."""
+    from tilefoundry.conformance.report import Progress, read_jsonl
+
     f = _lock_results(out_jsonl)  # before anything reads or truncates it
+    ray_session = None
     try:
+        if executor == "ray":  # after the lock, before the file is read or truncated: a bad
+            from tilefoundry.conformance import ray_executor  # address touches nothing
+
+            ray_session = ray_executor.connect(ray_address, jobs)
+            ray_session.prepare(backend_spec, cases, caps, seed)
         header, done = _read_resume(out_jsonl, backend_spec, seed) if resume else (None, {})
         if not resume:
             f.truncate(0)
     except BaseException:
         f.close()
+        if ray_session is not None:
+            ray_session.close()
         raise
     unused = manifest.unused([c.id for c in cases]) if manifest is not None and finite else []
     _warm_imports()
@@ -1150,65 +1471,22 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
 
     stream = sys.stderr if stream is None else stream
     prog = Progress(len(cases) if finite else None, stream=stream, enabled=progress)
-    order: list[str] = []
-    taken: set[str] = set()
     tmp = Path(tempfile.mkdtemp(prefix="tilefoundry-conformance-"))
     old_term = _term_as_exit()
+    pool: _Pool | None = None
     try:
-        pool = _Pool(backend_spec, cases, caps, seed, min(jobs, max(1, len(cases))), tmp,
-                     close_fds=(f.fileno(),))
+        if ray_session is None:
+            pool = _Pool(backend_spec, cases, caps, seed, min(jobs, max(1, len(cases))), tmp,
+                         close_fds=(f.fileno(),))
     except BaseException:
         f.close()
         shutil.rmtree(tmp, ignore_errors=True)
         _restore_term(old_term)
+        if ray_session is not None:
+            ray_session.close()
         raise
-    stopped = False
-
-    def emit(rec: dict) -> None:
-        f.write(json.dumps(rec) + "\n")
-        f.flush()
-        prog.update(rec["verdict"])
-
-    flake_q: collections.deque = collections.deque()  # (i, case, attempts, first failure)
-
-    def conclude(slot: _Slot, i: int, case: Case, out: dict) -> None:
-        """Record a finished attempt: emit it, or queue another attempt (--flake-retries)."""
-        attempts, first = slot.flake if slot.flake is not None else ([], None)
-        attempts = [*attempts, out["verdict"]]
-        if out["verdict"] in _RETRYABLE and not out.get("harness") and \
-                len(attempts) <= flake_retries:
-            flake_q.append((i, case, attempts, first or out))
-            return
-        if len(attempts) > 1:
-            first = first or out
-            if out["verdict"] == "PASS":
-                out = {**first, "verdict": "FLAKY", "attempts": attempts,
-                       "message": f"flaky: {first['verdict']} on attempt 1, PASS on attempt "
-                                  f"{len(attempts)}: {first['message']}"}
-            else:
-                out = {**first, "attempts": attempts}
-        emit(finalize(case, out))
-
-    def finalize(case: Case, out: dict) -> dict:
-        rec = {"type": "case", "id": case.id, "family": case.family, "verdict": "",
-               "seconds": 0.0, "message": "", "ops": list(case.ops),
-               "dtypes": list(case.dtypes)}
-        rec.update(out)
-        rec["seconds"] = round(float(rec.get("seconds", 0.0)), 4)
-        xf = manifest.xfail_for(case.id) if manifest is not None else None
-        if xf is not None:
-            v = rec["verdict"]
-            if v in xf.verdicts:
-                rec.update(verdict="XFAIL", raw_verdict=v, manifest=f"xfail: {xf.reason}",
-                           message=f"expected failure ({xf.reason}): {v}: {rec['message']}")
-            elif v == "PASS":
-                rec.update(verdict="XPASS", raw_verdict=v, manifest=f"xfail: {xf.reason}",
-                           message=f"unexpected pass: the manifest expects a failure "
-                                   f"({xf.reason}); remove the entry")
-            elif v in BAD_VERDICTS:
-                rec["message"] += f" (the manifest expects {list(xf.verdicts)}: {xf.reason})"
-        return rec
-
+    d = _Dispatch(cases, done, f, prog, manifest, flake_retries, deadline,
+                  {"backend": backend_spec, "catalog": catalog}, reduce_s, repro_dir)
     try:
         if header is None:
             if not resume or out_jsonl.stat().st_size == 0:
@@ -1223,160 +1501,17 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         prog.update(None, done=len([c for c in (cases if finite else ()) if c.id in done]))
         if budget_s is not None:  # the clock starts when cases can be handed out
             t = time.monotonic() + budget_s
-            deadline = t if deadline is None else min(deadline, t)
-
-        def tasks() -> Iterator[tuple[int, Case]]:
-            for i in range(len(cases)):
-                c = cases[i]
-                if c.id in done:
-                    order.append(c.id)
-                    continue
-                yield i, c
-
-        it = tasks()
-        exhausted = False
-        retry: collections.deque = collections.deque()
-        while True:
-            # hand out work
-            for slot in pool.slots:
-                if slot.task is not None or \
-                        ((exhausted or stopped) and not retry and not flake_q):
-                    continue
-                rerun = None
-                flake = None
-                if flake_q:  # another attempt of a failed case (--flake-retries)
-                    i, case, *flake = flake_q.popleft()
-                    if slot.proc is not None and slot.runs:
-                        pool.kill(slot)  # each attempt in a fresh worker
-                elif retry:  # a case whose worker died after running earlier cases
-                    i, case, rerun = retry.popleft()
-                    if slot.proc is not None and slot.runs:
-                        pool.kill(slot)  # it runs again in a fresh worker
-                else:
-                    if deadline is not None and time.monotonic() >= deadline:
-                        stopped = True
-                        break
-                    try:
-                        i, case = next(it)
-                    except StopIteration:
-                        exhausted = True
-                        break
-                    order.append(case.id)
-                sk = manifest.skip_for(case.id) if manifest is not None and rerun is None \
-                    and flake is None else None
-                if sk is not None:
-                    emit(finalize(case, {"verdict": "NOT_SUPPORTED",
-                                         "message": f"skipped by manifest: {sk.reason}",
-                                         "manifest": f"skip: {sk.reason}"}))
-                    continue
-                tol = manifest.tolerance_for(case.id) if manifest is not None else None
-                opts: dict[str, Any] = {"backend": backend_spec, "catalog": catalog,
-                                        "tolerance": (tol.ulp, tol.reason) if tol else None,
-                                        "reduce_s": reduce_s if flake is None else 0.0}
-                if repro_dir is not None and flake is None:  # the first attempt's is kept
-                    opts["repro"] = str(repro_dir / _safe_name(case.id, taken))
-                if slot.proc is not None and not slot.proc.is_alive():
-                    pool.kill(slot)  # died between cases (a backend thread, a leak)
-                if slot.proc is None:
-                    pool.spawn(slot)
-                try:
-                    slot.conn.send((i, opts))
-                except (BrokenPipeError, OSError):
-                    pool.kill(slot)
-                    pool.spawn(slot)
-                    slot.conn.send((i, opts))
-                now = time.monotonic()
-                slot.task = (i, case, now, now + timeout_s)
-                slot.partial, slot.meta, slot.rerun = None, {}, rerun
-                slot.flake = flake
-            busy = [s for s in pool.slots if s.task is not None]
-            if not busy:
-                if (exhausted or stopped) and not retry and not flake_q:
-                    break
-                continue
-            now = time.monotonic()
-            wait_s = max(0.0, min(s.task[3] for s in busy) - now)
-            wait([x for s in busy for x in (s.conn, s.proc.sentinel)], min(wait_s, 0.5))
-            for slot in busy:
-                i, case, started, dl = slot.task
-                msg = None
-                dead_pipe = False
-                try:
-                    if slot.conn.poll():
-                        msg = slot.conn.recv()
-                except (EOFError, OSError):
-                    dead_pipe = True
-                if msg is not None and msg[0] == "meta":
-                    slot.meta = msg[2]
-                    continue
-                if msg is not None and msg[0] == "partial":
-                    slot.partial = msg[2]
-                    slot.task = (i, case, started, dl + msg[3])
-                    continue
-                if msg is not None and msg[0] == "done":
-                    out = msg[2]
-                    if slot.rerun is not None:
-                        out = {**out, "rerun": slot.rerun}
-                    slot.task = None
-                    conclude(slot, i, case, out)
-                    slot.runs += 1
-                    if msg[3] > worker_rss_mb:
-                        pool.recycled += 1
-                        pool.kill(slot)
-                    continue
-                elapsed = time.monotonic() - started
-                if dead_pipe or not slot.proc.is_alive():
-                    slot.proc.join(1)
-                    what = _death(slot.proc.exitcode)
-                    phase = _PHASES[slot.phase.value]
-                    where = _frames(slot.fault)
-                    if slot.partial is None and slot.rerun is None and slot.runs:
-                        # this worker ran earlier cases: its death may be theirs (a backend
-                        # thread exiting late). The case runs again in a fresh worker and
-                        # gets that verdict; a second death is its own CRASH.
-                        retry.append((i, case, f"{what} during {phase} in a worker that had "
-                                               f"run {slot.runs} earlier case(s); run again in "
-                                               f"a fresh worker"))
-                        slot.task = None
-                        pool.kill(slot)
-                        continue
-                    if slot.partial is not None:
-                        out = dict(slot.partial)
-                        out["message"] += f" [{what} while reducing the failure]"
-                    else:
-                        out = {**slot.meta, "verdict": "CRASH", "seconds": elapsed,
-                               "message": f"{what} during {phase}"
-                                          + (f"; innermost frames: {where}" if where else ""),
-                               "program": _case_program(case)}
-                    if slot.rerun is not None:
-                        out["rerun"] = slot.rerun
-                    slot.task = None
-                    pool.kill(slot)
-                    conclude(slot, i, case, out)
-                elif time.monotonic() >= dl:
-                    phase = _PHASES[slot.phase.value]
-                    with contextlib.suppress(Exception):
-                        os.kill(slot.proc.pid, signal.SIGUSR1)  # faulthandler: dump stacks
-                        t = time.monotonic()
-                        while time.monotonic() - t < 2.0 and not _frames(slot.fault):
-                            time.sleep(0.02)
-                        time.sleep(0.05)  # let the dump finish
-                    where = _frames(slot.fault)
-                    if slot.partial is not None:
-                        out = dict(slot.partial)
-                        out["message"] += " [the reducer ran out of time]"
-                    else:
-                        out = {**slot.meta, "verdict": "TIMEOUT", "seconds": elapsed,
-                               "message": f"exceeded the {timeout_s:g} s limit during {phase}; "
-                                          f"the worker was killed"
-                                          + (f"; innermost frames: {where}" if where else ""),
-                               "program": _case_program(case)}
-                    slot.task = None
-                    pool.kill(slot)
-                    conclude(slot, i, case, out)
+            d.deadline = t if d.deadline is None else min(d.deadline, t)
+        if pool is not None:
+            _run_local(d, pool, timeout_s, worker_rss_mb)
+        else:
+            ray_session.run_cases(d, jobs, timeout_s)
     finally:
         try:
-            pool.stop()
+            if pool is not None:
+                pool.stop()
+            if ray_session is not None:
+                ray_session.close()
         finally:
             f.close()
             prog.close()
@@ -1384,15 +1519,16 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
             _restore_term(old_term)
 
     header, recs = read_jsonl(out_jsonl, skipped=[])
-    records = [recs[c] for c in dict.fromkeys(order) if c in recs]
+    records = [recs[c] for c in dict.fromkeys(d.order) if c in recs]
     result = RunResult(backend_spec, seed, records, out_jsonl, header or {},
-                       time.monotonic() - t_start, pool.recycled, unused, stopped,
+                       time.monotonic() - t_start, pool.recycled if pool is not None else 0, unused,
+                       d.stopped,
                        baseline.apply(records) if baseline is not None else None)
     with contextlib.suppress(OSError), open(out_jsonl, "a") as f:
         # a closing record: what this run (this session of a resumed run) concluded
         f.write(json.dumps({"type": "summary", "cases": len(records),
                             "counts": dict(result.counts()), "exit_code": result.exit_code,
-                            "vacuous": result.vacuous, "stopped": stopped,
+                            "vacuous": result.vacuous, "stopped": d.stopped,
                             "shard": list(shard) if shard else None,
                             "baseline": result.baseline.to_json() if result.baseline else None,
                             "seconds": round(result.wall_s, 3)}) + "\n")

@@ -12,6 +12,12 @@ writes its ``pip freeze --all`` (less pip and tilefoundry itself). ``check`` is 
 ``tests/package/test_lock.py`` runs: every requirement of pyproject.toml (dependencies and the
 ``dev`` / ``torch`` extras) is pinned by a version it admits, and every pin is needed by one of
 them, through the installed distributions' own requirement metadata.
+
+The optional extras of ``OPTIONAL_EXTRAS`` (``ray``: ``--executor ray``) are pinned too, for
+``pip install -c requirements/lock.txt '.[ray]'``, but ``make test`` does not install them: their
+pins that the test environment does not need carry the comment ``# extra: ray``. ``check``
+verifies them through the metadata where the extra is installed, and otherwise only that they
+are marked.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements" / "lock.txt"
 EXTRAS = ("dev", "torch")  # the test environment's extras (triton is not installed on the CPU)
+OPTIONAL_EXTRAS = ("ray",)  # pinned, not installed by `make test`; their own pins are marked
+_EXTRA_MARK = re.compile(r"#\s*extra:\s*([A-Za-z0-9_-]+)")
 REFRESH = "make lock  (python requirements/lockfile.py refresh)"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)\s*(?:#.*)?$")
 
@@ -46,6 +54,31 @@ def direct_requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[Requi
     for extra in EXTRAS:
         reqs += proj.get("optional-dependencies", {}).get(extra, [])
     return [Requirement(r) for r in reqs]
+
+
+def optional_requirements(pyproject: Path = ROOT / "pyproject.toml"
+                          ) -> dict[str, list[Requirement]]:
+    """``{extra: its requirements}`` of the ``OPTIONAL_EXTRAS``."""
+    opt = tomllib.loads(pyproject.read_text())["project"].get("optional-dependencies", {})
+    return {e: [Requirement(r) for r in opt.get(e, [])] for e in OPTIONAL_EXTRAS}
+
+
+def lock_extras(path: Path = LOCK) -> dict[str, str]:
+    """``{canonical name: extra}`` of the pins marked ``# extra: NAME``."""
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        m, e = _PIN.match(line.strip()), _EXTRA_MARK.search(line)
+        if m and e:
+            out[canonicalize_name(m.group(1))] = e.group(1)
+    return out
+
+
+def _installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def read_lock(path: Path = LOCK) -> dict[str, Version]:
@@ -100,8 +133,10 @@ def check(lock: Path = LOCK, *, installed_must_match: bool = False) -> list[str]
     """The problems of the lock, each a sentence naming the package and the refresh command."""
     problems: list[str] = []
     pins = read_lock(lock)
+    marked = lock_extras(lock)
     direct = direct_requirements()
-    for req in direct:
+    optional = optional_requirements()
+    for req in [*direct, *(r for rs in optional.values() for r in rs)]:
         name = canonicalize_name(req.name)
         if name not in pins:
             problems.append(f"{req.name}: required by pyproject.toml ({req}) but not pinned in "
@@ -110,14 +145,29 @@ def check(lock: Path = LOCK, *, installed_must_match: bool = False) -> list[str]
             problems.append(f"{req.name}: {lock.name} pins {pins[name]}, which pyproject.toml's "
                             f"{req} does not admit; refresh it with {REFRESH}")
     need = closure(direct)
+    walked = {e for e, rs in optional.items() if all(_installed(r.name) for r in rs)}
+    opt_need: dict[str, list[str]] = {}
+    for e in walked:
+        for name, by in closure(optional[e]).items():
+            if name not in need:
+                opt_need.setdefault(name, []).extend(by)
+                if marked.get(name) != e:
+                    problems.append(f"{name}: needed by the {e} extra only but not marked "
+                                    f"'# extra: {e}' in {lock.name}; refresh it with {REFRESH}")
     for name in sorted(set(pins) - set(need)):
+        e = marked.get(name)
+        if name in opt_need or (e in OPTIONAL_EXTRAS and e not in walked):
+            continue  # an optional extra's pin (not installed here: only its mark is checked)
         problems.append(f"{name}: pinned in {lock.name} but nothing in pyproject.toml requires "
                         f"it (directly or through another package); refresh it with {REFRESH}")
-    for name in sorted(set(need) - set(pins)):
+    for name in sorted((set(need) | set(opt_need)) - set(pins)):
+        need.setdefault(name, opt_need.get(name, []))
         problems.append(f"{name}: needed by {', '.join(sorted(set(need[name])))} but not pinned "
                         f"in {lock.name}; refresh it with {REFRESH}")
     if installed_must_match:
         for name, want in sorted(pins.items()):
+            if marked.get(name) in OPTIONAL_EXTRAS and name not in need:
+                continue  # `make test` does not install the optional extras
             try:
                 got = Version(metadata.version(name))
             except metadata.PackageNotFoundError:
@@ -140,6 +190,16 @@ def refresh(lock: Path = LOCK) -> None:
                         f"{ROOT}[{','.join(EXTRAS)}]"], check=True)
         frozen = subprocess.run([str(py), "-m", "pip", "freeze", "--all"], check=True,
                                 capture_output=True, text=True).stdout.splitlines()
+        base = {ln for ln in frozen if _PIN.match(ln)}
+        cons = Path(tmp) / "base.txt"
+        cons.write_text("\n".join(sorted(base)) + "\n")
+        for extra in OPTIONAL_EXTRAS:  # on top of the test environment, which stays as it is
+            subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                            "-c", str(cons), f"{ROOT}[{extra}]"], check=True)
+            more = subprocess.run([str(py), "-m", "pip", "freeze", "--all"], check=True,
+                                  capture_output=True, text=True).stdout.splitlines()
+            frozen += [f"{ln}  # extra: {extra}" for ln in more
+                       if _PIN.match(ln) and ln not in base and ln not in frozen]
     keep = sorted((ln for ln in frozen if _PIN.match(ln) and canonicalize_name(
         ln.split("==")[0]) not in ("pip", "tilefoundry")), key=str.lower)
     py_ver = ".".join(map(str, sys.version_info[:2]))

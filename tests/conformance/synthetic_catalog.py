@@ -119,3 +119,20 @@ def build_warn(seed: int = 0, *, backend_caps=None) -> Catalog:
         Case("flaky/garbage", "flaky", binary("garbage", B.SUB, DType.F32, seed, "garbage")),
         Case("elementwise/add/f32", "elementwise", binary("add", B.ADD, DType.F32, seed)),
     ])
+
+
+def slow_case(case_id: str, pid_file: str, delay: float, seed: int = 0) -> Case:
+    """A passing f32 add whose build appends ``"<id> <pid>"`` to ``pid_file`` and then sleeps
+    ``delay`` seconds: a case whose worker a test can kill mid-case."""
+    inner = binary(case_id.replace("/", "_"), BinaryKind.ADD, DType.F32, seed)
+
+    def build():
+        import os
+        import time
+
+        with open(pid_file, "a") as f:
+            f.write(f"{case_id} {os.getpid()}\n")
+        time.sleep(delay)
+        return inner()
+
+    return Case(case_id, "slow", build, ("Binary.add",), ("f32",))

@@ -53,18 +53,18 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 
 def test_a_dependency_added_to_pyproject_only_is_named(project):
-    _edit(project / "pyproject.toml", '"sympy>=1.12",', '"sympy>=1.12",\n    "attrs>=23",')
+    _edit(project / "pyproject.toml", '"sympy>=1.12",', '"sympy>=1.12",\n    "six>=1",')
     problems = lockfile.check(project / "lock.txt")
-    assert problems and all(p.startswith("attrs: ") and "make lock" in p for p in problems)
-    assert any(p.startswith("attrs: required by pyproject.toml (attrs>=23) but not pinned")
+    assert problems and all(p.startswith("six: ") and "make lock" in p for p in problems)
+    assert any(p.startswith("six: required by pyproject.toml (six>=1) but not pinned")
                for p in problems)
 
 
 def test_a_pin_added_to_the_lock_only_is_named(project):
     with open(project / "lock.txt", "a") as f:
-        f.write("attrs==25.1.0\n")
+        f.write("six==1.17.0\n")  # nothing here requires six (attrs: the ray extra does)
     problems = lockfile.check(project / "lock.txt")
-    assert problems == [p for p in problems if p.startswith("attrs: pinned in lock.txt but "
+    assert problems == [p for p in problems if p.startswith("six: pinned in lock.txt but "
                                                             "nothing in pyproject.toml requires")]
     assert len(problems) == 1 and "make lock" in problems[0]
 
@@ -91,3 +91,29 @@ def test_a_malformed_line_is_named(project):
         f.write("numpy>=2\n")
     with pytest.raises(lockfile.LockError, match=re.escape("'numpy>=2' is not 'name==version'")):
         lockfile.check(project / "lock.txt")
+
+
+def test_the_ray_extra_is_pinned_and_its_own_pins_are_marked():
+    pins, marked = lockfile.read_lock(), lockfile.lock_extras()
+    assert str(pins["ray"]) == "2.40.0" and marked["ray"] == "ray"
+    assert "numpy" not in marked  # the test environment's pins are not the extra's
+    assert all(e in lockfile.OPTIONAL_EXTRAS for e in marked.values())
+
+
+def test_an_optional_pin_without_its_mark_is_named(project):
+    if not lockfile._installed("ray"):
+        pytest.skip("the ray extra is not installed: its closure cannot be walked here")
+    _edit(project / "lock.txt", "msgpack==1.2.4  # extra: ray", "msgpack==1.2.4")
+    problems = lockfile.check(project / "lock.txt")
+    assert len(problems) == 1 and problems[0].startswith("msgpack: needed by the ray extra "
+                                                         "only but not marked")
+
+
+def test_without_the_optional_extra_installed_its_marked_pins_pass(project, monkeypatch):
+    real = lockfile._installed
+    monkeypatch.setattr(lockfile, "_installed", lambda n: n != "ray" and real(n))
+    assert lockfile.check(project / "lock.txt") == []
+    with open(project / "lock.txt", "a") as f:  # a stray pin is still one
+        f.write("six==1.17.0\n")
+    problems = lockfile.check(project / "lock.txt")
+    assert len(problems) == 1 and problems[0].startswith("six: pinned in lock.txt but")
