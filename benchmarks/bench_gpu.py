@@ -208,16 +208,21 @@ def bench_cuda_gemm(n: int, results: list[dict]) -> None:
             "cublas (torch.matmul)": _time(lambda: torch.matmul(ta, tb))}
     run.sync()
     run.close()
+    _gemm_report(n, rows, "tilefoundry-cuda", verdict, results, " (CUDA backend)",
+                 f"oracle on the 64x64 block: {verdict}")
+
+
+def _gemm_report(n: int, rows: dict, ours: str, verdict: str, results: list[dict],
+                 title: str, tail: str) -> None:
+    """Record and print one GEMM comparison (TFLOP/s of each implementation, ours / cuBLAS)."""
     flops = 2.0 * n ** 3
-    line = [f"\nGEMM {n}^3 bf16 (CUDA backend)"]
+    line = [f"\nGEMM {n}^3 bf16{title}"]
     for impl, ms in rows.items():
         tf = flops / ms / 1e9
         results.append({"kernel": "gemm", "shape": [n, n, n], "impl": impl, "ms": ms,
-                        "TFLOPs": tf, **({"verdict": verdict}
-                                         if impl == "tilefoundry-cuda" else {})})
+                        "TFLOPs": tf, **({"verdict": verdict} if impl == ours else {})})
         line.append(f"{impl} {tf:,.1f} TFLOP/s")
-    line.append(f"ratio ours/cuBLAS {rows['cublas (torch.matmul)'] / rows['tilefoundry-cuda']:.3f}"
-                f"; oracle on the 64x64 block: {verdict}")
+    line.append(f"ratio ours/cuBLAS {rows['cublas (torch.matmul)'] / rows[ours]:.3f}; {tail}")
     print("; ".join(line), flush=True)
 
 
@@ -238,17 +243,8 @@ def bench_gemm(n: int, results: list[dict]) -> None:
     tb = torch.from_numpy(b.view(np.int16)).cuda().view(torch.bfloat16)
     rows = {"tilefoundry-triton": _time(run.launch),
             "cublas (torch.matmul)": _time(lambda: torch.matmul(ta, tb))}
-    flops = 2.0 * n ** 3
-    line = [f"\nGEMM {n}^3 bf16"]
-    for impl, ms in rows.items():
-        tf = flops / ms / 1e9
-        results.append({"kernel": "gemm", "shape": [n, n, n], "impl": impl, "ms": ms,
-                        "TFLOPs": tf, **({"verdict": verdict}
-                                         if impl == "tilefoundry-triton" else {})})
-        line.append(f"{impl} {tf:,.0f} TFLOP/s")
-    line.append(f"ratio ours/cuBLAS {rows['cublas (torch.matmul)'] / rows['tilefoundry-triton']:.2f}"
-                f"; kernels {len(comp.kernels)}; oracle on the 64x64 block: {verdict}")
-    print("; ".join(line), flush=True)
+    _gemm_report(n, rows, "tilefoundry-triton", verdict, results, "",
+                 f"kernels {len(comp.kernels)}; oracle on the 64x64 block: {verdict}")
 
 
 def main(argv=None) -> int:

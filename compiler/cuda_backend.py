@@ -242,6 +242,19 @@ class _HostDevice:
         self.mem.pop(dptr, None)
 
 
+def launch_slices(entry: dict, threads: int) -> tuple[int, list[tuple[int, int, int]]]:
+    """A kernel's launches: (instances per launch, [(blocks, first lane, end lane)]). Threads
+    are one per instance, or one per lane of each instance (the lane mapping); scratch is per
+    instance and a launch covers whole instances, at most ``SCRATCH_LIMIT`` bytes of it."""
+    n, lanes, per = entry["instances"], entry.get("lanes", 1), entry["scratch"]
+    chunk = n if per == 0 else max(1, min(n, SCRATCH_LIMIT // per))
+    out = []
+    for lo in range(0, n, chunk):
+        hi = min(n, lo + chunk)
+        out.append((-(-(hi - lo) * lanes // threads), lo * lanes, hi * lanes))
+    return chunk, out
+
+
 class CudaExecutable(Interpreter):
     """Runs a program's rendered CUDA kernels on flat numpy storage (the interpreter's)."""
 
@@ -284,19 +297,15 @@ class CudaExecutable(Interpreter):
                 bufs.append(q)
                 dev.upload(q, np.ascontiguousarray(st[r]))
                 snaps.append(q)
-            # threads: one per instance, or one per lane of each instance (the lane mapping);
-            # scratch is per instance, and a launch covers whole instances
-            n, lanes, per = entry["instances"], entry.get("lanes", 1), entry["scratch"]
             threads = self.plan["threads"]
-            chunk = n if per == 0 else max(1, min(n, SCRATCH_LIMIT // per))
+            chunk, launches = launch_slices(entry, threads)
+            per = entry["scratch"]
             scratch = dev.alloc(chunk * per) if per else 0
             if per:
                 bufs.append(scratch)
             base = [int(ptr[r]) if r in ptr else 0 for r in order] + [int(q) for q in snaps]
-            for lo in range(0, n, chunk):
-                hi = min(n, lo + chunk)
-                dev.launch(f, -(-(hi - lo) * lanes // threads), threads,
-                           [*base, int(scratch), lo * lanes, hi * lanes])
+            for blocks, first, end in launches:
+                dev.launch(f, blocks, threads, [*base, int(scratch), first, end])
             for r in order:
                 if r in stores:
                     out = st[r]
@@ -350,15 +359,12 @@ class CudaDeviceRun:
                 q = self._alloc(st[r].nbytes)
                 dev.upload(q, np.ascontiguousarray(st[r]))
                 snaps.append(q)
-            n, lanes, per = entry["instances"], entry.get("lanes", 1), entry["scratch"]
             threads = exe.plan["threads"]
-            chunk = n if per == 0 else max(1, min(n, SCRATCH_LIMIT // per))
-            scratch = self._alloc(chunk * per) if per else 0
+            chunk, launches = launch_slices(entry, threads)
+            scratch = self._alloc(chunk * entry["scratch"]) if entry["scratch"] else 0
             base = [int(ptr[r]) if r in ptr else 0 for r in order] + [int(q) for q in snaps]
-            for lo in range(0, n, chunk):
-                hi = min(n, lo + chunk)
-                self.calls.append((f, -(-(hi - lo) * lanes // threads), threads,
-                                   [*base, int(scratch), lo * lanes, hi * lanes]))
+            self.calls += [(f, blocks, threads, [*base, int(scratch), first, end])
+                           for blocks, first, end in launches]
 
     def _alloc(self, nbytes: int):
         p = self.dev.alloc(nbytes)
