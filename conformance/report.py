@@ -485,15 +485,28 @@ def _bits(x: np.ndarray) -> tuple[np.ndarray, str]:
     return np.asarray(to_bits(x)).copy(), dt.value
 
 
+#: an input of at most this many elements is written to inputs.hex.txt whole; a larger one
+#: (a sweep of every bf16 pattern) by its first HEX_HEAD elements, its bits being in
+#: input_<i>.npy anyway — the full tier's 301 FAIL reproducers were 120 MB, three quarters
+#: of it these dumps (issue 22: reproducers sized by what failed, not by the whole sweep)
+HEX_FULL_MAX = 4096
+HEX_HEAD = 256
+
+
 def _hex_lines(name: str, x: np.ndarray) -> list[str]:
     from tilefoundry.semantics.formats import FORMATS, DType
 
     bits, dt = _bits(x)
     width = max(1, FORMATS[DType(dt)].bits // 4)
-    flat = [f"{int(b):0{width}x}" for b in bits.reshape(-1)]
+    allbits = bits.reshape(-1)
+    shown = allbits if allbits.size <= HEX_FULL_MAX else allbits[:HEX_HEAD]
+    flat = [f"{int(b):0{width}x}" for b in shown]
     out = [f"{name}: {dt} shape {list(x.shape)}"]
     for k in range(0, len(flat), 16):
         out.append("  " + " ".join(flat[k:k + 16]))
+    if shown.size < allbits.size:
+        out.append(f"  ... {allbits.size - shown.size:,} more element(s), not shown: every "
+                   f"element's bits are in the .npy file of this input")
     return out
 
 

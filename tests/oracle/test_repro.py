@@ -95,3 +95,29 @@ def test_a_reproducer_runs_nothing_of_its_own_when_opened(tmp_path):
     assert not marker.exists()
     with pytest.raises(Exception, match="holding pickles"):
         load_repro(d)
+
+
+def test_a_sweep_reproducer_is_sized_by_what_failed_not_by_the_sweep(tmp_path):
+    """Issue 22: the full tier's 301 FAIL reproducers were 120 MB, three quarters hex dumps of
+    whole sweeps. inputs.hex.txt now holds the first 256 elements of an input past 4,096 (and
+    says where the rest is); the raw bits stay whole in input_<i>.npy and the replay works."""
+    from tilefoundry.conformance.report import HEX_HEAD, write_reproducer
+    from tilefoundry.oracle.compare import check
+    from tilefoundry.semantics.dsl import parse_module
+
+    m = parse_module('''
+@func
+def f(x: Tensor[(65536,), f32]):
+    return x + x
+''')
+    x = np.arange(65536, dtype=np.float32)
+    observed = x + x + np.float32(1.0)
+    d = write_reproducer(tmp_path / "r", case_id="sweep", family="t", seed=0,
+                         backend="reference", module=m, entry="f", inputs=[x],
+                         verdict=check(m, "f", [x], observed), observed=observed)
+    hexes = (d / "inputs.hex.txt").read_text()
+    words = [w for ln in hexes.splitlines()[1:] if ln.startswith("  ") and "..." not in ln
+             for w in ln.split()]
+    assert len(words) == HEX_HEAD and "65,280 more element(s), not shown" in hexes
+    assert np.load(d / "input_0.npy").size == 65536  # every element's bits
+    assert len(hexes) < 4000 < (d / "input_0.npy").stat().st_size
