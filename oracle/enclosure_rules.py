@@ -956,7 +956,8 @@ def _bitcast(s: Site):
     from tilefoundry.semantics.ir import Constant
 
     if not s.exact_inputs:
-        return _full_like(np.asarray(s.value), "Bitcast of an enclosed value")
+        v = np.asarray(s.value)
+        return _bits_of_box(s.enc(0), v) if v.dtype == np.uint32 else _box_of_bits(s.enc(0), v)
     v = np.asarray(s.value)
     x = np.asarray(s.args[0])
     if v.dtype != np.uint32 or x.dtype != np.float32 or \
@@ -967,6 +968,48 @@ def _bitcast(s: Site):
         return None
     return Enc(v, v, np.zeros(v.shape, bool), np.ones(v.shape, bool),
                "the bits of a computed NaN (D266)", computed_nan)
+
+
+_SIGN, _INF_BITS = np.uint32(0x80000000), np.uint32(0x7F800000)
+
+
+def _bits_of_box(x: Enc, v: np.ndarray) -> Enc:
+    """f32 -> u32 of an enclosed value: an f32's bit pattern grows with the value among the
+    non-negative floats and with the magnitude among the negative ones, so a box above 0 maps
+    to [bits(lo), bits(hi)], one below 0 to [bits(hi), bits(lo)], and one reaching 0 (whose
+    zero may be either sign) into [0, bits(lo)] or [0, 0x80000000]; a box admitting NaN admits
+    every NaN pattern (``nan_bits``, D266)."""
+    lo = np.asarray(x.lo, np.float32)
+    hi = np.asarray(x.hi, np.float32)
+    bl, bh = lo.view(np.uint32), hi.view(np.uint32)
+    with np.errstate(invalid="ignore"):
+        pos, neg = x.real & (lo > 0), x.real & (hi < 0)
+        zero = x.real & ~pos & ~neg
+        lo_b = np.where(pos, bl, np.where(neg, bh, np.uint32(0)))
+        hi_b = np.where(pos, bh, np.where(neg, bl, np.where(zero & (lo < 0), bl, _SIGN)))
+    nb = np.asarray(x.nan, bool).copy()
+    return Enc(lo_b.astype(np.uint32), hi_b.astype(np.uint32), np.zeros(v.shape, bool),
+               np.asarray(x.real, bool).copy(), x.cause or "Bitcast of an enclosed value", nb)
+
+
+def _box_of_bits(x: Enc, v: np.ndarray) -> Enc:
+    """u32 -> f32 of an enclosed pattern interval [a, b]: its non-negative part
+    [a, min(b, 0x7f800000)] is the floats [f(a), f(..)], its negative part
+    [max(a, 0x80000000), min(b, 0xff800000)] the floats [f(..), f(max(a, ..))], the hull of
+    both; any NaN pattern in [a, b] admits NaN."""
+    a, b = np.asarray(x.lo, np.uint32), np.asarray(x.hi, np.uint32)
+    real = np.asarray(x.real, bool)
+    p_lo, p_hi = a, np.minimum(b, _INF_BITS)
+    has_p = real & (a <= _INF_BITS)
+    n_lo, n_hi = np.maximum(a, _SIGN), np.minimum(b, _SIGN | _INF_BITS)
+    has_n = real & (n_lo <= n_hi) & (b >= _SIGN)
+    nan = real & (((a <= np.uint32(0x7FFFFFFF)) & (b > _INF_BITS)) |
+                  (b > (_SIGN | _INF_BITS)))
+    f = lambda u: np.asarray(u, np.uint32).view(np.float32)  # noqa: E731
+    lo = np.where(has_n, f(n_hi), f(p_lo))  # the most negative float, else the least positive
+    hi = np.where(has_p, f(p_hi), f(n_lo))
+    return Enc(lo.astype(np.float32), hi.astype(np.float32), nan, has_p | has_n,
+               x.cause or "Bitcast of an enclosed pattern")
 
 
 def _prefix_any(m: np.ndarray, ax: int, inclusive: bool) -> np.ndarray:

@@ -157,3 +157,41 @@ def f(x: Tensor[(2,), f32]):
     assert [int(np.asarray(r).ravel()[0]) for r in ref] == [1, 1, 1]
     v = check(m, "f", [x], ref)
     assert [o.status for o in v.outputs] == [UNJUDGED] * 3, [o.detail for o in v.outputs]
+
+
+def test_bitcast_of_an_enclosed_value_is_judged_by_the_patterns_of_its_box():
+    """A Bitcast of an enclosed f32 was everything (UNJUDGED). An f32's pattern grows with its
+    value among non-negative floats and with its magnitude among negative ones, so exp's
+    3-ulp box maps to 3 patterns either side: within them PASS, past them FAIL, for positive
+    and negative values; a box admitting NaN admits NaN patterns only; and back, u32 -> f32
+    of an enclosed pattern interval is the floats of those patterns."""
+    from tilefoundry.semantics.ops import Bitcast
+
+    U32 = DType.U32
+    x = Var("x", TensorType((3,), F32))
+    xv = np.array([0.5, -2.0, 10.0], np.float32)
+    pos = Call(Bitcast(U32), (_exp(x),))
+    neg = Call(Bitcast(U32), (Call(Unary(UnaryKind.NEG), (_exp(x),)),))
+    for body in (pos, neg):
+        m = Module((Function("f", (x,), body, None),))
+        ref = evaluate(m, "f", [xv])
+        v = check(m, "f", [xv], ref)
+        assert v.status == PASS and v.outputs[0].unjudged == 0, v.outputs[0].detail
+        for k in (1, 2, 3):
+            assert check(m, "f", [xv], ref + np.uint32(k)).status == PASS
+            assert check(m, "f", [xv], ref - np.uint32(k)).status == PASS
+        assert check(m, "f", [xv], ref + np.uint32(8)).status == FAIL
+        assert check(m, "f", [xv], ref ^ np.uint32(0x80000000)).status == FAIL  # the sign
+    # a box that may be NaN (log of exp(x) - 2: negative at x = 0.5) admits NaN patterns only
+    two = Call(Binary(BinaryKind.SUB), (_exp(x), Call(Binary(BinaryKind.ADD), (x, x))))
+    lg = Call(Bitcast(U32), (Call(Unary(UnaryKind.LOG), (two,)),))
+    m = Module((Function("f", (x,), lg, None),))
+    ref = evaluate(m, "f", [xv])
+    assert check(m, "f", [xv], ref).status != FAIL
+    # back: Bitcast(f32) of the enclosed patterns is the floats between them
+    back = Call(Bitcast(F32), (pos,))
+    m = Module((Function("f", (x,), back, None),))
+    ref = evaluate(m, "f", [xv])
+    v = check(m, "f", [xv], ref)
+    assert v.status == PASS and v.outputs[0].unjudged == 0
+    assert check(m, "f", [xv], ref * np.float32(1.001)).status == FAIL
