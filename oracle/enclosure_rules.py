@@ -874,11 +874,12 @@ def _topk_sorted(s: Site, largest: bool | None = None):
     ev = Enc(np.where(lo_n, ext.lo, lo_v), np.where(hi_n, ext.hi, hi_v), lo_n | hi_n,
              ~(lo_n & hi_n), x.cause)
     iv = np.asarray(idx)
+    ax = s.op.axis % x.lo.ndim if x.lo.ndim else 0
+    extent = x.lo.shape[ax] if x.lo.ndim else 1
     if nan_any:
-        return (ev, _full_like(iv, "TopK indices over possibly-NaN elements"))
+        return (ev, index_range(iv, extent, "TopK indices over possibly-NaN elements"))
     # the selection and its order are the reference's wherever a fiber's intervals are
     # pairwise disjoint (sorted by lower end, each upper end below the next lower end)
-    ax = s.op.axis % x.lo.ndim if x.lo.ndim else 0
     lo, hi = np.moveaxis(_f64(x.lo), ax, -1), np.moveaxis(_f64(x.hi), ax, -1)
     order = np.argsort(lo, axis=-1, kind="stable")
     slo, shi = np.take_along_axis(lo, order, -1), np.take_along_axis(hi, order, -1)
@@ -888,9 +889,18 @@ def _topk_sorted(s: Site, largest: bool | None = None):
         return (ev, None)
     fixed = np.moveaxis(np.broadcast_to(fixed[..., None], iv.shape[:ax] + iv.shape[ax + 1:]
                                         + (iv.shape[ax],)), -1, ax)
-    f = _full_like(iv, "TopK indices of overlapping enclosed values")
+    f = index_range(iv, extent, "TopK indices of overlapping enclosed values")
     return (ev, Enc(np.where(fixed, iv, f.lo), np.where(fixed, iv, f.hi),
                     np.zeros(iv.shape, bool), np.ones(iv.shape, bool), f.cause))
+
+
+def index_range(iv: np.ndarray, extent: int, cause: str) -> Enc:
+    """Indices into an axis of ``extent`` elements whatever else is free: [0, extent - 1]
+    (judged: an index outside the axis FAILs; it is not everything)."""
+    iv = np.asarray(iv)
+    lo = np.zeros(iv.shape, iv.dtype)
+    hi = np.full(iv.shape, max(extent - 1, 0), iv.dtype)
+    return Enc(lo, hi, np.zeros(iv.shape, bool), np.ones(iv.shape, bool), cause)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilefoundry.oracle.enclosure import register_enclosure
-from tilefoundry.oracle.enclosure_rules import Site, _full_like, _topk_sorted
+from tilefoundry.oracle.enclosure_rules import Site, _full_like, _topk_sorted, index_range
 from tilefoundry.semantics.ops.tile_sort import Sort
 
 
@@ -25,5 +25,7 @@ def _sort(s: Site):
     vals, idx = s.value
     if s.op.nan != "last" and bool(np.any(x.nan | ~x.real)):
         why = f"Sort(nan={s.op.nan!r}) over possibly-NaN elements"
-        return (_full_like(np.asarray(vals), why), _full_like(np.asarray(idx), why))
+        ax = s.op.axis % x.lo.ndim if x.lo.ndim else 0
+        return (_full_like(np.asarray(vals), why),
+                index_range(idx, x.lo.shape[ax] if x.lo.ndim else 1, why))
     return _topk_sorted(s, s.op.descending)
