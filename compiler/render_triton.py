@@ -52,13 +52,16 @@ __all__ = ["NARROW", "PRELUDE", "STORAGE", "TUNING", "render", "storage_view"]
 #: the storage element type a root of each kernel-IR dtype is passed as (a numpy view)
 STORAGE = {"f32": "float32", "f64": "float64", "bf16": "int16", "f16": "int16",
            "fp8e4m3": "int8", "fp8e5m2": "int8", "f8e8m0": "int8", "bool": "uint8",
-           "i8": "int8", "u8": "uint8", "i32": "int32", "i64": "int64"}
+           "i8": "int8", "u8": "uint8", "i32": "int32", "i64": "int64", "u32": "int32"}
 #: the in-kernel element type of an SSA value of each dtype
 _TL = {"f32": "tl.float32", "f64": "tl.float64", "bf16": "tl.uint16", "f16": "tl.uint16",
        "fp8e4m3": "tl.uint8", "fp8e5m2": "tl.uint8", "f8e8m0": "tl.uint8", "bool": "tl.int1",
-       "i8": "tl.int8", "u8": "tl.uint8", "i32": "tl.int32", "i64": "tl.int64"}
+       "i8": "tl.int8", "u8": "tl.uint8", "i32": "tl.int32", "i64": "tl.int64",
+       "u32": "tl.uint32"}
+#: dtypes stored as another integer type of their width (u32: Bitcast's patterns, passed as
+#: int32 storage, reinterpreted on load and store)
 _STORE_TL = {"bf16": "tl.int16", "f16": "tl.int16", "fp8e4m3": "tl.int8", "fp8e5m2": "tl.int8",
-             "f8e8m0": "tl.int8"}
+             "f8e8m0": "tl.int8", "u32": "tl.int32"}
 #: the math functions with a fast f32 form for narrow dtypes (``_KernelT.math_narrow_f32``)
 _NARROW_F32_MATH = frozenset({"exp", "sigmoid", "silu"})
 #: matmul tile rows per group of the grouped launch order (``_KernelT.grouped_axes``)
@@ -739,6 +742,11 @@ class _KernelT:
             raise _unsupported("UnOp", f"{ins.out}: {k} on {dt}")
         self.put(ind, ins.out, expr)
 
+    def i_Bitcast(self, ins: kir.Bitcast, ind: str) -> None:
+        """f32 <-> u32: the same 32 bits (``.to(bitcast=True)``: no conversion, NaN payloads,
+        -0 and subnormals kept)."""
+        self.put(ind, ins.out, f"{_name(ins.x)}.to({_TL[ins.to]}, bitcast=True)")
+
     def i_Select(self, ins: kir.Select, ind: str) -> None:
         self.put(ind, ins.out, f"tl.where({_name(ins.cond)}, {_name(ins.a)}, {_name(ins.b)})")
 
@@ -1092,10 +1100,6 @@ def render(program: Program, interpret: bool = False) -> str:
     """The Triton module of ``program``: the prelude, one jit function per kernel and
     ``KERNELS = {kernel name: (fn, [root buffer, ...], instances, [storage type, ...])}``."""
     bm = program.buffer_map()
-    u32 = [b.name for b in program.buffers if b.dtype == "u32"]
-    if u32:  # Bitcast's dtype: no Triton mapping here (the instruction itself is not rendered)
-        raise _unsupported("u32", f"buffer {u32[0]} has dtype u32 (a Bitcast value); the "
-                                  f"Triton renderer has no u32 storage")
     parts = [PRELUDE]
     table = []
 

@@ -269,9 +269,7 @@ class TritonBackend(KernelInterpBackend):
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
-            # the renderer has no u32 (Bitcast's dtype) and no Bitcast instruction: both are
-            # left out, so such cases are NOT_SUPPORTED rather than a crash
-            ops=frozenset(op.__name__ for op in LOWERINGS) - {"Bitcast"},
-            dtypes=frozenset(d for d in DType if FORMATS[d].evaluable and d is not DType.U32),
+            ops=frozenset(op.__name__ for op in LOWERINGS),
+            dtypes=frozenset(d for d in DType if FORMATS[d].evaluable),
             policies=ALL_POLICIES, overflow_modes=ALL_OVERFLOW, mesh=False,
             rounding_modes=ALL_ROUNDING, features=ALL_FEATURES)

@@ -311,11 +311,11 @@ def test_no_gpu_and_no_interpreter_is_a_one_line_error(monkeypatch) -> None:
     assert triton_device("interpret") == "interpret"
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert TritonBackend().device == "interpret"
-    # kernel-interp's capabilities, less what the renderer has no spelling for (u32 and its
-    # Bitcast) and sharded programs (the per-device lowering runs on kernel-interp / simd)
+    # kernel-interp's capabilities, less sharded programs (the per-device lowering runs on
+    # kernel-interp / simd); u32 and Bitcast are rendered
     tc, kc = TritonBackend().capabilities(), KernelInterpBackend().capabilities()
-    assert tc.ops == kc.ops - {"Bitcast", "Local"}
-    assert tc.dtypes == kc.dtypes - {DType.U32}
+    assert tc.ops == kc.ops - {"Local"}
+    assert tc.dtypes == kc.dtypes and DType.U32 in tc.dtypes
     assert kc.mesh and not tc.mesh
     assert (tc.policies, tc.overflow_modes, tc.rounding_modes, tc.features) == \
         (kc.policies, kc.overflow_modes, kc.rounding_modes, kc.features)
@@ -396,3 +396,27 @@ def test_a_scan_is_not_fused_into_a_dot_over_its_contribution_axis() -> None:
         assert not stray, (k.name, k.loop_axes, stray)
     out = comp([av, bv])
     assert np.array_equal(out.view(np.uint16), evaluate(m, "f", [av, bv]).view(np.uint16))
+
+
+def test_bitcast_keeps_every_bit_both_ways() -> None:
+    """Bitcast f32 <-> u32 in Triton (u32 stored as int32, reinterpreted on load and store):
+    -0, subnormals, infinities and NaN payloads of either sign come back bit for bit, and the
+    u32 values compare unsigned (the high-bit patterns are the largest)."""
+    from tilefoundry.compiler.pipeline import compile as tf_compile
+    from tilefoundry.semantics.dsl import parse_module
+    from tilefoundry.semantics.evaluator.core import evaluate
+
+    m = parse_module('''
+@func
+def f(x: Tensor[(8,), f32], u: Tensor[(8,), u32]):
+    b = bitcast(x, u32)
+    return b, bitcast(u, f32), b > u
+''')
+    pats = np.array([0x80000000, 0x00000001, 0x7F800000, 0xFF800000, 0x7FA00001, 0xFFC00000,
+                     0x3F800000, 0x807FFFFF], np.uint32)
+    x, u = pats.view(np.float32), pats[::-1].copy()
+    out = tf_compile(m, "f", [(8,), (8,)], "triton")([x, u])
+    ref = evaluate(m, "f", [x, u])
+    assert np.array_equal(out[0], pats) and np.array_equal(out[0], ref[0])
+    assert np.array_equal(out[1].view(np.uint32), u)
+    assert out[2].tolist() == ref[2].tolist() == (pats > u).tolist()
