@@ -85,7 +85,8 @@ NARROW = {"bf16": (16, 8, 7, 127, 0x7F7F, 0x7FC0, 0), "f16": (16, 5, 10, 15, 0x7
 assert set(NARROW) == set(_NARROW_ROUND)
 _BITS = frozenset(NARROW) | {"f8e8m0"}
 _RND = {"nearest": 0, "up": 1, "down": 2}
-_MATH = ("exp", "log", "exp2", "log2", "rsqrt", "tanh", "sigmoid", "silu", "gelu_tanh")
+_MATH = ("exp", "log", "exp2", "log2", "rsqrt", "tanh", "sigmoid", "silu", "gelu_tanh",
+         "gelu_none")
 
 
 def storage_view(a: np.ndarray, dt: str) -> np.ndarray:
@@ -347,6 +348,56 @@ def _tf_tanh64(w):
     r = tl.where(w < 0, -r, r)
     return tl.where(w == 0, w, tl.where(w != w, w, r))
 '''
+
+
+def _erfc64_source() -> str:
+    """``_tf_erfc64``: ``semantics.special.erfc`` (Cody's rational approximations, the same
+    coefficient tuples, the same Horner order and the same exp(-y²) split) as Triton f64 code,
+    so the reference and the kernel evaluate one algorithm."""
+    from tilefoundry.semantics import special as sp
+
+    def horner(var, z, lead, coefs, den_coefs, last_num, last_den, n):
+        out = [f"    {var}n = {lead!r} * {z}", f"    {var}d = {z}"]
+        for i in range(n):
+            out.append(f"    {var}n = ({var}n + {coefs[i]!r}) * {z}")
+            out.append(f"    {var}d = ({var}d + {den_coefs[i]!r}) * {z}")
+        out.append(f"    {var}r = ({var}n + {last_num!r}) / ({var}d + {last_den!r})")
+        return out
+
+    def exp_neg_sq(y, name):
+        return [f"    {name}s = tl.floor({y} * 16.0) / 16.0",
+                f"    {name} = tl.exp(-{name}s * {name}s) * tl.exp(-(({y} - {name}s) * "
+                f"({y} + {name}s)))"]
+
+    th = sp._THRESH
+    lines = ["@triton.jit", "def _tf_erfc64(x):",
+             '    """semantics.special.erfc in Triton f64 (generated from its coefficients)"""',
+             "    y = tl.abs(x)",
+             f"    small = y <= {th!r}",
+             "    xs = tl.where(small, x, 0.0)",
+             "    y2 = xs * xs"]
+    lines += horner("a", "y2", sp._A[4], sp._A, sp._B, sp._A[3], sp._B[3], 3)
+    lines += ["    r_small = 1.0 - xs * ar",
+              "    yb = tl.where(small | (y != y), 1.0, y)",
+              "    mid = yb <= 4.0",
+              "    ym = tl.where(mid, yb, 1.0)",
+              "    yl = tl.where(mid | (yb > 1.7976931348623157e308), 5.0, yb)"]
+    lines += horner("c", "ym", sp._C[8], sp._C, sp._D, sp._C[7], sp._D[7], 7)
+    lines += exp_neg_sq("ym", "em")
+    lines += ["    r_mid = em * cr", "    z = 1.0 / (yl * yl)"]
+    lines += horner("p", "z", sp._P[5], sp._P, sp._Q, sp._P[4], sp._Q[4], 4)
+    lines += exp_neg_sq("yl", "el")
+    lines += [f"    r_large = el * (({sp._SQRPI!r} - z * pr) / yl)",
+              f"    r_large = tl.where(yl >= {sp._XBIG!r}, 0.0, r_large)",
+              "    big = tl.where(mid, r_mid, r_large)",
+              "    big = tl.where(yb == float('inf'), 0.0, big)",
+              "    r_big = tl.where(x < 0, 2.0 - big, big)",
+              "    out = tl.where(small, r_small, r_big)",
+              "    return tl.where(x != x, x, out)"]
+    return "\n".join(lines) + "\n"
+
+
+PRELUDE += "\n\n" + _erfc64_source()
 
 
 def _unsupported(what: str, why: str) -> NotSupportedError:
@@ -800,7 +851,10 @@ class _KernelT:
              "silu": neg_inf_to_m0.format(f"({w} / (1.0 + tl.exp(-{w})))"),
              "gelu_tanh": neg_inf_to_m0.format(
                  f"tl.where(tl.abs({w}) < {tiny!r}, {w} * 0.5, {w} / (1.0 + tl.exp(-({w} * "
-                 f"({c0!r} + {c1!r} * ({w} * {w}))))))")}[fn]
+                 f"({c0!r} + {c1!r} * ({w} * {w}))))))"),
+             "gelu_none": neg_inf_to_m0.format(
+                 f"tl.where(tl.abs({w}) < {tiny!r}, {w} * 0.5, 0.5 * {w} * "
+                 f"_tf_erfc64(-{w} * {nn._INV_SQRT2!r}))")}[fn]
         r = f"_tf_rf64_f32({v})" if dt == "f32" else \
             self.round_f32(f"_tf_f64_to_f32_odd({v})", dt, "nonfinite")
         self.put(ind, ins.out, r)

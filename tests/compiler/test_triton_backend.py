@@ -420,3 +420,27 @@ def f(x: Tensor[(8,), f32], u: Tensor[(8,), u32]):
     assert np.array_equal(out[0], pats) and np.array_equal(out[0], ref[0])
     assert np.array_equal(out[1].view(np.uint32), u)
     assert out[2].tolist() == ref[2].tolist() == (pats > u).tolist()
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_gelu_none_through_the_shared_erfc_is_within_its_budget(dt: str) -> None:
+    """gelu(approximate='none') = 0.5·x·erfc(-x/√2), erfc being semantics.special's Cody
+    approximation rendered as Triton f64 (the same coefficients): judged by the oracle (381 ulp
+    in f32, D265 / lemma B for bf16) on the tails where 1 + erf would cancel (x down to -14,
+    the smallest normal results), large x, zeros, subnormals, ±inf and NaN."""
+    from tilefoundry.compiler.pipeline import compile as tf_compile
+    from tilefoundry.oracle.compare import PASS, check
+    from tilefoundry.semantics.dsl import parse_module
+
+    m = parse_module(f'''
+@func
+def f(x: Tensor[(64,), {dt}]):
+    return gelu(x, "none")
+''')
+    xs = np.concatenate([np.linspace(-14.0, 6.0, 56, dtype=np.float32),
+                         np.array([0.0, -0.0, 1e-40, -1e-40, np.inf, -np.inf, np.nan, 30.0],
+                                  np.float32)])
+    x = xs if dt == "f32" else cast(xs, DType.BF16)
+    out = tf_compile(m, "f", [(64,)], "triton")([x])
+    v = check(m, "f", [x], out)
+    assert v.status == PASS and v.outputs[0].unjudged == 0, v.outputs[0].detail
