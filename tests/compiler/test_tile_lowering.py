@@ -131,18 +131,21 @@ def test_kernel_ir_bitcast_verifier():
         kir.verify(kir.Program("p", bufs, ("x",), "y", (k,)))
 
 
-def test_triton_renderer_reports_bitcast_and_u32_not_supported():
+def test_triton_renderer_renders_bitcast_and_u32():
+    """Unfused (a u32 buffer between two kernels, stored as int32) and fused (the u32 value
+    stays in one kernel): both render, with `.to(bitcast=True)`; the values are checked in the
+    interpreter by tests/compiler/test_triton_backend.py::test_bitcast_keeps_every_bit_both_ways."""
     pytest.importorskip("triton")
     from tilefoundry.compiler.render_triton import render
 
     m = _module([((4,), F32)], lambda x: Call(Bitcast(F32), (Call(Bitcast(U32), (x,)),)))
-    prog = compile(m, "f", [(4,)], "interp", fuse=False).program
-    with pytest.raises(NotSupportedError, match="triton: u32"):
-        render(prog)
-    fused = compile(m, "f", [(4,)], "interp").program  # one kernel, no u32 buffer left
-    if not any(b.dtype == "u32" for b in fused.buffers):
-        with pytest.raises(NotSupportedError, match="triton: Bitcast"):
-            render(fused)
+    unfused = compile(m, "f", [(4,)], "interp", fuse=False).program
+    assert any(b.dtype == "u32" for b in unfused.buffers)
+    src = render(unfused, interpret=True)
+    assert "tl.uint32, bitcast=True" in src and "tl.float32, bitcast=True" in src
+    assert "'int32'" in src  # the u32 storage's pointer type
+    fused = compile(m, "f", [(4,)], "interp").program
+    assert "bitcast=True" in render(fused, interpret=True)
 
 
 def test_integer_reduce_carry_is_counted_once():
