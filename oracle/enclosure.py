@@ -162,7 +162,7 @@ class Enc:
             return self.real & (self.lo != self.hi)
         lo_e, hi_e = _extreme(dt, -1), _extreme(dt, 1)
         full = self.real & (_f64(self.lo) <= _f64(lo_e)) & (_f64(self.hi) >= _f64(hi_e))
-        return full & (self.nan | ~dt.is_float)
+        return full & (self.nan | (not dt.is_float))
 
     def contains(self, o: np.ndarray) -> np.ndarray:
         o = np.asarray(o)
