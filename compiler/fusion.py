@@ -424,12 +424,14 @@ class _Fuser:
             return None
         grown = {d for d in range(rank) if guest_dom[d] == 1 and hdom[d] > 1}
         host_loops = set(host.loop_axes)
-        for ins in iter_instrs(guest.body):  # a reduction over a guest axis of extent 1
-            axes = ins.axes if isinstance(ins, kir.Reduce | kir.EdgeMask) else \
-                (ins.axis,) if isinstance(ins, kir.Dot | kir.Coord) else ()
-            if grown & set(axes) and not isinstance(ins, kir.EdgeMask | kir.Coord):
-                return None  # would reduce the host's whole axis
-            if host_loops & set(axes):
+        for ins in iter_instrs(guest.body):
+            reduced = set(ins.axes) if isinstance(ins, kir.Reduce) else \
+                {ins.axis} if isinstance(ins, kir.Dot) else set()
+            if grown & reduced:  # a reduction over a guest axis of extent 1 would reduce
+                return None      # the host's whole axis
+            used = reduced | (set(ins.axes) if isinstance(ins, kir.EdgeMask) else
+                              {ins.axis} if isinstance(ins, kir.Coord) else set())
+            if host_loops & used:
                 # the host walks that axis in a tile loop (a dot's K, also of extent 1): the
                 # guest's own use of it (a scan's contribution axis) has no tile outside it
                 return None

@@ -174,15 +174,15 @@ class Enc:
         return np.where(on, self.nan, inside)
 
     def for_operand(self) -> Enc:
-        """This enclosure as an op's operand sees it: ``nan_bits`` elements are everything
-        (no rule maps a set of NaN patterns; what depends on them is unjudged there)."""
-        if self.nan_bits is None or not self.nan_bits.any():
-            return self if self.nan_bits is None else Enc(self.lo, self.hi, self.nan,
-                                                          self.real, self.cause)
-        f = Enc.full(self.dtype, self.shape, self.cause)
+        """This enclosure as an op's operand sees it (``EnclosingEvaluator`` hands operands
+        over through it): ``nan_bits`` elements are everything (no rule maps a set of NaN
+        patterns; what depends on them is unjudged there)."""
+        if self.nan_bits is None:
+            return self
         nb = self.nan_bits
-        return Enc(np.where(nb, f.lo, self.lo), np.where(nb, f.hi, self.hi), self.nan | nb &
-                   f.nan, self.real | nb, self.cause or "a Bitcast of a computed NaN")
+        f = Enc.full(self.dtype, self.shape)
+        return Enc(np.where(nb, f.lo, self.lo), np.where(nb, f.hi, self.hi), self.nan,
+                   self.real | nb, self.cause or "a Bitcast of a computed NaN")
 
     def width_ulps(self) -> np.ndarray:
         """Per element, the real part's width in ulps of the dtype (0 for a point; float)."""
@@ -213,11 +213,12 @@ def hull(a: Enc, b: Enc) -> Enc:
     lo = np.where(~a.real, b.lo, np.where(~b.real | (_f64(a.lo) <= _f64(b.lo)), a.lo, b.lo))
     hi = np.where(~a.real, b.hi, np.where(~b.real | (_f64(a.hi) >= _f64(b.hi)), a.hi, b.hi))
     nb = None if a.nan_bits is None and b.nan_bits is None else \
-        _nb(a) | _nb(b)
+        nan_bits_of(a) | nan_bits_of(b)
     return Enc(lo, hi, a.nan | b.nan, a.real | b.real, a.cause or b.cause, nb)
 
 
-def _nb(e: Enc) -> np.ndarray:
+def nan_bits_of(e: Enc) -> np.ndarray:
+    """``e.nan_bits`` as a mask (False everywhere when it has none)."""
     return np.zeros(e.shape, bool) if e.nan_bits is None else e.nan_bits
 
 

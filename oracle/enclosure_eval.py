@@ -11,7 +11,7 @@ import numpy as np
 from tilefoundry.oracle import enclosure_rules as _rules
 from tilefoundry.oracle import enclosure_tile_mma as _tile_mma  # noqa: F401  (registers)
 from tilefoundry.oracle import enclosure_tile_sort as _tile_sort  # noqa: F401  (registers)
-from tilefoundry.oracle.enclosure import ENCLOSURES, Enc
+from tilefoundry.oracle.enclosure import ENCLOSURES, Enc, nan_bits_of
 from tilefoundry.semantics.evaluator.core import Evaluation, _Evaluator, run
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded
 from tilefoundry.semantics.ir import Call, Function, Module
@@ -31,15 +31,16 @@ class EnclosingEvaluator(_Evaluator):
     def __init__(self, session: Session):
         super().__init__(session)
         self._encs: dict[int, tuple[Any, Any]] = {}  # id(value) -> (value, enclosure)
+        self._untouched: dict[int, Any] | None = None  # id -> the entry's input values
 
     def call_function(self, fn, args):
-        if not hasattr(self, "_untouched"):  # the entry's inputs: data no op has touched
+        if self._untouched is None:  # the first call is the entry's: data no op has touched
             self._untouched = {id(a): a for a in args}
         return super().call_function(fn, args)
 
     def untouched(self, v: Any) -> bool:
         """Is ``v`` an entry input itself (passed through calls and loop carries unchanged)?"""
-        hit = getattr(self, "_untouched", {}).get(id(v))
+        hit = (self._untouched or {}).get(id(v))
         return hit is not None and hit is v
 
     def enc_of(self, v: Any) -> Any:
@@ -284,8 +285,7 @@ def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
         st = Enc(*(np.stack([getattr(e, t) for e in es]).reshape((*ext, *es[0].shape))
                    for t in ("lo", "hi", "nan", "real")), cause)
         if any(e.nan_bits is not None for e in es):  # a Bitcast's computed NaNs (D266)
-            st.nan_bits = np.stack([np.zeros(e.shape, bool) if e.nan_bits is None else
-                                    e.nan_bits for e in es]).reshape(st.shape)
+            st.nan_bits = np.stack([nan_bits_of(e) for e in es]).reshape(st.shape)
         return st if isinstance(like, Sharded | PerDevice) else _device_hull(st, len(ext))
 
     if fields:

@@ -89,7 +89,7 @@ class Site:
         return type(self.op).__name__ + (f"({kind})" if kind is not None else "")
 
     def enc(self, i: int) -> Enc:
-        return as_enc(self.encs[i], np.asarray(self.args[i])).for_operand()
+        return as_enc(self.encs[i], np.asarray(self.args[i]))
 
     @property
     def ulp(self) -> float:
@@ -959,8 +959,8 @@ def _bitcast(s: Site):
 
     D266: a NaN an op computed has no contracted payload or sign (D21 fixes the reference's
     own choice, the positive quiet NaN; float outputs match any NaN): its f32 -> u32 Bitcast
-    admits every NaN bit pattern, and only those. A NaN that no op touched (a parameter's or a
-    constant's) keeps its bits exactly (D217). This rule also runs on exact operands
+    admits every NaN bit pattern, and only those. A NaN that no op touched (an entry input's
+    or a constant's) keeps its bits exactly (D217). This rule also runs on exact operands
     (``EnclosingEvaluator``: ``RULES_ON_EXACT``), except an entry input itself, passed on
     unchanged through calls and loop carries (``EnclosingEvaluator.untouched``)."""
     from tilefoundry.semantics.ir import Constant
