@@ -174,6 +174,8 @@ def _rmsnorm(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
         return lw.temp(dt, t.shape)
     n = x.shape[-1]
     eps = float(node.op.eps)
+    if lw.cfg.narrow_f32 and dt in _NARROW and 2.0 ** -100 < eps < 2.0 ** 100:
+        return _rmsnorm_f32(lw, t, x, g, n, eps)
     ms = lw.reduction("rmsnorm_ms", x, (len(x.shape) - 1,), "sum", "unordered_tree", "f64",
                       "f64", pre=lambda kb, v: kb.binop("mul", wide64(kb, v, dt), wide64(kb, v, dt)),
                       post=lambda kb, s: kb.binop("div", s, kb.const(float(n), "f64")))
@@ -185,6 +187,81 @@ def _rmsnorm(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
         return kb.round(v, "f64", dt)
 
     return lw.elementwise("rmsnorm", dt, t.shape, [x, ms, g], compute)
+
+
+_NARROW = ("bf16", "f16", "fp8e4m3", "fp8e5m2")
+
+
+def _rmsnorm_f32(lw: _Lowerer, t: TensorType, x: Buffer, g: Buffer, n: int,
+                 eps: float) -> Buffer:
+    """RMSNorm of a narrow dtype in f32 (``TileConfig.narrow_f32``, D276): its budget is 1 ulp,
+    met by any f32 computation with an error below 2^(23-p) ulp32 (``semantics/ulp.py``, lemma
+    B); this one's is tens of ulp32. A bf16 square can overflow f32 (|x| > 1.8e19) or sink into
+    its subnormals, so a bf16 row is scaled by ``s`` = 1/max|x| first (the formula is
+    invariant: ``x / sqrt(mean(x²) + eps) = xs / sqrt(mean((xs)²) + eps·s²)``), ``s`` clamped
+    to [2^-126, 2^kmax] where ``eps·s²`` stays finite, and a row with an inf or NaN scaled by
+    2^-126. ``q = s·r`` is 1/rms (< 2^50 for eps > 2^-100) and ``y = (x·q)·w``, or
+    ``x·(q·w)`` where x·q underflowed under a large weight. f16 / fp8 squares fit f32
+    unscaled."""
+    last = len(x.shape) - 1
+    dt = x.dtype
+    eps32 = float(np.float32(eps))
+    nf = float(np.float32(n))
+
+    def wx(kb: KB, v: str) -> str:
+        return kb.widen(v, dt, "f32")
+
+    def c(kb: KB, v: float) -> str:
+        return kb.const(v, "f32")
+
+    def sq(kb: KB, v: str) -> str:
+        return kb.binop("mul", v, v)
+
+    def mean(kb: KB, s: str) -> str:
+        return kb.binop("div", s, c(kb, nf))
+
+    def rinv(kb: KB, m: str, e: str) -> str:
+        return kb.binop("div", c(kb, 1.0), kb.unop("sqrt", kb.binop("add", m, e)))
+
+    if dt != "bf16":
+        ms = lw.reduction("rmsnorm_ms", x, (last,), "sum", "unordered_tree", "f32", "f32",
+                          pre=lambda kb, v: sq(kb, wx(kb, v)), post=mean)
+
+        def plain(kb: KB, xv: str, m: str, gv: str) -> str:
+            y = kb.binop("mul", kb.binop("mul", wx(kb, xv), rinv(kb, m, c(kb, eps32))),
+                         wx(kb, gv))
+            return kb.round(y, "f32", dt)
+
+        return lw.elementwise("rmsnorm", dt, t.shape, [x, ms, g], plain)
+    kmax = min(126, math.floor((125.0 - math.log2(eps)) / 2.0))  # eps·2^(2 kmax) <= 2^125
+    amax = lw.reduction("rmsnorm_amax", x, (last,), "max", "unordered_tree", "f32", "f32",
+                        pre=lambda kb, v: kb.unop("abs", wx(kb, v)))
+
+    def scale(kb: KB, a: str) -> str:
+        big = kb.unop("not", kb.binop("le", a, c(kb, 2.0 ** 126)))  # also inf and NaN
+        small = kb.binop("lt", a, c(kb, 2.0 ** -kmax))  # also 0
+        s = kb.select(small, c(kb, 2.0 ** kmax), kb.binop("div", c(kb, 1.0), a))
+        return kb.select(big, c(kb, 2.0 ** -126), s)
+
+    xs = lw.elementwise("rmsnorm_scale", "f32", x.shape, [x, amax],
+                        lambda kb, v, a: kb.binop("mul", wx(kb, v), scale(kb, a)))
+    ms = lw.reduction("rmsnorm_ms", xs, (last,), "sum", "unordered_tree", "f32", "f32",
+                      pre=sq, post=mean)
+
+    def scaled(kb: KB, xv: str, a: str, m: str, gv: str) -> str:
+        s = scale(kb, a)
+        q = kb.binop("mul", s, rinv(kb, m, kb.binop("mul", kb.binop("mul", c(kb, eps32), s), s)))
+        w, wg = wx(kb, xv), wx(kb, gv)
+        xq = kb.binop("mul", w, q)  # |x·q| <= sqrt(n): no overflow; q = 1/rms < 2^50
+        # (x·q)·w, unless x·q sank below 2^-138 (a relative error past 2^-12) under a weight
+        # >= 16 that would lift it back: then x·(q·w), where q < 2^-5 keeps q·w normal
+        ok = kb.binop("or", kb.binop("ge", kb.unop("abs", xq), c(kb, 2.0 ** -138)),
+                      kb.binop("or", kb.binop("lt", kb.unop("abs", wg), c(kb, 16.0)),
+                               kb.binop("eq", w, c(kb, 0.0))))
+        y = kb.select(ok, kb.binop("mul", xq, wg), kb.binop("mul", w, kb.binop("mul", q, wg)))
+        return kb.round(y, "f32", dt)
+
+    return lw.elementwise("rmsnorm", dt, t.shape, [x, amax, ms, g], scaled)
 
 
 @register(SoftMax)
@@ -206,6 +283,9 @@ def _softmax(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
                        lambda kb, v, mv: kb.math("exp", kb.binop("sub", kb.widen(v, dt, acc), mv),
                                                  within=within))
     s = lw.reduction("softmax_sum", e, (a,), "sum", "unordered_tree", acc, acc)
+    if narrow:  # e · (1/S): one more rounding (u), no per-element division
+        return lw.elementwise("softmax", dt, t.shape, [e, s], lambda kb, ev, sv: kb.round(
+            kb.binop("mul", ev, kb.binop("div", kb.const(1.0, acc), sv)), acc, dt))
     return lw.elementwise("softmax", dt, t.shape, [e, s],
                           lambda kb, ev, sv: kb.round(kb.binop("div", ev, sv), acc, dt))
 

@@ -65,10 +65,13 @@ class Target:
     name: str
     render: Callable[[Program], str | None]
     build: Callable[[Program, str | None], Any]
+    #: the tile configuration the target lowers with when ``compile`` is given none (so the
+    #: printed source is the one the backend runs)
+    cfg: TileConfig | None = None
 
 
 def source_target(name: str, render: Callable[[Program], str],
-                  make: Callable[[Program, str], Any]) -> Target:
+                  make: Callable[[Program, str], Any], cfg: TileConfig | None = None) -> Target:
     """A target whose build takes the rendered source (``make(program, source)``); a build
     given none is the project's error naming the target."""
     def build(program: Program, source: str | None) -> Any:
@@ -76,7 +79,7 @@ def source_target(name: str, render: Callable[[Program], str],
             raise InvalidArgumentError(f"the {name} target builds from rendered source; "
                                        f"got none")
         return make(program, source)
-    return Target(name, render, build)
+    return Target(name, render, build, cfg)
 
 
 #: targets whose module registers them on import (loaded by ``compile`` on first use)
@@ -264,7 +267,7 @@ def compile(module: Module, entry: str, shapes: Sequence[Sequence[int]],
     if tgt is None:
         raise LoweringError(f"unknown target {target!r}; targets: "
                            f"{', '.join(sorted(set(TARGETS) | set(LAZY_TARGETS)))}")
-    state = State(module, entry, _check_shapes(shapes), tgt, cfg or TileConfig())
+    state = State(module, entry, _check_shapes(shapes), tgt, cfg or tgt.cfg or TileConfig())
     printed: dict[str, str] = {}
     names = [n for n in PASS_NAMES if fuse or n != "fuse"]
     with deep_recursion():

@@ -242,6 +242,30 @@ def _tf_qnan_like(x):
 
 
 @triton.jit
+def _tf_exp_narrow(w):
+    """exp(w) for a narrow result: exp(w/2)² (subnormal results are not flushed)"""
+    h = tl.exp(w * 0.5)
+    return h * h
+
+
+@triton.jit
+def _tf_sigmoid_narrow(w):
+    """sigmoid(w) for a narrow result: q = exp(-|w|) as exp(-|w|/2)², 1/(1+q) or q/(1+q)"""
+    h = tl.exp(tl.abs(w) * -0.5)
+    q = h * h
+    return tl.where(w < 0, q, 1.0) / (1.0 + q)
+
+
+@triton.jit
+def _tf_silu_narrow(w):
+    """silu(w) for a narrow result: w/(1+q) or ((w h) h)/(1+q), q = h² = exp(-|w|)"""
+    h = tl.exp(tl.abs(w) * -0.5)
+    q = h * h
+    y = tl.where(w < 0, (w * h) * h, w) / (1.0 + q)
+    return tl.where(w == float('-inf'), -0.0, y)
+
+
+@triton.jit
 def _tf_neg32(x):
     return (x.to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.float32, bitcast=True)
 
@@ -450,6 +474,49 @@ class _KernelT:
             raise _unsupported("Kernel", f"{k.name} loads and stores the storage of "
                                          f"{', '.join(sorted(read & wrote))} (program instances "
                                          f"run concurrently)")
+        #: the integer type of coordinates and offsets: i32 where every offset the kernel can
+        #: form is provably inside i32 (no run-time index terms), else i64 (D276)
+        self.idx = "tl.int32" if self.offsets_fit_i32() else "tl.int64"
+
+    def coord_max(self, d: int) -> int:
+        """The largest coordinate ``c{d}`` takes: the last lane of the last tile (tiles cover
+        the domain, so lanes past its edge exist and are masked)."""
+        dom = self.k.domain[d] if self.k.rank else 1
+        if dom <= 1:
+            return 0
+        b = self.block[d]
+        return -(-dom // b) * b - 1
+
+    def offset_range(self, ins: kir.Load | kir.Store) -> tuple[int, int] | None:
+        """The least and greatest offset ``ins`` can form, or None when a run-time index term
+        makes it unbounded at compile time."""
+        if ins.index:
+            return None
+        base = ins.offset + self.bm[ins.buffer].offset
+        lo = hi = base
+        for d, st in enumerate(ins.strides):
+            if st:
+                span = st * self.coord_max(d)
+                lo += min(0, span)
+                hi += max(0, span)
+        return lo, hi
+
+    def offsets_fit_i32(self) -> bool:
+        lim = 2 ** 31 - 1
+        if any(self.coord_max(d) > lim for d in range(len(self.block))):
+            return False
+        for i in kir.iter_instrs(self.k.body):
+            if isinstance(i, (kir.Load, kir.Store)):
+                r = self.offset_range(i)
+                if r is None or r[0] < -lim or r[1] > lim:
+                    return False
+        return True
+
+    def in_storage(self, ins: kir.Load | kir.Store, size: int) -> bool:
+        """Every offset ``ins`` can form lies inside its storage of ``size`` elements (so no
+        clamp and no bounds mask is rendered)."""
+        r = self.offset_range(ins)
+        return r is not None and r[0] >= 0 and r[1] < size
 
     # -- helpers ------------------------------------------------------------------------------
     def fresh(self, p: str) -> str:
@@ -498,7 +565,7 @@ class _KernelT:
         k = self.k
         ind = "    "
         grid = k.grid if k.rank else ()
-        self.emit(ind, "pid = tl.program_id(0).to(tl.int64)")
+        self.emit(ind, f"pid = tl.program_id(0).to({self.idx})")
         inner = 1
         pids = {}
         mn = self.grouped_axes()
@@ -556,11 +623,11 @@ class _KernelT:
         k = self.k
         shape = [1] * self.rank
         if k.domain[d] <= 1:
-            self.emit(ind, f"c{d} = tl.zeros({shape}, tl.int64)")
+            self.emit(ind, f"c{d} = tl.zeros({shape}, {self.idx})")
             return
         b = k.block[d]
         shape[d] = b
-        self.emit(ind, f"c{d} = tl.reshape({tile} * {b} + tl.arange(0, {b}).to(tl.int64), "
+        self.emit(ind, f"c{d} = tl.reshape({tile} * {b} + tl.arange(0, {b}).to({self.idx}), "
                        f"{shape})")
 
     def body(self, seq, ind: str) -> None:
@@ -576,7 +643,7 @@ class _KernelT:
         self.emit(ind, f"{_name(ins.out)} = {self.full_const(ins.value, ins.dtype, self.shape(ins.out))}")
 
     def i_Coord(self, ins: kir.Coord, ind: str) -> None:
-        self.put(ind, ins.out, self.coord(ins.axis))
+        self.put(ind, ins.out, f"{self.coord(ins.axis)}.to(tl.int64)")
 
     def i_EdgeMask(self, ins: kir.EdgeMask, ind: str) -> None:
         conds = [f"(c{d} < {self.k.domain[d]})" for d in ins.axes if self.k.domain[d] > 1]
@@ -588,7 +655,7 @@ class _KernelT:
         terms = [f"c{d} * {s}" for d, s in enumerate(ins.strides) if s]
         terms += [f"{_name(n)}.to(tl.int64) * {s}" for n, s in ins.index]
         terms.append(str(ins.offset + b.offset))
-        return f"tl.zeros({[1] * self.rank}, tl.int64) + " + " + ".join(terms)
+        return f"tl.zeros({[1] * self.rank}, {self.idx}) + " + " + ".join(terms)
 
     def i_Load(self, ins: kir.Load, ind: str) -> None:
         dt = self.bm[ins.buffer].dtype
@@ -600,7 +667,8 @@ class _KernelT:
         o = self.fresh("o")
         self.emit(ind, f"{o} = {self.offset_expr(ins)}")
         # offsets that may leave the storage are clamped into it (the interpreter's rule)
-        self.emit(ind, f"{o} = tl.minimum(tl.maximum({o}, 0), {size - 1})")
+        if not self.in_storage(ins, size):
+            self.emit(ind, f"{o} = tl.minimum(tl.maximum({o}, 0), {size - 1})")
         p = self.ptr(ins.buffer)
         if ins.mask:
             other = self.full_const(ins.other, dt, [1] * self.rank)
@@ -636,11 +704,11 @@ class _KernelT:
             val = f"{val}.to(tl.uint8)"
         self.emit(ind, f"{v} = tl.broadcast_to({val}, {shape})")
         self.emit(ind, f"{o} = tl.broadcast_to({o}, {shape})")
-        keep = f"({o} >= 0) & ({o} < {size})"
+        keep = None if self.in_storage(ins, size) else f"({o} >= 0) & ({o} < {size})"
         if ins.mask:
-            keep = f"{keep} & {_name(ins.mask)}"
+            keep = _name(ins.mask) if keep is None else f"{keep} & {_name(ins.mask)}"
         p = self.ptr(ins.buffer)
-        self.emit(ind, f"tl.store({p} + {o}, {v}, mask={keep})")
+        self.emit(ind, f"tl.store({p} + {o}, {v}" + (f", mask={keep})" if keep else ")"))
 
     def i_Broadcast(self, ins: kir.Broadcast, ind: str) -> None:
         self.put(ind, ins.out, _name(ins.x))
@@ -801,26 +869,19 @@ class _KernelT:
     def i_Select(self, ins: kir.Select, ind: str) -> None:
         self.put(ind, ins.out, f"tl.where({_name(ins.cond)}, {_name(ins.a)}, {_name(ins.b)})")
 
-    @staticmethod
-    def exp_f32(w: str) -> str:
-        """f32 ``exp`` whose subnormal results are not flushed: ``tl.exp`` on the GPU is
-        ``ex2.approx.ftz`` (subnormals flushed, tens of ulps near overflow), so below -80
-        it is ``exp(w/2)²`` (normal halves; the product rounds once into the subnormals)."""
-        half = f"tl.exp({w} * 0.5)"
-        return f"tl.where({w} < -80.0, {half} * {half}, tl.exp({w}))"
-
     def math_narrow_f32(self, fn: str, w: str) -> str:
         """``fn`` (one of ``_NARROW_F32_MATH``) of an f32 ``w`` whose result only needs the
         accuracy of a narrow dtype (a 1-ulp budget: any f32 error below 2^(23-p) ulp,
-        ``semantics.ulp`` lemma B): the fast f32 forms of the model implementations."""
-        e = self.exp_f32
-        if fn == "exp":
-            return e(w)
+        ``semantics.ulp`` lemma B): one ``tl.exp`` each, of half the argument so that no
+        intermediate result flushes (``h = exp(-|w|/2)`` is normal for |w| < 174, past which
+        every result is below the narrow dtypes' range), and the GPU's default division (at
+        most 2 ulp32 off). Errors: the argument's rounding amplified by |w|/2 < 87 (about 90
+        ulp32 for h, twice that for h²), far below 2^(23-p)."""
+        if fn == "exp":  # exp(w/2)² (exp(w) would flush below -87.3)
+            return f"_tf_exp_narrow({w})"
         if fn == "sigmoid":
-            return f"tl.where({w} < -80.0, {e(w)}, tl.div_rn(1.0, 1.0 + tl.exp(-{w})))"
-        half = f"tl.exp({w} * 0.5)"  # silu
-        return (f"tl.where({w} == float('-inf'), -0.0, tl.where({w} < -80.0, "
-                f"({w} * {half}) * {half}, tl.div_rn({w}, 1.0 + tl.exp(-{w}))))")
+            return f"_tf_sigmoid_narrow({w})"
+        return f"_tf_silu_narrow({w})"
 
     def i_Math(self, ins: kir.Math, ind: str) -> None:
         dt, fn = self.dt(ins.x), ins.fn
@@ -1138,7 +1199,7 @@ class _KernelT:
         tile = f"({tiles - 1} - {t})" if ins.reverse else t
         # the loop variable is a Python int in the interpreter and an i32 on the GPU: widen it
         # to i64 through a tensor so both compute offsets alike
-        self.emit_coord(inner, d, f"(tl.full([], 0, tl.int64) + {tile})"
+        self.emit_coord(inner, d, f"(tl.full([], 0, {self.idx}) + {tile})"
                         if self.k.domain[d] > 1 else "0")
         self.body(ins.body, inner)
         tmps = [self.fresh("y") for _ in ins.yields]

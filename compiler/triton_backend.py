@@ -249,9 +249,9 @@ class DeviceRun:
 
 TARGETS.setdefault("triton", source_target(
     "triton", lambda p: render(p, interpret=True),
-    lambda p, src: TritonExecutable(p, src, "interpret")))
+    lambda p, src: TritonExecutable(p, src, "interpret"), TRITON_TILES))
 TARGETS.setdefault("triton-cuda", source_target(
-    "triton-cuda", render, lambda p, src: TritonExecutable(p, src, "cuda")))
+    "triton-cuda", render, lambda p, src: TritonExecutable(p, src, "cuda"), TRITON_TILES))
 
 
 class TritonBackend(KernelInterpBackend):

@@ -50,6 +50,18 @@ def f_silu(x: Tensor[(N,), {dt}]) -> Tensor[(N,), {dt}]:
 @func
 def f_softmax(x: Tensor[(R, N), {dt}]) -> Tensor[(R, N), {dt}]:
     return softmax(x, axis=1)
+
+@func
+def f_rmsnorm(x: Tensor[(R, N), {dt}], w: Tensor[(N,), {dt}]) -> Tensor[(R, N), {dt}]:
+    return rms_norm(x, w, eps=1e-6)
+
+@func
+def f_rmsnorm_big_eps(x: Tensor[(R, N), {dt}], w: Tensor[(N,), {dt}]) -> Tensor[(R, N), {dt}]:
+    return rms_norm(x, w, eps=1e20)
+
+@func
+def f_rmsnorm_tiny_eps(x: Tensor[(R, N), {dt}], w: Tensor[(N,), {dt}]) -> Tensor[(R, N), {dt}]:
+    return rms_norm(x, w, eps=1e-29)
 """
 
 
@@ -99,6 +111,60 @@ def test_narrow_f32_softmax_meets_the_budget_down_to_the_subnormals(dt: str) -> 
     assert exps and all(i.within == dt for i in exps), exps  # the f32 path was taken
     v = check(mod, "f_softmax", [x], comp([x]))
     assert v.status == "PASS", v.message[:2000]
+
+
+def _rms_rows(dt: str) -> np.ndarray:
+    """Rows reaching both ends of the dtype: squares that overflow f32 or sink into its
+    subnormals unscaled (bf16), rows of one huge and many tiny values, subnormal rows, zero
+    rows of both signs, inf and NaN rows, and random rows at several scales."""
+    fin = ml_dtypes.finfo(NP[dt])
+    big, tiny = float(fin.max), float(fin.smallest_subnormal)
+    rng = np.random.default_rng(11)
+    n = 96
+    rows = [rng.standard_normal(n) * s for s in (1e-3, 1.0, 300.0)]
+    rows += [rng.standard_normal(n) * s for s in (1e25, 1e36, 1e-25, 1e-38)] if dt == "bf16" \
+        else []
+    rows.append(np.full(n, big))
+    rows.append(np.concatenate([[big, -big], rng.standard_normal(n - 2) * tiny * 8]))
+    rows.append(np.concatenate([[1.0], np.full(n - 1, tiny)]))
+    rows.append(rng.integers(-40, 40, n) * tiny)
+    rows.append(np.full(n, tiny))
+    rows.append(np.zeros(n))
+    rows.append(-np.zeros(n))
+    rows.append(np.concatenate([[np.inf, -2.0], np.ones(n - 2)]))
+    rows.append(np.concatenate([[np.nan, 0.0], np.ones(n - 2)]))
+    rows.append(np.concatenate([[-np.inf, np.inf], np.zeros(n - 2)]))
+    return np.stack(rows).astype(NP[dt])
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize("fn", ["f_rmsnorm", "f_rmsnorm_big_eps", "f_rmsnorm_tiny_eps"])
+def test_narrow_f32_rmsnorm_meets_the_budget_at_both_ends_of_the_range(dt: str, fn: str) -> None:
+    """RMSNorm of a narrow dtype in f32 (D276): a bf16 row is scaled by 1/max|x| so its
+    squares neither overflow nor underflow; judged against the reference's f64 value."""
+    mod = _module(dt)
+    x = _rms_rows(dt)
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal(x.shape[1]) * 2.0).astype(NP[dt])
+    w[:4] = np.array([1.0, -1.0, 1e30 if dt == "bf16" else 6e4, 0.0]).astype(NP[dt])
+    comp = tf_compile(mod, fn, [x.shape, w.shape], "triton", cfg=TRITON_TILES)
+    assert "tl.float64" not in comp.executable.source.split("def k_", 1)[1]
+    v = check(mod, fn, [x, w], comp([x, w]))
+    assert v.status == "PASS", v.message[:2000]
+
+
+def test_unscaled_f32_rmsnorm_would_fail_the_huge_bf16_rows() -> None:
+    """The scaling is needed: the same rows through the f64-free formula without it (x² in
+    f32) overflow to inf and give zeros where the reference has finite values."""
+    mod = _module("bf16")
+    x = _rms_rows("bf16")
+    w = np.ones(x.shape[1], ml_dtypes.bfloat16)
+    xf = x.astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        ms = (xf * xf).mean(axis=1, keepdims=True, dtype=np.float32)
+        y = xf * (np.float32(1.0) / np.sqrt(ms + np.float32(1e-6)))
+    v = check(mod, "f_rmsnorm", [x, w], y.astype(ml_dtypes.bfloat16))
+    assert v.status == "FAIL"
 
 
 def test_a_flushing_exp_would_fail_the_subnormal_rows() -> None:
