@@ -30,10 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 
+from tilefoundry.compiler import triton_tune
 from tilefoundry.compiler.pipeline import compile as tf_compile
 from tilefoundry.compiler.triton_backend import TRITON_TILES
 from tilefoundry.oracle.compare import check
@@ -137,7 +139,7 @@ def bench_rows(shapes, results: list[dict]) -> None:
         for entry in ("rmsnorm", "softmax_rows", "swiglu"):
             xs = _inputs(entry, shape, rng)
             shapes_in = [x.shape for x in xs]
-            comp = tf_compile(PROGRAMS, entry, shapes_in, "triton-cuda", cfg=TRITON_TILES)
+            comp = tf_compile(PROGRAMS, entry, shapes_in, "triton-cuda")  # the tuned record
             run = DeviceRun(comp.executable, xs)
             run.launch()
             torch.cuda.synchronize()
@@ -233,7 +235,7 @@ def bench_gemm(n: int, results: list[dict]) -> None:
 
     rng = np.random.default_rng(1)
     a, b = _bf16(rng, (n, n)), _bf16(rng, (n, n))
-    comp = tf_compile(PROGRAMS, "gemm", [a.shape, b.shape], "triton-cuda", cfg=TRITON_TILES)
+    comp = tf_compile(PROGRAMS, "gemm", [a.shape, b.shape], "triton-cuda")  # the tuned record
     run = DeviceRun(comp.executable, [a, b])
     run.launch()
     torch.cuda.synchronize()
@@ -247,6 +249,42 @@ def bench_gemm(n: int, results: list[dict]) -> None:
                  f"kernels {len(comp.kernels)}; oracle on the 64x64 block: {verdict}")
 
 
+def tune_all(shapes, gemm_n: int, out_path: str | None, rows: bool, gemm: bool) -> None:
+    """Autotune every benchmark program at its shapes (``compiler/triton_tune.py``): each
+    candidate judged by the oracle on the sub-problem, the fastest PASS recorded in the user's
+    table (which the benchmark then compiles with) and, with ``--tune-out``, in that file (the
+    shipped table ``compiler/triton_tuned.json`` is such a file)."""
+    import torch
+
+    device = torch.cuda.get_device_name()
+    rng = np.random.default_rng(0)
+    jobs = []
+    if rows:
+        for shape in shapes:
+            for entry in ("rmsnorm", "softmax_rows", "swiglu"):
+                xs = _inputs(entry, shape, rng)
+                sub = [x[:128] if x.ndim == 2 else x for x in xs]
+                jobs.append((entry, xs, "rows",
+                             lambda out, e=entry, s=sub: _judge(e, s, out[:128])))
+    if gemm:
+        a, b = _bf16(rng, (gemm_n, gemm_n)), _bf16(rng, (gemm_n, gemm_n))
+        sub = [a[:64], np.ascontiguousarray(b[:, :64])]
+        jobs.append(("gemm", [a, b], "dot", lambda out, s=sub: _judge("gemm", s, out[:64, :64])))
+    for entry, xs, kind, judge in jobs:
+        shapes_in = [x.shape for x in xs]
+        res = triton_tune.tune(PROGRAMS, entry, xs, triton_tune.candidates(kind, TRITON_TILES),
+                               judge, _time)
+        key = triton_tune.program_key(PROGRAMS, entry, shapes_in)
+        for path in [None] + ([Path(out_path)] if out_path else []):
+            best = triton_tune.record(key, entry, shapes_in, res, device, path)["best"]
+        bad = [r for r in res if r["verdict"] not in ("PASS", None) or r["error"]]
+        print(f"tune {entry} {[list(s) for s in shapes_in]}: best {best['ms']:.4f} ms "
+              f"tile_elems {best['tile_elems']} dot_mn {best['dot_mn']} warps "
+              f"{best['num_warps']} stages {best['num_stages']}; {len(res)} candidates, "
+              f"{len(bad)} not PASS or failed"
+              + "".join(f"\n    {r['verdict'] or r['error']}" for r in bad[:3]), flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", action="store_true", help="only the row kernels")
@@ -255,6 +293,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write every measurement to this file")
     ap.add_argument("--cuda-gemm-n", type=int, default=1024,
                     help="the CUDA backend's GEMM size (default 1024; 0 skips it)")
+    ap.add_argument("--tune", action="store_true",
+                    help="autotune each program first (recorded; the benchmark then uses it)")
+    ap.add_argument("--tune-out", help="also write the tuning record to this file")
     args = ap.parse_args(argv)
     import torch
 
@@ -264,8 +305,12 @@ def main(argv=None) -> int:
     print(f"device {torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
     results: list[dict] = []
     both = not (args.rows or args.gemm)
+    row_shapes = [(1024, 4096)] if args.quick else [(32768, 4096), (8192, 8192)]
+    if args.tune:
+        tune_all(row_shapes, 1024 if args.quick else 8192, args.tune_out, args.rows or both,
+                 args.gemm or both)
     if args.rows or both:
-        bench_rows([(1024, 4096)] if args.quick else [(32768, 4096), (8192, 8192)], results)
+        bench_rows(row_shapes, results)
     if args.gemm or both:
         bench_gemm(1024 if args.quick else 8192, results)
         if args.cuda_gemm_n:

@@ -66,12 +66,16 @@ class Target:
     render: Callable[[Program], str | None]
     build: Callable[[Program, str | None], Any]
     #: the tile configuration the target lowers with when ``compile`` is given none (so the
-    #: printed source is the one the backend runs)
-    cfg: TileConfig | None = None
+    #: printed source is the one the backend runs): a TileConfig, or a function of (module,
+    #: entry, shapes) giving one (the Triton autotuner's record, else its default)
+    cfg: TileConfig | Callable[[Module, str, tuple], TileConfig] | None = None
+    #: ``render`` takes the tile configuration as a second argument (its launch options)
+    render_cfg: bool = False
 
 
-def source_target(name: str, render: Callable[[Program], str],
-                  make: Callable[[Program, str], Any], cfg: TileConfig | None = None) -> Target:
+def source_target(name: str, render: Callable[..., str],
+                  make: Callable[[Program, str], Any], cfg: Any = None,
+                  render_cfg: bool = False) -> Target:
     """A target whose build takes the rendered source (``make(program, source)``); a build
     given none is the project's error naming the target."""
     def build(program: Program, source: str | None) -> Any:
@@ -79,7 +83,7 @@ def source_target(name: str, render: Callable[[Program], str],
             raise InvalidArgumentError(f"the {name} target builds from rendered source; "
                                        f"got none")
         return make(program, source)
-    return Target(name, render, build, cfg)
+    return Target(name, render, build, cfg, render_cfg)
 
 
 #: targets whose module registers them on import (loaded by ``compile`` on first use)
@@ -136,7 +140,8 @@ def _fuse(s: State) -> None:
 
 
 def _render(s: State) -> None:
-    s.source = s.target.render(s.program)
+    s.source = s.target.render(s.program, s.cfg) if s.target.render_cfg else \
+        s.target.render(s.program)
 
 
 def _build(s: State) -> None:
@@ -267,7 +272,9 @@ def compile(module: Module, entry: str, shapes: Sequence[Sequence[int]],
     if tgt is None:
         raise LoweringError(f"unknown target {target!r}; targets: "
                            f"{', '.join(sorted(set(TARGETS) | set(LAZY_TARGETS)))}")
-    state = State(module, entry, _check_shapes(shapes), tgt, cfg or tgt.cfg or TileConfig())
+    shapes = _check_shapes(shapes)
+    default = tgt.cfg(module, entry, shapes) if callable(tgt.cfg) else tgt.cfg
+    state = State(module, entry, shapes, tgt, cfg or default or TileConfig())
     printed: dict[str, str] = {}
     names = [n for n in PASS_NAMES if fuse or n != "fuse"]
     with deep_recursion():

@@ -66,9 +66,11 @@ _STORE_TL = {"bf16": "tl.int16", "f16": "tl.int16", "fp8e4m3": "tl.int8", "fp8e5
 _NARROW_F32_MATH = frozenset({"exp", "sigmoid", "silu"})
 #: matmul tile rows per group of the grouped launch order (``_KernelT.grouped_axes``)
 _GROUP_M = 8
-#: launch options by kernel class, measured on an H200 (``benchmarks/bench_gpu.py --tune``):
-#: ``dot`` kernels, and row / elementwise kernels by the elements of their tile (the first
-#: entry whose limit the tile fits). They change speed only: any value gives the same bits.
+#: default launch options by kernel class (measured on an H200 in earlier sessions): ``dot``
+#: kernels, and row / elementwise kernels by the elements of their tile (the first entry whose
+#: limit the tile fits); the autotuner's record (``compiler/triton_tune.py``) overrides them.
+#: They change speed only: every value gives an admitted result (a ``tl.reduce`` tree may
+#: change with the layout, and every tree is one the unordered_tree policy admits).
 TUNING: dict = {
     "dot": {"num_warps": 8, "num_stages": 3},
     "rows": [(1024, {"num_warps": 4, "num_stages": 1}),
@@ -239,6 +241,15 @@ def _tf_qnan_like(x):
     else:
         out = tl.full(x.shape, 0x7FC00000, tl.uint32).to(tl.float32, bitcast=True)
     return out
+
+
+@triton.jit
+def _tf_round_bf16_hw(x):
+    """f32 -> bf16 bits on the GPU: cvt.rn.bf16.f32 (to nearest even, overflow to inf,
+    subnormals kept); a NaN gives the quiet NaN 0x7FC0 with its sign (tf__round_f32)"""
+    b = x.to(tl.bfloat16).to(tl.uint16, bitcast=True)
+    nan = (((x.to(tl.uint32, bitcast=True) >> 16) & 0x8000) | 0x7FC0).to(tl.uint16)
+    return tl.where(x != x, nan, b)
 
 
 @triton.jit
@@ -726,8 +737,14 @@ class _KernelT:
         raise _unsupported("Widen", f"widening from {src}")
 
     @staticmethod
-    def round_f32(w: str, to: str, overflow: str, rounding: str = "nearest") -> str:
+    def round_f32(w: str, to: str, overflow: str, rounding: str = "nearest",
+                  hw: bool = False) -> str:
+        """f32 ``w`` rounded to ``to``'s bits; ``hw``: on the GPU, where f32 -> bf16 to
+        nearest with inf on overflow is the hardware's ``cvt.rn.bf16.f32`` (the interpreter's
+        truncates, F20), that conversion with the NaN made the quiet NaN with its sign."""
         sat = 1 if overflow == "saturate" else 0
+        if hw and to == "bf16" and not sat and rounding == "nearest":
+            return f"_tf_round_bf16_hw({w})"
         if to == "f8e8m0":
             return f"_tf_round_e8m0({w}, {sat}, {_RND[rounding]})"
         if to == "f32":
@@ -745,7 +762,7 @@ class _KernelT:
     def i_Round(self, ins: kir.Round, ind: str) -> None:
         x, src = _name(ins.x), self.dt(ins.x)
         if src == "f32":
-            expr = self.round_f32(x, ins.to, ins.overflow)
+            expr = self.round_f32(x, ins.to, ins.overflow, hw=not self.interpret)
         elif ins.to == "f32":
             expr = f"_tf_rf64_f32({x})"
             if ins.overflow != "nonfinite":
@@ -892,7 +909,8 @@ class _KernelT:
         if dt in NARROW and fast:
             w = self.fresh("w")
             self.emit(ind, f"{w} = {self.widened(_name(ins.x), dt)}")
-            self.put(ind, ins.out, self.round_f32(self.math_narrow_f32(fn, w), dt, "nonfinite"))
+            self.put(ind, ins.out, self.round_f32(self.math_narrow_f32(fn, w), dt, "nonfinite",
+                                                  hw=not self.interpret))
             return
         if dt == "f64" and fn in ("exp", "log", "exp2", "log2"):  # the f64 function
             x = _name(ins.x)
@@ -1211,9 +1229,12 @@ class _KernelT:
             self.emit(ind, f"{_name(o)} = {_name(c)}")
 
 
-def render(program: Program, interpret: bool = False) -> str:
+def render(program: Program, interpret: bool = False,
+           launch: Mapping[str, int] | None = None) -> str:
     """The Triton module of ``program``: the prelude, one jit function per kernel and
-    ``KERNELS = {kernel name: (fn, [root buffer, ...], instances, [storage type, ...])}``."""
+    ``KERNELS = {kernel name: (fn, [root buffer, ...], instances, [storage type, ...],
+    launch options)}``; ``launch`` (num_warps / num_stages, the autotuner's record) overrides
+    every kernel's default launch options."""
     bm = program.buffer_map()
     parts = [PRELUDE]
     table = []
@@ -1225,8 +1246,9 @@ def render(program: Program, interpret: bool = False) -> str:
                 src, roots = kt.render()
                 parts.append("\n\n" + src)
                 types = [STORAGE[bm[r].dtype] for r in roots]
+                opts = {**kt.launch_options(), **(launch or {})}
                 table.append(f"    {s.name!r}: ({kt.fn_name()}, {roots!r}, {s.instances}, "
-                             f"{types!r}, {kt.launch_options()!r}),")
+                             f"{types!r}, {opts!r}),")
             elif isinstance(s, HostLoop):
                 walk(s.body)
             else:

@@ -30,6 +30,10 @@ class TileConfig:
     #: compute softmax over a narrow dtype (bf16, f16, fp8) in f32 instead of f64: within its
     #: 1-ulp budget by ``semantics.ulp``'s lemma B (the f32 exp is marked ``within`` the dtype)
     narrow_f32: bool = False
+    #: launch options every kernel gets (``(("num_warps", 8), ("num_stages", 1))``), set by
+    #: the Triton autotuner's record (``compiler/triton_tune.py``); empty: the renderer's
+    #: defaults by kernel class. They change speed only, never the admitted results.
+    launch: tuple[tuple[str, int], ...] = ()
 
 
 def prev_pow2(n: int) -> int:

@@ -250,8 +250,15 @@ class DeviceRun:
 TARGETS.setdefault("triton", source_target(
     "triton", lambda p: render(p, interpret=True),
     lambda p, src: TritonExecutable(p, src, "interpret"), TRITON_TILES))
+def _tuned(module: Any, entry: str, shapes: Any) -> TileConfig:
+    from tilefoundry.compiler.triton_tune import tuned_config
+
+    return tuned_config(module, entry, shapes, TRITON_TILES)
+
+
 TARGETS.setdefault("triton-cuda", source_target(
-    "triton-cuda", render, lambda p, src: TritonExecutable(p, src, "cuda"), TRITON_TILES))
+    "triton-cuda", lambda p, cfg: render(p, launch=dict(cfg.launch)),
+    lambda p, src: TritonExecutable(p, src, "cuda"), _tuned, render_cfg=True))
 
 
 class TritonBackend(KernelInterpBackend):
