@@ -6,7 +6,9 @@
 #   cuda     --backend cuda: 5-minute fuzz (seed 0, no example DB; MINUTES=N), quick and full
 #            tiers (TIERS="quick full"; TIERS="" runs the fuzz only)
 #   triton   --backend triton: 5-minute fuzz, quick and full tiers
-#   bench    benchmarks/bench_gpu.py (rows and GEMM, Triton and CUDA beside torch)
+#   bench    benchmarks/bench_gpu.py (rows and GEMM, Triton and CUDA beside torch); BENCH_ARGS
+#            adds flags, e.g. BENCH_ARGS="--tune --tune-out $OUT/triton_tuned.json" (the
+#            autotuner's record, committed as compiler/triton_tuned.json)
 set -uo pipefail
 R=$PWD
 OUT=${OUT:-$R/h200-out}
@@ -33,9 +35,13 @@ for stage in "$@"; do
         rm -f "$OUT"/fuzzir_*.log
         grep -E "non-project|^ +[0-9]+ " "$OUT/fuzzir.log" ;;
     cuda|triton)
-        python -m tilefoundry conformance fuzz --backend "$stage" -j "$J" --minutes "${MINUTES:-5}" \
-            --seed 0 --no-db --no-progress --jsonl "$OUT/${stage}_fuzz.jsonl" \
-            > "$OUT/${stage}_fuzz.log" 2>&1
+        if [ "${MINUTES:-5}" != 0 ]; then  # MINUTES=0: the tiers only
+            python -m tilefoundry conformance fuzz --backend "$stage" -j "$J" --minutes "${MINUTES:-5}" \
+                --seed 0 --no-db --no-progress --jsonl "$OUT/${stage}_fuzz.jsonl" \
+                > "$OUT/${stage}_fuzz.log" 2>&1
+        else
+            echo "no fuzz (MINUTES=0)" > "$OUT/${stage}_fuzz.log"
+        fi
         for tier in ${TIERS-quick full}; do
             python -m tilefoundry conformance run --backend "$stage" -j "$J" --tier $tier --no-progress \
                 --jsonl "$OUT/${stage}_$tier.jsonl" > "$OUT/${stage}_$tier.log" 2>&1
@@ -44,7 +50,8 @@ for stage in "$@"; do
         for f in fuzz ${TIERS-quick full}; do head -n 12 "$OUT/${stage}_$f.log"; done
         grep -E "^(FAIL|ERROR|CRASH|TIMEOUT) " "$OUT/${stage}_fuzz.log" | cut -c1-400 ;;
     bench)
-        python "$R/benchmarks/bench_gpu.py" --json "$OUT/bench_gpu.json" > "$OUT/bench.log" 2>&1
+        python "$R/benchmarks/bench_gpu.py" ${BENCH_ARGS:-} --json "$OUT/bench_gpu.json" \
+            > "$OUT/bench.log" 2>&1
         cat "$OUT/bench.log" ;;
     *) echo "unknown stage $stage" ;;
     esac

@@ -194,7 +194,7 @@ _NARROW = ("bf16", "f16", "fp8e4m3", "fp8e5m2")
 
 def _rmsnorm_f32(lw: _Lowerer, t: TensorType, x: Buffer, g: Buffer, n: int,
                  eps: float) -> Buffer:
-    """RMSNorm of a narrow dtype in f32 (``TileConfig.narrow_f32``, D276): its budget is 1 ulp,
+    """RMSNorm of a narrow dtype in f32 (``TileConfig.narrow_f32``, D279): its budget is 1 ulp,
     met by any f32 computation with an error below 2^(23-p) ulp32 (``semantics/ulp.py``, lemma
     B); this one's is tens of ulp32. A bf16 square can overflow f32 (|x| > 1.8e19) or sink into
     its subnormals, so a bf16 row is scaled by ``s`` = 1/max|x| first (the formula is

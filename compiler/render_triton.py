@@ -486,8 +486,11 @@ class _KernelT:
                                          f"{', '.join(sorted(read & wrote))} (program instances "
                                          f"run concurrently)")
         #: the integer type of coordinates and offsets: i32 where every offset the kernel can
-        #: form is provably inside i32 (no run-time index terms), else i64 (D276)
+        #: form is provably inside i32 (no run-time index terms), else i64 (D278)
         self.idx = "tl.int32" if self.offsets_fit_i32() else "tl.int64"
+        #: a Dot's result -> the 2-D accumulator its tile loop carries (``carried_mma``)
+        self.acc2d: dict[str, str] = {}
+        self.dead: frozenset[str] | None = None
 
     def coord_max(self, d: int) -> int:
         """The largest coordinate ``c{d}`` takes: the last lane of the last tile (tiles cover
@@ -641,8 +644,34 @@ class _KernelT:
         self.emit(ind, f"c{d} = tl.reshape({tile} * {b} + tl.arange(0, {b}).to({self.idx}), "
                        f"{shape})")
 
+    def mma_only(self) -> frozenset[str]:
+        """The Widen / Load results that only tensor-core dots read (``dot_mma`` loads its
+        operand tiles itself): not rendered."""
+        body = list(kir.iter_instrs(self.k.body))
+        readers: dict[str, list[kir.Instr]] = {}
+        for i in body:
+            for o in i.operands():
+                readers.setdefault(o, []).append(i)
+        for lp in (i for i in body if isinstance(i, kir.TileLoop)):
+            for y in lp.yields:
+                readers.setdefault(y, []).append(lp)
+        dead: set[str] = set()
+        for dot in (i for i in body if isinstance(i, kir.Dot)):
+            if self.mma_operands(dot) is None:
+                continue
+            for w in (self.widens[dot.a], self.widens[dot.b]):
+                if all(r is dot for r in readers.get(w.out, [])):
+                    dead.add(w.out)
+                    if all(r is w for r in readers.get(w.x, [])):
+                        dead.add(w.x)
+        return frozenset(dead)
+
     def body(self, seq, ind: str) -> None:
+        if self.dead is None:
+            self.dead = self.mma_only()
         for ins in seq:
+            if isinstance(ins, kir.Widen | kir.Load) and ins.out in self.dead:
+                continue
             m = getattr(self, "i_" + type(ins).__name__, None)
             if m is None:
                 raise _unsupported(type(ins).__name__, f"kernel {self.k.name}: "
@@ -1130,12 +1159,13 @@ class _KernelT:
         self.emit(ind, f"{c1} = tl.reshape(c{cols}, [{b[cols]}])[None, :]")
         off = f"{r1} * {ld.strides[rows]} + {c1} * {ld.strides[cols]} + " \
               f"{ld.offset + self.bm[ld.buffer].offset}"
-        mask = f"({r1} < {dom[rows]}) & ({c1} < {dom[cols]})"
+        # lanes past a ragged edge read as +0; an axis the tiles cover exactly needs no mask
+        terms = [f"({v} < {dom[a]})" for v, a in ((r1, rows), (c1, cols)) if dom[a] % b[a]]
+        mask = f", mask={' & '.join(terms)}, other=0" if terms else ""
         p = self.ptr(ld.buffer)
         t = self.fresh("mt")
         bits = self.fresh("mb")
-        self.emit(ind, f"{bits} = tl.load({p} + ({off}), mask={mask}, other=0).to({_TL[src]}, "
-                       f"bitcast=True)")
+        self.emit(ind, f"{bits} = tl.load({p} + ({off}){mask}).to({_TL[src]}, bitcast=True)")
         if self.interpret:
             self.emit(ind, f"{t} = {self.widened(bits, src)}")
         elif src in ("bf16", "f16"):
@@ -1155,18 +1185,27 @@ class _KernelT:
         bm, bn = self.block[m], self.block[n]
         a2 = self.mma_tile(ind, la, m, d, src)
         b2 = self.mma_tile(ind, lb, d, n, src)
+        prec = ", input_precision='ieee'" if self.interpret else ""
+        hoisted = self.acc2d.get(ins.out)
+        if hoisted is not None:  # the loop carries the 2-D accumulator (carried_mma)
+            self.emit(ind, f"{hoisted} = tl.dot({a2}, {b2}, acc={hoisted}{prec}, "
+                           f"out_dtype=tl.float32)")
+            return
         c2 = self.fresh("mma_c")
         oshape = self.shape(ins.out)
         self.emit(ind, f"{c2} = tl.reshape(tl.broadcast_to({_name(ins.init)}, {oshape}), "
                        f"[{bm}, {bn}])")
-        prec = ", input_precision='ieee'" if self.interpret else ""
         self.emit(ind, f"{c2} = tl.dot({a2}, {b2}, acc={c2}{prec}, out_dtype=tl.float32)")
-        # back to the kernel's rank by inserting the unit axes (expand_dims, not a reshape of
-        # the accumulator's layout)
-        expr, axes = c2, [i for i in range(self.rank) if i not in (m, n)]
-        for i in axes:
+        self.put(ind, ins.out, self.unit_axes(c2, ins))
+
+    def unit_axes(self, c2: str, ins: kir.Dot) -> str:
+        """A 2-D [M, N] accumulator back at the kernel's rank: the unit axes inserted
+        (expand_dims, not a reshape of the accumulator's layout)."""
+        m, n = ins.axis - 2, ins.axis - 1
+        expr = c2
+        for i in [i for i in range(self.rank) if i not in (m, n)]:
             expr = f"tl.expand_dims({expr}, {i})"
-        self.put(ind, ins.out, expr)
+        return expr
 
     def i_Dot(self, ins: kir.Dot, ind: str) -> None:
         """Tensor cores (``dot_mma``) where ``mma_operands`` allows; otherwise the reference K
@@ -1206,10 +1245,39 @@ class _KernelT:
             self.emit(inner, f"{st} = tl.full({oshape}, 1, tl.int1)")
         self.put(ind, ins.out, s if dt == "f32" else f"{s}.to({_TL[dt]})")
 
+    def carried_mma(self, loop: kir.TileLoop) -> dict[int, kir.Dot]:
+        """The carried values of ``loop`` that are only a tensor-core ``dot``'s accumulator
+        (its seed, and yielded as its result, read by nothing else in the body): those are
+        carried as the 2-D [M, N] tile ``tl.dot`` accumulates in, so that the MMA layout is
+        not converted back to the kernel's rank on every K step."""
+        top = [i for i in loop.body if isinstance(i, kir.Dot)]
+        reads: dict[str, int] = {}
+        for i in kir.iter_instrs(loop.body):
+            for o in i.operands():
+                reads[o] = reads.get(o, 0) + 1
+        for y in loop.yields:
+            reads[y] = reads.get(y, 0) + 1
+        out: dict[int, kir.Dot] = {}
+        for j, (c, y) in enumerate(zip(loop.carried, loop.yields, strict=True)):
+            dot = next((i for i in top if i.init == c and i.out == y), None)
+            if dot is not None and reads.get(c) == 1 and reads.get(y) == 1 \
+                    and y not in loop.carried and self.mma_operands(dot) is not None:
+                out[j] = dot
+        return out
+
     def i_TileLoop(self, ins: kir.TileLoop, ind: str) -> None:
         d, b = ins.axis, self.block[ins.axis]
         tiles = -(-self.k.domain[d] // b)
-        for c, i in zip(ins.carried, ins.inits, strict=True):
+        acc = self.carried_mma(ins)
+        for j, (c, i) in enumerate(zip(ins.carried, ins.inits, strict=True)):
+            if j in acc:
+                dot = acc[j]
+                m, n = dot.axis - 2, dot.axis - 1
+                name = self.fresh("acc2")
+                self.emit(ind, f"{name} = tl.reshape(tl.broadcast_to({_name(i)}, "
+                               f"{self.shape(dot.out)}), [{self.block[m]}, {self.block[n]}])")
+                self.acc2d[dot.out] = name
+                continue
             self.emit(ind, f"{_name(c)} = {_name(i)}")
         t = self.fresh("tile")
         self.emit(ind, f"for {t} in range(0, {tiles}):")
@@ -1220,13 +1288,17 @@ class _KernelT:
         self.emit_coord(inner, d, f"(tl.full([], 0, {self.idx}) + {tile})"
                         if self.k.domain[d] > 1 else "0")
         self.body(ins.body, inner)
-        tmps = [self.fresh("y") for _ in ins.yields]
-        for tmp, y in zip(tmps, ins.yields, strict=True):
-            self.emit(inner, f"{tmp} = {_name(y)}")
-        for c, tmp in zip(ins.carried, tmps, strict=True):
-            self.emit(inner, f"{_name(c)} = {tmp}")
-        for o, c in zip(ins.outs, ins.carried, strict=True):
-            self.emit(ind, f"{_name(o)} = {_name(c)}")
+        keep = [j for j in range(len(ins.yields)) if j not in acc]
+        tmps = {j: self.fresh("y") for j in keep}
+        for j in keep:
+            self.emit(inner, f"{tmps[j]} = {_name(ins.yields[j])}")
+        for j in keep:
+            self.emit(inner, f"{_name(ins.carried[j])} = {tmps[j]}")
+        for j, (o, c) in enumerate(zip(ins.outs, ins.carried, strict=True)):
+            if j in acc:
+                self.put(ind, o, self.unit_axes(self.acc2d.pop(acc[j].out), acc[j]))
+            else:
+                self.emit(ind, f"{_name(o)} = {_name(c)}")
 
 
 def render(program: Program, interpret: bool = False,
