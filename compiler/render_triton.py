@@ -785,7 +785,12 @@ class _KernelT:
 
     def i_Widen(self, ins: kir.Widen, ind: str) -> None:
         src = self.dt(ins.x)
-        w = self.widened(_name(ins.x), src)
+        if src == "bf16" and not self.interpret:
+            # the GPU's exact bf16 -> f32 (its NaN keeps the payload: a Widen feeds arithmetic,
+            # comparisons and Rounds, which make every NaN the quiet NaN; D279)
+            w = f"{_name(ins.x)}.to(tl.bfloat16, bitcast=True).to(tl.float32)"
+        else:
+            w = self.widened(_name(ins.x), src)
         self.put(ind, ins.out, f"{w}.to(tl.float64)" if ins.to == "f64" else w)
 
     def i_Round(self, ins: kir.Round, ind: str) -> None:
