@@ -170,25 +170,40 @@ class KernelCuda(KernelC):
         mapping stays."""
         if not self.BLOCK_MAPPING or not segs or not self.parallel_safe():
             return
+        merged: list = []
+        for s in segs:  # consecutive runs of one lane layout are one loop over the lanes
+            if isinstance(s, _Run) and merged and isinstance(merged[-1], _Run) and \
+                    self.wide(merged[-1].axes) == self.wide(s.axes):
+                merged[-1] = _Run(merged[-1].axes, merged[-1].instrs + s.instrs)
+            else:
+                merged.append(s)
         layouts: list[tuple[int, ...]] = []
         uses: dict[str, set] = {}
         in_runs: set[str] = set()
-        for s in segs:
+        uniform: set[str] = set()
+        for s in merged:
             if isinstance(s, _Run):
                 aw = self.wide(s.axes)
                 layouts.append(aw)
+                # a run of one lane that stores nothing: every thread computes it (its values
+                # are then every thread's own, read anywhere without shared memory)
+                uni = not aw and not any(isinstance(i, kir.Store) for i in s.instrs)
+                here: set[str] = set()
                 for i in s.instrs:
                     if isinstance(i, kir.Load | kir.Store) and i.index:
                         return
                     if isinstance(i, kir.Store) and any(i.strides[d] == 0 for d in aw):
                         return
                     for o in i.operands():
-                        if o in self.consts:
+                        if o in self.consts or o in here:
                             continue
                         if not set(self.wide(self.full(o))) <= set(aw):
                             return
-                        uses.setdefault(o, set()).add(aw)
-                    in_runs.update(i.results())
+                        uses.setdefault(o, set()).add("uniform" if uni else aw)
+                    here.update(i.results())
+                in_runs |= here
+                if uni:
+                    uniform |= here
             elif isinstance(s, kir.Reduce):
                 dt = self.dt(s.x)
                 if not (dt in ("f32", "f64") or kir.is_int(dt) or dt == "bool"):
@@ -208,8 +223,8 @@ class KernelCuda(KernelC):
         t = 32
         while t < BLOCK_THREADS_MAX and t * BLOCK_LANES < e_max:
             t *= 2
-        reg = {n for n in self.arrays if n in in_runs and
-               uses.get(n, set()) <= {self.wide(self.full(n))}}
+        reg = {n for n in self.arrays if n in in_runs and (n in uniform or
+               uses.get(n, set()) <= {self.wide(self.full(n))})}
         shared = set(self.arrays) - reg
         if any(-(-self.elems(self.full(n)) // t) > REG_LIMIT for n in reg):
             return
@@ -231,8 +246,9 @@ class KernelCuda(KernelC):
         if nbytes > SHARED_LIMIT:
             return
         self.block, self.reg, self.shared, self.paths = t, reg, shared, paths
-        self.stage, self.flags = stage, flags
+        self.stage, self.flags, self.uniform = stage, flags, uniform
         self.scratch = 0  # nothing in global scratch: registers and shared memory
+        segs[:] = merged
 
     def reduce_path(self, ins: kir.Reduce, t: int) -> tuple[str, str, int, int]:
         """How a reduction runs under the block mapping: (path, accumulator C type, output
@@ -279,7 +295,8 @@ class KernelCuda(KernelC):
         out.extend(lines)
 
     def lane_loop(self, axes: Iterable[int], body: list[str], ind: str,
-                  pre: Iterable[str] = (), post: Iterable[str] = ()) -> list[str]:
+                  pre: Iterable[str] = (), post: Iterable[str] = (),
+                  uniform: bool = False) -> list[str]:
         """Thread ``tf_tx``'s lanes ``tf_tx + j * T`` (j < ceil(E / T), fully unrolled) of a
         tile spanning ``axes`` (E lanes, row-major), with the coordinates ``c<d>``; ``body``
         is one lane's code (indented by ``ind`` plus two levels)."""
@@ -288,6 +305,9 @@ class KernelCuda(KernelC):
         r = -(-e // t)
         w = self.wide(axes)
         i2 = ind + "        "
+        if uniform:  # every thread computes the one lane
+            return [f"{ind}{{ const int tf_j = 0; (void)tf_j;", *self.coords_of("0", (), i2),
+                    *[i2 + ln for ln in body], f"{ind}}}"]
         lines = [f"{ind}{{ const int tf_tx = (int)threadIdx.x; (void)tf_tx;"]
         lines += [f"{ind}    {ln}" for ln in pre]
         lines += [f"{ind}    #pragma unroll",
@@ -331,7 +351,9 @@ class KernelCuda(KernelC):
         for i in run.instrs:
             reads |= self.shared_of(i, defined)
             defined.update(i.results())
-        self.segment(self.lane_loop(run.axes, body, ind), reads,
+        uni = not self.wide(run.axes) and not any(isinstance(i, kir.Store)
+                                                  for i in run.instrs)
+        self.segment(self.lane_loop(run.axes, body, ind, uniform=uni), reads,
                      {n for n in defined if n in self.shared}, out, ind)
 
     def block_reduce(self, ins: kir.Reduce, out: list[str], ind: str) -> None:
@@ -476,6 +498,8 @@ class KernelCuda(KernelC):
     def aref(self, name: str, coords: Mapping[int, str]) -> str:
         if self.block is None or name in self.consts:
             return super().aref(name, coords)
+        if name in self.uniform:  # computed by every thread: its own copy
+            return f"TF_R(r{self.cid(name)})[0]"
         if name in self.reg:  # this thread's element of the lane it is at (tf_j)
             return f"TF_R(r{self.cid(name)})[tf_j]"
         if name in self.shared:

@@ -126,11 +126,13 @@ def test_row_kernels_get_one_block_per_instance(name: str) -> None:
     body = _body(src)
     assert "TF_SHARED " in body and "TF_SYNC" in body and "TF_REG(" in body
     assert "__launch_bounds__(512)" in body and "S0 +" not in body
-    # every register array is indexed by the unrolled lane loop only (it stays in registers)
+    # every register array is indexed by the unrolled lane loop only, or is a value every
+    # thread computes for itself (one slot, index 0): constant indices, so it stays in registers
     regs = re.findall(r"TF_REG\(\w+, (r\w+), 512, (\d+)\);", body)
     assert regs and all(int(n) <= render_cuda.REG_LIMIT for _, n in regs)
-    for name_, _ in regs:
-        assert set(re.findall(rf"TF_R\({name_}\)\[(\w+)\]", body)) == {"tf_j"}
+    for name_, slots in regs:
+        got = set(re.findall(rf"TF_R\({name_}\)\[(\w+)\]", body))
+        assert got == {"tf_j"} or (got == {"0"} and slots == "1"), (name_, got)
     ptx = cuda_build.compile_source(src).decode()
     assert ".shared" in ptx and "bar.sync" in ptx
 
