@@ -17,6 +17,24 @@ shared memory: correctness first (a faster mapping must realise the same admitte
 Kernels of lane-wise runs only, over one set of axes and storing nowhere twice, get one thread
 per lane instead (``KernelCuda.plan_mapping``): their lanes are independent.
 
+**Block mapping (D276).** Row kernels — lane-wise runs and reductions only (no dot, tile loop,
+gather, indexed store) — get one thread block per program instance instead
+(``KernelCuda.plan_block``): ``T`` threads (a power of two, 32 to ``BLOCK_THREADS_MAX``),
+thread ``t`` owning lanes ``t, t + T, ...`` of each tile (coalesced rows). Values crossing
+segments are per-thread register arrays indexed by fully unrolled slot loops (``TF_REG`` /
+``TF_R``), values of one-lane store-free runs are computed by every thread, everything else a
+value is read by other threads from (a reduction's result, a broadcast value) is a shared
+array (``TF_SHARED``); there is no global scratch. Reductions keep their policy: order-free
+one-fiber reductions (``unordered_tree`` sums, max / min / abs_max, integers, bool) combine
+each thread's slots and then the threads' partials by balanced trees in shared memory;
+``ordered_tree`` stages the lanes in source order and runs the reference's pairwise tree
+(``semantics.reductions._pairwise``); ``fold_left`` / ``fold_right`` and the compensated sums
+stage the lanes and walk each fiber in order, one thread per output lane. The body is phases
+(``TF_PHASE_BEGIN`` / ``TF_PHASE_END``) separated by ``__syncthreads`` / ``__syncwarp``
+(``TF_SYNC`` / ``TF_SYNCWARP``) that a hazard tracker over the shared arrays places; the host
+emulation runs each phase for every thread in turn. Past 48 KiB of shared arrays
+(``SHARED_LIMIT``) or ``REG_LIMIT`` slots a thread, a kernel keeps the instance mapping.
+
 **What differs from SIMD C** (the spelling): no ``omp simd`` pragmas; no pthreads, malloc or
 libm; the kernels are ``extern "C" __global__`` functions taking one pointer per root buffer,
 one per snapshot of a root the kernel reads and writes, the scratch base and the instance range
@@ -28,7 +46,9 @@ them on the host between launches (``cuda_backend``).
 
 **The plan.** The source ends with a comment ``/* tf-plan {...} */`` holding, per kernel-IR
 kernel name, the function, the roots it passes, the snapshots, the instance count and the
-per-thread scratch bytes: the executable reads it back, so the printed source is all there is.
+per-thread scratch bytes, the mapping (``instance`` / ``lane`` / ``block``) and, for the block
+mapping, its threads per block: the executable reads it back, so the printed source is all
+there is.
 """
 
 from __future__ import annotations
