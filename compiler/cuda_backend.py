@@ -41,7 +41,7 @@ from tilefoundry.compiler.errors import CompilerError
 from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Kernel, Program
 from tilefoundry.compiler.pipeline import TARGETS, source_target
-from tilefoundry.compiler.render_cuda import kernel_roots, parse_plan, render
+from tilefoundry.compiler.render_cuda import kernel_roots, kernel_threads, parse_plan, render
 from tilefoundry.errors import InvalidArgumentError
 
 __all__ = ["DEVICES", "HOW", "SCRATCH_LIMIT", "CudaBackend", "CudaError", "CudaExecutable",
@@ -55,6 +55,8 @@ HOW = ("the cuda backend needs an NVIDIA GPU and none is here (no /dev/nvidiactl
 DEVICES = ("cuda", "host")
 #: bytes of scratch one launch may use; more instances run as several launches
 SCRATCH_LIMIT = 1 << 30
+#: blocks of one launch at most (CUDA's grid x limit)
+MAX_BLOCKS = (1 << 31) - 1
 
 
 class CudaError(CompilerError, RuntimeError):
@@ -170,6 +172,16 @@ static inline double __dsub_rn(double a, double b) { return a - b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
 static inline double __ddiv_rn(double a, double b) { return a / b; }
 static inline double __dsqrt_rn(double a) { return sqrt(a); }
+/* the block mapping (D276): a phase (the code between two barriers) runs for every thread of
+ * the block in turn, so a value one thread reads from another must come from an earlier phase;
+ * shared and register arrays are per block / per thread arrays that outlive the phases */
+#define TF_PHASE_BEGIN for (threadIdx.x = 0; threadIdx.x < blockDim.x; ++threadIdx.x) {
+#define TF_PHASE_END }
+#define TF_SYNC
+#define TF_SYNCWARP
+#define TF_SHARED static thread_local
+#define TF_REG(type, name, threads, slots) static thread_local type name[threads][slots]
+#define TF_R(name) (name[threadIdx.x])
 """
 
 
@@ -183,6 +195,16 @@ def host_source(source: str) -> str:
         args = [f"p{i}" for i in range(n)] + [f"q{i}" for i in range(len(k["snap"]))] + \
             ["S0", "lo", "hi"]
         params = ", ".join([f"char *{a}" for a in args[:-2]] + ["int64_t lo", "int64_t hi"])
+        if k.get("mapping") == "block":  # the kernel loops over its threads, phase by phase
+            out.append(f'''extern "C" void {k["fn"]}_grid(int64_t blocks, int64_t threads, {params})
+{{
+    blockDim.x = threads;
+    for (int64_t b = 0; b < blocks; ++b) {{
+        blockIdx.x = b; threadIdx.x = 0;
+        {k["fn"]}({", ".join(args)});
+    }}
+}}''')
+            continue
         out.append(f'''extern "C" void {k["fn"]}_grid(int64_t blocks, int64_t threads, {params})
 {{
     blockDim.x = threads;
@@ -245,8 +267,13 @@ class _HostDevice:
 def launch_slices(entry: dict, threads: int) -> tuple[int, list[tuple[int, int, int]]]:
     """A kernel's launches: (instances per launch, [(blocks, first lane, end lane)]). Threads
     are one per instance, or one per lane of each instance (the lane mapping); scratch is per
-    instance and a launch covers whole instances, at most ``SCRATCH_LIMIT`` bytes of it."""
+    instance and a launch covers whole instances, at most ``SCRATCH_LIMIT`` bytes of it. Under
+    the block mapping a block is an instance (first / end are instances)."""
     n, lanes, per = entry["instances"], entry.get("lanes", 1), entry["scratch"]
+    if entry.get("mapping") == "block":  # one block per instance, no scratch
+        chunk = min(n, MAX_BLOCKS)
+        return chunk, [(min(n, lo + chunk) - lo, lo, min(n, lo + chunk))
+                       for lo in range(0, n, chunk)]
     chunk = n if per == 0 else max(1, min(n, SCRATCH_LIMIT // per))
     out = []
     for lo in range(0, n, chunk):
@@ -297,7 +324,7 @@ class CudaExecutable(Interpreter):
                 bufs.append(q)
                 dev.upload(q, np.ascontiguousarray(st[r]))
                 snaps.append(q)
-            threads = self.plan["threads"]
+            threads = kernel_threads(self.plan, entry)
             chunk, launches = launch_slices(entry, threads)
             per = entry["scratch"]
             scratch = dev.alloc(chunk * per) if per else 0
@@ -359,7 +386,7 @@ class CudaDeviceRun:
                 q = self._alloc(st[r].nbytes)
                 dev.upload(q, np.ascontiguousarray(st[r]))
                 snaps.append(q)
-            threads = exe.plan["threads"]
+            threads = kernel_threads(exe.plan, entry)
             chunk, launches = launch_slices(entry, threads)
             scratch = self._alloc(chunk * entry["scratch"]) if entry["scratch"] else 0
             base = [int(ptr[r]) if r in ptr else 0 for r in order] + [int(q) for q in snaps]

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -369,6 +369,22 @@ _LANEWISE = (kir.Const, kir.Coord, kir.EdgeMask, kir.Load, kir.Store, kir.Broadc
 class _Run:
     axes: tuple[int, ...]
     instrs: list = field(default_factory=list)
+
+
+@dataclass
+class _ReduceOps:
+    """``KernelC.reduce_ops``: value(ind, lines) -> the lane's C name; step(acc, v); finish(acc,
+    any); the accumulator C type; the identity; whether init seeds the accumulation; whether
+    a no-valid-lane flag is tracked; the coordinates ``c<d>``; the result's reference."""
+    value: Callable
+    step: Callable
+    finish: Callable
+    at: str
+    ident: str
+    seed_init: bool
+    track: bool
+    coords: dict
+    res: str
 
 
 class KernelC:
@@ -690,8 +706,6 @@ class KernelC:
     def emit_run(self, run: _Run, out: list[str], ind: str) -> None:
         coords = {d: f"c{d}" for d in range(self.k.rank)}
         local: dict[str, str] = {}
-        wide: dict[str, str] = {}  # bf16 values of this run -> their f32 value
-        lines: list[str] = []
         self.work += self.elems(run.axes) * len(run.instrs)
 
         innermost = run.axes[-1] if run.axes else None
@@ -713,6 +727,26 @@ class KernelC:
                 hoist_lines.append(f"const {_CTYPE[self.dt(n)]} {h} = {self.aref(n, coords)};")
             return h
 
+        lines, indexed_store = self.run_lines(run, ref, local, coords)
+        if innermost is None:
+            inner = self.loops((), ind, out)
+            out.extend(inner + ln for ln in lines)
+            self.close((), inner, out)
+            return
+        # the outer loops (or a plain block) scope the hoisted names to this run
+        outer = self.loops(run.axes[:-1], ind, out, simd=False)
+        out.extend(outer + ln for ln in hoist_lines)
+        inner = self.loops(run.axes[-1:], outer, out, simd=not indexed_store)
+        out.extend(inner + ln for ln in lines)
+        self.close(run.axes[-1:], inner, out)
+        self.close(run.axes[:-1], outer, out)
+
+    def run_lines(self, run: _Run, ref: Callable, local: dict[str, str],
+                  coords: Mapping[int, str]) -> tuple[list[str], bool]:
+        """One lane's code of a run (its instructions in order; ``ref`` reads an operand,
+        ``local`` collects the run's scalars) and whether it stores through an index."""
+        wide: dict[str, str] = {}  # bf16 values of this run -> their f32 value
+        lines: list[str] = []
         indexed_store = False
         for ins in run.instrs:
             if isinstance(ins, kir.Store):
@@ -737,18 +771,7 @@ class KernelC:
             local[ins.out] = t
             if ins.out in self.arrays:
                 lines.append(f"{self.aref(ins.out, coords)} = {t};")
-        if innermost is None:
-            inner = self.loops((), ind, out)
-            out.extend(inner + ln for ln in lines)
-            self.close((), inner, out)
-            return
-        # the outer loops (or a plain block) scope the hoisted names to this run
-        outer = self.loops(run.axes[:-1], ind, out, simd=False)
-        out.extend(outer + ln for ln in hoist_lines)
-        inner = self.loops(run.axes[-1:], outer, out, simd=not indexed_store)
-        out.extend(inner + ln for ln in lines)
-        self.close(run.axes[-1:], inner, out)
-        self.close(run.axes[:-1], outer, out)
+        return lines, indexed_store
 
     # -- lane-wise instructions ---------------------------------------------------------------
     def gcoord(self, d: int) -> str:
@@ -968,68 +991,9 @@ class KernelC:
         contiguous = len(red) == 1 and max(xf) == red[0] and n >= 2 * ACCUMULATORS
         order_free = kind in ("max", "min", "abs_max") or not kir.is_float(dt) or \
             policy == "unordered_tree"
-        seed_init = ins.init is not None and (
-            policy.startswith("fold") or
-            (kir.is_int(dt) and kind in ("sum", "max", "min", "prod")) or
-            dt == "bool")
-        track = ins.mask is not None and kind == "sum" and kir.is_float(dt) and ins.init is None
-        coords = {d: f"c{d}" for d in range(k.rank)}
-        res = self.aref(ins.out, coords)
-
-        def value(ind2: str, lines: list[str]) -> str:
-            """Lines computing the lane's (masked) value; returns the C name."""
-            v = self.fresh("x")
-            x = self.aref(ins.x, coords)
-            if kind == "abs_max" and kir.is_float(dt):
-                x = f"fabs{'f' if dt == 'f32' else ''}({x})"
-            elif kind == "abs_max" and kir.is_int(dt):
-                ut = _UTYPE[dt]
-                raw = self.aref(ins.x, coords)
-                x = raw if dt == "u8" else f"({raw} < 0 ? ({ut})0 - ({ut}){raw} : ({ut}){raw})"
-            vt = _UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
-            if ins.mask:
-                ident = "0" if kind == "abs_max" and kir.is_int(dt) else _identity(kind, dt)
-                x = f"{self.aref(ins.mask, coords)} ? ({vt})({x}) : ({vt}){ident}"
-            lines.append(f"{ind2}const {vt} {v} = {x};")
-            return v
-
-        def step(acc: str, v: str) -> str:
-            if kind == "sum":
-                if kir.is_float(dt):
-                    return self.farith("add", v, acc, dt) if policy == "fold_right" else \
-                        self.farith("add", acc, v, dt)
-                return f"({ct})(({_UTYPE[dt]}){acc} + ({_UTYPE[dt]}){v})"
-            if kind == "prod":  # wrapping: the product of the unsigned patterns
-                return f"({ct})(({_UTYPE[dt]}){acc} * ({_UTYPE[dt]}){v})"
-            if dt == "bool":
-                return f"(uint8_t)({acc} {'|' if kind == 'max' else '&'} {v})"
-            if kir.is_float(dt):
-                return f"TF__PICK{'MIN' if kind == 'min' else 'MAX'}({acc}, {v})"
-            if kind == "abs_max":
-                return f"({v} > {acc} ? {v} : {acc})"
-            return f"({v} {'<' if kind == 'min' else '>'} {acc} ? {v} : {acc})"
-
-        at = _UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
-        ident = "0" if kind == "abs_max" and kir.is_int(dt) else _identity(kind, dt)
-
-        def finish(acc: str, anyv: str | None) -> str:
-            """The result from the lanes' accumulation ``acc`` (init combined)."""
-            r = f"({ct}){acc}"
-            if ins.init is not None and not seed_init:
-                init = self.aref(ins.init, coords)
-                if kind == "sum":
-                    r = self.farith("add", init, acc, dt) if kir.is_float(dt) else \
-                        f"{init} + {acc}"
-                elif kir.is_float(dt):
-                    f = "f" if dt == "f32" else "d"
-                    r = f"tf__{f}{'min' if kind == 'min' else 'max'}({init}, {acc})"
-                else:  # integer abs_max: unsigned magnitudes
-                    ut = _UTYPE[dt]
-                    r = f"(({ut}){init} >= {acc} ? {init} : ({ct}){acc})"
-            if anyv is not None:
-                r = f"{anyv} ? {r} : ({ct})0"
-            return r
-
+        ops = self.reduce_ops(ins)
+        value, step, finish, at, ident = ops.value, ops.step, ops.finish, ops.at, ops.ident
+        seed_init, track, coords, res = ops.seed_init, ops.track, ops.coords, ops.res
         if contiguous and order_free:
             # several interleaved accumulators over the one contiguous reduced axis
             d = red[0]
@@ -1125,6 +1089,76 @@ class KernelC:
             inner = self.loops(kept, ind, out)
             out.append(f"{inner}{res} = {finish(accn, anyv)};")
             self.close(kept, inner, out)
+
+    def reduce_ops(self, ins: kir.Reduce) -> _ReduceOps:
+        """The pieces of a (non-compensated) reduction that every mapping shares: how a lane's
+        value is read (mask, abs), one combining step, the identity and the result from an
+        accumulation (init, the no-valid-lane rule)."""
+        k = self.k
+        dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
+        ct = _CTYPE[dt]
+        seed_init = ins.init is not None and (
+            policy.startswith("fold") or
+            (kir.is_int(dt) and kind in ("sum", "max", "min", "prod")) or
+            dt == "bool")
+        track = ins.mask is not None and kind == "sum" and kir.is_float(dt) and ins.init is None
+        coords = {d: f"c{d}" for d in range(k.rank)}
+        res = self.aref(ins.out, coords)
+
+        def value(ind2: str, lines: list[str]) -> str:
+            """Lines computing the lane's (masked) value; returns the C name."""
+            v = self.fresh("x")
+            x = self.aref(ins.x, coords)
+            if kind == "abs_max" and kir.is_float(dt):
+                x = f"fabs{'f' if dt == 'f32' else ''}({x})"
+            elif kind == "abs_max" and kir.is_int(dt):
+                ut = _UTYPE[dt]
+                raw = self.aref(ins.x, coords)
+                x = raw if dt == "u8" else f"({raw} < 0 ? ({ut})0 - ({ut}){raw} : ({ut}){raw})"
+            vt = _UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
+            if ins.mask:
+                ident = "0" if kind == "abs_max" and kir.is_int(dt) else _identity(kind, dt)
+                x = f"{self.aref(ins.mask, coords)} ? ({vt})({x}) : ({vt}){ident}"
+            lines.append(f"{ind2}const {vt} {v} = {x};")
+            return v
+
+        def step(acc: str, v: str) -> str:
+            if kind == "sum":
+                if kir.is_float(dt):
+                    return self.farith("add", v, acc, dt) if policy == "fold_right" else \
+                        self.farith("add", acc, v, dt)
+                return f"({ct})(({_UTYPE[dt]}){acc} + ({_UTYPE[dt]}){v})"
+            if kind == "prod":  # wrapping: the product of the unsigned patterns
+                return f"({ct})(({_UTYPE[dt]}){acc} * ({_UTYPE[dt]}){v})"
+            if dt == "bool":
+                return f"(uint8_t)({acc} {'|' if kind == 'max' else '&'} {v})"
+            if kir.is_float(dt):
+                return f"TF__PICK{'MIN' if kind == 'min' else 'MAX'}({acc}, {v})"
+            if kind == "abs_max":
+                return f"({v} > {acc} ? {v} : {acc})"
+            return f"({v} {'<' if kind == 'min' else '>'} {acc} ? {v} : {acc})"
+
+        at = _UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
+        ident = "0" if kind == "abs_max" and kir.is_int(dt) else _identity(kind, dt)
+
+        def finish(acc: str, anyv: str | None) -> str:
+            """The result from the lanes' accumulation ``acc`` (init combined)."""
+            r = f"({ct}){acc}"
+            if ins.init is not None and not seed_init:
+                init = self.aref(ins.init, coords)
+                if kind == "sum":
+                    r = self.farith("add", init, acc, dt) if kir.is_float(dt) else \
+                        f"{init} + {acc}"
+                elif kir.is_float(dt):
+                    f = "f" if dt == "f32" else "d"
+                    r = f"tf__{f}{'min' if kind == 'min' else 'max'}({init}, {acc})"
+                else:  # integer abs_max: unsigned magnitudes
+                    ut = _UTYPE[dt]
+                    r = f"(({ut}){init} >= {acc} ? {init} : ({ct}){acc})"
+            if anyv is not None:
+                r = f"{anyv} ? {r} : ({ct})0"
+            return r
+        return _ReduceOps(value, step, finish, at, ident, seed_init, track, coords, res)
 
     def reduce_compensated(self, ins: kir.Reduce, red: list[int], kept: tuple[int, ...],
                            out: list[str], ind: str) -> None:

@@ -275,7 +275,9 @@ def test_compile_prints_the_cuda_source(cache, capsys) -> None:
                "4x64", "--shape", "64", "--target", "cuda", "--print-after", "render"])
     out = capsys.readouterr().out
     assert rc == 0
-    assert 'extern "C" __global__ void __launch_bounds__(128) tf_k0(' in out
+    # a row kernel: the block mapping (D276), a block of 32 threads for the 4x64 tile
+    assert 'extern "C" __global__ void __launch_bounds__(32) tf_k0(' in out
+    assert "TF_SHARED " in out and '"mapping": "block"' in out
     assert "#pragma omp simd" not in out and render_cuda.PLAN_TAG in out
 
 
