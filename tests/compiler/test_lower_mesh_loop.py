@@ -228,3 +228,23 @@ def test_verify_mesh_checks_loop_scopes():
     wrong = dataclasses.replace(loop, inits=(mp.outputs[0],))
     with pytest.raises(KernelIRError, match="loop loop0"):
         verify_mesh(with_steps(wrong))
+
+
+@pytest.mark.parametrize("target", ["interp", "simd"])
+def test_the_quick_tiers_generated_loop_programs_compile(target):
+    """The two generated programs of the quick tier's coverage fill whose loops need a
+    collective (the old lowering's only NOT_SUPPORTED there): host loops, equal to the
+    reference."""
+    from tilefoundry.conformance import runner
+    from tilefoundry.semantics.evaluator.mesh import Sharded
+
+    ids = ["program/cover/4", "program/cover/314"]
+    cases = runner.select_cases(runner.load_catalog(0), "quick", ids)
+    assert sorted(c.id for c in cases) == sorted(ids)
+    for case in cases:
+        m, entry, inputs = case.build()
+        shapes = [x.layout.layout.axis_extents if isinstance(x, Sharded) else np.shape(x)
+                  for x in inputs]
+        c = compile_mesh(m, entry, shapes, target)
+        assert c.program.loops(), case.id
+        _judge(m, entry, inputs, c)
