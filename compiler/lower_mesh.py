@@ -48,9 +48,16 @@ A program whose values carry ShardLayouts is elaborated keeping the layouts
   producing launch has finished — its stores visible — before the collective reads, and the
   consuming launch starts after it (docs/decisions.md D256).
 
-A ``grid_region`` is one local op of its launch: kept as it is when all its values are plain,
-rebuilt on the local types when it carries sharded values and its body needs no collective
-(one that does is NOT_SUPPORTED naming the op: no host loop around launches is built, D259).
+A ``grid_region`` is one local op of its launch when its body needs no collective: kept as it is
+when all its values are plain, rebuilt on the local types when it carries sharded values. One
+whose body needs a collective (a ``Reshard``, ``Local``, a reduction over a split axis, an
+operand read through another layout, a gather from / a write into a split value) is a
+**host loop** (``MeshLoop``): the body partitioned as the program is (its own launches,
+collectives and nested loops), run on the host for ``range(start, stop, step)``; every
+iteration binds the induction variable (a replicated rank-0 slot) and the carried slots on every
+device, the yields become the next iteration's carried values, and the carried slots after the
+last iteration (the inits for a zero-trip loop) are the loop's value (D259). The iterations
+count against ``max_loop_iterations`` as the reference's do (``LimitError``).
 
 Run-time checks of a launch are made by its executable on every device; the collectives make
 their own (``gather_index``). The simulation runs every device's launch in one process, one
@@ -92,9 +99,9 @@ from tilefoundry.semantics.types import (
     TupleType,
 )
 
-__all__ = ["COLLECTIVE_KINDS", "Collective", "DeviceLaunch", "MeshCompiled", "MeshProgram",
-           "Slot", "compile_mesh", "has_mesh", "lower_mesh", "mesh_text", "plan_reshard",
-           "run_collective", "verify_mesh"]
+__all__ = ["COLLECTIVE_KINDS", "Collective", "DeviceLaunch", "MeshCompiled", "MeshLoop",
+           "MeshProgram", "Slot", "compile_mesh", "has_mesh", "lower_mesh", "mesh_text",
+           "plan_reshard", "run_collective", "run_steps", "verify_mesh"]
 
 _STAGE = "the per-device lowering of sharded programs"
 
@@ -142,6 +149,39 @@ class Collective:
 
 
 @dataclass(frozen=True)
+class MeshLoop:
+    """A host loop ``for i in range(start, stop, step)`` around ``body`` (launches, collectives,
+    nested loops) on every device: ``carried`` slots take ``inits`` before the first iteration
+    and ``yields`` after each (all yields read first); ``var`` (a replicated rank-0 integer slot)
+    holds ``i``. The loop's value is the carried slots after it; the slots the body writes are
+    its own (not readable after the loop: a zero-trip loop never writes them)."""
+
+    name: str
+    var: str
+    start: int
+    stop: int
+    step: int
+    carried: tuple[str, ...]
+    inits: tuple[str, ...]
+    body: tuple
+    yields: tuple[str, ...]
+
+    @property
+    def trips(self) -> int:
+        return len(range(self.start, self.stop, self.step))
+
+
+def _walk(steps: Sequence) -> list:
+    """Every step, nested loops' bodies included, in program order (a loop before its body)."""
+    out: list = []
+    for s in steps:
+        out.append(s)
+        if isinstance(s, MeshLoop):
+            out += _walk(s.body)
+    return out
+
+
+@dataclass(frozen=True)
 class MeshProgram:
     name: str
     mesh: Any  # Mesh
@@ -155,25 +195,81 @@ class MeshProgram:
         return {s.name: s for s in self.slots}
 
     def launches(self) -> list[DeviceLaunch]:
-        return [s for s in self.steps if isinstance(s, DeviceLaunch)]
+        """Every launch, those in loop bodies included, in program order."""
+        return [s for s in _walk(self.steps) if isinstance(s, DeviceLaunch)]
 
     def collectives(self) -> list[Collective]:
-        return [s for s in self.steps if isinstance(s, Collective)]
+        """Every collective step, those in loop bodies included, in program order."""
+        return [s for s in _walk(self.steps) if isinstance(s, Collective)]
+
+    def loops(self) -> list[MeshLoop]:
+        return [s for s in _walk(self.steps) if isinstance(s, MeshLoop)]
 
 
 def verify_mesh(mp: MeshProgram) -> None:
     """Every slot written before it is read, every output written, every collective's layouts
-    consistent with its kind; raises ``KernelIRError``."""
-    from tilefoundry.compiler.kir import verify
-
+    consistent with its kind, every loop's carried / init / yield slots alike and its body's
+    slots read only inside it; raises ``KernelIRError``."""
     where = f"mesh program {mp.name}"
     sm = mp.slot_map()
     if len(sm) != len(mp.slots):
         raise KernelIRError(f"{where}: a slot is declared twice")
-    ready = set(mp.inputs)
-    for s in mp.steps:
+    for n in (*mp.inputs, *mp.outputs):
+        if n not in sm:
+            raise KernelIRError(f"{where}: slot {n} is not declared")
+    ready = _verify_steps(mp.steps, set(mp.inputs), sm, where)
+    for n in mp.outputs:
+        if n not in ready:
+            raise KernelIRError(f"{where}: output {n} is never written")
+
+
+def _verify_steps(steps: Sequence, ready: set[str], sm: dict[str, Slot], where: str) -> set[str]:
+    """The steps checked in order from the slots ``ready``; returns the slots ready after."""
+    from tilefoundry.compiler.kir import verify
+
+    ready = set(ready)
+    for s in steps:
+        if isinstance(s, MeshLoop):
+            for n in (*s.inits, s.var, *s.carried, *s.yields):
+                if n not in sm:
+                    raise KernelIRError(f"{where}: loop {s.name} names slot {n}, which is "
+                                        f"not declared")
+            for n in s.inits:
+                if n not in ready:
+                    raise KernelIRError(f"{where}: loop {s.name} reads slot {n} before any "
+                                        f"step writes it")
+            if not (len(s.carried) == len(s.inits) == len(s.yields)):
+                raise KernelIRError(f"{where}: loop {s.name} has {len(s.carried)} carried "
+                                    f"slots, {len(s.inits)} inits and {len(s.yields)} yields")
+            if s.step < 1 or s.start < 0 or s.stop < 0:
+                raise KernelIRError(f"{where}: loop {s.name} over range({s.start}, {s.stop}, "
+                                    f"{s.step}) (start and stop must be non-negative, step "
+                                    f"positive)")
+            v = sm[s.var]
+            if v.shape != () or v.layout is not None or v.varying or not v.dtype.is_int:
+                raise KernelIRError(f"{where}: loop {s.name}'s induction slot {v.name} is not "
+                                    f"a replicated rank-0 integer")
+            for c, i, y in zip(s.carried, s.inits, s.yields, strict=True):
+                sc, si, sy = sm[c], sm[i], sm[y]
+                for other in (si, sy):
+                    if (other.dtype, other.shape, other.layout) != (sc.dtype, sc.shape,
+                                                                   sc.layout) or \
+                            (other.varying and not sc.varying):
+                        raise KernelIRError(f"{where}: loop {s.name} carries {_slot_text(sc)} "
+                                            f"from {_slot_text(other)}")
+            inner = _verify_steps(s.body, ready | {s.var, *s.carried}, sm, where)
+            for n in s.yields:
+                if n not in inner:
+                    raise KernelIRError(f"{where}: loop {s.name} yields slot {n}, which its "
+                                        f"body never writes")
+            ready |= set(s.carried)  # the body's own slots stay inside it
+            continue
         reads = s.inputs if isinstance(s, DeviceLaunch) else s.srcs
         writes = s.outputs if isinstance(s, DeviceLaunch) else (s.dst,)
+        for n in (*reads, *writes):
+            if n not in sm:
+                raise KernelIRError(f"{where}: {_step_name(s)} names slot {n}, which is not "
+                                    f"declared")
         for n in reads:
             if n not in ready:
                 raise KernelIRError(f"{where}: {_step_name(s)} reads slot {n} before any "
@@ -184,37 +280,39 @@ def verify_mesh(mp: MeshProgram) -> None:
                 raise KernelIRError(f"{where}: launch {s.name} takes "
                                     f"{len(s.program.inputs)} inputs, given {len(s.inputs)}")
         else:
-            if s.kind not in COLLECTIVE_KINDS:
-                raise KernelIRError(f"{where}: unknown collective kind {s.kind!r}")
-            src, dst = sm[s.srcs[0]], sm[s.dst]
-            if s.kind == "all_reduce" and (src.layout is None or
-                                           not set(s.axes) <= set(src.layout.partials)):
-                raise KernelIRError(f"{where}: all_reduce over {s.axes} of {src.name}, whose "
-                                    f"Partial axes are "
-                                    f"{sorted(src.layout.partials) if src.layout else []}")
-            if s.kind in ("all_gather", "all_to_all") and (
-                    src.layout is None or
-                    not all(isinstance(src.layout.attrs[i], Split) for i in s.axes)):
-                raise KernelIRError(f"{where}: {s.kind} over {s.axes} of {src.name}, which "
-                                    f"is not Split there")
-            if s.kind == "slice" and src.layout is not None and dst.layout is not None:
-                for i, (a, b) in enumerate(zip(src.layout.attrs, dst.layout.attrs,
-                                               strict=True)):
-                    if a != b and not isinstance(a, Broadcast):
-                        raise KernelIRError(f"{where}: slice of {src.name} changes mesh axis "
-                                            f"{i} from {a} (a local slice starts from "
-                                            f"Broadcast)")
-            if s.kind == "replicate" and (src.layout is None or
-                                          not src.layout.is_fully_broadcast):
-                raise KernelIRError(f"{where}: replicate of {src.name}, which is not fully "
-                                    f"Broadcast")
+            _verify_collective(s, sm, where)
         ready |= set(writes)
-    for n in mp.outputs:
-        if n not in ready:
-            raise KernelIRError(f"{where}: output {n} is never written")
+    return ready
+
+
+def _verify_collective(s: Collective, sm: dict[str, Slot], where: str) -> None:
+    if s.kind not in COLLECTIVE_KINDS:
+        raise KernelIRError(f"{where}: unknown collective kind {s.kind!r}")
+    src, dst = sm[s.srcs[0]], sm[s.dst]
+    if s.kind == "all_reduce" and (src.layout is None or
+                                   not set(s.axes) <= set(src.layout.partials)):
+        raise KernelIRError(f"{where}: all_reduce over {s.axes} of {src.name}, whose "
+                            f"Partial axes are "
+                            f"{sorted(src.layout.partials) if src.layout else []}")
+    if s.kind in ("all_gather", "all_to_all") and (
+            src.layout is None or
+            not all(isinstance(src.layout.attrs[i], Split) for i in s.axes)):
+        raise KernelIRError(f"{where}: {s.kind} over {s.axes} of {src.name}, which "
+                            f"is not Split there")
+    if s.kind == "slice" and src.layout is not None and dst.layout is not None:
+        for i, (a, b) in enumerate(zip(src.layout.attrs, dst.layout.attrs, strict=True)):
+            if a != b and not isinstance(a, Broadcast):
+                raise KernelIRError(f"{where}: slice of {src.name} changes mesh axis "
+                                    f"{i} from {a} (a local slice starts from "
+                                    f"Broadcast)")
+    if s.kind == "replicate" and (src.layout is None or not src.layout.is_fully_broadcast):
+        raise KernelIRError(f"{where}: replicate of {src.name}, which is not fully "
+                            f"Broadcast")
 
 
 def _step_name(s: Any) -> str:
+    if isinstance(s, MeshLoop):
+        return f"loop {s.name}"
     return f"launch {s.name}" if isinstance(s, DeviceLaunch) else f"collective {s.kind} -> {s.dst}"
 
 
@@ -225,23 +323,36 @@ def _slot_text(s: Slot) -> str:
 
 
 def mesh_text(mp: MeshProgram) -> str:
-    """The mesh program as text: slots, then steps (each launch's kernel IR indented)."""
-    from tilefoundry.compiler.kir import to_text
-
+    """The mesh program as text: slots, then steps (each launch's kernel IR indented, each
+    loop's body indented under its header)."""
     ext = dict(zip(mp.mesh.axis_names, mp.mesh.axis_extents, strict=True))
     lines = [f"mesh program {mp.name} on mesh {ext} ({', '.join(mp.inputs)}) -> "
              f"({', '.join(mp.outputs)})"]
     lines += ["  slot " + _slot_text(s) for s in mp.slots]
-    for s in mp.steps:
+    _steps_text(mp.steps, "  ", lines)
+    return "\n".join(lines) + "\n"
+
+
+def _steps_text(steps: Sequence, ind: str, lines: list[str]) -> None:
+    from tilefoundry.compiler.kir import to_text
+
+    for s in steps:
         if isinstance(s, DeviceLaunch):
-            lines.append(f"  launch {s.name} on every device ({', '.join(s.inputs)}) -> "
+            lines.append(f"{ind}launch {s.name} on every device ({', '.join(s.inputs)}) -> "
                          f"({', '.join(s.outputs)})")
-            lines += ["    " + ln for ln in to_text(s.program).splitlines()]
+            lines += [ind + "  " + ln for ln in to_text(s.program).splitlines()]
+        elif isinstance(s, MeshLoop):
+            carry = ", ".join(f"{c} = {i}" for c, i in zip(s.carried, s.inits, strict=True))
+            lines.append(f"{ind}host loop {s.name}: for {s.var} in range({s.start}, {s.stop}, "
+                         f"{s.step}) carry ({carry}) {{  // on the host, every device")
+            _steps_text(s.body, ind + "  ", lines)
+            lines.append(f"{ind}  yield ({', '.join(s.yields)}) -> "
+                         f"({', '.join(s.carried)})")
+            lines.append(f"{ind}}}")
         else:
             at = f" {s.attrs}" if s.attrs else ""
-            lines.append(f"  {s.dst} = {s.kind}[axes={list(s.axes)}{at}]({', '.join(s.srcs)})"
-                         f"  // kernel boundary")
-    return "\n".join(lines) + "\n"
+            lines.append(f"{ind}{s.dst} = {s.kind}[axes={list(s.axes)}{at}]"
+                         f"({', '.join(s.srcs)})  // kernel boundary")
 
 
 # =============================================================================================
@@ -451,6 +562,17 @@ class _MV:
     local: tuple | None = None  # (hir node, operand ids, op override) for a local op
     coll: tuple | None = None  # (kind, src ids, axes, attrs) for a collective
     input: int | None = None
+    bound: bool = False  # a host loop's induction variable or carried value (the loop sets it)
+    hloop: tuple | None = None  # a host loop: (name, range, iv, carried, inits, body, yields)
+
+    def srcs(self) -> tuple[int, ...]:
+        if self.local is not None:
+            return self.local[1]
+        if self.coll is not None:
+            return self.coll[1]
+        if self.hloop is not None:
+            return self.hloop[4]
+        return ()
 
 
 class _Partitioner:
@@ -460,10 +582,13 @@ class _Partitioner:
         self.of: dict[int, int] = {}  # HIR node id -> mv id
         self.field_of: dict[int, list[int]] = {}  # a tuple mv -> its fields' mvs
         self.mesh = None
+        self.scope: list[int] = []  # the mvs of the scope being built (the program's, a body's)
+        self.n_loops = 0
 
     def new(self, t, layout, varying, **kw) -> int:
         mv = _MV(len(self.mvs), t, layout, varying, **kw)
         self.mvs.append(mv)
+        self.scope.append(mv.id)
         return mv.id
 
     def _mesh(self, layout: ShardLayout | None) -> None:
@@ -537,9 +662,11 @@ class _Partitioner:
         self.field_of[mid] = fids
 
     def loop(self, node: GridRegionExpr) -> int:
-        """A loop over plain values only (its body, its inits and the outer values it reads):
-        one local op of its launch."""
+        """A loop whose body needs no collective: one local op of its launch (kept as it is
+        over plain values, rebuilt on the local types over sharded ones). One whose body needs
+        a collective: a host loop (``host_loop``)."""
         outer: list[Expr] = []
+        inside: list[Expr] = []
         seen: set[int] = set()
         stack = [node.body, *node.yield_values]
         while stack:
@@ -550,10 +677,14 @@ class _Partitioner:
             if id(e) in self.of:
                 outer.append(e)
                 continue
+            inside.append(e)
             kids = list(operands(e))
             if isinstance(e, GridRegionExpr):
                 kids += [e.body, *e.yield_values]
             stack.extend(kids)
+        if any(isinstance(e, Call) and e.has_type and not isinstance(e.op, Function) and
+               _collective_reason(e) is not None for e in inside):
+            return self.host_loop(node)
         ids = [self.of[id(a)] for a in node.init_args] + [self.of[id(o)] for o in outer]
         mvs = [self.mvs[i] for i in ids]
         if any(m.varying for m in mvs) and any(m.layout is not None for m in mvs):
@@ -563,6 +694,66 @@ class _Partitioner:
         sharded = _has_shard(node.checked_type) or any(m.layout is not None for m in mvs) or \
             any(e.has_type and _has_shard(e.checked_type) for e in _loop_nodes(node))
         return self.loc(node, ids, ("loop", tuple(outer), sharded))
+
+    def host_loop(self, node: GridRegionExpr) -> int:
+        """A loop whose body needs a collective: its body partitioned as a scope of its own (the
+        induction variable and the carried values bound by the loop, the outer values read as
+        they are), one ``hloop`` mv in the enclosing scope; the loop's value is its carried
+        mvs. A carried value is device-varying when its init or its yield is (the body is
+        partitioned again when a yield turns out varying)."""
+        from tilefoundry.semantics.typeinfer.core import TypeInferError
+        from tilefoundry.semantics.typeinfer.functions import resolve_grid_domain
+
+        try:
+            dom = resolve_grid_domain(node, {})
+        except TypeInferError as e:
+            raise NotSupportedError("GridRegionExpr", f"its bounds do not resolve to integers "
+                                    f"({e})", stage=_STAGE) from e
+        inits = [self.of[id(a)] for a in node.init_args]
+        for i in inits:
+            if isinstance(self.mvs[i].type, TupleType):
+                raise NotSupportedError("GridRegionExpr", "a carried tuple value in a loop "
+                                        "whose body needs a collective", stage=_STAGE)
+        ivt = node.induction_var.checked_type
+        if not (isinstance(ivt, TensorType) and ivt.shape == () and ivt.shard is None):
+            raise NotSupportedError("GridRegionExpr", f"an induction variable of type {ivt}",
+                                    stage=_STAGE)
+        varying = [self.mvs[i].varying for i in inits]
+        outer_scope, outer_of, mark = self.scope, self.of, len(self.mvs)
+        while True:
+            self.scope, self.of = [], dict(outer_of)
+            iv = self.new(TensorType((), ivt.dtype), None, False, bound=True)
+            self.of[id(node.induction_var)] = iv
+            carried = []
+            for c, i, v in zip(node.carried_args, inits, varying, strict=True):
+                m = self.mvs[i]
+                carried.append(self.new(m.type, m.layout, v, bound=True))
+                self.of[id(c)] = carried[-1]
+            for e in _post_order_of(node.yield_values, self.of):
+                self.of[id(e)] = self.visit(e)
+            ys = [self.of[id(y)] for y in node.yield_values]
+            body, self.scope, self.of = self.scope, outer_scope, outer_of
+            more = [v or self.mvs[y].varying for v, y in zip(varying, ys, strict=True)]
+            if more == varying:
+                break
+            varying = more  # a yield is device-varying: so is its carried value; again
+            del self.mvs[mark:]
+            self.field_of = {k: f for k, f in self.field_of.items() if k < mark}
+        for y in ys:
+            if isinstance(self.mvs[y].type, TupleType):
+                raise NotSupportedError("GridRegionExpr", "a yielded tuple value in a loop "
+                                        "whose body needs a collective", stage=_STAGE)
+        name = f"loop{self.n_loops}"
+        self.n_loops += 1
+        self.new(None, None, False, hloop=(name, dom, iv, tuple(carried), tuple(inits),
+                                           tuple(body), tuple(ys)))
+        if len(carried) == 1:
+            return carried[0]
+        t = TupleType(tuple(self.mvs[c].type for c in carried))
+        mid = self.new(t, None, any(self.mvs[c].varying for c in carried),
+                       local=(("tuple",), tuple(carried), None))
+        self.field_of[mid] = list(carried)
+        return mid
 
     def visit(self, node: Expr) -> int:
         from tilefoundry.semantics.ops.math import Binary
@@ -688,6 +879,26 @@ def _has_shard(t: Any) -> bool:
     return isinstance(t, TensorType) and t.shard is not None
 
 
+def _post_order_of(roots: Sequence[Expr], known: dict[int, int]) -> list[Expr]:
+    """The nodes under ``roots`` not in ``known`` (a loop body's own nodes: the outer values
+    and the loop's bound variables are known), operands first."""
+    out: list[Expr] = []
+    seen: set[int] = set(known)
+    for r in roots:
+        stack: list[tuple[Expr, bool]] = [(r, False)]
+        while stack:
+            node, ready = stack.pop()
+            if ready:
+                out.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(operands(node)) if id(c) not in seen)
+    return out
+
+
 def _post_order(root: Expr) -> list[Expr]:
     out: list[Expr] = []
     seen: set[int] = set()
@@ -734,7 +945,9 @@ def _rebuild_segment(seg: list[_MV], inputs: list[int], outputs: list[int], mvs:
             exprs[mv.id] = exprs[ids[0]]
             continue
         args = tuple(exprs[i] for i in ids)
-        if isinstance(node, tuple):  # ("field", k) of a tuple value
+        if isinstance(node, tuple) and node[0] == "tuple":  # a host loop's carried values
+            e = Tuple(args)
+        elif isinstance(node, tuple):  # ("field", k) of a tuple value
             e = TupleGetItem(args[0], node[1])
         elif isinstance(node, Constant):
             e = node  # immutable, typed (a folded shape keeps its ShapeType)
@@ -804,10 +1017,9 @@ def _loop_nodes(g: GridRegionExpr) -> list[Expr]:
     return inside
 
 
-def _local_call(e: Call, ops: list) -> Call:
-    """A Call of a loop body on the devices' local values: only ops that the mesh simulation
-    runs on the local blocks alone (the others need a collective, which a loop body cannot
-    hold in this lowering: NOT_SUPPORTED)."""
+def _collective_reason(e: Call) -> str | None:
+    """Why the Call ``e`` (typed, in a loop body) needs a collective step — a reason naming
+    it — or None when the mesh simulation runs it on each device's local block alone."""
     from tilefoundry.semantics.ops.math import Binary
     from tilefoundry.semantics.ops.sharding import Local, Reshard
     from tilefoundry.semantics.ops.tensor import (
@@ -816,7 +1028,6 @@ def _local_call(e: Call, ops: list) -> Call:
         InsertSlice,
         Rank,
         Reduce,
-        Reshape,
         ShapeOf,
     )
     from tilefoundry.semantics.ops.tile_select import Select
@@ -827,25 +1038,37 @@ def _local_call(e: Call, ops: list) -> Call:
     ins = [a.checked_type for a in e.args]
     lays = [x.shard if isinstance(x, TensorType) else None for x in ins]
     meshy = out is not None or any(lay is not None for lay in lays)
-    why = None
     if isinstance(op, Reshard | Local | ShapeOf | Rank) and meshy:
-        why = "a collective or a layout query"
-    elif isinstance(op, Reduce) and lays[0] is not None and any(
+        return "a collective or a layout query"
+    if isinstance(op, Reduce) and lays[0] is not None and any(
             isinstance(a, Split) and lays[0].layout.axis_of_position[a.position] in
             {x % len(lays[0].layout.shape) for x in op.axes} for a in lays[0].attrs):
-        why = "a reduction over a split axis (an all-gather)"
-    elif isinstance(op, Binary | Select) and out is not None and any(
+        return "a reduction over a split axis (an all-gather)"
+    if isinstance(op, Binary | Select) and out is not None and any(
             lay is None or lay.attrs != out.attrs or lay.layout.shape != out.layout.shape
             for lay in lays):
-        why = "an operand read through another layout (a local slice)"
-    elif isinstance(op, Gather) and lays[0] is not None and lays[0].split_positions:
-        why = "a gather from a split value"
-    elif isinstance(op, InsertSlice | CacheUpdate) and lays[0] is not None and \
+        return "an operand read through another layout (a local slice)"
+    if isinstance(op, Gather) and lays[0] is not None and lays[0].split_positions:
+        return "a gather from a split value"
+    if isinstance(op, InsertSlice | CacheUpdate) and lays[0] is not None and \
             lays[0].split_positions:
-        why = "a write into a split value"
+        return "a write into a split value"
+    return None
+
+
+def _local_call(e: Call, ops: list) -> Call:
+    """A Call of a collective-free loop body on the devices' local values: only ops that the
+    mesh simulation runs on the local blocks alone (a loop whose body needs a collective is a
+    host loop, ``_Partitioner.host_loop``; reaching one here is NOT_SUPPORTED)."""
+    from tilefoundry.semantics.ops.tensor import Reshape
+
+    why = _collective_reason(e)
     if why is not None:
-        raise NotSupportedError(type(op).__name__, f"{why} inside a loop",
-                                stage=_STAGE)
+        raise NotSupportedError(type(e.op).__name__, f"{why} inside a loop kept as one local "
+                                f"op", stage=_STAGE)
+    op = e.op
+    t = e.checked_type
+    out = t.shard if isinstance(t, TensorType) else None
     if isinstance(op, Reshape) and out is not None:
         op = Reshape(tuple(out.local_axis_extents()))
     return Call(op, tuple(ops))
@@ -963,55 +1186,76 @@ def lower_mesh(fn: Function, compile_local, name: str | None = None
     mvs = pt.mvs
     users: dict[int, set[int]] = {m.id: set() for m in mvs}
     for m in mvs:
-        srcs = m.local[1] if m.local is not None else (m.coll[1] if m.coll else ())
-        for s in srcs:
+        for s in m.srcs():
             users[s].add(m.id)
-    steps: list = []
     execs: list = []
-    seg: list[_MV] = []
-    outset = set(outs)
 
-    def flush() -> None:
-        if not seg:
-            return
-        ids = {m.id for m in seg}
-        inputs: list[int] = []
-        for m in seg:
-            for s in m.local[1]:
-                if s not in ids and s not in inputs:
-                    inputs.append(s)
-        outputs = [m.id for m in seg if (users[m.id] - ids) or m.id in outset]
-        for o in outputs:
-            if isinstance(mvs[o].type, TupleType):
-                raise NotSupportedError("a tuple value crossing a collective", "",
-                                        stage=_STAGE)
-        if outputs:
-            k = len(execs)
-            lf = _rebuild_segment(seg, inputs, outputs, mvs, f"{fn.name}_dev{k}")
-            prog, exe = compile_local(lf, [_storage(mvs[i].type)[1] for i in inputs])
-            execs.append(exe)
-            steps.append(DeviceLaunch(f"{fn.name}_dev{k}", prog,
-                                      tuple(_slot_name(i) for i in inputs),
-                                      tuple(_slot_name(o) for o in outputs)))
-        seg.clear()
+    def build(scope: Sequence[int], escape: set[int]) -> list:
+        """The steps of one scope (the program's, a host loop's body): maximal runs of local
+        ops as launches, whose outputs are what a later step or ``escape`` (the program's
+        outputs, the body's yields) reads."""
+        steps: list = []
+        seg: list[_MV] = []
 
-    for m in mvs:
-        if m.input is not None:
-            continue
-        if m.local is not None:
-            seg.append(m)
-            continue
+        def flush() -> None:
+            if not seg:
+                return
+            ids = {m.id for m in seg}
+            inputs: list[int] = []
+            for m in seg:
+                for s in m.local[1]:
+                    if s not in ids and s not in inputs:
+                        inputs.append(s)
+            outputs = [m.id for m in seg if (users[m.id] - ids) or m.id in escape]
+            for o in outputs:
+                if isinstance(mvs[o].type, TupleType):
+                    raise NotSupportedError("a tuple value crossing a collective", "",
+                                            stage=_STAGE)
+            if outputs:
+                k = len(execs)
+                lf = _rebuild_segment(seg, inputs, outputs, mvs, f"{fn.name}_dev{k}")
+                prog, exe = compile_local(lf, [_storage(mvs[i].type)[1] for i in inputs])
+                execs.append(exe)
+                steps.append(DeviceLaunch(f"{fn.name}_dev{k}", prog,
+                                          tuple(_slot_name(i) for i in inputs),
+                                          tuple(_slot_name(o) for o in outputs)))
+            seg.clear()
+
+        for mid in scope:
+            m = mvs[mid]
+            if m.input is not None or m.bound:
+                continue
+            if m.local is not None:
+                seg.append(m)
+                continue
+            flush()
+            if m.hloop is not None:
+                lname, dom, iv, carried, inits, body, ys = m.hloop
+                steps.append(MeshLoop(lname, _slot_name(iv), dom.start, dom.stop, dom.step,
+                                      tuple(_slot_name(c) for c in carried),
+                                      tuple(_slot_name(i) for i in inits),
+                                      tuple(build(body, set(ys))),
+                                      tuple(_slot_name(y) for y in ys)))
+                continue
+            kind, srcs, axes, attrs = m.coll
+            steps.append(Collective(kind, tuple(_slot_name(s) for s in srcs),
+                                    _slot_name(m.id), axes, attrs))
         flush()
-        kind, srcs, axes, attrs = m.coll
-        steps.append(Collective(kind, tuple(_slot_name(s) for s in srcs), _slot_name(m.id),
-                                axes, attrs))
-    flush()
-    used = {n for s in steps for n in ((*s.inputs, *s.outputs) if isinstance(s, DeviceLaunch)
-                                       else (*s.srcs, s.dst))}
+        return steps
+
+    steps = build(pt.scope, set(outs))
+    used: set[str] = set()
+    for s in _walk(steps):
+        if isinstance(s, DeviceLaunch):
+            used |= {*s.inputs, *s.outputs}
+        elif isinstance(s, MeshLoop):
+            used |= {s.var, *s.carried, *s.inits, *s.yields}
+        else:
+            used |= {*s.srcs, s.dst}
     used |= {_slot_name(o) for o in outs} | {_slot_name(m.id) for m in mvs
                                              if m.input is not None}
     slots = tuple(Slot(_slot_name(m.id), *_storage(m.type), m.layout, m.varying) for m in mvs
-                  if _slot_name(m.id) in used)
+                  if m.hloop is None and _slot_name(m.id) in used)
     mp = MeshProgram(name or fn.name, pt.mesh, slots,
                      tuple(_slot_name(m.id) for m in mvs if m.input is not None),
                      tuple(_slot_name(o) for o in outs), tuple(steps),
@@ -1023,6 +1267,44 @@ def lower_mesh(fn: Function, compile_local, name: str | None = None
 # =============================================================================================
 # compile and run
 # =============================================================================================
+def run_steps(steps: Sequence, values: dict[str, np.ndarray], slots: dict[str, Slot],
+              lead: tuple[int, ...], launch, collective, counted: list[int] | None = None
+              ) -> None:
+    """Run ``steps`` on ``values`` (slot name -> array of shape ``lead`` + the slot's shape:
+    ``lead`` is the mesh extents for the simulation of all devices, ``()`` for one rank):
+    ``launch(step, values)`` writes a launch's outputs, ``collective(step, values)`` returns a
+    collective's value; a ``MeshLoop`` runs here, on the host. Its iterations, with those of
+    every loop entered before it in this run (``counted``), stay within ``max_loop_iterations``
+    as the reference evaluator's do (nested loops multiply); past it, ``LimitError`` before the
+    loop runs."""
+    from tilefoundry.limits import LimitError, limits
+
+    counted = [0] if counted is None else counted
+    for st in steps:
+        if isinstance(st, DeviceLaunch):
+            launch(st, values)
+        elif isinstance(st, Collective):
+            values[st.dst] = collective(st, values)
+        else:
+            n = st.trips
+            lim = limits()
+            if counted[0] + n > lim.max_loop_iterations:
+                raise LimitError(f"mesh program: host loop {st.name} over range({st.start}, "
+                                 f"{st.stop}, {st.step}) would bring the loop iterations to "
+                                 f"{counted[0] + n:,}, more than the limit max_loop_iterations "
+                                 f"(nested loops multiply); {lim.how('max_loop_iterations')}",
+                                 "max_loop_iterations")
+            counted[0] += n
+            for c, i in zip(st.carried, st.inits, strict=True):
+                values[c] = values[i]
+            vdt = slots[st.var].dtype.storage
+            for i in range(st.start, st.stop, st.step):
+                values[st.var] = np.full(lead, i, vdt)
+                run_steps(st.body, values, slots, lead, launch, collective, counted)
+                ys = [values[y] for y in st.yields]  # all read before any is written
+                for c, y in zip(st.carried, ys, strict=True):
+                    values[c] = y
+
 @dataclass
 class MeshCompiled:
     """A compiled sharded program: ``MeshProgram`` plus one executable per launch. Calling it
@@ -1050,15 +1332,13 @@ class MeshCompiled:
             else:
                 values[name] = np.ascontiguousarray(np.broadcast_to(np.asarray(x),
                                                                     (*ext, *np.shape(x))))
-        k = 0
-        for st in mp.steps:
-            if isinstance(st, Collective):
-                values[st.dst] = run_collective(st, sm, values, mp.mesh)
-                continue
-            exe = self.executables[k]
-            k += 1
+        exes = dict(zip((ln.name for ln in mp.launches()), self.executables, strict=True))
+        coords = list(itertools.product(*(range(m) for m in ext)))
+
+        def launch(st: DeviceLaunch, values: dict[str, np.ndarray]) -> None:
+            exe = exes[st.name]
             per: list[list[np.ndarray]] = [[] for _ in st.outputs]
-            for coord in itertools.product(*(range(m) for m in ext)):
+            for coord in coords:
                 r = exe.run([np.array(values[n][coord], order="C") for n in st.inputs])
                 self.device_runs += 1
                 r = list(r) if isinstance(r, tuple) else [r]
@@ -1066,6 +1346,9 @@ class MeshCompiled:
                     per[j].append(np.asarray(a))
             for j, n in enumerate(st.outputs):
                 values[n] = np.stack(per[j]).reshape((*ext, *sm[n].shape))
+
+        run_steps(mp.steps, values, sm, ext, launch,
+                  lambda st, vals: run_collective(st, sm, vals, mp.mesh))
         outs = []
         for n in mp.outputs:
             outs.append(_replica(sm[n], values[n], len(ext)))

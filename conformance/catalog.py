@@ -315,6 +315,7 @@ def build_catalog(seed: int = 0) -> Catalog:
     _arith_sweeps(acc)
     _special_cases(acc)
     _sharded_cases(acc)
+    _sharded_loop_cases(acc)
     _program_cases(acc, seed)
     _run_time_check_cases(acc)
     from tilefoundry.conformance.catalog_coverage import coverage_cases
@@ -1660,6 +1661,100 @@ def _sharded_cases(acc: _Acc) -> None:
                 spec=_S_PARTIAL + " Tile numerics: \"Exceptional values: overflow, NaNs, "
                 "signed zero, ties and argmax ordering are part of the operation contract\"",
                 tier="full")
+
+
+#: the sharded loops' bodies (``sharded_loop``), each needing collectives every iteration
+SHARDED_LOOP_KINDS = ("partial-sum", "split-to-broadcast", "all-to-all")
+
+
+def sharded_loop(kind: str, ext: tuple[int, ...], trips: int, dt: DType) -> Callable[[], Built]:
+    """A ``grid_region`` over sharded values whose body needs collectives (the per-device
+    lowering's host loop, docs/decisions.md D259), on the mesh ``ext`` (1-D, or 2x2: the
+    second mesh axis Broadcast, or Split where it can be), ``trips`` iterations:
+
+    * ``partial-sum``: ``acc += Reshard(MatMul(a * i, b), Broadcast)`` and
+      ``racc += Reduce_sum(a * i, K)`` (two carried values) with K split (``a`` Split(1), ``b``
+      Split(0)): a Partial(sum) completion (all_reduce), a reduction over a split axis
+      (all_gather) and the induction variable read through the split layout (align), every
+      iteration;
+    * ``split-to-broadcast``: ``c = Reshard(Gather(Reshard(c, Broadcast), rot) + i, Split)``:
+      the whole vector gathered (all_gather), rotated by one, sliced back, every iteration;
+    * ``all-to-all``: ``c = Reshard(Reshard(c, Split(1)) + y, Split(0))``: Split(0) ->
+      Split(1) and back on one mesh axis (two all_to_all), ``y`` read in the Split(1) layout.
+
+    Inputs are small integers (exact in every dtype used)."""
+    def build() -> Built:
+        mesh, topo = _mesh(ext)
+        two = len(ext) == 2
+        r = _rng(f"sharded/loop/{kind}/{ext}/{trips}/{dt}")
+        st = FORMATS[dt].storage
+        bc = (Broadcast(),) * len(ext)
+        i = _var("i", (), I32)
+        c = Var("c", None)
+
+        def lay(shape: tuple, *attrs) -> ShardLayout:
+            return _sl(mesh, attrs + ((Broadcast(),) if two and len(attrs) == 1 else ()),
+                       shape)
+
+        def ints(shape: tuple, lo: int = -4, hi: int = 5) -> np.ndarray:
+            return np.ascontiguousarray(r.integers(lo, hi, shape).astype(st))
+
+        iv = _call(Cast(dt), i)
+        if kind == "partial-sum":
+            av = _var("a", (4, 8), dt, lay((4, 8), Split(1)))
+            bv = _var("b", (8, 4), dt, lay((8, 4), Split(0)))
+            acc = _var("acc", (4, 4), dt, _sl(mesh, bc, (4, 4)))
+            racc = _var("racc", (4, 1), dt, _sl(mesh, bc, (4, 1)))
+            d = Var("d", None)
+            ai = _call(Binary(BinaryKind.MUL), av, iv)
+            mm = _call(Reshard(layout=_sl(mesh, bc, (4, 4))), _call(MatMul(), ai, bv))
+            rs = _call(Reduce((1,), keepdim=True, kind=ReduceKind.SUM, policy="fold_left"), ai)
+            s1 = _call(Binary(BinaryKind.ADD), c, mm)
+            s2 = _call(Binary(BinaryKind.ADD), d, rs)
+            loop = GridRegionExpr(i, (c, d), (acc, racc), Tuple((s1, s2)), (s1, s2), trips)
+            out = Tuple((_call(Reshard(layout=_sl(mesh, bc, (4, 4))), TupleGetItem(loop, 0)),
+                         _call(Reshard(layout=_sl(mesh, bc, (4, 1))), TupleGetItem(loop, 1))))
+            return (_module([av, bv, acc, racc], out, topo), ENTRY,
+                    [ints((4, 8)), ints((8, 4)), ints((4, 4)), ints((4, 1))])
+        if kind == "split-to-broadcast":
+            shape = (8, 4)
+            ls = _sl(mesh, (Split(0), Split(1)) if two else (Split(0),), shape)
+            x = _var("x", shape, dt, ls)
+            rot = _var("rot", (8,), I64)
+            g = _call(Gather(axis=0), _call(Reshard(layout=_sl(mesh, bc, shape)), c), rot)
+            step = _call(Reshard(layout=ls), _call(Binary(BinaryKind.ADD), g, iv))
+            loop = GridRegionExpr(i, (c,), (x,), step, (step,), trips)
+            out = _call(Reshard(layout=_sl(mesh, bc, shape)), loop)
+            return (_module([x, rot], out, topo), ENTRY,
+                    [ints(shape), np.roll(np.arange(8, dtype=np.int64), -1)])
+        assert kind == "all-to-all", kind
+        shape = (8, 8)
+        l0, l1 = lay(shape, Split(0)), lay(shape, Split(1))
+        x, y = _var("x", shape, dt, l0), _var("y", shape, dt, l1)
+        t = _call(Binary(BinaryKind.ADD), _call(Reshard(layout=l1), c), y)
+        step = _call(Reshard(layout=l0), t)
+        loop = GridRegionExpr(i, (c,), (x,), step, (step,), trips)
+        out = _call(Reshard(layout=_sl(mesh, bc, shape)), loop)
+        return _module([x, y], out, topo), ENTRY, [ints(shape), ints(shape)]
+
+    return build
+
+
+def _sharded_loop_cases(acc: _Acc) -> None:
+    """``sharded/loop/...``: loops whose body needs collectives (full tier)."""
+    ops = {"partial-sum": ("MatMul", "Reduce", "Reduce.sum", "Binary", "Binary.add",
+                           "Binary.mul", "Cast", "Reshard"),
+           "split-to-broadcast": ("Gather", "Binary", "Binary.add", "Cast", "Reshard"),
+           "all-to-all": ("Binary", "Binary.add", "Reshard")}
+    for kind in SHARDED_LOOP_KINDS:
+        for ext in ((2,), (4,), (2, 2)):
+            for trips in (3, 0):
+                for dt in (F32, I32):
+                    mesh = "x".join(str(e) for e in ext)
+                    acc.add(f"sharded/loop/{kind}/mesh{mesh}/trips{trips}/{dt}", "sharding",
+                            sharded_loop(kind, ext, trips, dt), ops=ops[kind],
+                            dtypes=(dt, I32) if kind != "split-to-broadcast" else (dt, I32, I64),
+                            spec=_S_GRID + "; " + _S_PARTIAL, tier="full")
 
 
 def _gather_split(dt: DType) -> Callable[[], Built]:

@@ -813,10 +813,11 @@ def _rank_run_compiled(comm: _Comm, module, entry: str, shapes, blocks, target: 
     """``--local-target kernel-interp | simd``: the compiler's per-device lowering
     (``lower_mesh.compile_mesh``) run on this rank's device: each launch is the target's
     executable on the rank's local values, each collective step the library's collective (or
-    this device's share of a local one: slice, align, the gather index steps)."""
+    this device's share of a local one: slice, align, the gather index steps), each host loop
+    (``MeshLoop``) run here around them (``lower_mesh.run_steps``)."""
     import hashlib
 
-    from tilefoundry.compiler.lower_mesh import DeviceLaunch, compile_mesh
+    from tilefoundry.compiler.lower_mesh import compile_mesh, run_steps
 
     key = (hashlib.sha256(pickle.dumps((module, entry))).hexdigest(), tuple(shapes), target)
     c = _COMPILED_CACHE.get(key)
@@ -830,16 +831,18 @@ def _rank_run_compiled(comm: _Comm, module, entry: str, shapes, blocks, target: 
     coord = coord_of(comm.rank, tuple(mp.mesh.axis_extents))
     values: dict[str, np.ndarray] = {n: _contig(b) for n, b in zip(mp.inputs, blocks,
                                                                      strict=True)}
-    k = 0
-    for st in mp.steps:
-        if isinstance(st, DeviceLaunch):
-            r = c.executables[k].run([_contig(values[n]) for n in st.inputs])
-            k += 1
-            r = list(r) if isinstance(r, tuple) else [r]
-            for n, a in zip(st.outputs, r, strict=True):
-                values[n] = _contig(a).reshape(sm[n].shape)
-            continue
-        values[st.dst] = _rank_collective(comm, st, sm, values, coord)
+    exes = dict(zip((ln.name for ln in mp.launches()), c.executables, strict=True))
+
+    def launch(st, vals: dict[str, np.ndarray]) -> None:
+        r = exes[st.name].run([_contig(vals[n]) for n in st.inputs])
+        r = list(r) if isinstance(r, tuple) else [r]
+        for n, a in zip(st.outputs, r, strict=True):
+            vals[n] = _contig(a).reshape(sm[n].shape)
+
+    # a host loop (MeshLoop) runs on every rank alike: the same trips, the same collectives in
+    # every iteration, each a real collective of the process group
+    run_steps(mp.steps, values, sm, (), launch,
+              lambda st, vals: _rank_collective(comm, st, sm, vals, coord))
     outs = tuple(values[n] for n in mp.outputs)
     return (outs if mp.tuple_output else outs[0]), comm.collectives
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tilefoundry.compiler.errors import KernelIRError, NotSupportedError
+from tilefoundry.compiler.errors import KernelIRError
 from tilefoundry.compiler.lower_mesh import (
     Collective,
     DeviceLaunch,
@@ -25,12 +25,11 @@ from tilefoundry.conformance.catalog import _call, _mesh, _module, _sl, _var
 from tilefoundry.errors import RunTimeCheckError
 from tilefoundry.semantics.evaluator.mesh import Sharded
 from tilefoundry.semantics.formats import DType
-from tilefoundry.semantics.ir import GridRegionExpr, Tuple, Var
-from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind
+from tilefoundry.semantics.ops.math import Binary, BinaryKind
 from tilefoundry.semantics.ops.nn import MatMul
 from tilefoundry.semantics.ops.sharding import Reshard
 from tilefoundry.semantics.ops.tensor import Gather
-from tilefoundry.semantics.types import Broadcast, Partial, Split, TensorType
+from tilefoundry.semantics.types import Broadcast, Partial, Split
 
 F32, I32, I64 = DType.F32, DType.I32, DType.I64
 MESH2, _ = _mesh((2,))
@@ -176,19 +175,6 @@ def test_gather_on_a_split_axis_checks_global_indices():
     with pytest.raises(RunTimeCheckError, match=r"index 4 .* outside \[0, 4\)") as e:
         c([a, np.array([1, 4], np.int64)])
     assert e.value.check == "index_range"
-
-
-def test_a_collective_inside_a_loop_is_not_supported_naming_it():
-    lay = _sl(MESH2, (Split(0),), (4,))
-    x = _var("x", (4,), F32, lay)
-    iv, carry = Var("i", TensorType((), I64)), Var("c", None)
-    step = _call(Reshard(layout=lay), _call(Reshard(layout=_sl(MESH2, (Broadcast(),), (4,))),
-                                            _call(Unary(UnaryKind.NEG), carry)))
-    loop = GridRegionExpr(iv, (carry,), (x,), Tuple((step,)), (step,), extent=2)
-    out = _call(Reshard(layout=_sl(MESH2, (Broadcast(),), (4,))), loop)
-    with pytest.raises(NotSupportedError, match=r"Reshard: not supported by the per-device "
-                       r"lowering of sharded programs .*inside a loop"):
-        compile_mesh(_module([x], out, _mesh((2,))[1]), "f", [(4,)])
 
 
 @pytest.mark.parametrize("red", ["max", "min"])

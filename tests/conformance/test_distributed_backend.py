@@ -146,7 +146,10 @@ def test_compiled_local_target_runs_the_mesh_program_on_the_ranks(tmp_path, monk
     per-device lowering (its launches on the rank's blocks, its collective steps as gloo's):
     an all-reduce (split-K), an all-to-all, a gather along a split axis on a 2x2 mesh and its
     run-time check PASS; the Partial(max) pieces case FAILs exactly as gloo's MAX does with the
-    reference local target (docs/findings.md F21: the completion is gloo's either way)."""
+    reference local target (docs/findings.md F21: the completion is gloo's either way). Host
+    loops (D259) run on every rank around real collectives: a Partial(sum) completion and a
+    split-axis reduce every iteration on the 2x2 mesh, an all-to-all round trip on 4 ranks, a
+    zero-trip Split -> Broadcast loop; they PASS (judged against the reference's loop)."""
     monkeypatch.setenv("TILEFOUNDRY_DIST_LOCAL_TARGET", "kernel-interp")
     monkeypatch.setenv("TILEFOUNDRY_DIST_RANKS", "4")
     monkeypatch.delenv("TILEFOUNDRY_DIST_FAULT", raising=False)
@@ -155,10 +158,15 @@ def test_compiled_local_target_runs_the_mesh_program_on_the_ranks(tmp_path, monk
                     "sharded/run-time-check/index_range/gather-split-axis-index-at-extent/f32"])
     cases += runner.select_cases(runner.load_catalog(0), "full",
                                  ["sharded/partial-pieces/max-nan-signed-zero/f32"])
-    assert len(cases) == 5
+    loops = ["sharded/loop/partial-sum/mesh2x2/trips3/f32",
+             "sharded/loop/all-to-all/mesh4/trips3/i32",
+             "sharded/loop/split-to-broadcast/mesh2/trips0/i32"]
+    cases += runner.select_cases(runner.load_catalog(0), "full", loops)
+    assert len(cases) == 8
     res = runner.run("distributed", cases, jobs=1, timeout_s=150, seed=0,
                      out_jsonl=tmp_path / "r.jsonl")
     got = {r["id"]: r for r in res.records}
+    assert set(loops) <= set(got)
     pieces = got.pop("sharded/partial-pieces/max-nan-signed-zero/f32")
     assert {r["verdict"] for r in got.values()} == {"PASS"}, got
     assert pieces["verdict"] == "FAIL"
