@@ -80,12 +80,12 @@ def test_quick_tier_sharded_cases(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEFOUNDRY_DIST_RANKS", "8")  # one pool serves meshes of 1..8 devices
     monkeypatch.delenv("TILEFOUNDRY_DIST_FAULT", raising=False)
     cases = _cases(SHARDED)
-    assert len(cases) == 88  # the quick tier's sharded ids with its 2026-12-02 coverage fill
+    assert len(cases) == 98  # the quick tier's sharded ids with its coverage fill (9 host-loop cases)
     # and the rest of the sharding family (generated cover programs, special/sharding/*)
     ids = {c.id for c in cases}
     cases += [c for c in runner.select_cases(runner.load_catalog(0), "quick")
               if c.family == "sharding" and c.id not in ids]
-    assert len(cases) == 237
+    assert len(cases) == 247
     cases = [*cases, _gloo_max_case()]
     res = runner.run("distributed", cases, jobs=1, timeout_s=150, seed=0,
                      out_jsonl=tmp_path / "r.jsonl")
