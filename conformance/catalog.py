@@ -1753,7 +1753,8 @@ def _sharded_loop_cases(acc: _Acc) -> None:
                     mesh = "x".join(str(e) for e in ext)
                     acc.add(f"sharded/loop/{kind}/mesh{mesh}/trips{trips}/{dt}", "sharding",
                             sharded_loop(kind, ext, trips, dt), ops=ops[kind],
-                            dtypes=(dt, I32) if kind != "split-to-broadcast" else (dt, I32, I64),
+                            dtypes={"split-to-broadcast": (dt, I32, I64),
+                                    "all-to-all": (dt,)}.get(kind, (dt, I32)),
                             spec=_S_GRID + "; " + _S_PARTIAL, tier="full")
 
 
