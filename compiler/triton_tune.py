@@ -27,7 +27,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -161,15 +161,12 @@ def record(key: str, entry: str, shapes: Sequence[Sequence[int]], results: list[
 def _config_of(best: dict[str, Any], base: TileConfig) -> TileConfig | None:
     from dataclasses import replace
 
-    names = {f.name for f in fields(TileConfig)}
     try:
-        kw = {k: best[k] for k in ("tile_elems", "max_row", "k_block") if k in names}
         mn = best.get("dot_mn")
-        kw["dot_mn"] = tuple(int(v) for v in mn) if mn else None
-        kw["launch"] = (("num_warps", int(best["num_warps"])),
-                        ("num_stages", int(best["num_stages"])))
-        return replace(base, **{k: (int(v) if isinstance(v, int | float) else v)
-                                for k, v in kw.items()})
+        return replace(base, **{k: int(best[k]) for k in ("tile_elems", "max_row", "k_block")},
+                       dot_mn=tuple(int(v) for v in mn) if mn else None,
+                       launch=(("num_warps", int(best["num_warps"])),
+                               ("num_stages", int(best["num_stages"]))))
     except (KeyError, TypeError, ValueError):
         return None  # a damaged entry is ignored: the defaults are always valid
 
