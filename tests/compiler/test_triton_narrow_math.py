@@ -216,6 +216,6 @@ def test_the_tensor_core_dot_path_is_admitted_with_ragged_edges(dt: str, mkn) ->
     # the scalar path's operand loads are not rendered beside the tensor-core tiles
     assert kernel.count("tl.load(") == 2, kernel
     # masks only along axes the tiles do not cover exactly
-    assert ("mask=" in kernel) == any(x % t for x, t in zip(mkn, (128, 64, 128))), kernel
+    assert ("mask=" in kernel) == any(x % t for x, t in zip(mkn, (128, 64, 128), strict=True)), kernel
     v = check(mod, "mm", [a, b], comp([a, b]))
     assert v.status == "PASS", v.message[:2000]
