@@ -42,9 +42,10 @@ from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Kernel, Program
 from tilefoundry.compiler.pipeline import TARGETS, source_target
 from tilefoundry.compiler.render_cuda import kernel_roots, kernel_threads, parse_plan, render
+from tilefoundry.compiler.schedule import TileConfig
 from tilefoundry.errors import InvalidArgumentError
 
-__all__ = ["DEVICES", "HOW", "SCRATCH_LIMIT", "CudaBackend", "CudaError", "CudaExecutable",
+__all__ = ["CUDA_TILES", "DEVICES", "HOW", "SCRATCH_LIMIT", "CudaBackend", "CudaError", "CudaExecutable",
            "gpu_present", "host_backend", "host_source"]
 
 HOW = ("the cuda backend needs an NVIDIA GPU and none is here (no /dev/nvidiactl): run "
@@ -182,6 +183,7 @@ static inline double __dsqrt_rn(double a) { return sqrt(a); }
 #define TF_SHARED static thread_local
 #define TF_REG(type, name, threads, slots) static thread_local type name[threads][slots]
 #define TF_R(name) (name[threadIdx.x])
+#define TF_HOST_EMULATION 1
 """
 
 
@@ -195,7 +197,7 @@ def host_source(source: str) -> str:
         args = [f"p{i}" for i in range(n)] + [f"q{i}" for i in range(len(k["snap"]))] + \
             ["S0", "lo", "hi"]
         params = ", ".join([f"char *{a}" for a in args[:-2]] + ["int64_t lo", "int64_t hi"])
-        if k.get("mapping") == "block":  # the kernel loops over its threads, phase by phase
+        if k.get("mapping") in ("block", "mma"):  # it loops over its threads, phase by phase
             out.append(f'''extern "C" void {k["fn"]}_grid(int64_t blocks, int64_t threads, {params})
 {{
     blockDim.x = threads;
@@ -270,7 +272,7 @@ def launch_slices(entry: dict, threads: int) -> tuple[int, list[tuple[int, int, 
     instance and a launch covers whole instances, at most ``SCRATCH_LIMIT`` bytes of it. Under
     the block mapping a block is an instance (first / end are instances)."""
     n, lanes, per = entry["instances"], entry.get("lanes", 1), entry["scratch"]
-    if entry.get("mapping") == "block":  # one block per instance, no scratch
+    if entry.get("mapping") in ("block", "mma"):  # one block per instance, no scratch
         chunk = min(n, MAX_BLOCKS)
         return chunk, [(min(n, lo + chunk) - lo, lo, min(n, lo + chunk))
                        for lo in range(0, n, chunk)]
@@ -411,10 +413,14 @@ class CudaDeviceRun:
         self.bufs = []
 
 
+#: the CUDA targets' tiles: matmul kernels get 128x128 (M, N) blocks so that a reassociated
+#: ``dot`` maps onto the tensor cores (``render_cuda_mma``, D281); K tiles of 32
+CUDA_TILES = TileConfig(dot_mn=(128, 128))
+
 TARGETS.setdefault("cuda", source_target(
-    "cuda", render, lambda p, src: CudaExecutable(p, src, "cuda")))
+    "cuda", render, lambda p, src: CudaExecutable(p, src, "cuda"), CUDA_TILES))
 TARGETS.setdefault("cuda-host", source_target(
-    "cuda-host", render, lambda p, src: CudaExecutable(p, src, "host")))
+    "cuda-host", render, lambda p, src: CudaExecutable(p, src, "host"), CUDA_TILES))
 
 
 class CudaBackend(KernelInterpBackend):
@@ -426,7 +432,7 @@ class CudaBackend(KernelInterpBackend):
     target = "cuda"
 
     def __init__(self, *, device: str = "cuda", fuse: bool = True, cfg=None):
-        super().__init__(fuse=fuse, cfg=cfg)
+        super().__init__(fuse=fuse, cfg=cfg or CUDA_TILES)
         if device not in DEVICES:
             raise InvalidArgumentError(f"cuda device {device!r}: expected one of {DEVICES}")
         if device == "cuda":

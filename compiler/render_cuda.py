@@ -141,6 +141,22 @@ class KernelCuda(KernelC):
 
     flat: tuple[int, ...] | None = None  # the run's axes under the lane mapping
     block: int | None = None  # threads per block under the block mapping
+    mma = None  # the tensor-core plan (render_cuda_mma.MmaPlan, D281)
+    #: allow the tensor-core mapping for reassociated matmul kernels (D281)
+    MMA_MAPPING = True
+
+    def render(self) -> str:
+        """The tensor-core kernel where ``render_cuda_mma.plan_mma`` matches; otherwise the
+        C-family renderer with this spelling's mapping."""
+        if self.MMA_MAPPING:
+            from tilefoundry.compiler import render_cuda_mma
+
+            self.check_storage()
+            self.mma = render_cuda_mma.plan_mma(self)
+            if self.mma is not None:
+                self.block, self.scratch = render_cuda_mma.MMA_THREADS, 0
+                return "\n".join(render_cuda_mma.render_mma(self, self.mma))
+        return super().render()
 
     def plan_mapping(self, segs: list) -> None:
         self.plan_lanes(segs)
@@ -652,6 +668,8 @@ class KernelCuda(KernelC):
         return out
 
     def mapping(self) -> str:
+        if self.mma is not None:
+            return "mma"
         return "block" if self.block is not None else "lane" if self.flat else "instance"
 
     def plan(self) -> dict:
@@ -675,7 +693,12 @@ class ProgramCuda(ProgramC):
         self.steps(self.p.steps, [], "")
         plan = {"roots": self.names, "threads": THREADS, "kernels": self.kernels}
         text = json.dumps(plan, sort_keys=True).replace("/", "\\/")  # no "*/" inside
-        parts = [cuda_prelude(), f"/* program {self.p.name} */", *self.funcs,
+        head = [cuda_prelude()]
+        if any(k["mapping"] == "mma" for k in self.kernels.values()):
+            from tilefoundry.compiler.render_cuda_mma import MMA_HEAD
+
+            head.append(MMA_HEAD)
+        parts = [*head, f"/* program {self.p.name} */", *self.funcs,
                  f"{PLAN_TAG}{text} */"]
         return "\n".join(parts) + "\n"
 
