@@ -9,8 +9,8 @@ a bf16 GEMM 8192³ (``matmul``, reassociation admitted), it times side by side:
 * ``tilefoundry-triton``: the program compiled by the Triton backend, every buffer resident on
   the GPU (``triton_backend.DeviceRun``: the kernels only, no host copies);
 * ``tilefoundry-cuda``: the program compiled by the CUDA C++ backend (NVRTC), likewise resident
-  (``cuda_backend.CudaDeviceRun``); its GEMM is timed at ``--cuda-gemm-n`` (default 1024:
-  one CUDA thread per program instance, D209, makes 8192³ take minutes per launch);
+  (``cuda_backend.CudaDeviceRun``); its GEMM (the tensor-core ``mma.sync`` kernel, D280) is
+  timed at ``--cuda-gemm-n`` (default 8192) for each K tile in ``--cuda-k-blocks``;
 * ``torch-eager``: the same function in torch (``F.rms_norm``, ``torch.softmax``,
   ``F.silu(g) * u``, ``torch.matmul`` — cuBLAS for the GEMM);
 * ``torch-compile``: that function through ``torch.compile`` (default mode);
@@ -193,25 +193,35 @@ def _cuda_row(entry: str, xs: list[np.ndarray], shapes_in: list) -> tuple[float 
         run.close()
 
 
-def bench_cuda_gemm(n: int, results: list[dict]) -> None:
+def bench_cuda_gemm(n: int, results: list[dict], k_blocks: tuple[int, ...] = (32,)) -> None:
+    """The CUDA backend's GEMM beside cuBLAS, once per K tile (the (M, N) block is
+    ``CUDA_TILES``'s 128 x 128); each variant's output judged on the top-left 64 x 64 block."""
+    import dataclasses
+
     import torch
 
-    from tilefoundry.compiler.cuda_backend import CudaDeviceRun
+    from tilefoundry.compiler import render_cuda
+    from tilefoundry.compiler.cuda_backend import CUDA_TILES, CudaDeviceRun
 
     rng = np.random.default_rng(1)
     a, b = _bf16(rng, (n, n)), _bf16(rng, (n, n))
-    comp = tf_compile(PROGRAMS, "gemm", [a.shape, b.shape], "cuda")
-    out = comp([a, b])
-    verdict = _judge("gemm", [a[:64], np.ascontiguousarray(b[:, :64])], out[:64, :64])
-    run = CudaDeviceRun(comp.executable, [a, b])
     ta = torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
     tb = torch.from_numpy(b.view(np.int16)).cuda().view(torch.bfloat16)
-    rows = {"tilefoundry-cuda": _time(run.launch),
-            "cublas (torch.matmul)": _time(lambda: torch.matmul(ta, tb))}
-    run.sync()
-    run.close()
-    _gemm_report(n, rows, "tilefoundry-cuda", verdict, results, " (CUDA backend)",
-                 f"oracle on the 64x64 block: {verdict}")
+    for kb in k_blocks:
+        cfg = dataclasses.replace(CUDA_TILES, k_block=kb)
+        comp = tf_compile(PROGRAMS, "gemm", [a.shape, b.shape], "cuda", cfg=cfg)
+        maps = [k["mapping"] for k in render_cuda.parse_plan(comp.executable.source)
+                ["kernels"].values()]
+        out = comp([a, b])
+        verdict = _judge("gemm", [a[:64], np.ascontiguousarray(b[:, :64])], out[:64, :64])
+        run = CudaDeviceRun(comp.executable, [a, b])
+        rows = {"tilefoundry-cuda": _time(run.launch),
+                "cublas (torch.matmul)": _time(lambda: torch.matmul(ta, tb))}
+        run.sync()
+        run.close()
+        _gemm_report(n, rows, "tilefoundry-cuda", verdict, results,
+                     f" (CUDA backend, K tile {kb}, mapping {'/'.join(maps)})",
+                     f"oracle on the 64x64 block: {verdict}")
 
 
 def _gemm_report(n: int, rows: dict, ours: str, verdict: str, results: list[dict],
@@ -291,8 +301,10 @@ def main(argv=None) -> int:
     ap.add_argument("--gemm", action="store_true", help="only the GEMM")
     ap.add_argument("--quick", action="store_true", help="small shapes (a smoke run)")
     ap.add_argument("--json", help="write every measurement to this file")
-    ap.add_argument("--cuda-gemm-n", type=int, default=1024,
-                    help="the CUDA backend's GEMM size (default 1024; 0 skips it)")
+    ap.add_argument("--cuda-gemm-n", type=int, default=8192,
+                    help="the CUDA backend's GEMM size (default 8192; 0 skips it)")
+    ap.add_argument("--cuda-k-blocks", default="32,64",
+                    help="the K tiles the CUDA GEMM is timed with (comma-separated)")
     ap.add_argument("--tune", action="store_true",
                     help="autotune each program first (recorded; the benchmark then uses it)")
     ap.add_argument("--tune-out", help="also write the tuning record to this file")
@@ -315,7 +327,8 @@ def main(argv=None) -> int:
         bench_gemm(1024 if args.quick else 8192, results)
         if args.cuda_gemm_n:
             try:
-                bench_cuda_gemm(256 if args.quick else args.cuda_gemm_n, results)
+                bench_cuda_gemm(256 if args.quick else args.cuda_gemm_n, results,
+                                tuple(int(x) for x in args.cuda_k_blocks.split(",")))
             except Exception as e:  # reported, after the other rows are safe
                 print(f"CUDA GEMM: {type(e).__name__}: {e}", flush=True)
     if args.json:

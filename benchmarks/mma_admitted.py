@@ -1,10 +1,12 @@
 """Does tensor-core accumulation stay inside the admitted set? (issue 17; not a test)
 
-    python benchmarks/mma_admitted.py [--json FILE]
+    python benchmarks/mma_admitted.py [--backend triton|cuda] [--json FILE]
 
 Needs a CUDA GPU. For bf16, f16, fp8e4m3 and fp8e5m2 inputs, compiles ``matmul(a, b,
 allow_reassociation=True)`` with the Triton backend (whose matmul kernels use ``tl.dot`` on the
-narrow operands: tensor cores) and judges every output with the oracle. Two kinds of data:
+narrow operands: tensor cores) or the CUDA backend (``mma.sync`` m16n8k16, D280: bf16 / f16
+operands as they are, fp8 converted exactly to f16) and judges every output with the oracle.
+Two kinds of data:
 
 * ``random``: normal inputs at three shapes (K = 64, 1024, 8192);
 * ``small-terms``: each output is ``1 + n·2^-15`` with ``n = 1.5·2^(15-p)`` terms of ``2^-15``
@@ -27,6 +29,8 @@ import sys
 import ml_dtypes
 import numpy as np
 
+from tilefoundry.compiler import render_cuda
+from tilefoundry.compiler.cuda_backend import CUDA_TILES
 from tilefoundry.compiler.pipeline import compile as tf_compile
 from tilefoundry.compiler.triton_backend import TRITON_TILES, DeviceRun
 from tilefoundry.oracle.compare import check
@@ -68,6 +72,7 @@ def _small_terms(dt: str, m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write the results to this file")
+    ap.add_argument("--backend", choices=("triton", "cuda"), default="triton")
     args = ap.parse_args(argv)
     import torch
 
@@ -83,19 +88,27 @@ def main(argv=None) -> int:
                  for kk in (64, 1024, 8192)]
         cases.append(("small-terms", _small_terms(dt, 128, 128)))
         for kind, (a, b) in cases:
-            comp = tf_compile(mod, "mm", [a.shape, b.shape], "triton-cuda", cfg=TRITON_TILES)
-            uses_dot = "tl.dot(" in comp.executable.source
-            run = DeviceRun(comp.executable, [a, b])
-            run.launch()
-            torch.cuda.synchronize()
-            out = run.outputs()
+            if args.backend == "cuda":
+                comp = tf_compile(mod, "mm", [a.shape, b.shape], "cuda", cfg=CUDA_TILES)
+                uses_dot = "mma.sync" in comp.executable.source and any(
+                    k["mapping"] == "mma" for k in
+                    render_cuda.parse_plan(comp.executable.source)["kernels"].values())
+                out = comp([a, b])
+            else:
+                comp = tf_compile(mod, "mm", [a.shape, b.shape], "triton-cuda",
+                                  cfg=TRITON_TILES)
+                uses_dot = "tl.dot(" in comp.executable.source
+                run = DeviceRun(comp.executable, [a, b])
+                run.launch()
+                torch.cuda.synchronize()
+                out = run.outputs()
             v = check(mod, "mm", [a, b], out)
             first = ""
             if v.status != "PASS":
                 first = v.message.splitlines()[0][:240] if v.message else ""
             obs = np.unique(out.astype(np.float64)) if kind == "small-terms" else None
-            r = {"dtype": dt, "data": kind, "shape": [a.shape[0], a.shape[1], b.shape[1]],
-                 "tl.dot": uses_dot, "verdict": v.status, "mismatches": v.mismatches,
+            r = {"backend": args.backend, "dtype": dt, "data": kind,
+                 "shape": [a.shape[0], a.shape[1], b.shape[1]], "tensor_cores": uses_dot, "verdict": v.status, "mismatches": v.mismatches,
                  "detail": first,
                  **({"observed_values": obs.tolist()[:4]} if obs is not None else {})}
             results.append(r)

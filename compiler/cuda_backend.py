@@ -414,7 +414,7 @@ class CudaDeviceRun:
 
 
 #: the CUDA targets' tiles: matmul kernels get 128x128 (M, N) blocks so that a reassociated
-#: ``dot`` maps onto the tensor cores (``render_cuda_mma``, D281); K tiles of 32
+#: ``dot`` maps onto the tensor cores (``render_cuda_mma``, D280); K tiles of 32
 CUDA_TILES = TileConfig(dot_mn=(128, 128))
 
 TARGETS.setdefault("cuda", source_target(

@@ -141,8 +141,8 @@ class KernelCuda(KernelC):
 
     flat: tuple[int, ...] | None = None  # the run's axes under the lane mapping
     block: int | None = None  # threads per block under the block mapping
-    mma = None  # the tensor-core plan (render_cuda_mma.MmaPlan, D281)
-    #: allow the tensor-core mapping for reassociated matmul kernels (D281)
+    mma = None  # the tensor-core plan (render_cuda_mma.MmaPlan, D280)
+    #: allow the tensor-core mapping for reassociated matmul kernels (D280)
     MMA_MAPPING = True
 
     def render(self) -> str:

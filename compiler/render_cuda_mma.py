@@ -1,4 +1,4 @@
-"""The CUDA backend's tensor-core matmul kernels (docs/decisions.md D281): ``mma.sync`` PTX.
+"""The CUDA backend's tensor-core matmul kernels (docs/decisions.md D280): ``mma.sync`` PTX.
 
 A kernel-IR matmul kernel whose contract admits reassociation — the shape every ``matmul`` /
 ``tile_mma`` with ``allow_reassociation`` lowers to:
@@ -10,7 +10,7 @@ A kernel-IR matmul kernel whose contract admits reassociation — the shape ever
     store (round acc -> narrow | acc)           (edge mask)
 
 over bf16 / f16 operands (fp8e4m3 / fp8e5m2 operands are staged as f16: every fp8 value is an
-f16 value, and fp8 accumulation on Hopper left the admitted set, findings F23 / D263), is
+f16 value, and fp8 accumulation on Hopper left the admitted set, finding F28 / D263), is
 rendered as a tensor-core kernel: one thread block per program instance (``BM x BN`` output
 tile), ``WM x WN`` warps, each warp ``MI x NI`` ``mma.sync.aligned.m16n8k16`` tiles with f32
 accumulators seeded by the seed. Per K tile the block stages A and B in shared memory as
@@ -56,7 +56,7 @@ _PTX = {"bf16": "bf16", "f16": "f16", "fp8e4m3": "f16", "fp8e5m2": "f16"}
 #: shared-memory row padding (halves): a warp's fragment reads hit 32 distinct banks
 PAD = 8
 
-MMA_HEAD = r"""/* tensor-core matmul kernels (render_cuda_mma, D281) */
+MMA_HEAD = r"""/* tensor-core matmul kernels (render_cuda_mma, D280) */
 struct alignas(16) tf_u4 { uint32_t x, y, z, w; };
 #ifndef TF_HOST_EMULATION
 /* the PTX ISA's m16n8k16 operand fragments (g = lane / 4, t = lane % 4), read from [rows][K]
@@ -304,7 +304,7 @@ def render_mma(kc, p: MmaPlan) -> list[str]:
     soff = " + ".join([f"{sbase + p.st.offset}ll", *sbatch])
     val = kc.round_f32("v", p.rnd.to, p.rnd.overflow) if p.rnd is not None else "v"
     out = [kc.comment(),
-           f"/* tensor-core mapping (D281): one block of {T} threads per instance, "
+           f"/* tensor-core mapping (D280): one block of {T} threads per instance, "
            f"{p.wm}x{p.wn} warps of {mi}x{ni} mma.m16n8k16.{ty} tiles, K tile {p.bk} */",
            f'extern "C" __global__ void __launch_bounds__({T}) {name}(',
            "    " + ", ".join(params) + ")", "{",

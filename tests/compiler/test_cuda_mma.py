@@ -1,4 +1,4 @@
-"""The CUDA backend's tensor-core matmul kernels (``compiler/render_cuda_mma.py``, D281).
+"""The CUDA backend's tensor-core matmul kernels (``compiler/render_cuda_mma.py``, D280).
 
 The host emulation (``cuda-host``) runs the same source with each thread's ``mma`` step computed
 as the four accumulators its m16n8 fragment owns: the staging, edges, strides, seed, fragment
