@@ -6,6 +6,8 @@
 #   cuda     --backend cuda: 5-minute fuzz (seed 0, no example DB; MINUTES=N), quick and full
 #            tiers (TIERS="quick full"; TIERS="" runs the fuzz only)
 #   triton   --backend triton: 5-minute fuzz, quick and full tiers
+#   mma      benchmarks/mma_admitted.py for the CUDA and the Triton backend (is tensor-core
+#            accumulation inside the admitted set?)
 #   bench    benchmarks/bench_gpu.py (rows and GEMM, Triton and CUDA beside torch); BENCH_ARGS
 #            adds flags, e.g. BENCH_ARGS="--tune --tune-out $OUT/triton_tuned.json" (the
 #            autotuner's record, committed as compiler/triton_tuned.json)
@@ -49,6 +51,11 @@ for stage in "$@"; do
         rm -f "$OUT"/*.jsonl
         for f in fuzz ${TIERS-quick full}; do head -n 12 "$OUT/${stage}_$f.log"; done
         grep -E "^(FAIL|ERROR|CRASH|TIMEOUT) " "$OUT/${stage}_fuzz.log" | cut -c1-400 ;;
+    mma)
+        for b in cuda triton; do
+            python "$R/benchmarks/mma_admitted.py" --backend $b > "$OUT/mma_$b.log" 2>&1
+        done
+        cat "$OUT"/mma_*.log ;;
     bench)
         python "$R/benchmarks/bench_gpu.py" ${BENCH_ARGS:-} --json "$OUT/bench_gpu.json" \
             > "$OUT/bench.log" 2>&1
