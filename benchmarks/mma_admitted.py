@@ -73,6 +73,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write the results to this file")
     ap.add_argument("--backend", choices=("triton", "cuda"), default="triton")
+    ap.add_argument("--dtypes", default="bf16,f16,fp8e4m3,fp8e5m2",
+                    help="the operand dtypes (comma-separated)")
     args = ap.parse_args(argv)
     import torch
 
@@ -81,7 +83,7 @@ def main(argv=None) -> int:
         return 2
     rng = np.random.default_rng(0)
     results = []
-    for dt in ("bf16", "f16", "fp8e4m3", "fp8e5m2"):
+    for dt in args.dtypes.split(","):
         mod = _module(dt)
         cases = [("random", (rng.standard_normal((128, kk), np.float32).astype(NP[dt]),
                              rng.standard_normal((kk, 128), np.float32).astype(NP[dt])))

@@ -296,13 +296,6 @@ class CudaExecutable(Interpreter):
         self.ptx = cuda_build.build(source, cuda_build.PTX_ARCH) if device == "cuda" else None
         self._roots = {k.name: kernel_roots(k, self.bm) for k in program.kernels()}
 
-    def steps(self, seq: Sequence[Any], st: dict[str, np.ndarray]) -> None:
-        for s in seq:
-            if isinstance(s, Kernel):
-                self.launch(s, st)
-            else:
-                self.host_loop(s, st)
-
     def launch(self, k: Kernel, st: dict[str, np.ndarray]) -> None:
         if k.instances == 0 or any(n == 0 for n in k.domain):
             return

@@ -253,9 +253,14 @@ class Interpreter:
     def steps(self, seq: Sequence[Any], st: dict[str, np.ndarray]) -> None:
         for s in seq:
             if isinstance(s, Kernel):
-                _KernelRun(self, s, st).run()
+                self.launch(s, st)
             else:
                 self.host_loop(s, st)
+
+    def launch(self, k: Kernel, st: dict[str, np.ndarray]) -> None:
+        """Run one kernel on the storage ``st`` (a compiled backend's executable overrides this
+        with its own launch; host loops and the step walk stay the interpreter's)."""
+        _KernelRun(self, k, st).run()
 
     def host_loop(self, s: HostLoop, st: dict[str, np.ndarray]) -> None:
         vals = [self.read(st, i) for i in s.inits]

@@ -71,6 +71,20 @@ struct alignas(16) tf_u4 { uint32_t x, y, z, w; };
     const uint16_t *p_ = (S) + ((row) + (g)) * (LDS) + (k0) + 2 * (t); \
     (b)[0] = *(const uint32_t *)(p_); (b)[1] = *(const uint32_t *)(p_ + 8); \
 } while (0)
+/* the same fragments through ldmatrix: A's 16 x 16 tile (four 8 x 8 matrices: rows 0-7 / 8-15
+ * by k 0-7 / 8-15, a0..a3) and two B n8 tiles (b0, b1 of tile j, then of tile j + 1); lane l
+ * gives the address of row l % 8 of matrix l / 8 (16-byte rows: LDS % 8 == 0) */
+#define TF_LDSM_X4(r, p) asm volatile( \
+    "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" \
+    : "=r"((r)[0]), "=r"((r)[1]), "=r"((r)[2]), "=r"((r)[3]) \
+    : "r"((uint32_t)__cvta_generic_to_shared(p)))
+#define TF_LDSM_A(a, S, row, k0, LDS, lane) \
+    TF_LDSM_X4(a, (S) + ((row) + ((lane) & 7) + (((lane) >> 3) & 1) * 8) * (LDS) + (k0) + \
+               ((lane) >> 4) * 8)
+#define TF_LDSM_B2(b0, b1, S, row, k0, LDS, lane) do { uint32_t r_[4]; \
+    TF_LDSM_X4(r_, (S) + ((row) + ((lane) & 7) + ((lane) >> 4) * 8) * (LDS) + (k0) + \
+               (((lane) >> 3) & 1) * 8); \
+    (b0)[0] = r_[0]; (b0)[1] = r_[1]; (b1)[0] = r_[2]; (b1)[1] = r_[3]; } while (0)
 #define TF_MMA_16816(TY, c, a, b) asm volatile( \
     "mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY ".f32 " \
     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" \
@@ -295,8 +309,12 @@ def render_mma(kc, p: MmaPlan) -> list[str]:
     nacc = mi * ni * 4
     tiles = -(-k.domain[p.d] // p.bk)
     ty = _PTX[p.src]
-    pa, puta, decla = _stage_lines(kc, p, p.la, p.m, p.bm, "tf_as", "tf_ra")
-    pb, putb, declb = _stage_lines(kc, p, p.lb, p.n, p.bn, "tf_bs", "tf_rb")
+    pa, puta, decla = _stage_lines(kc, p, p.la, p.m, p.bm, "tf_asn", "tf_ra")
+    pb, putb, declb = _stage_lines(kc, p, p.lb, p.n, p.bn, "tf_bsn", "tf_rb")
+    # two shared stages where they fit the 48 KiB of static shared memory: one barrier per K
+    # tile (the stage a tile is computed from is not the one the next tile is staged into)
+    sa, sb = p.bm * lds, p.bn * lds
+    stages = 2 if 2 * (sa + sb) * 2 <= 48 * 1024 else 1
     ps = ", ".join(f"p{i}" for i in range(nroot)) or "0"
     # the epilogue: each accumulator this thread owns, rounded and stored
     sptr, _, sbase, _ = kc.ptr(p.st.buffer, write=True)
@@ -312,8 +330,8 @@ def render_mma(kc, p: MmaPlan) -> list[str]:
            "    if (pid >= hi) return;",
            f"    char *const P[{max(nroot, 1)}] = {{{ps}}};", "    (void)P; (void)S0;",
            # 16-byte aligned through the vector type (rows of lds halves: lds % 8 == 0)
-           f"    TF_SHARED tf_u4 tf_as4[{p.bm * lds // 8}];",
-           f"    TF_SHARED tf_u4 tf_bs4[{p.bn * lds // 8}];",
+           f"    TF_SHARED tf_u4 tf_as4[{stages * sa // 8}];",
+           f"    TF_SHARED tf_u4 tf_bs4[{stages * sb // 8}];",
            "    uint16_t *const tf_as = (uint16_t *)tf_as4, *const tf_bs = (uint16_t *)tf_bs4;",
            f"    TF_REG(float, tf_acc, {T}, {nacc});",
            f"    {decla}", f"    {declb}",
@@ -322,18 +340,25 @@ def render_mma(kc, p: MmaPlan) -> list[str]:
     ind = "        "
     head = [f"{ind}    const int tid = (int)threadIdx.x; (void)tid;"]
     seed = _literal(p.seed, "f32")
-    out += [f"{ind}TF_PHASE_BEGIN", *head,
+    def bufs(ind: str, cur: str, nxt: str) -> list[str]:
+        return [f"{ind}uint16_t *const tf_asc = tf_as + ({cur}) * {sa}, "
+                f"*const tf_bsc = tf_bs + ({cur}) * {sb}; (void)tf_asc; (void)tf_bsc;",
+                f"{ind}uint16_t *const tf_asn = tf_as + ({nxt}) * {sa}, "
+                f"*const tf_bsn = tf_bs + ({nxt}) * {sb}; (void)tf_asn; (void)tf_bsn;"]
+
+    # the first K tile: global -> registers -> shared stage 0
+    out += [f"{ind}TF_PHASE_BEGIN", *head, *bufs(ind + "    ", "0", "0"),
             f"{ind}    for (int j = 0; j < {nacc}; ++j) TF_R(tf_acc)[j] = {seed};",
             f"{ind}    {{ const int64_t k0 = 0; (void)k0;"]
-    out += [f"{ind}    {x}" for x in pa + pb]
-    out += [f"{ind}    }}", f"{ind}TF_PHASE_END",
+    out += [f"{ind}    {x}" for x in pa + pb + puta + putb]
+    out += [f"{ind}    }}", f"{ind}TF_PHASE_END", f"{ind}TF_SYNC",
             f"{ind}#pragma unroll 1",
-            f"{ind}for (int64_t kt = 0; kt < {tiles}ll; ++kt) {{",
-            f"{ind}    TF_PHASE_BEGIN", *[f"    {h}" for h in head]]
-    out += [f"{ind}        {x}" for x in puta + putb]
-    out += [f"{ind}    TF_PHASE_END", f"{ind}    TF_SYNC",
-            f"{ind}    TF_PHASE_BEGIN", *[f"    {h}" for h in head],
-            f"{ind}        if (kt + 1 < {tiles}ll) {{ const int64_t k0 = (kt + 1) * {p.bk}ll;"]
+            f"{ind}for (int64_t kt = 0; kt < {tiles}ll; ++kt) {{"]
+    cur, nxt = ("(int)(kt & 1)", "(int)((kt + 1) & 1)") if stages == 2 else ("0", "0")
+    out += [f"{ind}    TF_PHASE_BEGIN", *[f"    {h}" for h in head]]
+    out += bufs(ind + "        ", cur, nxt)
+    # the next tile's global loads go out before this tile's MMAs
+    out += [f"{ind}        if (kt + 1 < {tiles}ll) {{ const int64_t k0 = (kt + 1) * {p.bk}ll;"]
     out += [f"{ind}            {x}" for x in pa + pb]
     w = f"{ind}        "
     out += [f"{ind}        }}",
@@ -352,8 +377,8 @@ def render_mma(kc, p: MmaPlan) -> list[str]:
             f"{w}                float s = acc[(i * {ni} + j) * 4 + r];",
             f"{w}                for (int q = 0; q < 16; ++q)",
             f"{w}                    s = __fadd_rn(s, __fmul_rn("
-            f"tf_{'bf16' if ty == 'bf16' else 'f16'}_to_f32(tf_as[row * {lds} + ks + q]), "
-            f"tf_{'bf16' if ty == 'bf16' else 'f16'}_to_f32(tf_bs[col * {lds} + ks + q])));",
+            f"tf_{'bf16' if ty == 'bf16' else 'f16'}_to_f32(tf_asc[row * {lds} + ks + q]), "
+            f"tf_{'bf16' if ty == 'bf16' else 'f16'}_to_f32(tf_bsc[col * {lds} + ks + q])));",
             f"{w}                acc[(i * {ni} + j) * 4 + r] = s;",
             f"{w}            }}",
             "#else",
@@ -361,19 +386,32 @@ def render_mma(kc, p: MmaPlan) -> list[str]:
             f"{w}for (int ks = 0; ks < {p.bk}; ks += 16) {{",
             f"{w}    uint32_t fa[{mi}][4], fb[{ni}][2];",
             f"{w}#pragma unroll",
-            f"{w}    for (int i = 0; i < {mi}; ++i) TF_MMA_FRAG_A(fa[i], tf_as, ra + i * 16, ks, "
-            f"{lds}, g, t);",
-            f"{w}#pragma unroll",
-            f"{w}    for (int j = 0; j < {ni}; ++j) TF_MMA_FRAG_B(fb[j], tf_bs, rb + j * 8, ks, "
-            f"{lds}, g, t);",
+            f"{w}    for (int i = 0; i < {mi}; ++i) TF_LDSM_A(fa[i], tf_asc, ra + i * 16, ks, "
+            f"{lds}, lane);",
+            *([f"{w}#pragma unroll",
+               f"{w}    for (int j = 0; j < {ni}; j += 2) TF_LDSM_B2(fb[j], fb[j + 1], tf_bsc, "
+               f"rb + j * 8, ks, {lds}, lane);"] if ni % 2 == 0 else
+              [f"{w}#pragma unroll",
+               f"{w}    for (int j = 0; j < {ni}; ++j) TF_MMA_FRAG_B(fb[j], tf_bsc, rb + j * 8, "
+               f"ks, {lds}, g, t);"]),
             f"{w}#pragma unroll",
             f"{w}    for (int i = 0; i < {mi}; ++i)",
             f"{w}#pragma unroll",
             f"{w}        for (int j = 0; j < {ni}; ++j)",
             f'{w}            TF_MMA_16816("{ty}", acc + (i * {ni} + j) * 4, fa[i], fb[j]);',
             f"{w}}}",
-            "#endif",
-            f"{ind}    TF_PHASE_END", f"{ind}    TF_SYNC", f"{ind}}}"]
+            "#endif"]
+    if stages == 2:  # the next tile into the other stage; one barrier
+        out += [f"{ind}        if (kt + 1 < {tiles}ll) {{"]
+        out += [f"{ind}            {x}" for x in puta + putb]
+        out += [f"{ind}        }}", f"{ind}    TF_PHASE_END", f"{ind}    TF_SYNC", f"{ind}}}"]
+    else:  # every thread is done with the stage before the next tile overwrites it
+        out += [f"{ind}    TF_PHASE_END", f"{ind}    TF_SYNC",
+                f"{ind}    TF_PHASE_BEGIN", *[f"    {h}" for h in head],
+                *bufs(ind + "        ", "0", "0"),
+                f"{ind}        if (kt + 1 < {tiles}ll) {{"]
+        out += [f"{ind}            {x}" for x in puta + putb]
+        out += [f"{ind}        }}", f"{ind}    TF_PHASE_END", f"{ind}    TF_SYNC", f"{ind}}}"]
     dm, dn = k.domain[p.m], k.domain[p.n]
     out += [f"{ind}TF_PHASE_BEGIN", *head,
             f"{ind}    const int warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;",

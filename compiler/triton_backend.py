@@ -167,13 +167,6 @@ class TritonExecutable(Interpreter):
         self.table = self.module.KERNELS
         self.opts = {} if device == "interpret" else {"enable_fp_fusion": False}
 
-    def steps(self, seq: Sequence[Any], st: dict[str, np.ndarray]) -> None:
-        for s in seq:
-            if isinstance(s, Kernel):
-                self.launch(s, st)
-            else:
-                self.host_loop(s, st)
-
     def launch(self, k: Kernel, st: dict[str, np.ndarray]) -> None:
         if k.instances == 0 or any(n == 0 for n in k.domain):
             return

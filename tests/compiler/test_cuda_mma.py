@@ -134,5 +134,9 @@ def test_device_code_builds_with_nvrtc_and_ptxas() -> None:
     ptx = cuda_build.build(src, cuda_build.PTX_ARCH).data
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
+    # the fragments through ldmatrix (per K tile: 4 A tiles x 2 k16 steps, 2 B pairs x 2), and
+    # one barrier per K tile (two shared stages) plus the prologue's
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 12
+    assert ptx.count("bar.sync") == 2
     assert ".local" not in ptx
     assert len(cuda_build.build(src, "sm_90").data) > 0
