@@ -408,7 +408,7 @@ class CudaDeviceRun:
 
 #: the CUDA targets' tiles: matmul kernels get 128x128 (M, N) blocks so that a reassociated
 #: ``dot`` maps onto the tensor cores (``render_cuda_mma``, D280); K tiles of 32
-CUDA_TILES = TileConfig(dot_mn=(128, 128))
+CUDA_TILES = TileConfig(dot_mn=(128, 128), narrow_f32=True)
 
 TARGETS.setdefault("cuda", source_target(
     "cuda", render, lambda p, src: CudaExecutable(p, src, "cuda"), CUDA_TILES))

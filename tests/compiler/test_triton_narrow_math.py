@@ -23,6 +23,8 @@ if "triton" not in sys.modules:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("triton")
 
+from narrow_rows import rms_rows, softmax_rows
+
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.pipeline import compile as tf_compile
 from tilefoundry.compiler.triton_backend import TRITON_TILES, TritonBackend
@@ -97,14 +99,7 @@ def test_fast_narrow_math_meets_the_budget_on_every_pattern(dt: str, fn: str) ->
 @pytest.mark.parametrize("dt", ["bf16", "f16"])
 def test_narrow_f32_softmax_meets_the_budget_down_to_the_subnormals(dt: str) -> None:
     mod = _module(dt)
-    rng = np.random.default_rng(7)
-    rows = [rng.standard_normal(64, np.float32) * s for s in (0.5, 3.0, 20.0)]
-    # exponents reaching bf16's subnormal range (e^-88 .. e^-104 after the max subtraction)
-    rows.append(np.concatenate([[0.0], -np.linspace(80.0, 104.0, 63)]).astype(np.float32))
-    rows.append(np.concatenate([[np.inf, 1.0], np.zeros(62)]).astype(np.float32))
-    rows.append(np.concatenate([[np.nan], np.zeros(63)]).astype(np.float32))
-    rows.append(np.full(64, -np.inf, np.float32))
-    x = np.stack(rows).astype(NP[dt])
+    x = softmax_rows(dt)
     comp = tf_compile(mod, "f_softmax", [x.shape], "triton", cfg=TRITON_TILES)
     exps = [i for i in kir.iter_instrs(comp.program.kernels()[0].body)
             if isinstance(i, kir.Math)]
@@ -113,37 +108,13 @@ def test_narrow_f32_softmax_meets_the_budget_down_to_the_subnormals(dt: str) -> 
     assert v.status == "PASS", v.message[:2000]
 
 
-def _rms_rows(dt: str) -> np.ndarray:
-    """Rows reaching both ends of the dtype: squares that overflow f32 or sink into its
-    subnormals unscaled (bf16), rows of one huge and many tiny values, subnormal rows, zero
-    rows of both signs, inf and NaN rows, and random rows at several scales."""
-    fin = ml_dtypes.finfo(NP[dt])
-    big, tiny = float(fin.max), float(fin.smallest_subnormal)
-    rng = np.random.default_rng(11)
-    n = 96
-    rows = [rng.standard_normal(n) * s for s in (1e-3, 1.0, 300.0)]
-    rows += [rng.standard_normal(n) * s for s in (1e25, 1e36, 1e-25, 1e-38)] if dt == "bf16" \
-        else []
-    rows.append(np.full(n, big))
-    rows.append(np.concatenate([[big, -big], rng.standard_normal(n - 2) * tiny * 8]))
-    rows.append(np.concatenate([[1.0], np.full(n - 1, tiny)]))
-    rows.append(rng.integers(-40, 40, n) * tiny)
-    rows.append(np.full(n, tiny))
-    rows.append(np.zeros(n))
-    rows.append(-np.zeros(n))
-    rows.append(np.concatenate([[np.inf, -2.0], np.ones(n - 2)]))
-    rows.append(np.concatenate([[np.nan, 0.0], np.ones(n - 2)]))
-    rows.append(np.concatenate([[-np.inf, np.inf], np.zeros(n - 2)]))
-    return np.stack(rows).astype(NP[dt])
-
-
 @pytest.mark.parametrize("dt", ["bf16", "f16"])
 @pytest.mark.parametrize("fn", ["f_rmsnorm", "f_rmsnorm_big_eps", "f_rmsnorm_tiny_eps"])
 def test_narrow_f32_rmsnorm_meets_the_budget_at_both_ends_of_the_range(dt: str, fn: str) -> None:
     """RMSNorm of a narrow dtype in f32 (D279): a bf16 row is scaled by 1/max|x| so its
     squares neither overflow nor underflow; judged against the reference's f64 value."""
     mod = _module(dt)
-    x = _rms_rows(dt)
+    x = rms_rows(dt)
     rng = np.random.default_rng(5)
     w = (rng.standard_normal(x.shape[1]) * 2.0).astype(NP[dt])
     w[:4] = np.array([1.0, -1.0, 1e30 if dt == "bf16" else 6e4, 0.0]).astype(NP[dt])
@@ -157,7 +128,7 @@ def test_unscaled_f32_rmsnorm_would_fail_the_huge_bf16_rows() -> None:
     """The scaling is needed: the same rows through the f64-free formula without it (x² in
     f32) overflow to inf and give zeros where the reference has finite values."""
     mod = _module("bf16")
-    x = _rms_rows("bf16")
+    x = rms_rows("bf16")
     w = np.ones(x.shape[1], ml_dtypes.bfloat16)
     xf = x.astype(np.float32)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):

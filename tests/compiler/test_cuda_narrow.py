@@ -1,0 +1,81 @@
+"""The CUDA targets' narrow-dtype row kernels in f32 (``CUDA_TILES.narrow_f32``, D279 / D280).
+
+``semantics/ulp.py``, lemma (B): "An implementation that widens to f32, computes with an f32
+error of E ulp32 and rounds once to the dtype returns a value within **1 ulp** of the correctly
+rounded result whenever E < 2^(23−p)". RMSNorm and softmax of bf16 / f16 are lowered in f32 for
+the CUDA targets (the lowering the Triton backend uses); the C-family spelling computes the
+exp of an f32 value with CUDA's double library rounded once (within f32's budget, so within the
+narrow one). Judged here on the host emulation (``cuda-host``) with rows at both ends of the
+range; the conformance tiers run the same kernels on the GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from narrow_rows import NP, rms_rows, softmax_rows
+
+pytest.importorskip("cuda.bindings.nvrtc")
+
+from tilefoundry.compiler import kir
+from tilefoundry.compiler.cuda_backend import CUDA_TILES
+from tilefoundry.compiler.pipeline import compile as tf_compile
+from tilefoundry.oracle.compare import check
+from tilefoundry.semantics.dsl import parse_module
+
+SOURCE = """
+N = DimVar("N", 1, 1 << 20)
+R = DimVar("R", 1, 1 << 10)
+
+@func
+def f_softmax(x: Tensor[(R, N), {dt}]) -> Tensor[(R, N), {dt}]:
+    return softmax(x, axis=1)
+
+@func
+def f_rmsnorm(x: Tensor[(R, N), {dt}], w: Tensor[(N,), {dt}]) -> Tensor[(R, N), {dt}]:
+    return rms_norm(x, w, eps=1e-6)
+"""
+
+
+def _module(dt: str):
+    import tilefoundry.semantics.dsl as dsl
+
+    env = {k: getattr(dsl, k) for k in dir(dsl) if not k.startswith("_")}
+    env.update(dsl.DTYPE_NAMES)
+    return parse_module(SOURCE.format(dt=dt), env)
+
+
+def _f64_free(comp) -> bool:
+    """No f64 value in any kernel of the lowered program (the narrow f32 form was taken)."""
+    bm = comp.program.buffer_map()
+    return all(t.dtype != "f64" for k in comp.program.kernels()
+               for t in kir.kernel_types(k, bm).values())
+
+
+def test_cuda_tiles_ask_for_the_narrow_f32_forms() -> None:
+    assert CUDA_TILES.narrow_f32
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+def test_narrow_softmax_on_cuda_meets_the_budget_down_to_the_subnormals(dt: str) -> None:
+    mod = _module(dt)
+    x = softmax_rows(dt)
+    comp = tf_compile(mod, "f_softmax", [x.shape], "cuda-host")
+    exps = [i for i in kir.iter_instrs(comp.program.kernels()[0].body)
+            if isinstance(i, kir.Math)]
+    assert exps and all(i.within == dt for i in exps), exps  # the f32 path was taken
+    v = check(mod, "f_softmax", [x], comp([x]))
+    assert v.status == "PASS", v.message[:2000]
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+def test_narrow_rmsnorm_on_cuda_meets_the_budget_at_both_ends_of_the_range(dt: str) -> None:
+    mod = _module(dt)
+    x = rms_rows(dt)
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal(x.shape[1]) * 2.0).astype(NP[dt])
+    w[:4] = np.array([1.0, -1.0, 1e30 if dt == "bf16" else 6e4, 0.0]).astype(NP[dt])
+    comp = tf_compile(mod, "f_rmsnorm", [x.shape, w.shape], "cuda-host")
+    assert _f64_free(comp)
+    v = check(mod, "f_rmsnorm", [x, w], comp([x, w]))
+    assert v.status == "PASS", v.message[:2000]
