@@ -1403,6 +1403,19 @@ def _nn_special(name: str, dt: DType) -> Callable[[], Built]:
             b = _rows(dt, [["1", "-1"], ["2", "0"], ["0.5", "-0"]])
             av, bv = _var("a", a.shape, dt), _var("b", b.shape, dt)
             return _module([av, bv], _call(MatMul(), av, bv)), ENTRY, [a, b]
+        if name == "matmul_tiles":
+            # past one 128 x 128 x 32 tile in M, N and K (ragged at every edge), reassociation
+            # admitted: the shape compiled backends map onto tensor cores (D263, D280); an inf,
+            # a NaN, a -0 row and products near the dtype's max among random values
+            a = _random_float(r, (130, 72), dt)
+            b = _random_float(r, (72, 136), dt)
+            named = _named(dt)
+            a[3, 5], b[7, 2], a[10, 71] = named["inf"], named["-inf"], named["nan"]
+            a[20, :] = named["-0"]
+            a[40, :4], b[:4, 40] = named["max"], named["2"]
+            av, bv = _var("a", a.shape, dt), _var("b", b.shape, dt)
+            return _module([av, bv], _call(MatMul(allow_reassociation=True), av, bv)), ENTRY, \
+                [a, b]
         if name == "conv2d":
             x = _random_float(r, (1, 2, 4, 4), dt)
             named = _named(dt)
@@ -1530,6 +1543,10 @@ def _special_cases(acc: _Acc) -> None:
                 spec=_S_SOFTMAX if name == "softmax" else _S_CONV_PAD if "padded" in name
                 else _SPECIAL_SPEC.format(op=cls),
                 tier="quick")
+    for dt in (BF16, F16, E4M3, E5M2):
+        add(f"special/nn/matmul-tiles/{dt}", "nn", _nn_special("matmul_tiles", dt),
+            ops=("MatMul",), dtypes=(dt,), spec=_SPECIAL_SPEC.format(op="MatMul"),
+            tier="quick" if dt in (BF16, E4M3) else "full")
 
 
 # =============================================================================================

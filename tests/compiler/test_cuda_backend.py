@@ -61,7 +61,9 @@ def _kernels(source: str) -> list[str]:
 
 
 def _unit(kernels: list[str]) -> str:
-    return render_cuda.cuda_prelude() + "\n".join(
+    from tilefoundry.compiler.render_cuda_mma import MMA_HEAD
+
+    return render_cuda.cuda_prelude() + MMA_HEAD + "\n".join(
         k.replace("tf_kX", f"tf_k{i}") for i, k in enumerate(kernels)) + "\n"
 
 
@@ -69,18 +71,23 @@ def test_every_quick_tier_kernel_compiles_with_nvrtc() -> None:
     """Every program of the quick tier that lowers renders to CUDA (or is refused by the SIMD C
     renderer too: the two share their code), and every distinct kernel passes NVRTC's front end
     with the backend's options (``--fdevice-syntax-only``, batched); one in ``_PTX_EVERY`` goes
-    all the way to compute_90 PTX. (Measured 2026-12-02 on the shared 2-core machine: 1,057
-    programs, 1,848 kernels, 1,749 distinct.)"""
+    all the way to compute_90 PTX, and so does every tensor-core (``mma``) kernel. The programs
+    are lowered with the CUDA targets' tiles (``CUDA_TILES``: the kernels ``--backend cuda``
+    runs). (Measured 2026-12-02 on the shared 2-core machine: 1,057 programs, 1,848 kernels,
+    1,749 distinct.)"""
     import numpy as np
 
+    from tilefoundry.compiler.cuda_backend import CUDA_TILES
     from tilefoundry.conformance.catalog import build_catalog
 
     t0 = time.perf_counter()
     programs, refused, kernels = 0, [], {}
+    mma: set[str] = set()
     for case in build_catalog(0).tier("quick"):
         try:
             m, entry, inputs = case.build()
-            p = compile(m, entry, [np.shape(x) for x in inputs], "interp").program
+            p = compile(m, entry, [np.shape(x) for x in inputs], "interp",
+                        cfg=CUDA_TILES).program
         except TilefoundryError:  # not lowerable here (NOT_SUPPORTED, a run-time check)
             continue
         try:
@@ -95,6 +102,8 @@ def test_every_quick_tier_kernel_compiles_with_nvrtc() -> None:
         programs += 1
         for k in _kernels(src):
             kernels.setdefault(k, case.id)
+            if "/* tensor-core mapping" in k:
+                mma.add(k)
     t_render = time.perf_counter() - t0
     distinct = sorted(kernels)
     with pytest.raises(cuda_build.CudaCompileError, match="tf_no_such_fn"):  # the check bites
@@ -107,15 +116,16 @@ def test_every_quick_tier_kernel_compiles_with_nvrtc() -> None:
                                   options=(*cuda_build.OPTIONS, "--fdevice-syntax-only"))
     t_front = time.perf_counter() - t1
     t2 = time.perf_counter()
-    sample = distinct[::_PTX_EVERY]
+    sample = sorted(set(distinct[::_PTX_EVERY]) | mma)
     ptx = cuda_build.compile_source(_unit(sample)).decode()
     t_ptx = time.perf_counter() - t2
     assert ptx.count(".entry tf_k") == len(sample)
+    assert ptx.count("mma.sync.aligned.m16n8k16") >= len(mma)
     print(f"\nNVRTC check: {programs} quick-tier programs rendered ({len(refused)} refused by "
           f"both C-family renderers), {len(distinct)} distinct kernels through the front end "
-          f"({t_front:.1f} s), {len(sample)} to PTX ({t_ptx:.1f} s); lowering + rendering "
-          f"{t_render:.1f} s")
-    assert programs >= 1000 and len(distinct) >= 1500
+          f"({t_front:.1f} s), {len(sample)} to PTX ({len(mma)} tensor-core kernels; "
+          f"{t_ptx:.1f} s); lowering + rendering {t_render:.1f} s")
+    assert programs >= 1000 and len(distinct) >= 1500 and mma
 
 
 # ---------------------------------------------------------------------------------------------
