@@ -47,10 +47,12 @@ from dataclasses import dataclass
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.render_c import _CTYPE, _literal
 
-__all__ = ["MMA_HEAD", "MMA_THREADS", "MmaPlan", "plan_mma", "render_mma"]
+__all__ = ["MMA_HEAD", "MMA_STAGES", "MMA_THREADS", "MmaPlan", "plan_mma", "render_mma"]
 
 #: threads per block of a tensor-core kernel (8 warps)
 MMA_THREADS = 256
+#: shared-memory stages of the K loop (1 or 2; see ``render_mma``)
+MMA_STAGES = 1
 #: the operand dtypes staged for the tensor core -> the PTX operand type
 _PTX = {"bf16": "bf16", "f16": "f16", "fp8e4m3": "f16", "fp8e5m2": "f16"}
 #: shared-memory row padding (halves): a warp's fragment reads hit 32 distinct banks
@@ -311,10 +313,12 @@ def render_mma(kc, p: MmaPlan) -> list[str]:
     ty = _PTX[p.src]
     pa, puta, decla = _stage_lines(kc, p, p.la, p.m, p.bm, "tf_asn", "tf_ra")
     pb, putb, declb = _stage_lines(kc, p, p.lb, p.n, p.bn, "tf_bsn", "tf_rb")
-    # two shared stages where they fit the 48 KiB of static shared memory: one barrier per K
-    # tile (the stage a tile is computed from is not the one the next tile is staged into)
+    # two shared stages (``MMA_STAGES = 2``, where they fit the 48 KiB of static shared
+    # memory): one barrier per K tile, the stage a tile is computed from not being the one the
+    # next tile is staged into. Measured slower on the H200 (8192^3 bf16, K tile 32: 115.8
+    # TFLOP/s against one stage's 147.7), so one stage is the default.
     sa, sb = p.bm * lds, p.bn * lds
-    stages = 2 if 2 * (sa + sb) * 2 <= 48 * 1024 else 1
+    stages = 2 if MMA_STAGES == 2 and 2 * (sa + sb) * 2 <= 48 * 1024 else 1
     ps = ", ".join(f"p{i}" for i in range(nroot)) or "0"
     # the epilogue: each accumulator this thread owns, rounded and stored
     sptr, _, sbase, _ = kc.ptr(p.st.buffer, write=True)

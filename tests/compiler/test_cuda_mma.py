@@ -135,8 +135,22 @@ def test_device_code_builds_with_nvrtc_and_ptxas() -> None:
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
     # the fragments through ldmatrix (per K tile: 4 A tiles x 2 k16 steps, 2 B pairs x 2), and
-    # one barrier per K tile (two shared stages) plus the prologue's
+    # two barriers per K tile (one shared stage) plus the prologue's
     assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 12
-    assert ptx.count("bar.sync") == 2
+    assert ptx.count("bar.sync") == 3
     assert ".local" not in ptx
     assert len(cuda_build.build(src, "sm_90").data) > 0
+
+
+def test_two_shared_stages_stay_admitted(monkeypatch) -> None:
+    """The two-stage K loop (``MMA_STAGES = 2``: one barrier per K tile) is correct on the host
+    emulation at ragged edges and keeps one barrier per K tile in its PTX."""
+    from tilefoundry.compiler import render_cuda_mma
+
+    monkeypatch.setattr(render_cuda_mma, "MMA_STAGES", 2)
+    comp, v = _judged("bf16", "mm", [(200, 72), (72, 136)], seed=4)
+    assert _mappings(comp) == ["mma"]
+    assert v.status == "PASS", v.message[:2000]
+    ptx = cuda_build.build(comp.executable.source, cuda_build.PTX_ARCH).data
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    assert ptx.count("bar.sync") == 2 and "((kt + 1) & 1)" in comp.executable.source
