@@ -154,3 +154,22 @@ def test_two_shared_stages_stay_admitted(monkeypatch) -> None:
     ptx = cuda_build.build(comp.executable.source, cuda_build.PTX_ARCH).data
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
     assert ptx.count("bar.sync") == 2 and "((kt + 1) & 1)" in comp.executable.source
+
+
+def test_the_judging_catches_a_wrong_fragment_map(monkeypatch) -> None:
+    """The judging above can fail: the same kernel with the epilogue's fragment-to-column map
+    off (each thread's two columns swapped, every store still in bounds) is rejected."""
+    from tilefoundry.compiler import render_cuda_mma
+
+    real = render_cuda_mma.render_mma
+    right = "2 * t + (r & 1);"
+
+    def swapped(kc, p):
+        return [line.replace(right, "2 * t + ((r & 1) ^ 1);") if "gn =" in line else line
+                for line in real(kc, p)]
+
+    monkeypatch.setattr(render_cuda_mma, "render_mma", swapped)
+    comp, v = _judged("bf16", "mm", [(64, 72), (72, 64)], seed=9)
+    assert _mappings(comp) == ["mma"]
+    assert "2 * t + ((r & 1) ^ 1);" in comp.executable.source
+    assert v.status == "FAIL"
