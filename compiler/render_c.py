@@ -583,12 +583,20 @@ class KernelC:
     # -- the kernel ---------------------------------------------------------------------------
     def render(self) -> str:
         self.check_storage()
+        whole = self.render_whole()
+        if whole is not None:
+            return whole
         segs = self.segments(self.k.body)
         self.plan_arrays(segs)
         self.plan_mapping(segs)
         body: list[str] = []
         self.emit(segs, body, "            ")
         return "\n".join(self.wrap(body))
+
+    def render_whole(self) -> str | None:
+        """*Spelling*: the whole kernel rendered by a dedicated mapping (CUDA: the tensor-core
+        matmul, D280), or None for the run-by-run rendering (C: always None)."""
+        return None
 
     def plan_mapping(self, segs: list) -> None:
         """*Spelling*: choose how instances (and lanes) map to threads (C: nothing to choose)."""

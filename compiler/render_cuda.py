@@ -145,18 +145,18 @@ class KernelCuda(KernelC):
     #: allow the tensor-core mapping for reassociated matmul kernels (D280)
     MMA_MAPPING = True
 
-    def render(self) -> str:
-        """The tensor-core kernel where ``render_cuda_mma.plan_mma`` matches; otherwise the
-        C-family renderer with this spelling's mapping."""
-        if self.MMA_MAPPING:
-            from tilefoundry.compiler import render_cuda_mma
+    def render_whole(self) -> str | None:
+        """The tensor-core kernel where ``render_cuda_mma.plan_mma`` matches (else None: the
+        C-family rendering with this spelling's mapping)."""
+        if not self.MMA_MAPPING:
+            return None
+        from tilefoundry.compiler import render_cuda_mma
 
-            self.check_storage()
-            self.mma = render_cuda_mma.plan_mma(self)
-            if self.mma is not None:
-                self.block, self.scratch = render_cuda_mma.MMA_THREADS, 0
-                return "\n".join(render_cuda_mma.render_mma(self, self.mma))
-        return super().render()
+        self.mma = render_cuda_mma.plan_mma(self)
+        if self.mma is None:
+            return None
+        self.block, self.scratch = render_cuda_mma.MMA_THREADS, 0
+        return "\n".join(render_cuda_mma.render_mma(self, self.mma))
 
     def plan_mapping(self, segs: list) -> None:
         self.plan_lanes(segs)

@@ -242,7 +242,7 @@ def _stage_lines(kc, p: MmaPlan, ld: kir.Load, rows_axis: int, rows: int, name: 
     """(the prefetch lines: global -> this thread's registers for K tile ``kt``, the store
     lines: registers -> the shared tile ``name``, the register declaration)."""
     k, d, T = kc.k, p.d, MMA_THREADS
-    ptr, _, base, ct = kc.ptr(ld.buffer)
+    ptr, _, base, _ = kc.ptr(ld.buffer)
     sr, sk = ld.strides[rows_axis], ld.strides[d]
     batch = [f"b{i} * {s}ll" for i, s in enumerate(ld.strides)
              if s and i not in (rows_axis, d)]
@@ -295,7 +295,6 @@ def _stage_lines(kc, p: MmaPlan, ld: kir.Load, rows_axis: int, rows: int, name: 
                    f"gr * {sr}ll + gk * {sk}ll; h = (uint16_t){val}; }} "
                    f"TF_R({reg})[{j}] = h; }}")
         put.append(f"{name}[{r} * {lds} + {kk}] = TF_R({reg})[{j}];")
-    del ct
     return pre, put, decl
 
 

@@ -50,11 +50,7 @@ def mm_ordered(a: Tensor[(M, K), {dt}], b: Tensor[(K, N), {dt}]) -> Tensor[(M, N
 
 
 def _mod(dt: str):
-    import tilefoundry.semantics.dsl as dsl
-
-    env = {k: getattr(dsl, k) for k in dir(dsl) if not k.startswith("_")}
-    env.update(dsl.DTYPE_NAMES)
-    return parse_module(SRC.format(dt=dt), env)
+    return parse_module(SRC.format(dt=dt))  # the DSL's own names need no env
 
 
 def _arrays(dt: str, shapes, seed: int = 0) -> list[np.ndarray]:

@@ -68,11 +68,7 @@ def f_rmsnorm_tiny_eps(x: Tensor[(R, N), {dt}], w: Tensor[(N,), {dt}]) -> Tensor
 
 
 def _module(dt: str):
-    import tilefoundry.semantics.dsl as dsl
-
-    env = {k: getattr(dsl, k) for k in dir(dsl) if not k.startswith("_")}
-    env.update(dsl.DTYPE_NAMES)
-    return parse_module(SOURCE.format(dt=dt), env)
+    return parse_module(SOURCE.format(dt=dt))  # the DSL's own names need no env
 
 
 @pytest.fixture(scope="module", autouse=True)
