@@ -186,6 +186,11 @@ class OutputVerdict:
     unjudged: int = 0  # elements not judged (UNJUDGED outputs)
     #: the distinct classes of the rejected elements, most frequent first (``failure_classes``)
     classes: tuple = ()
+    #: per element, accepted by the strict contract (a bool array; FAIL outputs; not reported)
+    ok: Any = field(default=None, repr=False, compare=False)
+    #: conformance levels (``oracle/diagnose.py``): the least relaxation sets under which the
+    #: rejected elements are admitted, per element class (None: not diagnosed)
+    diagnosis: Any = field(default=None, compare=False)
 
     def line(self) -> str:
         s = f"output {self.output}: {self.status} under {self.contract}"
@@ -209,6 +214,8 @@ class Verdict:
     message: str = ""
     contracts_version: str = CONTRACTS_VERSION
     reference: Any = field(default=None, repr=False, compare=False)
+    #: conformance levels for the whole case (``oracle/diagnose.py``; None: not diagnosed)
+    diagnosis: Any = field(default=None, compare=False)
 
     def __bool__(self) -> bool:
         return self.status == PASS
@@ -255,6 +262,21 @@ def failure_classes(ok: np.ndarray, e: np.ndarray, o: np.ndarray,
     bad = ~np.asarray(ok, bool)
     if not bad.any():
         return ()
+    code, name = class_codes(e, o)
+    flat_code = code[bad]
+    where = np.argwhere(bad) if bad.ndim else np.zeros((1, 0), np.int64)
+    uniq, first, counts = np.unique(flat_code, return_index=True, return_counts=True)
+    order = sorted(range(len(uniq)), key=lambda j: (-int(counts[j]), int(first[j])))
+    out = []
+    for j in order[:limit]:
+        idx = tuple(int(v) for v in where[first[j]])
+        out.append((name(int(uniq[j])), int(counts[j]), idx, _hex(e, idx), _hex(o, idx),
+                    _dec(e, idx), _dec(o, idx)))
+    return tuple(out)
+
+
+def class_codes(e: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, Callable[[int], str]]:
+    """Per element, the code of its class (``failure_classes``) and the code -> name map."""
     dt = dtype_of(e)
     if dt.is_float:
         ke, ko = _float_kinds(e), _float_kinds(o)
@@ -277,16 +299,7 @@ def failure_classes(ok: np.ndarray, e: np.ndarray, o: np.ndarray,
 
         def name(c: int) -> str:
             return ("observed < expected", "equal bits, rejected", "observed > expected")[c]
-    flat_code = code[bad]
-    where = np.argwhere(bad) if bad.ndim else np.zeros((1, 0), np.int64)
-    uniq, first, counts = np.unique(flat_code, return_index=True, return_counts=True)
-    order = sorted(range(len(uniq)), key=lambda j: (-int(counts[j]), int(first[j])))
-    out = []
-    for j in order[:limit]:
-        idx = tuple(int(v) for v in where[first[j]])
-        out.append((name(int(uniq[j])), int(counts[j]), idx, _hex(e, idx), _hex(o, idx),
-                    _dec(e, idx), _dec(o, idx)))
-    return tuple(out)
+    return np.asarray(code), name
 
 
 def _judge(i: int, contract: str, ok: np.ndarray, e: np.ndarray, o: np.ndarray,
@@ -310,7 +323,7 @@ def _judge(i: int, contract: str, ok: np.ndarray, e: np.ndarray, o: np.ndarray,
     except Exception:  # a format the classifier cannot read: the worst element still stands
         classes = ()
     return OutputVerdict(i, FAIL, contract, bad, total, worst, _hex(e, worst), _hex(o, worst),
-                         _dec(e, worst), _dec(o, worst), dist, detail, classes=classes)
+                         _dec(e, worst), _dec(o, worst), dist, detail, classes=classes, ok=ok)
 
 
 # ---------------------------------------------------------------------------------------------

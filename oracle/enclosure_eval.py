@@ -381,6 +381,93 @@ def _gather_enc(v: Any, e: Any) -> Any:
     return Enc(comps[0], comps[1], _unflag(comps[2]), _unflag(comps[3]), e.cause, nb)
 
 
+class RelaxedEvaluator(EnclosingEvaluator):
+    """The enclosing evaluation under a declared relaxation set (``admit``, an
+    ``oracle.relax.Admit``): at every op where a relaxation applies, the operands and the
+    result enclosure are widened by it (``relax.relax_operands`` / ``relax_result``). Beside
+    each value it records whether a widening reached it (``touched``): an output no widening
+    reached keeps its strict judgement."""
+
+    admit: Any = None
+
+    def __init__(self, session: Session):
+        super().__init__(session)
+        self._inter: dict[int, bool] = {}
+        self._touched: dict[int, Any] = {}
+        self.loops = False
+
+    def call_function(self, fn, args):
+        from tilefoundry.oracle.relax import intermediates
+
+        self._inter.update(intermediates(fn))
+        return super().call_function(fn, args)
+
+    def touched(self, v: Any) -> bool:
+        if isinstance(v, tuple):
+            return any(self.touched(f) for f in v)
+        hit = self._touched.get(id(v))
+        return hit is not None and hit is v
+
+    def _mark(self, v: Any) -> None:
+        self._touched[id(v)] = v
+
+    def eval_node(self, node, values, env):
+        from tilefoundry.oracle.relax import relax_operands, relax_result
+        from tilefoundry.semantics.ir import GridRegionExpr, Tuple, TupleGetItem
+
+        call = isinstance(node, Call) and not isinstance(node.op, Function)
+        active = self.admit.at(node.op) if call else frozenset()
+        if not active:
+            v = super().eval_node(node, values, env)
+            if isinstance(node, GridRegionExpr):
+                self.loops = True
+            kids = list(node.args) if isinstance(node, Call) else \
+                list(node.fields) if isinstance(node, Tuple) else \
+                [node.tuple_value] if isinstance(node, TupleGetItem) else []
+            if any(self.touched(values[id(k)]) for k in kids if id(k) in values):
+                self._mark(v)
+            return v
+        n0 = len(self.contracts)
+        v = _Evaluator.eval_node(self, node, values, env)
+        new = [c for _, c in self.contracts[n0:]]
+        args = tuple(values[id(a)] for a in node.args)
+        encs = [e.for_operand() if isinstance(e, Enc) else e for e in map(self.enc_of, args)]
+        upstream = any(self.touched(a) for a in args)
+        if any(isinstance(e, str) for e in encs):
+            self._set(v, SHARDED)
+            return v
+        if any(isinstance(a, Sharded | PerDevice) for a in args) or \
+                isinstance(v, Sharded | PerDevice) or any(c.per_device for c in new):
+            if new or any(e is not None for e in encs):  # mesh values stay strict
+                self._set(v, _mesh_enclosure(node, env, args, encs, v, new))
+            if upstream:
+                self._mark(v)
+            return v
+        widened = relax_operands(encs, args, active)
+        site = _rules.Site(node.op, node, node.checked_type, env, widened, args, v, new)
+        e0 = ENCLOSURES[type(node.op)](site) if new or any(
+            x is not None for x in widened) or type(node.op) in RULES_ON_EXACT else None
+        e = relax_result(site, e0, active, intermediate=self._inter.get(id(node), False),
+                         operand_values=lambda n: (values[id(n)], self.enc_of(values[id(n)])))
+        self._set(v, e)
+        if upstream or e is not e0 or any(a is not b for a, b in zip(encs, widened,
+                                                                      strict=True)):
+            self._mark(v)
+        return v
+
+
+def evaluate_relaxed(module: Module, entry: str, inputs: Sequence[np.ndarray], admit: Any
+                     ) -> tuple[list[Any], list[bool]]:
+    """Per output: its enclosure under ``admit`` and whether a relaxation's widening reached
+    it (every output counts as reached when the program loops and anything was widened)."""
+    cls = type("Relaxed", (RelaxedEvaluator,), {"admit": admit})
+    value, ev = run(module, entry, inputs, cls)
+    outs = list(value) if isinstance(value, tuple | list) else [value]
+    encs = [_gather_enc(o, ev.enc_of(o)) for o in outs]
+    anything = ev.loops and bool(ev._touched)
+    return encs, [anything or ev.touched(o) for o in outs]
+
+
 def evaluate_enclosed(module: Module, entry: str, inputs: Sequence[np.ndarray]
                       ) -> tuple[Evaluation, list[Any]]:
     """``evaluate(..., report=True)`` plus, per output (as ``compare`` lists them), its
@@ -391,4 +478,5 @@ def evaluate_enclosed(module: Module, entry: str, inputs: Sequence[np.ndarray]
     return Evaluation(value, tuple(ev.contracts), encs, ev.entry_fn), encs
 
 
-__all__ = ["SHARDED", "Enc", "EnclosingEvaluator", "evaluate_enclosed"]
+__all__ = ["SHARDED", "Enc", "EnclosingEvaluator", "RelaxedEvaluator", "evaluate_enclosed",
+           "evaluate_relaxed"]
