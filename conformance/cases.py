@@ -26,8 +26,10 @@ from tilefoundry.errors import RUN_TIME_CHECKS, InvalidArgumentError, bad_choice
 
 __all__ = ["TIERS", "VERDICTS", "Case", "Catalog"]
 
-VERDICTS = ("PASS", "FLAKY", "UNJUDGED", "FAIL", "NOT_SUPPORTED", "XFAIL", "XPASS", "CRASH",
-            "TIMEOUT", "ERROR")
+#: ADMITTED: rejected by the strict contracts, admitted under the relaxations the run declared
+#: (``--admit`` / the manifest's [[admit]]): never a strict PASS
+VERDICTS = ("PASS", "ADMITTED", "FLAKY", "UNJUDGED", "FAIL", "NOT_SUPPORTED", "XFAIL", "XPASS",
+            "CRASH", "TIMEOUT", "ERROR")
 TIERS = ("quick", "full")
 
 

@@ -43,7 +43,12 @@ def _common(p: argparse.ArgumentParser, *, jsonl: str, timeout: float) -> None:
     p.add_argument("--jsonl", default=jsonl,
                    help=f"results, one JSON object per case, appended as cases finish "
                         f"(default {jsonl})")
-    p.add_argument("--manifest", help="a TOML manifest of xfail / skip / tolerance entries")
+    p.add_argument("--manifest", help="a TOML manifest of xfail / skip / tolerance / admit "
+                                      "entries")
+    p.add_argument("--admit", metavar="NAMES",
+                   help="judge under these declared relaxations too, comma-separated (nsz, "
+                        "nnan, ninf, ftz, afn, arcp, contract, excess, wp; name@Op scopes one "
+                        "to an op class): a case they admit is ADMITTED, never PASS")
     p.add_argument("--junit", help="write a JUnit XML report here")
     p.add_argument("--coverage", help="write the op x dtype coverage matrix here (markdown "
                                       "for *.md, plain text otherwise)")
@@ -237,6 +242,12 @@ def _prepare(args: argparse.Namespace):
     from tilefoundry.conformance.runner import ConformanceError, _check_writable
 
     manifest = Manifest.load(args.manifest) if args.manifest else None
+    if getattr(args, "admit", None):
+        from tilefoundry.oracle.relax import parse_admit
+
+        adm = parse_admit(args.admit, origin="--admit")
+        manifest = manifest if manifest is not None else Manifest(source="--admit")
+        manifest.admit_all = adm
     if args.junit:
         _check_writable(Path(args.junit), "--junit")
     if args.coverage:
@@ -263,6 +274,7 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
     from tilefoundry.conformance.report import (
         failure_lines,
         judged_line,
+        relaxation_table,
         summary_table,
         write_coverage,
         write_junit,
@@ -277,6 +289,10 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
               f"in {result.wall_s:.1f} s with -j {args.jobs}")
     print(summary_table(recs))
     print(judged_line(recs))
+    rt = relaxation_table(recs)
+    if rt:
+        print()
+        print(rt)
     bl = result.baseline
     bad = failure_lines(bl.new if bl is not None else recs)
     if bad:

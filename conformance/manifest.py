@@ -25,6 +25,11 @@ A manifest is a TOML file (read with ``tomllib``)::
 * **skip** — the case is not run: it is recorded ``NOT_SUPPORTED`` with the message
   ``skipped by manifest: <reason>`` (there is no SKIP verdict; a skip is a declared
   non-support).
+* **admit** — conformance levels (docs/contracts.md): ``relaxations = ["nsz", "afn@Silu"]``
+  declares relaxations for the matching cases. A case the strict contracts reject and those
+  relaxations admit is recorded ``ADMITTED`` (never ``PASS``), with the set in ``admitted``.
+  ``--admit`` on the command line adds a set for every case. An unknown name, or one scoped to
+  an op it cannot apply to, is an error naming the valid ones.
 * **tolerance** — the contracts are exact (bits, admitted sets); an override is an explicit,
   visible widening: an output the oracle judged FAIL is accepted when it is a float output and
   every element lies within ``ulp`` units in the last place of the reference's value on the
@@ -42,6 +47,7 @@ import fnmatch
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tilefoundry.errors import TilefoundryError
 
@@ -52,6 +58,7 @@ _KEYS = {
     "xfail": {"case", "reason", "verdict"},
     "skip": {"case", "reason"},
     "tolerance": {"case", "reason", "ulp"},
+    "admit": {"case", "reason", "relaxations"},
 }
 
 
@@ -66,6 +73,7 @@ class ManifestEntry:
     reason: str
     verdicts: tuple[str, ...] = FAILURE_VERDICTS  # xfail only
     ulp: int = 0  # tolerance only
+    admit: Any = None  # admit only: an oracle.relax.Admit
 
     def matches(self, case_id: str) -> bool:
         return case_id == self.case or fnmatch.fnmatchcase(case_id, self.case)
@@ -76,7 +84,10 @@ class Manifest:
     xfail: list[ManifestEntry] = field(default_factory=list)
     skip: list[ManifestEntry] = field(default_factory=list)
     tolerance: list[ManifestEntry] = field(default_factory=list)
+    admit: list[ManifestEntry] = field(default_factory=list)
     source: str = "<manifest>"
+    #: a set declared for every case (``--admit``)
+    admit_all: Any = None
 
     # -----------------------------------------------------------------------------------------
     @classmethod
@@ -98,7 +109,7 @@ class Manifest:
         for table, entries in data.items():
             if table not in _KEYS:
                 raise ManifestError(f"manifest {source}: unknown table {table!r} (allowed: "
-                                    f"[[xfail]], [[skip]], [[tolerance]])")
+                                    f"[[xfail]], [[skip]], [[tolerance]], [[admit]])")
             if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
                 raise ManifestError(f"manifest {source}: {table!r} must be an array of tables "
                                     f"([[{table}]])")
@@ -108,7 +119,7 @@ class Manifest:
 
     # -----------------------------------------------------------------------------------------
     def entries(self) -> list[ManifestEntry]:
-        return [*self.xfail, *self.skip, *self.tolerance]
+        return [*self.xfail, *self.skip, *self.tolerance, *self.admit]
 
     @staticmethod
     def _first(entries: list[ManifestEntry], case_id: str) -> ManifestEntry | None:
@@ -122,6 +133,15 @@ class Manifest:
 
     def tolerance_for(self, case_id: str) -> ManifestEntry | None:
         return self._first(self.tolerance, case_id)
+
+    def admit_for(self, case_id: str) -> Any:
+        """The relaxations declared for ``case_id`` (every matching [[admit]] entry and
+        ``--admit``), an ``oracle.relax.Admit``, or None."""
+        out = self.admit_all
+        for e in self.admit:
+            if e.matches(case_id):
+                out = e.admit if out is None else out.merged(e.admit)
+        return out
 
     def unused(self, case_ids: list[str]) -> list[ManifestEntry]:
         """Entries that match none of ``case_ids`` (reported as a warning: stale entries)."""
@@ -153,4 +173,19 @@ def _entry(table: str, n: int, e: dict, source: str) -> ManifestEntry:
             raise ManifestError(f"{where} ({case!r}): 'ulp' (a non-negative integer) is "
                                 f"required, got {ulp!r}")
         return ManifestEntry("tolerance", case, reason.strip(), ulp=ulp)
+    if table == "admit":
+        from tilefoundry.errors import InvalidArgumentError
+        from tilefoundry.oracle.relax import NAMES, parse_admit
+
+        names = e.get("relaxations")
+        if not isinstance(names, list) or not names or \
+                not all(isinstance(x, str) for x in names):
+            raise ManifestError(f"{where} ({case!r}): 'relaxations' (a non-empty list of "
+                                f"names, e.g. [\"nsz\", \"afn@Silu\"]) is required; valid "
+                                f"names: {', '.join(NAMES)}")
+        try:
+            adm = parse_admit(names, origin=f"{where} ({case!r}): relaxations")
+        except InvalidArgumentError as ex:
+            raise ManifestError(str(ex)) from None
+        return ManifestEntry("admit", case, reason.strip(), admit=adm)
     return ManifestEntry("skip", case, reason.strip())

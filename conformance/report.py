@@ -40,10 +40,10 @@ __all__ = [
     "write_reproducer",
 ]
 
-ABBR = {"PASS": "PASS", "FLAKY": "FLAKY", "UNJUDGED": "UNJ", "FAIL": "FAIL", "NOT_SUPPORTED": "N/S", "XFAIL": "XFAIL",
+ABBR = {"PASS": "PASS", "ADMITTED": "ADM", "FLAKY": "FLAKY", "UNJUDGED": "UNJ", "FAIL": "FAIL", "NOT_SUPPORTED": "N/S", "XFAIL": "XFAIL",
         "XPASS": "XPASS", "CRASH": "CRASH", "TIMEOUT": "T/O", "ERROR": "ERROR"}
 # worst last: what a coverage cell shows when several cases exercise it
-SEVERITY = ("NOT_SUPPORTED", "PASS", "FLAKY", "UNJUDGED", "XFAIL", "XPASS", "FAIL", "ERROR", "TIMEOUT", "CRASH")
+SEVERITY = ("NOT_SUPPORTED", "PASS", "ADMITTED", "FLAKY", "UNJUDGED", "XFAIL", "XPASS", "FAIL", "ERROR", "TIMEOUT", "CRASH")
 #: record keys that depend on scheduling, not on the case (how long it took; whether it ran
 #: again in a fresh worker after the worker that started it died from an earlier case)
 TIMING_KEYS = ("seconds", "rerun")
@@ -91,7 +91,7 @@ def strip_timing(records: Iterable[dict]) -> list[dict]:
 # terminal
 # =============================================================================================
 #: ANSI colours of the verdicts on a terminal (green: passed, red: failed, yellow: not judged)
-_COLOUR = {"PASS": "32", "FLAKY": "33", "UNJUDGED": "33", "FAIL": "31", "NOT_SUPPORTED": "2",
+_COLOUR = {"PASS": "32", "ADMITTED": "36", "FLAKY": "33", "UNJUDGED": "33", "FAIL": "31", "NOT_SUPPORTED": "2",
            "XFAIL": "2", "XPASS": "31", "CRASH": "31", "TIMEOUT": "31", "ERROR": "31"}
 
 
@@ -191,6 +191,58 @@ def summary_table(records: list[dict]) -> str:
     return "\n".join([fmt(head), sep, *(fmt(x) for x in rows[:-1]), sep, fmt(rows[-1])])
 
 
+def diagnosis_label(d: Any) -> str:
+    """A record's diagnosis in one token: the least sets (``nsz+afn | ftz``) or ``none``."""
+    if not isinstance(d, dict):
+        return "?"
+    least = d.get("least") or []
+    if d.get("none") or not least:
+        return "none"
+    return " | ".join("+".join(str(x) for x in s) for s in least if isinstance(s, list))
+
+
+def relaxation_table(records: list[dict]) -> str:
+    """Rejected outputs (of FAIL / ADMITTED records) per producing op × least relaxation: a
+    count in each relaxation of a least set (several least sets: each counts), ``none`` for
+    the outputs no relaxation admits. Empty when no record was diagnosed."""
+    from tilefoundry.oracle.relax import NAMES
+
+    rows: dict[str, Counter] = {}
+    for r in records:
+        if r.get("verdict") not in ("FAIL", "ADMITTED"):
+            continue
+        for o in r.get("outputs", ()) or ():
+            d = o.get("diagnosis") if isinstance(o, dict) else None
+            if not isinstance(d, dict):
+                continue
+            c = rows.setdefault(str(d.get("op") or "?"), Counter())
+            c["outputs"] += 1
+            if d.get("none") or not d.get("least"):
+                c["none"] += 1
+                continue
+            for n in {x for s in d["least"] if isinstance(s, list) for x in s}:
+                c[n] += 1
+    if not rows:
+        return ""
+    total = Counter()
+    for c in rows.values():
+        total.update(c)
+    cols = [n for n in NAMES if total[n]] + ["none"]
+    head = ["op", "outputs", *cols]
+    body = [[op, str(c["outputs"]), *(str(c[n]) if c[n] else "-" for n in cols)]
+            for op, c in sorted(rows.items())]
+    foot = ["total", str(total["outputs"]), *(str(total[n]) if total[n] else "-" for n in cols)]
+    w = [max(len(x[i]) for x in [head, *body, foot]) for i in range(len(head))]
+
+    def fmt(x: list[str]) -> str:
+        return "  ".join(s.ljust(w[0]) if i == 0 else s.rjust(w[i]) for i, s in enumerate(x))
+
+    sep = "  ".join("-" * n for n in w)
+    return "\n".join(["rejected outputs by op x least relaxation set (docs/contracts.md, "
+                      "Conformance levels):", fmt(head), sep, *(fmt(x) for x in body), sep,
+                      fmt(foot)])
+
+
 def judged_line(records: list[dict]) -> str:
     """Output elements judged / unjudged over the records that were judged at all."""
     el = sum(int(r.get("elements", 0)) for r in records)
@@ -251,6 +303,16 @@ def write_junit(records: list[dict], path: str | Path, *, name: str = "tilefound
             ET.SubElement(tc, "skipped", {"type": v, "message": f"{v}: {msg}"})
         elif v == "FLAKY":  # passed on a later attempt: a pass, with the first failure shown
             ET.SubElement(tc, "system-out").text = f"{v} (attempts {r.get('attempts')}): {msg}"
+        elif v == "ADMITTED":  # a pass under declared relaxations, never a strict one
+            tp = ET.SubElement(tc, "properties")
+            ET.SubElement(tp, "property", {"name": "admitted", "value": str(r.get("admitted"))})
+            ET.SubElement(tc, "system-out").text = f"{v}: {msg}"
+        if r.get("diagnosis") and v not in ("ADMITTED",):
+            tp = tc.find("properties")
+            if tp is None:
+                tp = ET.SubElement(tc, "properties")
+            ET.SubElement(tp, "property", {"name": "least_relaxations",
+                                           "value": diagnosis_label(r["diagnosis"])})
     ET.indent(root)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 

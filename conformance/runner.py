@@ -590,7 +590,19 @@ def _output_detail(o: Any) -> dict:
             "detail": o.detail,
             "classes": [{"class": c[0], "count": c[1], "index": list(c[2]),
                          "expected_hex": c[3], "observed_hex": c[4], "expected": c[5],
-                         "observed": c[6]} for c in getattr(o, "classes", ())]}
+                         "observed": c[6]} for c in getattr(o, "classes", ())],
+            **({"diagnosis": o.diagnosis.to_json()} if getattr(o, "diagnosis", None) else {})}
+
+
+def _diagnosed(module: Any, entry: str, inputs: list, observed: Any, v: Any) -> Any:
+    """The FAIL verdict with its conformance-level diagnosis (``oracle/diagnose.py``); a
+    diagnosis that cannot be computed leaves the strict verdict as it is."""
+    from tilefoundry.oracle.diagnose import diagnose
+
+    try:
+        return diagnose(module, entry, inputs, observed, v)
+    except Exception:
+        return v
 
 
 def _tolerance(verdict: Any, observed: Any, ulp: int) -> tuple[bool, float]:
@@ -752,15 +764,31 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
         unj = [o for o in v.outputs if o.status == "UNJUDGED"]
         return done("UNJUDGED", f"{rec['unjudged']} of {rec['elements']} element(s) unjudged "
                                 f"in {len(unj)} output(s): {unj[0].line()}")
+    v = _diagnosed(module, entry, inputs, observed, v)
     fails = [o for o in v.outputs if o.status == "FAIL"]
+    if v.diagnosis is not None:
+        rec["diagnosis"] = v.diagnosis.to_json()
+    admit = opts.get("admit")
+    if admit:
+        from tilefoundry.oracle.diagnose import judge_under
+
+        try:
+            under = judge_under(module, entry, inputs, observed, v, admit)
+        except Exception:
+            under = False
+        if under:
+            return done("ADMITTED", f"admitted under the declared {admit.spelled()}; strictly: "
+                                    + fails[0].line(), admitted=admit.spelled(),
+                        outputs=[_output_detail(o) for o in fails])
     tol = opts.get("tolerance")
     if tol is not None:
         ok, worst = _tolerance(v, observed, tol[0])
         if ok:
             return done("PASS", f"accepted by the manifest's tolerance override (<= {tol[0]} "
                                 f"ulp; worst {worst:g} ulp): {tol[1]}", tolerance=tol[0])
+    why = f"; {v.diagnosis.line()}" if v.diagnosis is not None else ""
     done("FAIL", fails[0].line() + (f" (+{len(fails) - 1} more failing output(s))"
-                                    if len(fails) > 1 else ""),
+                                    if len(fails) > 1 else "") + why,
          outputs=[_output_detail(o) for o in fails])
     repro = opts.get("repro")
     if repro:
@@ -1173,6 +1201,7 @@ class _Dispatch:
             tol = m.tolerance_for(case.id) if m is not None else None
             opts: dict[str, Any] = {**self.base_opts,
                                     "tolerance": (tol.ulp, tol.reason) if tol else None,
+                                    "admit": m.admit_for(case.id) if m is not None else None,
                                     "reduce_s": self.reduce_s if flake is None else 0.0}
             if self.repro_dir is not None and flake is None:  # the first attempt's is kept
                 opts["repro"] = str(self.repro_dir / _safe_name(case.id, self.taken))

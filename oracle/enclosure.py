@@ -236,7 +236,10 @@ def from_candidates(cands: list[np.ndarray], nan_in: np.ndarray, dt: DType,
         lo_w = np.where(isn, np.inf, vals).min(0)
         hi_w = np.where(isn, -np.inf, vals).max(0)
     real = ~isn.all(0)
-    crossed = isn.any(0) & ~nan_in
+    # every corner NaN from non-NaN operands is a NaN result (an overflow past a format with
+    # no infinity, a domain error over the whole box), not a crossing: a monotone function's
+    # interior lies between its corners, and a box reaching 0 has the ±0 corners
+    crossed = isn.any(0) & ~isn.all(0) & ~nan_in
     stack = np.stack(cands)
     ilo = np.where(isn, np.inf, vals).argmin(0)
     ihi = np.where(isn, -np.inf, vals).argmax(0)

@@ -447,6 +447,12 @@ class RelaxedEvaluator(EnclosingEvaluator):
         site = _rules.Site(node.op, node, node.checked_type, env, widened, args, v, new)
         e0 = ENCLOSURES[type(node.op)](site) if new or any(
             x is not None for x in widened) or type(node.op) in RULES_ON_EXACT else None
+        if e0 is not None and all(x is None for x in encs) and any(
+                x is not None for x in widened):
+            base = ENCLOSURES[type(node.op)](_rules.Site(
+                node.op, node, node.checked_type, env, encs, args, v, new)) \
+                if new or type(node.op) in RULES_ON_EXACT else None
+            e0 = _only_where_widened(e0, base, v, widened, args)
         e = relax_result(site, e0, active, intermediate=self._inter.get(id(node), False),
                          operand_values=lambda n: (values[id(n)], self.enc_of(values[id(n)])))
         self._set(v, e)
@@ -454,6 +460,35 @@ class RelaxedEvaluator(EnclosingEvaluator):
                                                                       strict=True)):
             self._mark(v)
         return v
+
+
+def _only_where_widened(e: Any, base: Any, v: Any, widened: list, args: tuple) -> Any:
+    """An op on exact operands that a relaxation widened: its rule's enclosure where some
+    operand element was widened, the strict one (``base``; None: the exact value) elsewhere
+    (a rule evaluated on point boxes reads a NaN from overflow as a box crossing the
+    domain). Elementwise results only."""
+    from tilefoundry.oracle.enclosure import _f64
+
+    if not isinstance(e, Enc) or not isinstance(v, np.ndarray):
+        return e
+    moved = np.zeros(v.shape, bool)
+    for w, a in zip(widened, args, strict=True):
+        if not isinstance(w, Enc):
+            continue
+        with np.errstate(all="ignore"):
+            a64 = _f64(np.asarray(a))
+            m = w.real & ((_f64(w.lo) != a64) | (_f64(w.hi) != a64) |
+                          (np.signbit(_f64(w.lo)) != np.signbit(a64)) |
+                          (np.signbit(_f64(w.hi)) != np.signbit(a64)))
+        try:
+            moved = moved | np.broadcast_to(m, v.shape)
+        except ValueError:  # not elementwise: the rule's enclosure stands
+            return e
+    if moved.all():
+        return e
+    p = base if isinstance(base, Enc) else Enc.point(v)
+    return Enc(np.where(moved, e.lo, p.lo), np.where(moved, e.hi, p.hi),
+               np.where(moved, e.nan, p.nan), np.where(moved, e.real, p.real), e.cause)
 
 
 def evaluate_relaxed(module: Module, entry: str, inputs: Sequence[np.ndarray], admit: Any

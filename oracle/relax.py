@@ -477,8 +477,12 @@ def hull_alt(e: Enc | None, v: np.ndarray, fn: Callable[..., np.ndarray], encs: 
     """``e`` (or the point ``v``) hulled with ``fn`` over the operands' box corners."""
     boxes = [as_enc(x if isinstance(x, Enc) else None, np.asarray(a))
              for x, a in zip(encs, args, strict=True)]
-    cands, nan_in = corners(fn, boxes)
-    alt = from_candidates(cands, nan_in, dtype_of(v), cause, cause)
+    if all(x is None for x in encs):  # point operands: the alternative's own value
+        with np.errstate(all="ignore"):
+            alt = Enc.point(np.broadcast_to(np.asarray(fn(*args)), v.shape))
+    else:
+        cands, nan_in = corners(fn, boxes)
+        alt = from_candidates(cands, nan_in, dtype_of(v), cause, cause)
     out = hull(as_enc(e, v), alt)
     out.cause = out.cause or cause
     return out

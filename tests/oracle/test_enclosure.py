@@ -214,20 +214,38 @@ def test_random_legal_executions_lie_in_the_enclosure(seed, n):
 
 
 def test_an_overflowing_chain_is_unjudged_not_passed():
-    """exp(x)² overflows to inf and inf - inf is NaN: a box crossing the domain admits every
-    value, so that element is unjudged and the output UNJUDGED (never PASS), whatever the
+    """exp(x)² reaches f32's overflow inside exp's budget at x = 44.36142: the box of exp(x)²
+    holds finite values and inf, inf - inf is NaN, so the box crosses the domain and admits
+    every value: that element is unjudged and the output UNJUDGED (never PASS), whatever the
     candidate returns; the other element stays judged."""
     x = Var("x", TensorType((2,), F32))
     ex = u(UnaryKind.EXP, x)
     sq = b(BinaryKind.MUL, ex, ex)
     m = Module((Function("f", (x,), b(BinaryKind.SUB, sq, sq), None),))
-    xs = np.array([44.5, 1.0], np.float32)  # exp(44.5)^2 ~ 4.4e38 > f32 max
+    xs = np.array([44.36142, 1.0], np.float32)  # exp(44.36142)^2 ~ f32 max, within 3 ulp
     ref = evaluate(m, "f", [xs])
     v = check(m, "f", [xs], ref, enclose=True)
     assert v.status == UNJUDGED and v.outputs[0].status == UNJUDGED
     assert "1 of 2 element(s) unjudged" in v.outputs[0].detail
     wrong = ref.copy()
     wrong[1] = 1.0  # the judged element: exp(1)^2 - exp(1)^2 is within a few ulps of 0
+    assert check(m, "f", [xs], wrong, enclose=True).status == FAIL
+
+
+def test_a_chain_overflowing_in_every_admitted_execution_is_nan_only():
+    """exp(44.5)² overflows to inf for every exp within its budget, so every admitted
+    execution computes inf - inf = NaN: every corner is NaN from non-NaN operands, which is a
+    NaN result, not a box crossing the domain — the element is judged, NaN only."""
+    x = Var("x", TensorType((2,), F32))
+    ex = u(UnaryKind.EXP, x)
+    sq = b(BinaryKind.MUL, ex, ex)
+    m = Module((Function("f", (x,), b(BinaryKind.SUB, sq, sq), None),))
+    xs = np.array([44.5, 1.0], np.float32)  # exp(44.5)^2 ~ 4.4e38 > f32 max
+    ref = evaluate(m, "f", [xs])
+    assert np.isnan(ref[0])
+    assert check(m, "f", [xs], ref, enclose=True).status == PASS
+    wrong = ref.copy()
+    wrong[0] = np.float32(3.0e38)
     assert check(m, "f", [xs], wrong, enclose=True).status == FAIL
 
 
