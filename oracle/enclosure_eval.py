@@ -443,7 +443,7 @@ class RelaxedEvaluator(EnclosingEvaluator):
             if upstream:
                 self._mark(v)
             return v
-        widened = relax_operands(encs, args, active)
+        widened = relax_operands(encs, args, active, node.op)
         site = _rules.Site(node.op, node, node.checked_type, env, widened, args, v, new)
         e0 = ENCLOSURES[type(node.op)](site) if new or any(
             x is not None for x in widened) or type(node.op) in RULES_ON_EXACT else None

@@ -355,10 +355,21 @@ def signless_zero(e: Enc) -> Enc | None:
     return Enc(nlo, nhi, e.nan, e.real, e.cause or "nsz")
 
 
-def relax_operands(encs: list, args: tuple, active: frozenset[str]) -> list:
+def _zero_sign_matters(op: Any) -> bool:
+    """Ops whose non-zero result depends on a zero operand's sign (x / ±0, rsqrt(±0)); for
+    every other op a zero operand's sign reaches only a zero result, which nsz frees there."""
+    from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind
+
+    return (isinstance(op, Binary) and op.kind is BinaryKind.DIV) or (
+        isinstance(op, Unary) and op.kind is UnaryKind.RSQRT)
+
+
+def relax_operands(encs: list, args: tuple, active: frozenset[str], op: Any = None) -> list:
     """ftz / nsz on the operands an op reads: a new list (same entries where nothing
     changes)."""
     out = list(encs)
+    if "nsz" in active and not _zero_sign_matters(op):
+        active = active - {"nsz"}
     if not ({"ftz", "nsz"} & active):
         return out
     for i, (e, a) in enumerate(zip(encs, args, strict=True)):
@@ -407,8 +418,8 @@ def _may(enc: Any, arg: Any, what: str, shape: tuple) -> np.ndarray:
         return m
     try:
         return np.broadcast_to(m, shape)
-    except ValueError:  # a reduction / movement: any NaN / inf in the operand reaches the row
-        return np.full(shape, bool(m.any()))
+    except ValueError:  # a reduction / contraction: a NaN / inf operand reaches its result
+        return np.zeros(shape, bool)  # element as a NaN / inf result, judged there
 
 
 def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermediate: bool,
@@ -447,7 +458,8 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
         m = np.zeros(v.shape, bool)
         for enc, a in zip(encs, site.args, strict=False):
             m = m | _may(enc, a, what, v.shape)
-        if dt.is_float:
+        if dt.is_float and FORMATS[dt].has_inf:
+            # (E4M3FN / E8M0 encode overflow as NaN: the op's overflow mode governs it there)
             r = as_enc(e, v)
             m = m | (r.nan if what == "nan" else
                      r.real & (np.isinf(_f64(r.lo)) | np.isinf(_f64(r.hi))))
