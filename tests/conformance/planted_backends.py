@@ -368,3 +368,23 @@ BUGS = {"matmul_first_product_seed": ("MatMul",), "stale_partial_consumer": ("Re
         "scan_permuting": ("Scan",)}
 LEGAL = {"topk_index_order": ("TopK",), "partial_reverse_order": ("Reshard",),
          "matmul_fma_zeros": ("MatMul",), "scan_ordered_tree_pairwise": ("Scan",)}
+
+
+def max_min_zero_sign_free() -> Planted:
+    """A legal freedom under ``nsz`` only (issue 32): max / min of two zeros returns the first
+    operand's zero (x86 maxps / minps do), not +0 / -0."""
+    from tilefoundry.semantics.ops.math import Binary, BinaryKind
+
+    def make(good):
+        def bad(ctx, args):
+            r = good(ctx, args)
+            if ctx.op.kind not in (BinaryKind.MAX, BinaryKind.MIN):
+                return r
+            a, b = args
+            if not (isinstance(a, np.ndarray) and dtype_of(a).is_float):
+                return r
+            fa, fb = cast(a, DType.F32), cast(b, DType.F32)
+            both0 = np.broadcast_to((fa == 0) & (fb == 0), np.shape(r))
+            return np.where(both0, np.broadcast_to(a, np.shape(r)), r)
+        return bad
+    return Planted("max-min-zero-sign-free", lambda: _wrap_eval(Binary, make))
