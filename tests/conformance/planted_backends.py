@@ -13,6 +13,10 @@ Each backend patches one evaluator entry (or the mesh dispatch) for the duration
   two SIMD lanes over even / odd leaves: a permutation, the weaker ``unordered_tree``; a
   reversed fold would *not* be a bug — it is the right fold, an ordered tree),
   ``accumulate_in_bf16`` (a bf16 sum whose partial sums round to bf16),
+  ``bf16_chain_in_f32`` (issue 33: a narrow backend claiming only Binary / Unary / Reduce / Cast /
+  SoftMax / RMSNorm on f32 and bf16 that computes each bf16 elementwise chain in f32 and rounds
+  once at its end — the most common fused-kernel bug; its twin ``bf16_chain_rounded`` rounds
+  after every op and must pass),
   ``scan_exclusive_off_by_one`` (an exclusive Scan that returns the inclusive prefixes),
   ``scan_permuting`` (a Scan(add) over the fiber rotated by one, ``[1, 2, 3]`` read as
   ``[3, 1, 2]``: the reduction's permutation freedom wrongly inherited);
@@ -33,7 +37,13 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from tilefoundry.conformance.backend import ReferenceBackend
+from tilefoundry.conformance.backend import (
+    ALL_OVERFLOW,
+    ALL_POLICIES,
+    ALL_ROUNDING,
+    Capabilities,
+    ReferenceBackend,
+)
 from tilefoundry.semantics.dtypes import cast, from_bits
 from tilefoundry.semantics.evaluator import core, families  # noqa: F401  (registers)
 from tilefoundry.semantics.evaluator.mesh import Sharded
@@ -388,3 +398,91 @@ def max_min_zero_sign_free() -> Planted:
             return np.where(both0, np.broadcast_to(a, np.shape(r)), r)
         return bad
     return Planted("max-min-zero-sign-free", lambda: _wrap_eval(Binary, make))
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 33: a fused backend that keeps bf16 intermediates in f32
+# ---------------------------------------------------------------------------------------------
+#: what the author's narrow backend of issue 33 claims: these ops in f32 and bf16, nothing else
+CHAIN_CAPS = Capabilities(ops=frozenset({"Binary", "Unary", "Reduce", "Cast", "SoftMax",
+                                         "RMSNorm"}),
+                          dtypes=frozenset({DType.F32, DType.BF16}), policies=ALL_POLICIES,
+                          overflow_modes=ALL_OVERFLOW, rounding_modes=ALL_ROUNDING)
+
+
+def widen_bf16_chains(module, entry: str, round_each: bool):
+    """``module`` with every bf16 elementwise op (a Binary or Unary with a bf16 result) computed
+    in f32: its bf16 operands are widened (exactly), a chain of such ops stays in f32, and the
+    chain's value rounds to bf16 once where something else consumes it (another op, a Cast, the
+    output) — a fused kernel that keeps its intermediates in registers. ``round_each``: the
+    fixed twin, rounding each op's f32 result to bf16 at once (the HIR rule: widen, operate,
+    round once per op)."""
+    from tilefoundry.semantics.ir import Call, Function, Module, Tuple, TupleGetItem
+    from tilefoundry.semantics.ops import Binary, Unary
+    from tilefoundry.semantics.typeinfer.core import Session
+    from tilefoundry.semantics.typeinfer.functions import infer_module
+
+    m = infer_module(module, Session())
+    fn = m[entry]
+    memo: dict[int, tuple] = {}
+
+    def f32(e):
+        return Call(Cast(DType.F32), (e,))
+
+    def narrow(e):
+        return Call(Cast(DType.BF16), (e,))
+
+    def is_bf16(e) -> bool:
+        t = e.checked_type if e.has_type else None
+        return isinstance(t, TensorType) and t.dtype is DType.BF16
+
+    def plain(e):  # the value as its own dtype: a wide chain rounds here, once
+        new, wide = visit(e)
+        return narrow(new) if wide else new
+
+    def visit(e):
+        if id(e) in memo:
+            return memo[id(e)]
+        if isinstance(e, Call) and isinstance(e.op, Binary | Unary) and is_bf16(e):
+            args = []
+            for a in e.args:
+                new, wide = visit(a)
+                args.append(new if wide else f32(new) if is_bf16(a) else new)
+            out = Call(e.op, tuple(args))
+            res = (f32(narrow(out)) if round_each else out, True)
+        elif isinstance(e, Call):
+            res = (Call(e.op, tuple(plain(a) for a in e.args)), False)
+        elif isinstance(e, Tuple):
+            res = (Tuple(tuple(plain(f) for f in e.fields)), False)
+        elif isinstance(e, TupleGetItem):
+            res = (TupleGetItem(plain(e.tuple_value), e.index), False)
+        else:
+            res = (e, False)
+        memo[id(e)] = res
+        return res
+
+    body = plain(fn.body)
+    return Module((Function(fn.name, fn.params, body, None),
+                   *(f for f in m.functions if f.name != fn.name)))
+
+
+class ChainInF32(ReferenceBackend):
+    """Claims ``CHAIN_CAPS``; runs ``widen_bf16_chains`` of the program on the reference."""
+
+    def __init__(self, round_each: bool):
+        self.round_each = round_each
+        self.name = "planted-bf16-chain-" + ("rounded" if round_each else "in-f32")
+
+    def capabilities(self):
+        return CHAIN_CAPS
+
+    def compile(self, module, entry):
+        return widen_bf16_chains(module, entry, self.round_each), entry
+
+
+def bf16_chain_in_f32() -> ChainInF32:
+    return ChainInF32(round_each=False)
+
+
+def bf16_chain_rounded() -> ChainInF32:
+    return ChainInF32(round_each=True)
