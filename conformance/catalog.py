@@ -43,6 +43,11 @@ Families of cases (the first segment of the id):
   reducers, special values.
 * ``program/seed<S>/<i>`` — hypothesis-generated programs, drawn from ``seed`` when the program
   generator (``tilefoundry.oracle.programs``) is importable; see ``_program_cases``.
+* ``capability/<key>/<n>`` — with ``build_catalog(seed, backend_caps=caps)`` (every run: the
+  runner passes the judged backend's capabilities): programs composed only of the claimed ops,
+  dtypes and modes — chains and DAGs of >= 3 of them with narrow-float rounding points in the
+  middle, reductions feeding elementwise ops, casts between claimed dtypes
+  (``conformance/catalog_capability.py``); ``key`` hashes the capability set and ``seed``.
 
 Determinism: ids never depend on the machine; inputs depend only on the case id (a SHA-256 of
 the id seeds the case's generator), except generated programs, whose ids carry the seed. The
@@ -301,9 +306,14 @@ class _Acc:
                                spec, tier, expect_error))
 
 
-def build_catalog(seed: int = 0) -> Catalog:
+def build_catalog(seed: int = 0, *, backend_caps=None) -> Catalog:
     """Every case of the conformance suite (``full``), the ``quick`` ones marked; see the
-    module docstring. Deterministic in ``seed``; cheap (no program is built here)."""
+    module docstring. Deterministic in ``seed``; cheap (no program is built here, except the
+    first capability-directed one, to see that the claim admits any).
+
+    ``backend_caps`` (the ``Capabilities`` being judged; the runner passes them) adds the
+    capability-directed programs of that claim (``capability/<key>/<n>``,
+    ``conformance/catalog_capability.py``) to both tiers."""
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         from tilefoundry.errors import InvalidArgumentError
 
@@ -328,6 +338,10 @@ def build_catalog(seed: int = 0) -> Catalog:
 
     tile_reduce_cases(acc)
     _quick_fill(acc)
+    if backend_caps is not None:
+        from tilefoundry.conformance.catalog_capability import capability_cases
+
+        acc.cases.extend(capability_cases(backend_caps, seed))
     return Catalog(acc.cases)
 
 

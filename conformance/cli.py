@@ -137,6 +137,13 @@ def add_parser(sub) -> None:
     ls.add_argument("--seed", type=int, default=0)
     ls.add_argument("--cases", action="append", metavar="GLOB")
     ls.add_argument("--catalog")
+    ls.add_argument("--backend", help="include the capability-directed cases of this backend's "
+                                      "capabilities() (capability/<key>/<n>), as 'run' does")
+    ls.add_argument("--capabilities", metavar="FILE",
+                    help="include the capability-directed cases of this JSON capability set")
+    ls.add_argument("--runnable", action="store_true",
+                    help="only the cases the capabilities cover (each case is built to see "
+                         "what it needs; needs --backend or --capabilities)")
     ls.set_defaults(func=_list)
     mg = csub.add_parser(
         "merge", help="merge the results of the shards of one run into one report",
@@ -566,13 +573,32 @@ def _list(args: argparse.Namespace) -> int:
     from tilefoundry.conformance import runner
 
     try:
-        cases = runner.select_cases(runner.load_catalog(args.seed, catalog=args.catalog),
+        caps = None
+        if args.backend or args.capabilities:
+            over = _caps_file(args)
+            caps = runner._load_backend_checked(args.backend, over)[1] if args.backend else \
+                runner.validate_capabilities(over, "--capabilities")
+        elif args.runnable:
+            return _err("--runnable: name the capabilities (--backend or --capabilities)")
+        cases = runner.select_cases(runner.load_catalog(args.seed, catalog=args.catalog,
+                                                        backend_caps=caps),
                                     args.tier, args.cases)
     except TilefoundryError as e:
         return _err(str(e))
+    if args.runnable:
+        from tilefoundry.conformance.backend import requirements, unsupported_reason
+
+        def covered(c) -> bool:
+            try:
+                return unsupported_reason(caps, requirements(c.build()[0])) is None
+            except Exception:  # a case that does not build: the run reports it (harness:)
+                return False
+
+        cases = [c for c in cases if covered(c)]
     for c in cases:
         print(f"{c.id}\t{c.family}\t{c.tier}\t{','.join(c.ops)}\t{','.join(c.dtypes)}")
     fams = Counter(c.family for c in cases)
-    print(f"{len(cases)} case(s) in tier {args.tier!r}: "
+    print(f"{len(cases)} case(s) in tier {args.tier!r}"
+          + (" the capabilities cover" if args.runnable else "") + ": "
           + ", ".join(f"{f} {n}" for f, n in sorted(fams.items())), file=sys.stderr)
     return 0

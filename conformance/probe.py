@@ -140,7 +140,9 @@ def probe(backend_spec: str, *, tier: str = "quick", seed: int = 0, jobs: int = 
 
     everything = Capabilities.everything(mesh=True)
     cat = runner.load_catalog(seed, catalog=catalog, backend_caps=everything)
-    probes = probe_cases(runner.select_cases(cat, tier, case_globs))
+    # the capability-directed cases compose what a claim holds; the probe derives the claim
+    probes = probe_cases([c for c in runner.select_cases(cat, tier, case_globs)
+                          if c.family != "capability"])
     if not probes:
         raise runner.ConformanceError(f"probe: tier {tier!r} has no case to probe with")
     runner.run(backend_spec, [p.case for p in probes], jobs=jobs, timeout_s=timeout_s,
