@@ -289,9 +289,12 @@ def _forget_caches(module: Any) -> None:
 
 
 def _program(rng: random.Random) -> Any:
+    from tilefoundry.oracle.program_motifs import MOTIF_RATE
     from tilefoundry.oracle.programs import generate_program
 
-    return generate_program(rng.randrange(1 << 30), max_ops=rng.randrange(1, 9))
+    # with the under-drawn shapes (narrow chains, float selects) drawn on a share of the steps
+    return generate_program(rng.randrange(1 << 30), max_ops=rng.randrange(1, 9),
+                            motifs=MOTIF_RATE)
 
 
 def _run_program(call: _Calls, rng: random.Random, gp: Any, module: Any) -> None:

@@ -200,3 +200,217 @@ def _mixed_pieces(module: Module, entry: str, inputs: Sequence[Any], completions
     except Exception:
         return False
     return bool(hit)
+
+
+# =============================================================================================
+# drawing them (the generator calls build_motif on a share of its steps)
+# =============================================================================================
+#: the share of generator steps that draw a motif when drawing for capabilities
+MOTIF_RATE = 0.3
+_CHAIN_KINDS = (BinaryKind.ADD, BinaryKind.SUB, BinaryKind.MUL, BinaryKind.DIV, BinaryKind.ADD,
+                BinaryKind.MUL, BinaryKind.MIN, BinaryKind.MAX)
+_CHAIN_UNARY = (UnaryKind.EXP, UnaryKind.SQUARE, UnaryKind.SQRT, UnaryKind.RSQRT,
+                UnaryKind.LOG, UnaryKind.NEG, UnaryKind.ABS, UnaryKind.EXP2)
+_NONLINEAR_UNARY = (UnaryKind.RELU, UnaryKind.ABS, UnaryKind.SQUARE, UnaryKind.EXP)
+
+
+def build_motif(g: Any, sc: Any) -> bool:
+    """Draw one motif into the scope ``sc`` of the generator ``g`` (``programs._Gen``): the
+    sharded ones in sharded programs, the others anywhere; False when none fits the limit."""
+    names = ["narrow_chain", "narrow_chain", "float_select"]
+    if g.mesh is not None and sc.fscope.kind == "entry" and sc.kind == "entry" and \
+            max(g.mesh.axis_extents) >= 2:
+        names = ["narrow_chain", "float_select", *(["partial_nonlinear",
+                                                    "sharded_reshape_inner"] * 3)]
+    first = g.src.choice(names)
+    for name in [first, *(n for n in names if n != first)]:
+        if _DRAW[name](g, sc):
+            g.stats[f"motif:{name}"] += 1
+            return True
+    return False
+
+
+def _fresh_or_pool(g: Any, sc: Any, dts: Sequence[DType], like: Any = None) -> Any:
+    """A pool tensor of one of ``dts`` (the shape of ``like``'s type, broadcastable to it, when
+    given), or a fresh leaf."""
+    from tilefoundry.oracle.programs import _bshape
+
+    def ok(v: Any) -> bool:
+        if v.type.dtype not in dts or v.type.shard is not None:
+            return False
+        return like is None or (v.type.dtype is like.type.dtype and
+                                len(v.type.shape) <= len(like.type.shape) and
+                                _bshape(like.type.shape, v.type.shape))
+
+    cands = g.tensors(sc, ok)
+    if cands and g.src.boolean(0.5):
+        return g.src.choice(cands)
+    if like is not None:
+        shape, dt = tuple(like.type.shape), like.type.dtype
+    else:
+        shape, dt = g.leaf_shape(sc, min_rank=1), g.src.choice(list(dts))
+    return g.leaf(sc, TensorType(shape, dt))
+
+
+def _draw_narrow_chain(g: Any, sc: Any) -> bool:
+    dts = [d for d in g.only(tuple(sorted(NARROW_FLOATS, key=lambda d: d.value)))]
+    kinds = g.kinds(Binary, _CHAIN_KINDS)
+    ukinds = g.kinds(Unary, _CHAIN_UNARY)
+    if not dts or not (kinds or ukinds):
+        return False
+    cur = _fresh_or_pool(g, sc, dts)
+    if cur is None:
+        return False
+    made = 0
+    for _ in range(g.src.integer(2, 4)):
+        if kinds and (not ukinds or g.src.boolean(0.7)):
+            other = _fresh_or_pool(g, sc, dts, like=cur)
+            if other is None:
+                break
+            args = [cur, other] if g.src.boolean(0.7) else [other, cur]
+            out = g.apply(sc, Binary(g.src.choice(kinds)), args)
+        else:
+            out = g.apply(sc, Unary(g.src.choice(ukinds)), [cur])
+        if out is None:
+            break
+        cur, made = out[0], made + 1
+    return made >= 2
+
+
+def _draw_float_select(g: Any, sc: Any) -> bool:
+    cmps = [k for k in g.kinds(Binary, tuple(BinaryKind)) if k.is_comparison]
+    floats = [d for d in g.only((DType.F32, DType.BF16, DType.F16, DType.FP8E4M3,
+                                 DType.FP8E5M2))]
+    if not cmps or not floats or (g.limit is not None and Select not in g.limit.classes):
+        return False
+    a = _fresh_or_pool(g, sc, floats)
+    if a is None:
+        return False
+    b = _fresh_or_pool(g, sc, floats, like=a)
+    if b is None:
+        return False
+    cond = g.apply(sc, Binary(g.src.choice(cmps)), [a, b])
+    if cond is None:
+        return False
+    t, f = (a, b) if g.src.boolean(0.5) else (b, a)
+    return g.apply(sc, Select(), [cond[0], t, f]) is not None
+
+
+def _sharded_leaf(g: Any, sc: Any, shape: tuple, attrs: tuple, layout_shape: tuple,
+                  dt: DType) -> Any:
+    """A sharded entry parameter with the given ShardLayout (values small integers, as every
+    sharded leaf of the generator: the mesh simulation then equals the erased program)."""
+    from functools import partial as bind_args
+
+    from tilefoundry.oracle.programs import _TAME, _exact_limit, _partial_input, _split_input
+    from tilefoundry.oracle.programs import _Val as Val
+    from tilefoundry.semantics.ir import Var
+    from tilefoundry.semantics.typeinfer.functions import materialize_type
+    from tilefoundry.semantics.types import Layout, ShardLayout
+
+    lay = ShardLayout(g.mesh, attrs, Layout(layout_shape))
+    declared = TensorType(shape, dt, lay)
+    if g.limit is not None and not g.limit.admits_type(declared):
+        return None
+    t = materialize_type(declared)  # what inference sees (loop carries are annotated so)
+    var = Var(f"s{len(sc.params)}", declared if g.src.boolean(0.5) else t)
+    n_sum = 1
+    for a, m in zip(attrs, g.mesh.axis_extents, strict=True):
+        if isinstance(a, Partial):
+            n_sum *= m
+    if lay.partials:
+        make = bind_args(_partial_input, lay, dt)
+    else:
+        make = bind_args(_split_input, lay, dt, shape, g.src.boolean(0.5))
+    sc.params.append(var)
+    g.add_input(sc, make)
+    bound = _TAME.hi * n_sum
+    v = Val(var, t, bound if bound <= _exact_limit(dt) else None, leaf=True)
+    sc.pool.append(v)
+    return v
+
+
+def _sharded_dtypes(g: Any) -> list[DType]:
+    from tilefoundry.oracle.programs import _SHARDED_DTYPES
+
+    return sorted(set(g.only(_SHARDED_DTYPES)), key=lambda d: d.value)
+
+
+def _draw_partial_nonlinear(g: Any, sc: Any) -> bool:
+    from tilefoundry.semantics.types import Broadcast, Layout, ShardLayout
+
+    dts = _sharded_dtypes(g)
+    if not dts or (g.limit is not None and Reshard not in g.limit.classes):
+        return False
+    src, mesh = g.src, g.mesh
+    dt = src.choice(dts)
+    shape = tuple(src.choice((2, 3, 4, 6)) for _ in range(src.integer(1, 2)))
+    ax = src.choice([i for i, m in enumerate(mesh.axis_extents) if m >= 2])
+    attrs = tuple(Partial("sum") if i == ax else Broadcast()
+                  for i in range(len(mesh.axis_extents)))
+    x = _sharded_leaf(g, sc, shape, attrs, shape, dt)
+    if x is None:
+        return False
+    done = g.apply(sc, Reshard(layout=ShardLayout(
+        mesh, (Broadcast(),) * len(mesh.axis_extents), Layout(shape))), [x])
+    if done is None:
+        return False
+    y = done[0]
+    cands: list = []
+    if g.limit is None or ReLU in g.limit.classes:
+        cands.append(lambda: g.apply(sc, ReLU(), [y]))
+    for k in g.kinds(Unary, _NONLINEAR_UNARY):
+        if dt.is_float or k is not UnaryKind.EXP:
+            cands.append(lambda k=k: g.apply(sc, Unary(k), [y]))
+    for k in g.kinds(Binary, (BinaryKind.MAX, BinaryKind.MIN)):
+        def with_leaf(k=k):
+            other = g.leaf(sc, TensorType((), dt))
+            return None if other is None else g.apply(sc, Binary(k), [y, other])
+        cands.append(with_leaf)
+    for cls in (Sigmoid, Tanh, Silu):
+        if dt.is_float and (g.limit is None or cls in g.limit.classes):
+            cands.append(lambda cls=cls: g.apply(sc, cls(), [y]))
+    while cands:
+        f = cands.pop(src.integer(0, len(cands) - 1))
+        if f() is not None:
+            return True
+    return False
+
+
+def _draw_sharded_reshape_inner(g: Any, sc: Any) -> bool:
+    from tilefoundry.semantics.types import Broadcast
+
+    dts = _sharded_dtypes(g)
+    if not dts or (g.limit is not None and Reshape not in g.limit.classes):
+        return False
+    src, mesh = g.src, g.mesh
+    ax = src.choice([i for i, m in enumerate(mesh.axis_extents) if m >= 2])
+    m = mesh.axis_extents[ax]
+    outer = src.choice((1, 2, 3))
+    inner = m * src.choice((1, 2, 3))
+    if src.boolean(0.5):  # (a, b) split on the inner axis, merged to (a * b,)
+        shape = (outer + 1, inner)
+        layout, split, new = shape, 1, (shape[0] * inner,)
+    elif src.boolean(0.5):  # (c, a, b) split on b: (c, a * b) merges the split inside
+        shape = (src.choice((1, 2)), outer + 1, inner)
+        layout, split, new = shape, 2, (shape[0], shape[1] * inner)
+    else:  # a refined axis (k, b) split at its inner position, merged with a leading axis
+        k = src.choice((2, 3))
+        shape = (outer + 1, k * inner)
+        layout, split, new = (shape[0], (k, inner)), 2, (shape[0] * shape[1],)
+    attrs = tuple(Split(split) if i == ax else Broadcast()
+                  for i in range(len(mesh.axis_extents)))
+    x = _sharded_leaf(g, sc, shape, attrs, layout, src.choice(dts))
+    if x is None:
+        return False
+    if src.boolean(0.5):
+        kinds = g.kinds(Unary, (UnaryKind.NEG, UnaryKind.ABS))
+        if kinds:
+            y = g.apply(sc, Unary(src.choice(kinds)), [x])
+            x = y[0] if y else x
+    return g.apply(sc, Reshape(new), [x]) is not None
+
+
+_DRAW = {"narrow_chain": _draw_narrow_chain, "float_select": _draw_float_select,
+         "partial_nonlinear": _draw_partial_nonlinear,
+         "sharded_reshape_inner": _draw_sharded_reshape_inner}

@@ -192,6 +192,9 @@ class GenConfig:
     symbolic: bool | None = None  # None: drawn per program (unsharded programs only)
     type_level_only: bool = False  # allow Casts to f4e2m1 (such programs are not evaluable)
     limit: Any = None  # a _Limit: draw only inside a backend's capabilities (None: anything)
+    #: the share of steps that draw one of the under-drawn shapes of ``program_motifs`` (0:
+    #: none, and no draw is spent on the coin — a seed's program without them is unchanged)
+    motifs: float = 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -623,6 +626,11 @@ class _Gen:
 
     def grow(self, sc: _Scope, steps: int, *, structure: bool = True) -> None:
         for _ in range(steps):
+            if self.cfg.motifs and self.src.boolean(self.cfg.motifs):
+                from tilefoundry.oracle.program_motifs import build_motif
+
+                if build_motif(self, sc):
+                    continue
             if structure:
                 r = self.src.integer(0, 99)
                 if r < 10 and self.cfg.allow_loops and sc.kind != "loop" and \
@@ -2056,7 +2064,8 @@ def count_ops(module: Module) -> tuple[dict[type, int], set[str]]:
 # public API
 # =============================================================================================
 def _config(ops, max_ops, allow_loops, allow_calls, allow_dispatch, sharded,
-            avoid_unspecified, symbolic, type_level_only, limit=None) -> GenConfig:
+            avoid_unspecified, symbolic, type_level_only, limit=None,
+            motifs: float = 0.0) -> GenConfig:
     ops_t = tuple(ALL_OPS) if ops is None else tuple(ops)
     unknown = [o for o in ops_t if o not in BUILDERS]
     if unknown:
@@ -2073,8 +2082,10 @@ def _config(ops, max_ops, allow_loops, allow_calls, allow_dispatch, sharded,
             raise TilefoundryError("programs(): sharded=True, but the capabilities declare no "
                                    "mesh (or admit no Reshard, or no dtype a sharded "
                                    "parameter can have)")
+    if not 0.0 <= motifs <= 1.0:
+        raise TilefoundryError(f"programs(): motifs must be a share in [0, 1], got {motifs!r}")
     return GenConfig(ops_t, max_ops, allow_loops, allow_calls, allow_dispatch, bool(sharded),
-                     avoid_unspecified, symbolic, type_level_only, limit)
+                     avoid_unspecified, symbolic, type_level_only, limit, float(motifs))
 
 
 #: the fraction of capability-directed programs that are sharded (when a mesh is declared)
@@ -2091,8 +2102,15 @@ def generate_program(seed: int, *, ops: Sequence[type] | None = None, max_ops: i
                      allow_loops: bool = True, allow_calls: bool = True,
                      allow_dispatch: bool = True, sharded: bool | None = None,
                      avoid_unspecified: bool = True, symbolic: bool | None = None,
-                     type_level_only: bool = False, caps: Any = None) -> GeneratedProgram:
+                     type_level_only: bool = False, caps: Any = None,
+                     motifs: float | None = None) -> GeneratedProgram:
     """One program from ``seed`` (deterministic; no hypothesis). Options as in ``programs``.
+
+    ``motifs``: the share of steps that draw one of the shapes random steps rarely make
+    (``oracle/program_motifs.py``: a narrow-float elementwise chain, a float comparison in a
+    Select's condition, a nonlinear consumer of a completed mixed-sign Partial(sum), a sharded
+    Reshape merging a split inner position); None means ``MOTIF_RATE`` with ``caps`` (what
+    ``conformance fuzz`` draws) and 0 without them.
 
     ``caps`` (a backend's ``Capabilities``, see ``capability_limit``) draws only inside them:
     op classes and kinds, dtypes (of every leaf, literal, result and op attribute), reduction
@@ -2102,9 +2120,11 @@ def generate_program(seed: int, *, ops: Sequence[type] | None = None, max_ops: i
     (up to ``CAPS_ATTEMPTS`` times; ``stats['caps_attempts']``), so the same seed and
     capabilities always give the same program. Without ``caps``, ``sharded=None`` is False and
     every program is what it always was for its seed."""
+    from tilefoundry.oracle.program_motifs import MOTIF_RATE
+
     if caps is None:
         cfg = _config(ops, max_ops, allow_loops, allow_calls, allow_dispatch, bool(sharded),
-                      avoid_unspecified, symbolic, type_level_only)
+                      avoid_unspecified, symbolic, type_level_only, None, motifs or 0.0)
         return _Gen(RandomSource(seed), cfg, seed).run(seed)
     limit = caps if isinstance(caps, _Limit) else capability_limit(caps)
     if sharded is None:
@@ -2113,7 +2133,8 @@ def generate_program(seed: int, *, ops: Sequence[type] | None = None, max_ops: i
         sharded = limit.sharded and \
             random.Random(f"tilefoundry-sharded:{seed}").random() < SHARDED_FRACTION
     cfg = _config(ops, max_ops, allow_loops, allow_calls, allow_dispatch, sharded,
-                  avoid_unspecified, symbolic, type_level_only, limit)
+                  avoid_unspecified, symbolic, type_level_only, limit,
+                  MOTIF_RATE if motifs is None else motifs)
     for k in range(CAPS_ATTEMPTS):
         s = _attempt_seed(seed, k)
         p = _Gen(RandomSource(s), cfg, s).run(seed)
@@ -2131,18 +2152,20 @@ def iter_programs(seed: int, n: int, **options: Any) -> Iterator[GeneratedProgra
 def programs(*, ops: Sequence[type] | None = None, max_ops: int = 8, allow_loops: bool = True,
              allow_calls: bool = True, allow_dispatch: bool = True, sharded: bool = False,
              avoid_unspecified: bool = True, symbolic: bool | None = None,
-             type_level_only: bool = False, caps: Any = None) -> st.SearchStrategy:
+             type_level_only: bool = False, caps: Any = None,
+             motifs: float = 0.0) -> st.SearchStrategy:
     """A strategy of ``GeneratedProgram``s: well-typed DAGs of at most ``max_ops`` builder
     steps per function body over ``ops`` (default: every class of ``ALL_OPS``), with
     GridRegionExpr loops, calls and dispatch prototypes when allowed, and ShardLayout parameters
     on a 1-D / 2-D mesh when ``sharded``. ``symbolic`` forces (True) or forbids (False) DimVar
     parameter shapes (default: drawn). ``caps`` draws only inside a backend's capabilities
-    (as in ``generate_program``; ``sharded`` stays as given). See the module docstring for what
-    is avoided."""
+    (as in ``generate_program``; ``sharded`` stays as given); ``motifs`` the share of steps
+    drawing an under-drawn shape (``program_motifs``; default none). See the module docstring
+    for what is avoided."""
     limit = None if caps is None else caps if isinstance(caps, _Limit) else \
         capability_limit(caps)
     cfg = _config(ops, max_ops, allow_loops, allow_calls, allow_dispatch, sharded,
-                  avoid_unspecified, symbolic, type_level_only, limit)
+                  avoid_unspecified, symbolic, type_level_only, limit, motifs)
 
     @st.composite
     def _programs(draw):

@@ -486,3 +486,25 @@ def bf16_chain_in_f32() -> ChainInF32:
 
 def bf16_chain_rounded() -> ChainInF32:
     return ChainInF32(round_each=True)
+
+
+def compare_as_not_complement() -> Planted:
+    """A float ``a < b`` computed as ``!(a >= b)`` (and ``<=`` / ``>`` / ``>=`` likewise): true
+    where an operand is NaN — a select on it picks the wrong operand (issue 33: 0 of 2,000
+    generated programs had a float comparison in a Select's condition)."""
+    from tilefoundry.semantics.ops.math import Binary, BinaryKind
+
+    flip = {BinaryKind.LT: np.greater_equal, BinaryKind.LE: np.greater,
+            BinaryKind.GT: np.less_equal, BinaryKind.GE: np.less}
+
+    def make(good):
+        def bad(ctx, args):
+            r = good(ctx, args)
+            op = flip.get(ctx.op.kind)
+            a, b = args
+            if op is None or not (isinstance(a, np.ndarray) and dtype_of(a).is_float):
+                return r
+            with np.errstate(invalid="ignore"):
+                return np.logical_not(op(cast(a, DType.F32), cast(b, DType.F32)))
+        return bad
+    return Planted("compare-as-not-complement", lambda: _wrap_eval(Binary, make))
