@@ -677,17 +677,25 @@ def _exclusive_sum(t: np.ndarray) -> np.ndarray:
 def _softmax(s: Site):
     def fn(s):
         ax = s.op.axis % np.ndim(s.value)
-        lo, hi, bad = (np.moveaxis(t, ax, -1) for t in _iv(s.enc(0)))
-        m = hi.max(-1, keepdims=True)
+        x = s.enc(0)
+        moved = Enc(*(np.moveaxis(t, ax, -1) for t in (x.lo, x.hi, x.nan, x.real)))
+        lo, hi = _f64(moved.lo), _f64(moved.hi)
+        # an element whose real part is certainly -inf (a masked score) adds e^-inf = 0 and
+        # gets exactly 0, and a real part reaching down to -inf only lowers e^lo to 0: only
+        # +inf, or a row whose every element may be -inf (0 / 0: NaN), leaves a row unbounded
+        bad = moved.real & ((lo == np.inf) | (hi == np.inf))
+        use = moved.real & ~bad
+        lo, hi = np.where(use, lo, 0.0), np.where(use, hi, 0.0)
+        m = np.where(use, hi, -np.inf).max(-1, keepdims=True)
+        m = np.where(m == -np.inf, 0.0, m)  # no usable element: the row is NaN or unbounded
         el, eh = np.exp(lo - m), np.exp(hi - m)
         # y_i >= e^lo_i / (e^lo_i + sum_{j != i} e^hi_j), y_i <= e^hi_i / (e^hi_i + sum_{j != i}
         # e^lo_j); the sums over the others are prefix + suffix sums of positive terms (a total
         # minus the own term cancels: 1 + 1e-48 - 1 is 0, which made y_i's lower bound 1)
-        ylo = el / (el + _exclusive_sum(eh))
-        yhi = eh / (eh + _exclusive_sum(el))
-        rowbad = np.broadcast_to(bad.any(-1, keepdims=True), bad.shape)
-        x = s.enc(0)
-        moved = Enc(*(np.moveaxis(t, ax, -1) for t in (x.lo, x.hi, x.nan, x.real)))
+        ylo = np.where(el == 0, 0.0, el / (el + _exclusive_sum(eh)))
+        yhi = np.where(eh == 0, 0.0, eh / (eh + _exclusive_sum(el)))
+        all_neg = (~use | (lo == -np.inf)).all(-1, keepdims=True)
+        rowbad = np.broadcast_to(bad.any(-1, keepdims=True) | all_neg, bad.shape)
         may, dead = _row_nan([moved], rowbad.shape)
         return tuple(np.moveaxis(t, -1, ax) for t in (ylo, yhi, rowbad, may, dead))
 
