@@ -337,6 +337,9 @@ def build_catalog(seed: int = 0, *, backend_caps=None) -> Catalog:
     from tilefoundry.conformance.catalog_tile_reduce import tile_reduce_cases
 
     tile_reduce_cases(acc)
+    from tilefoundry.conformance.catalog_kernels import kernel_cases
+
+    kernel_cases(acc.add)
     _quick_fill(acc)
     if backend_caps is not None:
         from tilefoundry.conformance.catalog_capability import capability_cases

@@ -410,13 +410,14 @@ CHAIN_CAPS = Capabilities(ops=frozenset({"Binary", "Unary", "Reduce", "Cast", "S
                           overflow_modes=ALL_OVERFLOW, rounding_modes=ALL_ROUNDING)
 
 
-def widen_bf16_chains(module, entry: str, round_each: bool):
-    """``module`` with every bf16 elementwise op (a Binary or Unary with a bf16 result) computed
-    in f32: its bf16 operands are widened (exactly), a chain of such ops stays in f32, and the
-    chain's value rounds to bf16 once where something else consumes it (another op, a Cast, the
-    output) — a fused kernel that keeps its intermediates in registers. ``round_each``: the
-    fixed twin, rounding each op's f32 result to bf16 at once (the HIR rule: widen, operate,
-    round once per op)."""
+def widen_bf16_chains(module, entry: str, round_each: bool, extra: tuple = (),
+                      narrow: tuple = (DType.BF16,)):
+    """``module`` with every bf16 elementwise op (a Binary or Unary with a bf16 result, and the
+    op classes ``extra``; dtypes ``narrow``) computed in f32: its narrow operands are widened
+    (exactly), a chain of such ops stays in f32, and the chain's value rounds to its dtype once
+    where something else consumes it (another op, a Cast, the output) — a fused kernel that
+    keeps its intermediates in registers. ``round_each``: the fixed twin, rounding each op's
+    f32 result at once (the HIR rule: widen, operate, round once per op)."""
     from tilefoundry.semantics.ir import Call, Function, Module, Tuple, TupleGetItem
     from tilefoundry.semantics.ops import Binary, Unary
     from tilefoundry.semantics.typeinfer.core import Session
@@ -425,39 +426,39 @@ def widen_bf16_chains(module, entry: str, round_each: bool):
     m = infer_module(module, Session())
     fn = m[entry]
     memo: dict[int, tuple] = {}
+    fusable = (Binary, Unary, *extra)
 
-    def f32(e):
-        return Call(Cast(DType.F32), (e,))
+    def to(dt, e):
+        return Call(Cast(dt), (e,))
 
-    def narrow(e):
-        return Call(Cast(DType.BF16), (e,))
-
-    def is_bf16(e) -> bool:
+    def dtype(e):
         t = e.checked_type if e.has_type else None
-        return isinstance(t, TensorType) and t.dtype is DType.BF16
+        return t.dtype if isinstance(t, TensorType) else None
 
     def plain(e):  # the value as its own dtype: a wide chain rounds here, once
         new, wide = visit(e)
-        return narrow(new) if wide else new
+        return to(wide, new) if wide is not None else new
 
     def visit(e):
         if id(e) in memo:
             return memo[id(e)]
-        if isinstance(e, Call) and isinstance(e.op, Binary | Unary) and is_bf16(e):
+        dt = dtype(e)
+        if isinstance(e, Call) and isinstance(e.op, fusable) and dt in narrow:
             args = []
             for a in e.args:
                 new, wide = visit(a)
-                args.append(new if wide else f32(new) if is_bf16(a) else new)
+                args.append(new if wide is not None else to(DType.F32, new)
+                            if dtype(a) in narrow else new)
             out = Call(e.op, tuple(args))
-            res = (f32(narrow(out)) if round_each else out, True)
+            res = (to(DType.F32, to(dt, out)) if round_each else out, dt)
         elif isinstance(e, Call):
-            res = (Call(e.op, tuple(plain(a) for a in e.args)), False)
+            res = (Call(e.op, tuple(plain(a) for a in e.args)), None)
         elif isinstance(e, Tuple):
-            res = (Tuple(tuple(plain(f) for f in e.fields)), False)
+            res = (Tuple(tuple(plain(f) for f in e.fields)), None)
         elif isinstance(e, TupleGetItem):
-            res = (TupleGetItem(plain(e.tuple_value), e.index), False)
+            res = (TupleGetItem(plain(e.tuple_value), e.index), None)
         else:
-            res = (e, False)
+            res = (e, None)
         memo[id(e)] = res
         return res
 

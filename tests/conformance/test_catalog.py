@@ -27,7 +27,7 @@ from tilefoundry.oracle.compare import PASS, UNJUDGED, check
 from tilefoundry.semantics.dtypes import FORMATS, DType, to_bits
 from tilefoundry.semantics.ops import ALL_OPS
 
-FAMILIES = ("spec", "cast", "binary", "unary", "nn", "special", "sharded", "program")
+FAMILIES = ("spec", "cast", "binary", "unary", "nn", "special", "sharded", "program", "kernels")
 
 
 @pytest.fixture(scope="module")
