@@ -48,17 +48,19 @@ Families of cases (the first segment of the id):
   dtypes and modes — chains and DAGs of >= 3 of them with narrow-float rounding points in the
   middle, reductions feeding elementwise ops, casts between claimed dtypes
   (``conformance/catalog_capability.py``); ``key`` hashes the capability set and ``seed``.
+* ``kernels/<pattern>/...`` — the patterns real models run (SwiGLU, RMSNorm, softmax, RoPE,
+  attention, cross-entropy, GEMM epilogues, MX fp8 quantization, ...) at model shapes, each
+  quoting its convention (``conformance/catalog_kernels.py``).
 
 Determinism: ids never depend on the machine; inputs depend only on the case id (a SHA-256 of
 the id seeds the case's generator), except generated programs, whose ids carry the seed. The
 same ``seed`` therefore gives the same ids and the same input bits.
 
 Tiers: ``quick`` (the spec cases, the special-value cases, the sharded cases, a representative
-subset of the sweeps, 25 generated programs and the 18 expected-error cases: 759 cases) ⊂
-``full`` (everything: 1,300 cases with 250 generated programs). Measured for the reference
-backend on this 2-core machine: quick in about 4 s in one process (catalog, ``build()``,
-``ReferenceBackend``, ``oracle.compare.check``), 6.5 s through ``tilefoundry conformance run
--j 2``; full in about 20 s — 0 FAIL.
+subset of the sweeps, 25 generated programs, the expected-error cases, the coverage fill, the
+kernels family's small shapes) ⊂ ``full`` (everything). The sizes and the reference's time are
+in docs/conformance.md (held to this catalog by ``tests/conformance/test_conformance_doc.py``);
+``tilefoundry conformance list --tier quick`` counts them per family.
 """
 
 from __future__ import annotations
