@@ -22,8 +22,10 @@ def test_quick_tier_has_no_failures(tmp_path):
     res = run("kernel-interp", "quick", jobs=2, out_jsonl=tmp_path / "ki.jsonl", timeout_s=120)
     unjudged = [r["id"] for r in res.report() if r["verdict"] == "UNJUDGED"]
     ref_unjudged = set()
-    if unjudged:
-        cat = build_catalog(0)
+    if unjudged:  # the run's catalog: with kernel-interp's capability-directed cases
+        from tilefoundry.conformance.backend import load_backend
+
+        cat = build_catalog(0, backend_caps=load_backend("kernel-interp").capabilities())
         ref = run("reference", [cat[i] for i in unjudged], jobs=2,
                   out_jsonl=tmp_path / "ref.jsonl", timeout_s=120)
         ref_unjudged = {r["id"] for r in ref.report() if r["verdict"] == "UNJUDGED"}
