@@ -599,6 +599,8 @@ def _diagnosed(module: Any, entry: str, inputs: list, observed: Any, v: Any) -> 
     diagnosis that cannot be computed leaves the strict verdict as it is."""
     from tilefoundry.oracle.diagnose import diagnose
 
+    if os.environ.get("TILEFOUNDRY_DIAGNOSE", "1") == "0":  # measuring its cost
+        return v
     try:
         return diagnose(module, entry, inputs, observed, v)
     except Exception:

@@ -83,8 +83,86 @@ class EnclosingEvaluator(_Evaluator):
         if rule is None:
             raise KeyError(f"no enclosure rule for {type(node.op).__name__}")
         site = _rules.Site(node.op, node, node.checked_type, env, encs, args, v, new)
-        self._set(v, rule(site))
+        self._set(v, with_candidates(site, rule(site)))
         return v
+
+
+# ---------------------------------------------------------------------------------------------
+# finite candidate sets through exact ops
+# ---------------------------------------------------------------------------------------------
+def _carries(op: Any) -> bool:
+    """Exact ops a finite set passes through: elementwise arithmetic, casts, movements."""
+    from tilefoundry.semantics.ops.math import Binary, Unary
+    from tilefoundry.semantics.ops.nn import ReLU
+    from tilefoundry.semantics.ops.tensor import (
+        Cast,
+        Concat,
+        Reshape,
+        Slice,
+        Stack,
+        Transpose,
+    )
+
+    return isinstance(op, Binary | Unary | ReLU | Cast | Reshape | Transpose | Slice | Concat
+                      | Stack)
+
+
+def _enumerated(x: Enc) -> list | None:
+    """A float interval of at most ``CANDIDATES_MAX`` values of its dtype per element, as
+    that list of values (every value of the interval is admitted there)."""
+    from tilefoundry.oracle.enclosure import from_ordered, ordered
+
+    if not x.dtype.is_float or x.lo.size == 0:
+        return None
+    lo_o, hi_o = ordered(x.lo), ordered(x.hi)
+    w = np.where(x.real, hi_o - lo_o, 0)
+    top = int(w.max())
+    if top + 1 > _rules.CANDIDATES_MAX or top < 0:
+        return None
+    return [from_ordered(np.minimum(lo_o + j, hi_o), x.dtype) for j in range(top + 1)]
+
+
+def with_candidates(site: Any, e: Any) -> Any:
+    """``e`` with its finite set (``Enc.cands``) where the op is exact and every operand is
+    exact or a finite set whose combinations stay within ``CANDIDATES_MAX``: the op's own
+    kernel over every combination. Anything else keeps the interval."""
+    if not isinstance(e, Enc) or e.cands is not None or not _carries(site.op) or \
+            any(c.kind != "exact" for c in site.contracts):
+        return e
+    lists = []
+    n = 1
+    for x, a in zip(site.encs, site.args, strict=True):
+        if x is None:
+            lists.append([np.asarray(a)])
+        elif isinstance(x, Enc) and x.cands is not None and x.nan_bits is None:
+            lists.append(list(x.cands))
+        elif isinstance(x, Enc) and x.nan_bits is None and not x.dense and \
+                (few := _enumerated(x)) is not None:
+            lists.append(few)
+        else:
+            return e
+        n *= len(lists[-1])
+    if n > _rules.CANDIDATES_MAX or n <= 1:
+        return e
+    import itertools
+
+    from tilefoundry.oracle.enclosure import _isnan
+
+    v = np.asarray(site.value)
+    out = []
+    with np.errstate(all="ignore"):
+        for combo in itertools.product(*lists):
+            try:
+                r = np.asarray(site.impl(*combo))
+            except Exception:  # a kernel refusing a candidate (an index out of range): interval
+                return e
+            if r.shape != v.shape or r.dtype != v.dtype:
+                return e
+            if np.any(_isnan(r) & ~e.nan):  # a NaN the interval does not admit: keep it
+                return e
+            out.append(r)
+    e.cands = np.stack(out)
+    return e
 
 
 # ---------------------------------------------------------------------------------------------
@@ -445,7 +523,7 @@ class RelaxedEvaluator(EnclosingEvaluator):
             return v
         widened = relax_operands(encs, args, active, node.op)
         site = _rules.Site(node.op, node, node.checked_type, env, widened, args, v, new)
-        e0 = ENCLOSURES[type(node.op)](site) if new or any(
+        e0 = with_candidates(site, ENCLOSURES[type(node.op)](site)) if new or any(
             x is not None for x in widened) or type(node.op) in RULES_ON_EXACT else None
         if e0 is not None and all(x is None for x in encs) and any(
                 x is not None for x in widened):

@@ -115,9 +115,18 @@ def _ulp_source(s: Site) -> Enc | None:
     """The freedom of a ULP-budget op on exact inputs: the reference ± budget ulps."""
     if not s.ulp:
         return None
-    e = Enc.point(np.asarray(s.value)).widen_ulps(s.ulp)
+    v = np.asarray(s.value)
+    e = Enc.point(v).widen_ulps(s.ulp)
     e.cause = f"{s.name} within {s.ulp:g} ulp"
+    k = int(np.ceil(s.ulp))
+    if 2 * k + 1 <= CANDIDATES_MAX and dtype_of(v).is_float:
+        base = ordered(v)
+        e.cands = np.stack([from_ordered(base + j, dtype_of(v)) for j in range(-k, k + 1)])
     return e
+
+
+#: the most admitted values an enclosure carries as a finite set (``Enc.cands``)
+CANDIDATES_MAX = 8
 
 
 def _outward(v64_lo: np.ndarray, v64_hi: np.ndarray, dt: DType, nan: np.ndarray,

@@ -337,8 +337,12 @@ def flush(e: Enc) -> Enc | None:
     dn = e.real & (hi < 0) & (hi > -TINY)
     if not (up.any() or dn.any()):
         return None
-    return Enc(np.where(up, _zero(dt, False), e.lo), np.where(dn, _zero(dt, True), e.hi),
-               e.nan, e.real, e.cause or "ftz")
+    out = Enc(np.where(up, _zero(dt, False), e.lo), np.where(dn, _zero(dt, True), e.hi),
+              e.nan, e.real, e.cause or "ftz", e.nan_bits, dense=e.dense)
+    if e.cands is not None:  # the finite set gains the flushed zero
+        z = np.where(up | dn, _zero(dt, False), e.cands[0])
+        out.cands = np.concatenate([e.cands, z[None]])
+    return out
 
 
 def signless_zero(e: Enc) -> Enc | None:
@@ -352,7 +356,8 @@ def signless_zero(e: Enc) -> Enc | None:
         return None
     nlo = np.where(at0 & (lo == 0), _zero(dt, True), e.lo)
     nhi = np.where(at0 & (hi == 0), _zero(dt, False), e.hi)
-    return Enc(nlo, nhi, e.nan, e.real, e.cause or "nsz")
+    # a finite set compares values (-0 == +0): it stands as it is
+    return Enc(nlo, nhi, e.nan, e.real, e.cause or "nsz", e.nan_bits, e.cands, e.dense)
 
 
 def _zero_sign_matters(op: Any) -> bool:
@@ -447,7 +452,8 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
             e = flush(e) or e
         elif "ftz" in active:
             e = flush(Enc.point(v)) or e
-        if "excess" in active and intermediate and dt in NARROW:
+        excess = "excess" in active and intermediate and dt in NARROW
+        if excess:
             e = as_enc(e, v).widen_ulps(1)
             e.cause = e.cause or "excess"
         if "nsz" in active:
@@ -465,6 +471,8 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
                      r.real & (np.isinf(_f64(r.lo)) | np.isinf(_f64(r.hi))))
         if m.any():
             e = _poison(as_enc(e, v), m, f"{name}: a {what} operand or result")
+    if dt.is_float and excess:
+        e.dense, e.cands = True, None  # f32 values flow on: no finite set of bf16 values
     return e
 
 
