@@ -176,7 +176,8 @@ def summary_table(records: list[dict]) -> str:
     total = Counter()
     for c in fams.values():
         total.update(c)
-    cols = [v for v in VERDICTS if v != "FLAKY" or total[v]]  # FLAKY only with --flake-retries
+    # FLAKY only with --flake-retries, ADMITTED only with declared relaxations
+    cols = [v for v in VERDICTS if v not in ("FLAKY", "ADMITTED") or total[v]]
     head = ["family", "cases", *(ABBR[v] for v in cols)]
     rows = [[f, str(sum(c.values())), *(str(c[v]) if c[v] else "-" for v in cols)]
             for f, c in sorted(fams.items())]
