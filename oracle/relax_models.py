@@ -46,7 +46,8 @@ evaluated in f64 interval arithmetic and rounded outward:
   σ is subnormal below -87.34 (absolute error |x|·2^-149);
 * gelu: 0.5·x·(1 + tanh(z)) and 0.5·x·(1 + erf(x/√2)): the 1 + tanh / 1 + erf cancellation
   for x < 0 costs an absolute error of 0.5·|x|·(12u + 4u·|z|·(1 - t²)) (tanh 5 ulp, its
-  argument 2u·|z|) resp. 0.5·|x|·35u (erf 16 ulp + 1.5u), plus 2u·|y|.
+  argument 2u·|z|) resp. 0.5·|x|·35u (erf 16 ulp + 1.5u), plus 2u·|y|; x · (1 + t) before the
+  halving overflows to ±inf where |x| > max / 2.
 
 Variance and log-sum-exp are no HIR ops (they are written from Reduce / exp / log, where the
 strict per-op contracts already apply).
@@ -297,7 +298,15 @@ def wp(site: Any, e: Enc | None, *, afn: bool = False) -> Enc | None:
             else:
                 a = 0.5 * x * 35 * U + 2 * U * y
             a = np.where(np.isfinite(a), a, 0.0)
-            return _with_abs(as_enc(e, v), v, a, site)
+            out = _with_abs(as_enc(e, v), v, a, site)
+            # x · (1 + t) overflows before the halving where |x| > max / 2: ±inf
+            over = np.broadcast_to((x > F32_MAX / 2) & (np.abs(_f64(v)) > 0), v.shape)
+            if over.any():
+                inf = cast(np.where(np.signbit(_f64(v)), -np.inf, np.inf).astype(np.float32),
+                           dt)
+                out = hull(out, Enc(np.where(over, inf, out.lo), np.where(over, inf, out.hi),
+                                    out.nan, out.real, out.cause))
+            return out
     del dt
     return e
 
