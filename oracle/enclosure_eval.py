@@ -481,13 +481,16 @@ class RelaxedEvaluator(EnclosingEvaluator):
         return super().call_function(fn, args)
 
     def touched(self, v: Any) -> bool:
-        if isinstance(v, tuple):
-            return any(self.touched(f) for f in v)
         hit = self._touched.get(id(v))
-        return hit is not None and hit is v
+        if hit is not None and hit is v:
+            return True
+        return isinstance(v, tuple) and any(self.touched(f) for f in v)
 
     def _mark(self, v: Any) -> None:
         self._touched[id(v)] = v
+        if isinstance(v, tuple):
+            for f in v:
+                self._mark(f)
 
     def eval_node(self, node, values, env):
         from tilefoundry.oracle.relax import relax_operands, relax_result

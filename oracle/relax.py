@@ -180,8 +180,9 @@ def _register_scope() -> None:
 
     arith = tuple(_ARITH)
     for c in (MatMul, Conv2D, Mma, Reduce, SeededReduce, MaskedReduce, CustomReduce, Scan,
-              ReLU, RoPE):
+              ReLU):
         SCOPE[c] = fixed(*arith, "excess")
+    SCOPE[RoPE] = fixed(*arith, "excess", "wp")
     SCOPE[Binary] = binary
     SCOPE[Unary] = unary
     SCOPE[Cast] = fixed(*arith)  # an explicit cast always rounds (C's rule), so no `excess`
@@ -435,6 +436,8 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
     from tilefoundry.oracle import relax_models as M
 
     v = site.value
+    if isinstance(v, tuple) and "wp" in active and type(site.op).__name__ == "RoPE":
+        return M.wp_rope(site, e)
     if not isinstance(v, np.ndarray) or v.dtype == object:
         return e
     dt = dtype_of(v)

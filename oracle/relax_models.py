@@ -311,6 +311,35 @@ def wp(site: Any, e: Enc | None, *, afn: bool = False) -> Enc | None:
     return e
 
 
+def wp_rope(site: Any, e: Any) -> Any:
+    """RoPE's textbook q·cos + rotate_half(q)·sin in f32: two products and a sum, each
+    rounded (u): an absolute error u·(|q·c| + |r·s|)·(1 + u) + u·|y| per output, which the
+    strict 2-ulp budget (Kahan's algorithm, or products of one sign) does not cover where the
+    products cancel. Exact inputs only (an enclosed operand keeps its strict enclosure)."""
+    outs = site.value
+    if not isinstance(outs, tuple) or any(x is not None for x in site.encs):
+        return e
+    q, k, c, sn, pos = (np.asarray(a) for a in site.args)
+    f32 = [np.abs(_f64(t)) for t in (q, k, c, sn)]
+    zero = np.zeros_like(f32[2])
+    # the op's own gather / rotation on magnitudes: |x|·|c| and rot(|x|)·|s|
+    with np.errstate(all="ignore"):
+        pc = site.impl(*(cast(t.astype(np.float32), DType.F32) for t in (f32[0], f32[1], f32[2],
+                                                                          zero)), pos)
+        ps = site.impl(*(cast(t.astype(np.float32), DType.F32) for t in (f32[0], f32[1], zero,
+                                                                          f32[3])), pos)
+    es = list(e) if isinstance(e, tuple) else [e] * len(outs)
+    res = []
+    for i, o in enumerate(outs):
+        o = np.asarray(o)
+        y = np.abs(_f64(o))
+        # (the kernel may round the magnitudes to the op's dtype: 2^-7 covers bf16 and fp8e4m3)
+        a = U * (np.abs(_f64(pc[i])) + np.abs(_f64(ps[i]))) * (1 + 2.0 ** -7) + U * y
+        a = np.where(np.isfinite(a), a, 0.0)
+        res.append(_with_abs(as_enc(es[i], o), o, a, site))
+    return tuple(res)
+
+
 def _iv(site: Any, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from tilefoundry.oracle.enclosure_rules import _iv as iv
 
