@@ -322,10 +322,13 @@ def test_fail_gets_a_reproducer_that_replays_without_the_runner(full_run):
     assert "repro" not in rec["elementwise/add/f32"]
     replay = [subprocess.run([sys.executable, str(rdir / "repro.py"), *a], env=env(),
                              capture_output=True, text=True, timeout=60)
-              for a in ([], ["--backend", "reference"], ["--recorded"])]
-    assert replay[0].returncode == 1 and "FAIL" in replay[0].stdout, replay[0].stderr
-    assert replay[1].returncode == 0 and "PASS" in replay[1].stdout, replay[1].stderr
-    assert replay[2].returncode == 1 and "8/8 elements rejected" in replay[2].stdout
+              for a in ([], ["--backend", FLAKY], ["--backend", "reference"], ["--recorded"])]
+    # the backend comes from the command line only (issue 34): case.json's is shown, not run
+    assert replay[0].returncode == 2 and f"--backend {FLAKY} (the backend case.json records)" \
+        in replay[0].stderr, replay[0].stderr
+    assert replay[1].returncode == 1 and "FAIL" in replay[1].stdout, replay[1].stderr
+    assert replay[2].returncode == 0 and "PASS" in replay[2].stdout, replay[2].stderr
+    assert replay[3].returncode == 1 and "8/8 elements rejected" in replay[3].stdout
 
 
 def test_reduce_shrinks_a_planted_truncation_to_one_mul(tmp_path):
