@@ -1435,6 +1435,11 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                        timeout_s, executor, ray_address)
 
 
+#: tests only: called after the cases ran, before the run reads its results back (a test
+#: widens that window to show that the lock is still held there)
+_BEFORE_READ_BACK: Callable[[], None] | None = None
+
+
 def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, finite: bool,
                 t_start: float, out_jsonl: Path, resume: bool, seed: int,
                 manifest: Manifest | None, repro_dir: Path | None, progress: bool,
@@ -1506,6 +1511,9 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
             _run_local(d, pool, timeout_s, worker_rss_mb)
         else:
             ray_session.run_cases(d, jobs, timeout_s)
+    except BaseException:
+        f.close()
+        raise
     finally:
         try:
             if pool is not None:
@@ -1513,25 +1521,31 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
             if ray_session is not None:
                 ray_session.close()
         finally:
-            f.close()
             prog.close()
             shutil.rmtree(tmp, ignore_errors=True)
             _restore_term(old_term)
 
-    header, recs = read_jsonl(out_jsonl, skipped=[])
-    records = [recs[c] for c in dict.fromkeys(d.order) if c in recs]
-    result = RunResult(backend_spec, seed, records, out_jsonl, header or {},
-                       time.monotonic() - t_start, pool.recycled if pool is not None else 0, unused,
-                       d.stopped,
-                       baseline.apply(records) if baseline is not None else None)
-    with contextlib.suppress(OSError), open(out_jsonl, "a") as f:
-        # a closing record: what this run (this session of a resumed run) concluded
-        f.write(json.dumps({"type": "summary", "cases": len(records),
-                            "counts": dict(result.counts()), "exit_code": result.exit_code,
-                            "vacuous": result.vacuous, "stopped": d.stopped,
-                            "shard": list(shard) if shard else None,
-                            "baseline": result.baseline.to_json() if result.baseline else None,
-                            "seconds": round(result.wall_s, 3)}) + "\n")
+    try:  # still under the lock: another run cannot truncate the file before it is read back
+        if _BEFORE_READ_BACK is not None:
+            _BEFORE_READ_BACK()
+        header, recs = read_jsonl(out_jsonl, skipped=[])
+        records = [recs[c] for c in dict.fromkeys(d.order) if c in recs]
+        result = RunResult(backend_spec, seed, records, out_jsonl, header or {},
+                           time.monotonic() - t_start, pool.recycled if pool is not None else 0,
+                           unused, d.stopped,
+                           baseline.apply(records) if baseline is not None else None)
+        with contextlib.suppress(OSError):
+            # a closing record: what this run (this session of a resumed run) concluded
+            f.write(json.dumps({"type": "summary", "cases": len(records),
+                                "counts": dict(result.counts()), "exit_code": result.exit_code,
+                                "vacuous": result.vacuous, "stopped": d.stopped,
+                                "shard": list(shard) if shard else None,
+                                "baseline": result.baseline.to_json() if result.baseline
+                                else None,
+                                "seconds": round(result.wall_s, 3)}) + "\n")
+            f.flush()
+    finally:
+        f.close()  # the lock goes with it
     return result
 
 

@@ -387,6 +387,40 @@ def test_a_second_runner_on_the_same_results_file_is_refused(tmp_path):
         len(cases)  # released: the resume goes on
 
 
+def test_each_run_reports_its_own_results_when_another_starts_as_it_ends(tmp_path,
+                                                                         monkeypatch):
+    """Issue 34, deliver 4: the results-file lock was released before the run read its
+    results back; a second run starting in that window truncated the file, and the first
+    reported the second's results (488 of 489 records lost). The window is widened here: the
+    second run (another process, on other cases) starts and ends inside it. The lock is now
+    held until the first run has read back and summarised its own results, so the second is
+    refused, and run again afterwards reports its own."""
+    from tilefoundry.conformance import runner as runner_module
+
+    j = tmp_path / "r.jsonl"
+    mine = [c for c in no_hang() if c.id.startswith("elementwise/")]
+    cmd = [sys.executable, "-m", "tilefoundry", "conformance", "run", "--backend", "reference",
+           "--catalog", "synthetic_catalog:build_no_hang", "--tier", "full", "--cases",
+           "cast/*", "--no-progress", "--jsonl", str(j)]
+    second: list = []
+    monkeypatch.setattr(runner_module, "_BEFORE_READ_BACK", lambda: second.append(
+        subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=120)))
+    first = run("reference", mine, out_jsonl=j, timeout_s=SLACK)
+    monkeypatch.setattr(runner_module, "_BEFORE_READ_BACK", None)
+    (other,) = second
+    assert [r["id"] for r in first.records] == [c.id for c in mine], first.records
+    assert other.returncode == 2 and other.stderr == (
+        f"tilefoundry conformance: error: --jsonl {j} is in use by another conformance run; "
+        f"wait for it or use another --jsonl\n"), other.stdout + other.stderr
+    lines = [json.loads(x) for x in j.read_text().splitlines()]
+    assert [x["type"] for x in lines] == ["run", *["case"] * len(mine), "summary"]
+    assert lines[-1]["cases"] == len(mine)  # the summary is the first run's, in its file
+    again = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "1 case(s)" in again.stdout and "result: PASS" in again.stdout, again.stdout
+    assert list(read_jsonl(j)[1]) == ["cast/f32-bf16"]
+
+
 def test_resume_skips_torn_and_foreign_lines_and_reruns_their_cases(tmp_path, capsys):
     """A torn line in the middle of the file (another writer, a full disk) or a foreign line
     made --resume raise a raw JSONDecodeError; now it is reported and the case runs again."""
