@@ -109,6 +109,49 @@ def test_errors_crashes_and_not_supported_name_the_problem(full_run):
     assert rec["reduce/sum/f32"]["ops"] == ["Reduce.sum"]
 
 
+def _nested(entry: str):
+    from tilefoundry.semantics.dsl import parse_module
+
+    def build():
+        m = parse_module(f"""
+@func
+def pair(x: Tensor[(4,), f32]):
+    return (x * x, exp(x))
+
+@func
+def {entry}(x: Tensor[(4,), f32], y: Tensor[(4,), f32]):
+    return ((x + y, (exp(x), pair(y))), x - y)
+""")
+        return m, entry, [np.linspace(-1, 1, 4, dtype=np.float32),
+                          np.linspace(0, 2, 4, dtype=np.float32)]
+    return build
+
+
+def test_a_nested_tuple_result_is_judged(tmp_path):
+    """Issue 34, deliver 4: a program whose result is a nested tuple was an ERROR for the
+    reference backend itself ("output 0: expected a numpy array, got tuple"). Its outputs are
+    now the result's leaves in order, each judged under its contract: the reference PASSes,
+    a backend with one nested leaf wrong FAILs on exactly that output, and the reproducer
+    replays it (recorded and re-run)."""
+    from tilefoundry.conformance.cases import Case
+    from tilefoundry.oracle.repro import rerun
+
+    cases = [Case("nested/ok", "nested", _nested("f")),
+             Case("nested/off", "nested", _nested("nested_off"))]
+    ref = run("reference", cases[:1], timeout_s=SLACK, out_jsonl=tmp_path / "ref.jsonl")
+    (ok,) = ref.records
+    assert ok["verdict"] == "PASS" and ok["elements"] == 5 * 4, ok
+    res = run(FLAKY, cases, timeout_s=SLACK, out_jsonl=tmp_path / "r.jsonl",
+              repro_dir=tmp_path / "repro")
+    rec = {r["id"]: r for r in res.records}
+    assert rec["nested/ok"]["verdict"] == "PASS", rec["nested/ok"]
+    off = rec["nested/off"]
+    assert off["verdict"] == "FAIL", off
+    assert [o["output"] for o in off["outputs"]] == [4], off["outputs"]  # x - y, the last leaf
+    d = tmp_path / "repro" / off["repro"]
+    assert rerun(d, recorded=True) == 1 and rerun(d, "reference") == 0
+
+
 def test_not_supported_never_calls_the_backend(tmp_path):
     """A backend whose compile and run would crash the worker: NOT_SUPPORTED cases never
     reach it."""
