@@ -9,7 +9,8 @@ files the worker holds open to ``$FD_LIST_FILE``, ``malformed`` returns the wron
 ``os._exit(3)``, ``ulp1`` returns every float result one ULP up, ``nested_off`` the last leaf of a nested tuple result 1 too high, ``warn`` passes after a numpy RuntimeWarning, ``flip`` returns garbage on its first
 ``$FLIP_FAILS`` runs and the right values after (a flaky bug); any other entry runs the
 reference. i8 is declared unsupported. ``FLAKY_DELAY`` (seconds) slows every ``run`` down (the
-kill-and-resume test uses it)."""
+kill-and-resume test uses it); with ``KILL_AFTER_RUN_S`` set, every ``run`` returns and its
+process SIGKILLs itself that many seconds later (a backend that dies after returning)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,11 @@ class FlakyBackend:
         delay = float(os.environ.get("FLAKY_DELAY", "0"))
         if delay:
             time.sleep(delay)
+        if os.environ.get("KILL_AFTER_RUN_S"):  # every run: the process SIGKILLs itself later
+            import threading
+
+            threading.Timer(float(os.environ["KILL_AFTER_RUN_S"]), os.kill,
+                            (os.getpid(), 9)).start()
         if entry == "segv":
             ctypes.string_at(0)
         if entry == "hang":

@@ -511,7 +511,9 @@ def test_no_temporary_folder_is_left_behind(tmp_path, monkeypatch):
 def test_a_late_worker_death_is_not_charged_to_the_next_case(tmp_path, monkeypatch):
     """Issue 21: a backend thread that ends the process after its case passed made the next,
     well-behaved case CRASH. A case whose worker dies after having run earlier cases runs again
-    in a fresh worker and gets that verdict (the record says so); a second death is its own."""
+    in a fresh worker and gets that verdict (the record says so); a second death is its own.
+    Issue 34: the death is not hidden either: the case it followed is CRASH, "the backend died
+    after returning", once the next case has passed in a fresh worker."""
     from tilefoundry.conformance.cases import Case
     from tilefoundry.semantics.formats import DType
     from tilefoundry.semantics.ops import BinaryKind
@@ -525,11 +527,53 @@ def test_a_late_worker_death_is_not_charged_to_the_next_case(tmp_path, monkeypat
                                                     "segv"))]
     res = run(FLAKY, cases, jobs=1, timeout_s=SLACK, out_jsonl=tmp_path / "r.jsonl")
     rec = {r["id"]: r for r in res.records}
-    assert rec["flaky/late-exit"]["verdict"] == "PASS"
+    late = rec["flaky/late-exit"]
+    assert late["verdict"] == "CRASH" and late["returned_verdict"] == "PASS", late
+    assert late["message"].startswith("the backend died after returning: the worker exited "
+                                      "with status 7 during backend.run of a later case "
+                                      "(after/add), "), late["message"]
     assert rec["after/add"]["verdict"] == "PASS", rec["after/add"]
     assert "fresh worker" in rec["after/add"]["rerun"]
     assert "exited with status 7" in rec["after/add"]["rerun"]
     assert rec["after/segv"]["verdict"] == "CRASH"  # a death of its own stays a CRASH
+
+
+def test_a_backend_that_dies_after_every_run_gets_no_pass(tmp_path, monkeypatch, capsys):
+    """Issue 34, deliver 4: a backend that kills its own process 0.3 s after every run got
+    32/32 PASS, exit 0, nothing printed (the deaths showed only as `rerun` keys). A case's
+    record now waits until its worker has outlived it (finished another case 1 s later, or
+    exited cleanly when asked): each case is CRASH "the backend died after returning", its
+    outputs' verdict kept in `returned_verdict`, and the run exits 1."""
+    from tilefoundry.cli import main
+
+    monkeypatch.setenv("KILL_AFTER_RUN_S", "0.3")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    for jobs in ("1", "2"):
+        rc = main(["conformance", "run", "--backend", FLAKY, "--catalog",
+                   "synthetic_catalog:build_adds", "--no-progress", "-j", jobs, "--jsonl",
+                   f"r{jobs}.jsonl"])
+        out = capsys.readouterr().out
+        recs = list(read_jsonl(tmp_path / f"r{jobs}.jsonl")[1].values())
+        assert rc == 1 and len(recs) == 32, out
+        assert {r["verdict"] for r in recs} == {"CRASH"}, [r["verdict"] for r in recs]
+        assert {r["returned_verdict"] for r in recs} == {"PASS"}
+        assert "\nresult: FAIL (32 CRASH); results in" in out, out
+        line = next(x for x in out.splitlines() if x.startswith("CRASH    add/0: "))
+        assert line.startswith("CRASH    add/0: the backend died after returning: the worker "
+                               "was killed by signal SIGKILL (Killed) "), line
+        assert "(its outputs were judged PASS)" in line, line
+
+
+def test_a_well_behaved_backend_loses_no_time_to_the_wait(tmp_path):
+    """The record's wait costs a well-behaved backend nothing: the reference's 32 adds pass,
+    in about the time they take, its workers exiting cleanly at the end."""
+    cases = list(syn.build_adds(0))
+    t0 = time.monotonic()
+    res = run("reference", cases, jobs=2, timeout_s=SLACK, out_jsonl=tmp_path / "r.jsonl")
+    assert [r["verdict"] for r in res.records] == ["PASS"] * 32
+    assert not [r for r in res.records if "died_after" in r]
+    assert time.monotonic() - t0 < 15
 
 
 def test_processes_a_backend_forks_do_not_outlive_the_run(tmp_path, monkeypatch):
