@@ -588,8 +588,10 @@ def evaluate_enclosed(module: Module, entry: str, inputs: Sequence[np.ndarray]
                       ) -> tuple[Evaluation, list[Any]]:
     """``evaluate(..., report=True)`` plus, per output (as ``compare`` lists them), its
     enclosure: None (exact), an ``Enc``, or ``SHARDED``."""
+    from tilefoundry.oracle.compare import _as_outputs
+
     value, ev = run(module, entry, inputs, EnclosingEvaluator)
-    outs = list(value) if isinstance(value, tuple | list) else [value]
+    outs = _as_outputs(value)  # the leaves, a nested tuple flattened
     encs = [_gather_enc(o, ev.enc_of(o)) for o in outs]
     return Evaluation(value, tuple(ev.contracts), encs, ev.entry_fn), encs
 
