@@ -19,12 +19,12 @@ from collections import Counter
 from pathlib import Path
 
 from tilefoundry.conformance.cases import VERDICTS
-from tilefoundry.conformance.report import ABBR, SEVERITY, _dtype_key
+from tilefoundry.conformance.report import ABBR, SEVERITY, _dtype_key, diagnosis_label
 
 __all__ = ["render_html", "write_html"]
 
 BAD = ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS")
-_COLOUR = {"PASS": "#2e7d32", "FLAKY": "#f9a825", "UNJUDGED": "#6d8fa8", "FAIL": "#c62828",
+_COLOUR = {"PASS": "#2e7d32", "ADMITTED": "#00838f", "FLAKY": "#f9a825", "UNJUDGED": "#6d8fa8", "FAIL": "#c62828",
            "NOT_SUPPORTED": "#9e9e9e", "XFAIL": "#7b5ea7", "XPASS": "#ad1457",
            "CRASH": "#4a148c", "TIMEOUT": "#e65100", "ERROR": "#d84315"}
 _CSS = """
@@ -151,11 +151,21 @@ def _classes(o: dict) -> _Markup:
                        "</td><td>{} <code>{}</code></td><td>{} <code>{}</code></td></tr>",
                        o.get("mismatches"), o.get("worst_index"), o.get("expected"),
                        o.get("expected_hex"), o.get("observed"), o.get("observed_hex")))
+    d = o.get("diagnosis")
+    diag = _h("")
+    if isinstance(d, dict):  # conformance levels: the least relaxation sets, per class too
+        per = _cat(_h("<tr><td>{}</td><td class='n'>{}</td><td>{}</td><td class='n'>{}</td>"
+                      "</tr>", c.get("class"), c.get("count"), diagnosis_label(c),
+                      c.get("none")) for c in d.get("classes") or [] if isinstance(c, dict))
+        diag = _h("<p class='msg'>least relaxation set(s): <b>{}</b> ({} of {} rejected "
+                  "element(s) admitted under none)</p><table><tr><th>class</th><th>elements"
+                  "</th><th>least sets</th><th>under none</th></tr>{}</table>",
+                  diagnosis_label(d), d.get("none"), d.get("rejected"), per)
     return _h("<p class='msg'>output {} under <code>{}</code>: {}/{} element(s) rejected in {} "
               "distinct class(es)</p><table><tr><th>class (expected -> observed)</th><th>"
               "elements</th><th>first index</th><th>expected</th><th>observed</th></tr>{}"
-              "</table>", o.get("output"), o.get("contract"), o.get("mismatches"),
-              o.get("total"), len(o.get("classes") or []), _cat(rows))
+              "</table>{}", o.get("output"), o.get("contract"), o.get("mismatches"),
+              o.get("total"), len(o.get("classes") or []), _cat(rows), diag)
 
 
 def _failure(r: dict) -> _Markup:
@@ -190,6 +200,10 @@ def render_html(records: list[dict], *, title: str, meta: str, result: str) -> s
             _cat(_failure(r) for r in bad) or _h("<p>none</p>")]
     if flaky:
         body += [_h("<h2>Flaky ({})</h2>", len(flaky)), _cat(_failure(r) for r in flaky)]
+    admitted = [r for r in records if r["verdict"] == "ADMITTED"]
+    if admitted:
+        body += [_h("<h2>Admitted under declared relaxations ({})</h2>", len(admitted)),
+                 _cat(_failure(r) for r in admitted)]
     if warned:
         rows = _cat(
             _h("<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"

@@ -298,6 +298,15 @@ def test_the_runner_records_the_least_set_and_admits_only_what_is_declared(tmp_p
         assert r["diagnosis"]["least"] == [["nsz"]] and r["diagnosis"]["none"] == 0
         assert "admitted under {nsz}" in r["message"]
         assert r["outputs"][0]["diagnosis"]["op"] == "Binary(max)"
+    from tilefoundry.conformance.html_report import render_html
+    from tilefoundry.conformance.report import relaxation_table
+
+    page = render_html(strict.records, title="t", meta="m", result="FAIL")
+    assert "least relaxation set(s): <b>nsz</b>" in page
+    table = relaxation_table(strict.records).splitlines()
+    assert table[1].split() == ["op", "outputs", "nsz", "none"]
+    assert table[3].split() == ["Binary(max)", str(len(strict.records)), str(len(
+        strict.records)), "-"]
     m = Manifest(source="test")
     m.admit_all = parse_admit("nsz")
     adm = run(spec, _max_cases(), jobs=1, timeout_s=120, seed=0,
