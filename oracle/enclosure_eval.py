@@ -480,17 +480,45 @@ class RelaxedEvaluator(EnclosingEvaluator):
         self._inter.update(intermediates(fn))
         return super().call_function(fn, args)
 
-    def touched(self, v: Any) -> bool:
+    def touched(self, v: Any) -> Any:
+        """Where a widening reached ``v``: False, True (everywhere) or a bool array."""
         hit = self._touched.get(id(v))
-        if hit is not None and hit is v:
-            return True
-        return isinstance(v, tuple) and any(self.touched(f) for f in v)
+        if hit is not None and hit[0] is v:
+            return hit[1]
+        if isinstance(v, tuple):
+            return True if any(self.touched(f) is not False for f in v) else False
+        return False
 
-    def _mark(self, v: Any) -> None:
-        self._touched[id(v)] = v
+    def _mark(self, v: Any, mask: Any = True) -> None:
+        if mask is False or (isinstance(mask, np.ndarray) and not mask.any()):
+            return
+        if isinstance(mask, np.ndarray) and mask.shape != np.shape(_data(v)):
+            mask = True
+        old = self.touched(v)
+        if old is not False and mask is not True:
+            mask = True if old is True else (old | mask)
+        self._touched[id(v)] = (v, mask)
         if isinstance(v, tuple):
             for f in v:
-                self._mark(f)
+                self._mark(f, True)
+
+    def _reach(self, args: tuple, v: Any) -> Any:
+        """The elements of ``v`` the operands' widened elements reach: elementwise through
+        broadcasting, everywhere otherwise (a reduction, a movement, a contraction)."""
+        out: Any = False
+        shape = np.shape(_data(v)) if not isinstance(v, tuple) else None
+        for a in args:
+            t = self.touched(a)
+            if t is False:
+                continue
+            if t is True or shape is None:
+                return True
+            try:
+                m = np.broadcast_to(t, shape)
+            except ValueError:
+                return True
+            out = m if out is False else (out | m)
+        return out
 
     def eval_node(self, node, values, env):
         from tilefoundry.oracle.relax import relax_operands, relax_result
@@ -502,18 +530,26 @@ class RelaxedEvaluator(EnclosingEvaluator):
             v = super().eval_node(node, values, env)
             if isinstance(node, GridRegionExpr):
                 self.loops = True
-            kids = list(node.args) if isinstance(node, Call) else \
-                list(node.fields) if isinstance(node, Tuple) else \
-                [node.tuple_value] if isinstance(node, TupleGetItem) else []
-            if any(self.touched(values[id(k)]) for k in kids if id(k) in values):
-                self._mark(v)
+            if isinstance(node, TupleGetItem):
+                if self.touched(v) is False and \
+                        self.touched(values[id(node.tuple_value)]) is not False:
+                    self._mark(v, True)
+            elif isinstance(node, Tuple):
+                pass  # its fields carry their own marks
+            elif isinstance(node, Call):
+                args = tuple(values[id(a)] for a in node.args)
+                if isinstance(node.op, Function):
+                    if any(self.touched(a) is not False for a in args):
+                        self._mark(v, True)
+                else:
+                    self._mark(v, self._reach(args, v))
             return v
         n0 = len(self.contracts)
         v = _Evaluator.eval_node(self, node, values, env)
         new = [c for _, c in self.contracts[n0:]]
         args = tuple(values[id(a)] for a in node.args)
         encs = [e.for_operand() if isinstance(e, Enc) else e for e in map(self.enc_of, args)]
-        upstream = any(self.touched(a) for a in args)
+        upstream = self._reach(args, v)
         if any(isinstance(e, str) for e in encs):
             self._set(v, SHARDED)
             return v
@@ -521,26 +557,61 @@ class RelaxedEvaluator(EnclosingEvaluator):
                 isinstance(v, Sharded | PerDevice) or any(c.per_device for c in new):
             if new or any(e is not None for e in encs):  # mesh values stay strict
                 self._set(v, _mesh_enclosure(node, env, args, encs, v, new))
-            if upstream:
-                self._mark(v)
+            self._mark(v, True if upstream is not False else False)
             return v
         widened = relax_operands(encs, args, active, node.op)
         site = _rules.Site(node.op, node, node.checked_type, env, widened, args, v, new)
         e0 = with_candidates(site, ENCLOSURES[type(node.op)](site)) if new or any(
             x is not None for x in widened) or type(node.op) in RULES_ON_EXACT else None
+        strict = e0
         if e0 is not None and all(x is None for x in encs) and any(
                 x is not None for x in widened):
             base = ENCLOSURES[type(node.op)](_rules.Site(
                 node.op, node, node.checked_type, env, encs, args, v, new)) \
                 if new or type(node.op) in RULES_ON_EXACT else None
+            strict = base
             e0 = _only_where_widened(e0, base, v, widened, args)
         e = relax_result(site, e0, active, intermediate=self._inter.get(id(node), False),
                          operand_values=lambda n: (values[id(n)], self.enc_of(values[id(n)])))
         self._set(v, e)
-        if upstream or e is not e0 or any(a is not b for a, b in zip(encs, widened,
-                                                                      strict=True)):
-            self._mark(v)
+        self._mark(v, upstream)
+        if any(a is not b for a, b in zip(encs, widened, strict=True)) or e is not strict:
+            self._mark(v, _changed(e, strict, v))
+        if isinstance(getattr(e, "applied", None), np.ndarray):
+            self._mark(v, e.__dict__.pop("applied"))
         return v
+
+
+def _changed(e: Any, strict: Any, v: Any) -> Any:
+    """Per element, where the relaxed enclosure ``e`` differs from the strict one (True for a
+    tuple value or one whose shapes do not line up)."""
+    from tilefoundry.oracle.enclosure import _f64
+
+    if isinstance(v, tuple) or not isinstance(v, np.ndarray):
+        return True
+    if e is strict:
+        return False
+    a = e if isinstance(e, Enc) else Enc.point(v)
+    b = strict if isinstance(strict, Enc) else Enc.point(v)
+    if a.shape != v.shape or b.shape != v.shape:
+        return True
+    if a.cands is None and b.cands is not None:
+        return True  # a finite set became an interval: every element may admit more
+    with np.errstate(all="ignore"):
+        alo, ahi, blo, bhi = _f64(a.lo), _f64(a.hi), _f64(b.lo), _f64(b.hi)
+        d = (a.nan != b.nan) | (a.real != b.real) | (
+            a.real & ((alo != blo) | (ahi != bhi) | (np.signbit(alo) != np.signbit(blo)) |
+                      (np.signbit(ahi) != np.signbit(bhi))))
+    return d
+
+
+def _unsharded_shape(o: Any) -> tuple:
+    from tilefoundry.semantics.evaluator.mesh import unshard
+
+    try:
+        return np.shape(unshard(o))
+    except Exception:
+        return np.shape(o.data)
 
 
 def _only_where_widened(e: Any, base: Any, v: Any, widened: list, args: tuple) -> Any:
@@ -573,15 +644,27 @@ def _only_where_widened(e: Any, base: Any, v: Any, widened: list, args: tuple) -
 
 
 def evaluate_relaxed(module: Module, entry: str, inputs: Sequence[np.ndarray], admit: Any
-                     ) -> tuple[list[Any], list[bool]]:
-    """Per output: its enclosure under ``admit`` and whether a relaxation's widening reached
-    it (every output counts as reached when the program loops and anything was widened)."""
+                     ) -> tuple[list[Any], list[np.ndarray]]:
+    """Per output: its enclosure under ``admit`` and, per element, whether a relaxation's
+    widening reached it (loop carries are the yielded values themselves, so their marks
+    carry through iterations)."""
+    from tilefoundry.oracle.compare import _as_outputs
+
     cls = type("Relaxed", (RelaxedEvaluator,), {"admit": admit})
     value, ev = run(module, entry, inputs, cls)
-    outs = list(value) if isinstance(value, tuple | list) else [value]
+    outs = _as_outputs(value)
     encs = [_gather_enc(o, ev.enc_of(o)) for o in outs]
-    anything = ev.loops and bool(ev._touched)
-    return encs, [anything or ev.touched(o) for o in outs]
+    reached = []
+    for o in outs:
+        shape = np.shape(_data(o)) if not isinstance(o, Sharded) else None
+        t = ev.touched(o)
+        if isinstance(t, np.ndarray) and shape is not None and t.shape == shape and \
+                not isinstance(o, PerDevice):
+            reached.append(t)
+        else:
+            gshape = _unsharded_shape(o) if isinstance(o, Sharded) else np.shape(_data(o))
+            reached.append(np.full(gshape, t is not False))
+    return encs, reached
 
 
 def evaluate_enclosed(module: Module, entry: str, inputs: Sequence[np.ndarray]

@@ -474,6 +474,8 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
                      r.real & (np.isinf(_f64(r.lo)) | np.isinf(_f64(r.hi))))
         if m.any():
             e = _poison(as_enc(e, v), m, f"{name}: a {what} operand or result")
+            # where it applies, even over an enclosure that admitted everything already
+            e.applied = m | getattr(e, "applied", False)
     if dt.is_float and excess:
         e.dense, e.cands = True, None  # f32 values flow on: no finite set of bf16 values
     return e
