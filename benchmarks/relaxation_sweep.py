@@ -99,12 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     for path in args.paths.split(","):
         for op in args.ops.split(","):
-            fn = _torch_fn(op)
-            if path == "inductor":
-                fn = torch.compile(fn, fullgraph=True, dynamic=False)
             for dt in args.dtypes.split(","):
                 st = STORAGE[dt]
                 for n in widths:
+                    fn = _torch_fn(op)
+                    if path == "inductor":  # one compiled kernel per dtype and shape
+                        torch._dynamo.reset()
+                        fn = torch.compile(fn, fullgraph=True, dynamic=False)
                     for sg in sigmas:
                         x = (rng.standard_normal((args.rows, n)) * sg).astype(np.float32)
                         w = (1 + 0.1 * rng.standard_normal(n)).astype(np.float32)
