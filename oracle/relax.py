@@ -69,7 +69,7 @@ RELAXATIONS: tuple[Relaxation, ...] = (
     Relaxation("afn", "approximate functions", "LLVM fast-math flag `afn`; the Vulkan 1.3 "
                "precision table (SPIR-V, 'Precision and Operation of SPIR-V Instructions')",
                "exp / exp2 within 3 + 2·|x| ulp, log / log2 within 3 ulp outside [0.5, 2] and "
-               "2^-21 absolute inside, rsqrt 2 ulp, division 2.5 ulp for |y| in [2^-126, "
+               "2^-21 absolute inside, rsqrt 2 ulp, sqrt as 1 / rsqrt (9 ulp), division 2.5 ulp for |y| in [2^-126, "
                "2^126] (beyond: also a same-signed zero, CUDA __fdividef); sigmoid, silu, tanh, "
                "gelu(tanh) and softmax by their f32 models with those primitives "
                "(relax_models.AFN)"),
@@ -161,7 +161,7 @@ def _register_scope() -> None:
     from tilefoundry.semantics.ops.tile_sort import Sort
 
     afn_unary = {UnaryKind.EXP, UnaryKind.EXP2, UnaryKind.LOG, UnaryKind.LOG2,
-                 UnaryKind.RSQRT}
+                 UnaryKind.RSQRT, UnaryKind.SQRT}
 
     def binary(op) -> frozenset[str]:
         s = set(_ARITH) | {"excess"}
@@ -460,7 +460,11 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
             e = as_enc(e, v).widen_ulps(1)
             e.cause = e.cause or "excess"
         if "nsz" in active:
-            e = signless_zero(as_enc(e, v)) or e
+            z = signless_zero(as_enc(e, v))
+            if z is not None:  # applied where the result is a zero, even where the strict
+                # enclosure reached -0 already (a hull looser than an exact contract)
+                z.applied = (_f64(v) == 0) | getattr(e, "applied", False)
+                e = z
     for what, name in (("nan", "nnan"), ("inf", "ninf")):
         if name not in active:
             continue
@@ -473,9 +477,10 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
             m = m | (r.nan if what == "nan" else
                      r.real & (np.isinf(_f64(r.lo)) | np.isinf(_f64(r.hi))))
         if m.any():
+            prev = getattr(e, "applied", False)
             e = _poison(as_enc(e, v), m, f"{name}: a {what} operand or result")
             # where it applies, even over an enclosure that admitted everything already
-            e.applied = m | getattr(e, "applied", False)
+            e.applied = m | prev
     if dt.is_float and excess:
         e.dense, e.cands = True, None  # f32 values flow on: no finite set of bf16 values
     return e

@@ -20,6 +20,7 @@ lemma A there):
 * softmax: each e_i's 6u becomes (6 + 4|d_i|)u, the sum's weighted mean of those errors grows by
   at most 4·min(max_j |d_j|, n/e)·u (x·e^-x <= 1/e), the division's u becomes 5u:
   139 + 4|d_i| + 4·min(max|d|, n/e) + 4 ulp;
+* sqrt, which Vulkan inherits from 1 / inversesqrt: 4u + 5u, i.e. 9 ulp (strict: exact);
 * a division whose divisor lies beyond 2^126 may also return a same-signed zero (CUDA's
   documented __fdividef; Vulkan leaves that range unbounded), so do sigmoid and silu where
   1 + exp(-x) > 2^126 (x < -87.34).
@@ -155,6 +156,8 @@ def afn(site: Any, e: Enc | None) -> Enc | None:
     with np.errstate(all="ignore"):
         if isinstance(op, Unary) and op.kind in (UnaryKind.EXP, UnaryKind.EXP2):
             return _widen(site, e, 3 + 2 * _absx(site), "afn exp")
+        if isinstance(op, Unary) and op.kind is UnaryKind.SQRT:  # Vulkan: 1 / inversesqrt
+            return _widen(site, e, np.full(v.shape, 9.0), "afn sqrt")
         if isinstance(op, Unary) and op.kind in (UnaryKind.LOG, UnaryKind.LOG2):
             lo, hi = _box(site)
             inside = (hi >= 0.5) & (lo <= 2.0)

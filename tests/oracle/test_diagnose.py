@@ -117,6 +117,16 @@ def test_afn_exp_through_exp2_of_a_rounded_argument():
     _only(m, [xs], obs, "afn")
 
 
+def test_afn_sqrt_as_the_reciprocal_of_rsqrt():
+    """Vulkan's sqrt is inherited from 1 / inversesqrt: two roundings, inside 9 ulp."""
+    x = _v("x", (256,))
+    m = _mod((x,), Call(Unary(UnaryKind.SQRT), (x,)))
+    xs = (RNG.random(256) * 1000).astype(np.float32)
+    r = (np.float32(1) / np.sqrt(xs.astype(np.float64)).astype(np.float32)).astype(np.float32)
+    obs = (np.float32(1) / r).astype(np.float32)
+    _only(m, [xs], obs, "afn")
+
+
 def test_arcp_division_through_the_reciprocal():
     a, b = _v("a", (64,)), _v("b", (64,))
     m = _mod((a, b), _bin(BinaryKind.DIV, a, b))
