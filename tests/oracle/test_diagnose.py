@@ -416,3 +416,17 @@ def test_every_admitted_result_of_the_inexact_op_still_passes(chain):
     obs = _bf(then(moved.astype(np.float32)))
     v = check(m, "f", xs, obs)
     assert v.status == "PASS", v.summary()
+
+
+def test_cli_admitted_run_says_so_and_exits_0(tmp_path, capsys):
+    from tilefoundry.cli import main
+
+    args = ["conformance", "run", "--backend",
+            "tests.conformance.planted_backends:max_min_zero_sign_free", "--cases",
+            "spec/binary/max-orders-signed-zeros/*", "--no-progress"]
+    rc = main([*args, "--jsonl", str(tmp_path / "a.jsonl"), "--admit", "nsz"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "result: ADMITTED (" in out and "result: PASS" not in out
+    rc = main([*args, "--jsonl", str(tmp_path / "b.jsonl")])
+    out = capsys.readouterr().out
+    assert rc == 1 and "admitted under {nsz}" in out and "Binary(max)" in out
