@@ -254,9 +254,31 @@ def _mesh_enclosure(node, env, args, encs, v, new) -> Any:
                      tuple(_data(a) for a in args), vdata, list(new))
     site.likes = tuple(args)
     r = ENCLOSURES[type(node.op)](site)
+    if name == "Gather" and isinstance(r, Enc):
+        r = _identity_rows_exact(site, r, vdata)
     if replicated and isinstance(r, Enc):
         r = _device_hull(r, len(ext))
     return r
+
+
+def _identity_rows_exact(site: _MeshSite, r: Enc, vdata: np.ndarray) -> Enc:
+    """A Gather along a split axis (a Partial(sum), ``sharding._gather_split``): each device
+    writes the sum's identity (``-0``, 0) at the rows it does not own. Those elements are exact
+    (no freedom reaches them), so their enclosure is the point of the value there. The movement
+    rule cannot tell them apart: it moves the ``nan`` / ``real`` masks as 1 / 0 flags, and the
+    identity written over a flag reads as False in both: an empty enclosure, whose Partial(sum)
+    completion is empty and rejects every result."""
+    from tilefoundry.oracle.enclosure_rules import _flag, _unflag
+
+    x = np.asarray(site.args[0])
+    ones = np.asarray(_flag(np.ones(x.shape, bool), x), order="C")
+    own = _unflag(np.asarray(site.impl(ones, *site.args[1:])))  # identity rows read False
+    if own.all():
+        return r
+    p = Enc.point(vdata)
+    return Enc(np.where(own, r.lo, p.lo), np.where(own, r.hi, p.hi),
+               np.where(own, r.nan, p.nan), np.where(own, r.real, p.real), r.cause,
+               None if r.nan_bits is None else np.where(own, r.nan_bits, nan_bits_of(p)))
 
 
 def _special_on_mesh(node, args) -> bool:
