@@ -275,10 +275,13 @@ def _identity_rows_exact(site: _MeshSite, r: Enc, vdata: np.ndarray) -> Enc:
     own = _unflag(np.asarray(site.impl(ones, *site.args[1:])))  # identity rows read False
     if own.all():
         return r
+    from dataclasses import replace
+
     p = Enc.point(vdata)
-    return Enc(np.where(own, r.lo, p.lo), np.where(own, r.hi, p.hi),
-               np.where(own, r.nan, p.nan), np.where(own, r.real, p.real), r.cause,
-               None if r.nan_bits is None else np.where(own, r.nan_bits, nan_bits_of(p)))
+    return replace(r, lo=np.where(own, r.lo, p.lo), hi=np.where(own, r.hi, p.hi),
+                   nan=np.where(own, r.nan, p.nan), real=np.where(own, r.real, p.real),
+                   nan_bits=None if r.nan_bits is None else np.where(own, r.nan_bits, False),
+                   cands=None if r.cands is None else np.where(own, r.cands, p.lo[None]))
 
 
 def _special_on_mesh(node, args) -> bool:
