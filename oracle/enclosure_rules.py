@@ -793,17 +793,23 @@ _DATA = {Gather: (0,), InsertSlice: (0, 1), CacheUpdate: (0, 3)}
 
 
 def _flag(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
-    """A bool mask as values of ``like``'s dtype (1 / 0), so a movement kernel moves it."""
+    """A bool mask as values of ``like``'s dtype (1 / 0), so a movement kernel moves it.
+    f8e8m0 has no zero (its cast of 0 is NaN, which read back as True: every moved flag was
+    set): there False is 2."""
     dt = dtype_of(like)
     if dt is DType.BOOL:
         return np.asarray(mask, bool)
     if dt.is_float:
-        return cast(np.where(mask, 1.0, 0.0).astype(np.float32), dt)
+        off = 2.0 if dt is DType.F8E8M0 else 0.0
+        return cast(np.where(mask, 1.0, off).astype(np.float32), dt)
     return np.asarray(mask).astype(like.dtype)
 
 
 def _unflag(x: np.ndarray) -> np.ndarray:
-    return _f64(np.asarray(x)) != 0
+    x = np.asarray(x)
+    if dtype_of(x) is DType.F8E8M0:
+        return _f64(x) == 1.0
+    return _f64(x) != 0
 
 
 @register_enclosure(Reshape, Transpose, Slice, Concat, Stack, Gather, InsertSlice, CacheUpdate)

@@ -447,3 +447,31 @@ def test_a_partial_completion_is_judged_under_its_contract_on_every_path(tmp_pat
         assert ok.status == PASS, (name, ok.summary())
         assert ok.outputs[0].contract.startswith("admitted_set("), (name, ok.summary())
         assert check(mod, "f", ins, wrong).status == FAIL, name
+
+
+def _e8m0(values) -> np.ndarray:
+    from tilefoundry.semantics.dtypes import cast
+
+    return cast(np.asarray(values, np.float32), DType.F8E8M0)
+
+
+def test_a_moved_f8e8m0_enclosure_keeps_its_nan_and_real_flags():
+    """The movement rule moves an enclosure's nan / real masks as 1 / 0 values of the dtype;
+    f8e8m0 has no 0 (its cast is NaN, which read back as True), so after any Reshape /
+    Transpose / Slice of an enclosed f8e8m0 value NaN was admitted everywhere."""
+    from tilefoundry.semantics.dsl import parse_module
+
+    m = parse_module("""
+@func
+def main(x: Tensor[(2, 3), f8e8m0]):
+    return transpose(exp(x), (1, 0))
+
+module(main)
+""")
+    x = _e8m0([[1.0, 2.0, 0.5], [4.0, 0.25, 1.0]])
+    ref = evaluate(m, "main", [x])
+    assert check(m, "main", [x], ref).status == PASS
+    w = ref.copy()
+    w[1, 0] = _e8m0([np.nan])[0]
+    v = check(m, "main", [x], w)
+    assert v.status == FAIL and v.outputs[0].contract.startswith("enclosure("), v.summary()
