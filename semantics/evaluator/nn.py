@@ -50,7 +50,7 @@ Special values (decided; torch 2.13 CPU agrees unless marked):
 * softmax: a NaN or +inf anywhere in the row makes the whole row NaN (torch: x − max is NaN);
   an all −inf row is NaN (torch); −inf entries beside a finite maximum give +0. A finite entry
   whose float64 exponential underflows (x − max < −745) is the least double, which rounds to
-  +0, and to 2^-127 in f8e8m0 (no zero there; D281).
+  +0, and to 2^-127 in f8e8m0 (no zero there; D292).
 * LayerNorm: a row holding NaN or ±inf is all NaN (torch); a constant row gives ``d = +0``, so
   ``y = (+0 · w) + b``; NaN / inf in weight or bias propagate by IEEE rules.
 * RMSNorm: an all-zero row gives ``x · (1/√eps) · w`` (zeros with x's and w's signs, as torch);
