@@ -122,6 +122,22 @@ def _enumerated(x: Enc) -> list | None:
     return [from_ordered(np.minimum(lo_o + j, hi_o), x.dtype) for j in range(top + 1)]
 
 
+def _with_nan_candidates(x: Enc, arrays: list) -> list:
+    """An operand's candidate arrays standing for its NaNs too: NaN where the enclosure admits
+    no real value, and one array more, NaN where a NaN is admitted beside real values. (The
+    arrays were built from the interval alone, whose bounds mean nothing where ``real`` is
+    False: a NaN operand became some finite candidate, and e.g. ``NaN > y`` read True.)"""
+    from tilefoundry.semantics.dtypes import cast
+
+    if not x.dtype.is_float or not (x.nan | ~x.real).any():
+        return arrays
+    qnan = np.asarray(cast(np.asarray([np.nan], np.float32), x.dtype))[0]
+    out = [np.where(x.real, a, qnan).astype(a.dtype) for a in arrays]
+    if (x.nan & x.real).any():
+        out.append(np.where(x.nan, qnan, out[0]).astype(out[0].dtype))
+    return out
+
+
 def with_candidates(site: Any, e: Any) -> Any:
     """``e`` with its finite set (``Enc.cands``) where the op is exact and every operand is
     exact or a finite set whose combinations stay within ``CANDIDATES_MAX``: the op's own
@@ -135,10 +151,10 @@ def with_candidates(site: Any, e: Any) -> Any:
         if x is None:
             lists.append([np.asarray(a)])
         elif isinstance(x, Enc) and x.cands is not None and x.nan_bits is None:
-            lists.append(list(x.cands))
+            lists.append(_with_nan_candidates(x, list(x.cands)))
         elif isinstance(x, Enc) and x.nan_bits is None and not x.dense and \
                 (few := _enumerated(x)) is not None:
-            lists.append(few)
+            lists.append(_with_nan_candidates(x, few))
         else:
             return e
         n *= len(lists[-1])

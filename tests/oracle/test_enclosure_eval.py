@@ -103,3 +103,31 @@ def test_a_gather_along_a_split_axis_of_a_matmul_completed_by_a_reshard():
     assert check(m, "main", ins, wrong_row).status == FAIL
     assert check(m, "main", ins, rev * np.float32(1 + 2.0 ** -10)).status == FAIL
     assert check(m, "main", ins, np.zeros((3, 6), np.float32)).status == FAIL
+
+
+def test_a_nan_behind_a_ulp_op_stays_nan_in_its_finite_candidate_set():
+    """A ULP op's result is carried as a finite set through the exact ops that follow
+    (``with_candidates``). The candidate arrays were built from the interval alone, whose
+    bounds mean nothing where only NaN is admitted: a NaN became some finite candidate, so
+    ``exp(NaN) > y`` was admitted as True only and the reference's False FAILed (6 of 40,000
+    generated programs of the reference's self-fuzz, issue 32: RoPE, RMSNorm, LayerNorm,
+    Tanh, Mma feeding a comparison)."""
+    m = parse_module('''
+@func
+def main(x: Tensor[(4,), f32], y: Tensor[(4,), f32]):
+    return exp(x) > y, exp(x) + y
+
+module(main)
+''')
+    x = np.array([np.nan, 0.0, 1.0, -1.0], np.float32)
+    y = np.array([0.5, 0.5, 10.0, 0.0], np.float32)
+    ref = evaluate(m, "main", [x, y])
+    assert ref[0].tolist() == [False, True, False, True]
+    v = check(m, "main", [x, y], ref)
+    assert v.status == PASS, v.summary()
+    wrong = ref[0].copy()
+    wrong[0] = True  # NaN > 0.5 is False
+    assert check(m, "main", [x, y], (wrong, ref[1])).status == FAIL
+    sum_wrong = ref[1].copy()
+    sum_wrong[0] = np.float32(1.5)  # NaN + y is NaN
+    assert check(m, "main", [x, y], (ref[0], sum_wrong)).status == FAIL
