@@ -41,3 +41,11 @@ def test_a_fail_is_reported_with_the_program_text(fuzz):
     o = fuzz.Outcome(5, "FAIL", True, 0.1, "output 0: FAIL", "module target=reference ...")
     text = fuzz.summary([o], 1.0)
     assert "FAIL 1" in text and "seed 5 (sharded): FAIL" in text and "module target" in text
+
+
+# mixed-run seeds the oracle once FAILed: a NaN behind a ULP op carried as a finite candidate
+# set that had lost it (a comparison of RoPE / RMSNorm / LayerNorm / Tanh / Mma results)
+@pytest.mark.parametrize("seed", [7812, 9622, 20805, 32115])
+def test_the_programs_that_exposed_nan_free_candidate_sets_pass(fuzz, seed):
+    o = fuzz.judge_seed(seed)
+    assert o.verdict in ("PASS", "UNJUDGED"), (o.verdict, o.detail, o.program)
