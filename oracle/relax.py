@@ -520,23 +520,15 @@ def hull_alt(e: Enc | None, v: np.ndarray, fn: Callable[..., np.ndarray], encs: 
 
 def intermediates(fn: Any) -> dict[int, bool]:
     """Per Call of ``fn``'s body (id): may ``excess`` skip its rounding — is it no output of
-    ``fn`` and is every consumer an op ``excess`` applies to (arithmetic; a data-movement,
-    store, Cast or call consumer needs the rounded value)?"""
-    from tilefoundry.semantics.ir import Call, Function, Tuple, TupleGetItem, reachable
+    ``fn`` and is every consumer an op ``excess`` applies to, or a Cast (which reads the
+    unrounded value and rounds itself)? A data-movement, store, loop or call consumer needs
+    the rounded value; so does everything inside a loop body (not walked here: no excess)."""
+    from tilefoundry.semantics.ir import Call, Function, Tuple, operands, reachable
 
     body = getattr(fn, "body", None)
     if body is None:
         return {}
-
-    def kids(e: Any) -> list:
-        if isinstance(e, Call):
-            return list(e.args)
-        if isinstance(e, Tuple):
-            return list(e.fields)
-        if isinstance(e, TupleGetItem):
-            return [e.tuple_value]
-        return []
-
+    kids = operands  # a loop's init args feed it (a consumer that needs them rounded)
     outs = {id(f) for f in (body.fields if isinstance(body, Tuple) else (body,))}
     ok: dict[int, bool] = {}
     nodes = list(reachable(body, kids))
