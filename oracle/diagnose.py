@@ -72,8 +72,8 @@ class Diagnosis:
 
     def line(self) -> str:
         if self.none or not self.least:
-            tail = f"{self.none} of {self.rejected} rejected element(s) admitted under no " \
-                   f"relaxation (searched: {', '.join(self.searched) or 'none applies'})"
+            tail = f"{self.none} of {self.rejected} rejected element(s) no relaxation " \
+                   f"admits (searched: {', '.join(self.searched) or 'none applies'})"
             part = [c for c in self.classes if c.least and not c.none]
             if part:
                 tail += "; the others: " + "; ".join(
