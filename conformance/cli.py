@@ -344,7 +344,8 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
     verdict = "FAIL (" + ", ".join(worst) + ")" if worst else \
         f"NOTHING JUDGED ({result.vacuous})" if result.vacuous else \
         f"UNJUDGED ({c['UNJUDGED']} case(s) not fully judged; no failures)" if c["UNJUDGED"] \
-        else "PASS"
+        else f"ADMITTED ({c['ADMITTED']} case(s) pass only under the declared relaxations; " \
+             f"no failures)" if c.get("ADMITTED") else "PASS"
     if verdict == "PASS" and bl is not None and bl.known:
         verdict = f"PASS (no new failure; {len(bl.known)} known)"
     if flaky:

@@ -10,8 +10,10 @@ so a report can be regenerated from a JSON-lines file alone (``read_jsonl``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -176,7 +178,8 @@ def summary_table(records: list[dict]) -> str:
     total = Counter()
     for c in fams.values():
         total.update(c)
-    cols = [v for v in VERDICTS if v != "FLAKY" or total[v]]  # FLAKY only with --flake-retries
+    # FLAKY only with --flake-retries, ADMITTED only with declared relaxations
+    cols = [v for v in VERDICTS if v not in ("FLAKY", "ADMITTED") or total[v]]
     head = ["family", "cases", *(ABBR[v] for v in cols)]
     rows = [[f, str(sum(c.values())), *(str(c[v]) if c[v] else "-" for v in cols)]
             for f, c in sorted(fams.items())]
@@ -397,20 +400,25 @@ REPRO_FORMAT = 2  # 2: no pickle anywhere (program as DSL source, inputs as raw 
 
 REPRO_PY = '''\
 #!/usr/bin/env python
-"""Reproducer of conformance case {case_id!r} ({family}), seed {seed}.
+"""Reproducer of the conformance case described in case.json, next to this file.
 
-    python repro.py [--backend SPEC] [--recorded] [--catalog MOD:FN]
+    python repro.py --backend SPEC [--catalog MOD:FN]   # re-run SPEC and judge its outputs
+    python repro.py --recorded                          # judge the recorded outputs
 
 SPEC: a backend (a built-in name or 'package.module:factory') or a candidate callable
-'package.module:function' taking (module, entry, inputs).
+'package.module:function' taking (module, entry, inputs). The backend comes only from the
+command line: case.json records the one the case failed on (BUG.md shows the command), but a
+reproducer never chooses the code it runs. Without --backend or --recorded it is refused with
+the command to type.
 
-Re-runs the backend (default: {backend!r}) on the recorded input bits and judges its outputs
-with the tilefoundry oracle; --recorded judges the recorded observed outputs instead, with no
-backend. Safe to open: nothing in this directory is executed or unpickled. The program is read
-from program_dsl.py by the DSL parser (which runs no code), the inputs are raw bits (.npy
-without pickles), and this script imports only tilefoundry, numpy and the backend you name
-(its own directory is taken off the import path first). Exit status: 0 PASS, 1 FAIL / ERROR,
-2 when the reproducer cannot be loaded."""
+The backend is re-run on the recorded input bits and its outputs judged with the tilefoundry
+oracle; --recorded judges the recorded observed outputs instead, with no backend. Safe to open:
+nothing in this directory is executed or unpickled. This file is the same for every case (it
+holds nothing of the case's); the program is read from program_dsl.py by the DSL parser (which
+runs no code), the inputs are raw bits (.npy without pickles), and this script imports only
+tilefoundry, numpy and the backend you name (its own directory is taken off the import path
+first). Exit status: 0 PASS, 1 FAIL / ERROR, 2 when the reproducer cannot be loaded or no
+backend is named."""
 
 import os
 import sys
@@ -500,22 +508,70 @@ def load_reproducer(directory: str | Path, catalog: str | None = None
     return module, meta["entry"], inputs, meta
 
 
+#: a backend spec case.json may show in the command to type (never loaded from there)
+_PLAIN_SPEC = re.compile(r"[\w./@+:-]+", re.ASCII)
+
+
+def _names_code_inside(d: Path, spec: str) -> bool:
+    """Whether ``spec`` names a file or module inside the reproducer directory ``d``, from
+    wherever it may be typed (the current directory, ``d`` or a folder above it)."""
+    from tilefoundry.loading import is_file_spec
+
+    target = spec.rpartition(":")[0]
+    if not target:  # a built-in name or an entry point: installed code
+        return False
+    root = d.resolve()
+    rels = [Path(target).expanduser()] if is_file_spec(target) else \
+        [Path(*target.split(".")[:k]) for k in range(1, target.count(".") + 2)]
+    for base in dict.fromkeys([Path.cwd(), root, *root.parents]):
+        for rel in rels:
+            for c in (base / rel, (base / rel).with_name(rel.name + ".py")):
+                with contextlib.suppress(OSError, RuntimeError, ValueError):
+                    r = c.resolve()
+                    if c.exists() and (r == root or root in r.parents):
+                        return True
+    return False
+
+
+def _no_backend_named(d: Path) -> str:
+    """The one-line refusal of a replay that names no backend, with the command to type: the
+    backend case.json records when it is a plain spec naming nothing inside the directory,
+    ``SPEC`` otherwise."""
+    import shlex
+
+    f = d / "case.json"
+    try:  # a regular file of a sane size only (a FIFO would hang the refusal)
+        recorded = json.loads(f.read_text()).get("backend") \
+            if f.is_file() and f.stat().st_size < 2**20 else None
+    except (OSError, ValueError, AttributeError, RecursionError):
+        recorded = None
+    shown = isinstance(recorded, str) and _PLAIN_SPEC.fullmatch(recorded) is not None and \
+        not _names_code_inside(d, recorded)
+    spec = shlex.quote(recorded) if shown else "SPEC"
+    return (f"no backend named: type it, e.g. python {shlex.quote(str(d / 'repro.py'))} "
+            f"--backend {spec}" + (" (the backend case.json records)" if shown else "")
+            + ", or add --recorded to judge the recorded outputs; a reproducer never chooses "
+              "the code it runs")
+
+
 def rerun_reproducer(directory: str | Path, argv: list[str] | None = None) -> int:
-    """``repro.py``'s logic: re-run the backend (or judge the recorded outputs) and print the
-    verdict; 0 PASS, 1 FAIL / ERROR, 2 when the reproducer cannot be loaded."""
+    """``repro.py``'s logic: re-run the backend named by ``--backend`` (or judge the recorded
+    outputs) and print the verdict; 0 PASS, 1 FAIL / ERROR, 2 when the reproducer cannot be
+    loaded or no backend is named. The backend comes only from ``argv``: case.json's is shown
+    in the refusal, never loaded (a reproducer is data)."""
     import argparse
 
     d = Path(directory)
-    try:
-        meta_backend = json.loads((d / "case.json").read_text()).get("backend") or "reference"
-    except (OSError, ValueError, AttributeError):
-        meta_backend = "reference"
     ap = argparse.ArgumentParser(prog="repro.py", description="re-run a conformance case")
-    ap.add_argument("--backend", default=meta_backend)
+    ap.add_argument("--backend", help="the backend to re-run (required unless --recorded; "
+                                      "case.json's is never used)")
     ap.add_argument("--recorded", action="store_true",
                     help="judge the recorded observed outputs; run no backend")
     ap.add_argument("--catalog", help="the catalog a case id belongs to (default: built in)")
     args = ap.parse_args(argv)
+    if args.backend is None and not args.recorded:  # never case.json's: the folder is data
+        print(f"repro.py: {_no_backend_named(d)}", file=sys.stderr)
+        return 2
     from tilefoundry.oracle.compare import check
 
     try:
@@ -653,8 +709,7 @@ def write_reproducer(path: str | Path, *, case_id: str, family: str, seed: int, 
             "observed": ob_meta, "tuple_result": tuple_result, "status": verdict.status,
             "contracts_version": verdict.contracts_version}
     (p / "case.json").write_text(json.dumps(meta, indent=1) + "\n")
-    (p / "repro.py").write_text(REPRO_PY.format(case_id=case_id, family=family, seed=seed,
-                                                backend=backend))
+    (p / "repro.py").write_text(REPRO_PY)  # a fixed file: no text of the case in code
     (p / "BUG.md").write_text(bug_md(p, case_id=case_id, family=family, seed=seed,
                                      backend=backend, verdict=verdict, text=text, dsl=dsl,
                                      inputs=inputs))
@@ -670,12 +725,15 @@ def bug_md(p: Path, *, case_id: str, family: str, seed: int, backend: str, verdi
     """A bug report a person can paste into a tracker: the replay command, expected vs
     observed per failing element class of each rejected output, the program source and the
     inputs as hex (the first ``BUG_HEX_ELEMENTS`` elements of each)."""
+    import shlex
+
     from tilefoundry.semantics.evaluator.mesh import Sharded
 
     lines = [f"# {case_id}: {verdict.status} on backend `{backend or '(candidate)'}`", "",
              f"- family: {family}; seed: {seed}; contracts version: "
              f"{verdict.contracts_version}", "", "## Replay", "", "```sh",
-             f"python {p}/repro.py" + (f" --backend {backend}" if backend else ""), "```", "",
+             f"python {shlex.quote(str(p / 'repro.py'))} --backend "  # shell-quoted: data
+             f"{shlex.quote(backend) if backend else 'SPEC'}", "```", "",
              "## Expected vs observed", ""]
     fails = [o for o in verdict.outputs if o.status == "FAIL"]
     if not fails:

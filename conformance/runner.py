@@ -19,7 +19,9 @@
    reference evaluation raises) are ERROR with a message starting ``harness:``.
 4. A worker that dies while running a case (a segfault, ``os._exit``, SIGKILL) makes that case
    **CRASH** (the signal or exit status, the phase — ``backend.compile``, ``backend.run``, ... —
-   and the innermost Python frames, which ``faulthandler`` writes to a per-worker file); a case
+   and the innermost Python frames, which ``faulthandler`` writes to a per-worker file), and
+   one that dies after a case returned, before outliving it, makes that case CRASH "the
+   backend died after returning" (``_run_local``); a case
    that exceeds ``timeout_s`` (the whole case: build, reference, compile, run, check) is
    **TIMEOUT**: the runner asks the worker for a traceback (SIGUSR1), kills it, starts a fresh
    worker and continues. A worker whose resident memory grows beyond ``worker_rss_mb`` after a
@@ -599,6 +601,8 @@ def _diagnosed(module: Any, entry: str, inputs: list, observed: Any, v: Any) -> 
     diagnosis that cannot be computed leaves the strict verdict as it is."""
     from tilefoundry.oracle.diagnose import diagnose
 
+    if os.environ.get("TILEFOUNDRY_DIAGNOSE", "1") == "0":  # measuring its cost
+        return v
     try:
         return diagnose(module, entry, inputs, observed, v)
     except Exception:
@@ -861,6 +865,9 @@ class _Slot:
     runs: int = 0  # cases this worker process finished
     rerun: str | None = None  # why the current case runs again in a fresh worker
     flake: list | None = None  # [earlier attempts' verdicts, first failure] (--flake-retries)
+    #: (returned at, flake, case, index, record) of the cases it finished and has not yet
+    #: outlived by LATE_DEATH_S (finished another case that much later, or exited cleanly)
+    held: list = field(default_factory=list)
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
@@ -924,6 +931,32 @@ class _Pool:
             with contextlib.suppress(Exception):
                 slot.conn.close()
         slot.proc = slot.conn = None
+
+    def retire(self, slot: _Slot, wait_s: float = 2.0) -> int | None:
+        """Ask an idle worker to exit (its backend's non-daemon threads finish first), then
+        remove it and its process group; its exit status (0: a clean exit), None when it did
+        not exit within ``wait_s``."""
+        code = None
+        if slot.proc is not None:
+            pid = slot.proc.pid
+            with contextlib.suppress(Exception):
+                slot.conn.send(None)
+            t0 = time.monotonic()
+            while code is None and time.monotonic() - t0 < wait_s:
+                if not hasattr(os, "waitid"):
+                    code = slot.proc.exitcode
+                    time.sleep(0.005)
+                    continue
+                try:  # exited? left unreaped, so its process group is still its own to kill
+                    st = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                except OSError:
+                    break
+                if st is not None:
+                    code = st.si_status if st.si_code == os.CLD_EXITED else -st.si_status
+                else:
+                    time.sleep(0.005)
+        self.kill(slot)
+        return code
 
     def stop(self) -> None:
         for s in self.slots:
@@ -1253,7 +1286,37 @@ class _Dispatch:
 
 def _run_local(d: _Dispatch, pool: _Pool, timeout_s: float, worker_rss_mb: float) -> None:
     """The forked-worker executor: hand ``d``'s tasks to the pool's slots, collect verdicts,
-    turn a worker's death into CRASH and a case past ``timeout_s`` into TIMEOUT."""
+    turn a worker's death into CRASH and a case past ``timeout_s`` into TIMEOUT.
+
+    A case's record waits (``_Slot.held``) until its worker has outlived it: finished another
+    case ``LATE_DEATH_S`` later, exited cleanly when retired, or was alive at a deadline. A
+    worker that dies first makes it CRASH "the backend died after returning" (``died_after``);
+    when it dies during a later case, that case runs again in a fresh worker first
+    (``suspects``): dying again, the death is its own and the held cases stand."""
+    suspects: dict[int, tuple] = {}  # a case run again -> (held cases, how the worker died)
+
+    def settle(held: list, died: str | None) -> None:
+        now = time.monotonic()
+        for t, flake, case, i, out in held:
+            d.conclude(flake, case, i, out if died is None else
+                       _died_after(case, out, died, now - t))
+
+    def release(slot: _Slot, died: str | None, before: float | None = None) -> None:
+        """Record the held cases (those returned before ``before``): as they are, or (the
+        worker died) as dying after returning."""
+        late = [before is not None and h[0] > before for h in slot.held]
+        settle([h for h, x in zip(slot.held, late, strict=True) if not x], died)
+        slot.held = [h for h, x in zip(slot.held, late, strict=True) if x]
+
+    def retire(slot: _Slot) -> None:  # an idle worker: a clean exit vouches for its cases
+        code = pool.retire(slot)
+        release(slot, None if code in (0, None) else _death(code) + " once asked to exit")
+
+    def resolve(i: int, own_death: bool) -> None:  # the run again of case i has an outcome
+        if i in suspects:
+            held, died = suspects.pop(i)
+            settle(held, None if own_death else died)
+
     while True:
         # hand out work
         for slot in pool.slots:
@@ -1263,14 +1326,18 @@ def _run_local(d: _Dispatch, pool: _Pool, timeout_s: float, worker_rss_mb: float
             if t is None:
                 break
             if t.fresh and slot.proc is not None and slot.runs:
-                pool.kill(slot)  # each attempt, and a run again after a death, in a fresh one
+                retire(slot)  # each attempt, and a run again after a death, in a fresh one
             if slot.proc is not None and not slot.proc.is_alive():
+                slot.proc.join(1)
+                release(slot, _death(slot.proc.exitcode) + " while idle between cases")
                 pool.kill(slot)  # died between cases (a backend thread, a leak)
             if slot.proc is None:
                 pool.spawn(slot)
             try:
                 slot.conn.send((t.i, t.opts))
             except (BrokenPipeError, OSError):
+                slot.proc.join(1)
+                release(slot, _death(slot.proc.exitcode) + " while idle between cases")
                 pool.kill(slot)
                 pool.spawn(slot)
                 slot.conn.send((t.i, t.opts))
@@ -1281,7 +1348,11 @@ def _run_local(d: _Dispatch, pool: _Pool, timeout_s: float, worker_rss_mb: float
         busy = [s for s in pool.slots if s.task is not None]
         if not busy:
             if not d.more():
-                break
+                held = [s for s in pool.slots if s.held]
+                if not held:
+                    break
+                for slot in held:  # the last cases: their workers must exit cleanly
+                    retire(slot)
             continue
         now = time.monotonic()
         wait_s = max(0.0, min(s.task[3] for s in busy) - now)
@@ -1307,11 +1378,14 @@ def _run_local(d: _Dispatch, pool: _Pool, timeout_s: float, worker_rss_mb: float
                 if slot.rerun is not None:
                     out = {**out, "rerun": slot.rerun}
                 slot.task = None
-                d.conclude(slot.flake, case, i, out)
+                now = time.monotonic()
+                release(slot, None, now - LATE_DEATH_S)  # cases it has outlived long enough
+                resolve(i, False)
+                slot.held.append((now, slot.flake, case, i, out))
                 slot.runs += 1
                 if msg[3] > worker_rss_mb:
                     pool.recycled += 1
-                    pool.kill(slot)
+                    retire(slot)
                 continue
             elapsed = time.monotonic() - started
             if dead_pipe or not slot.proc.is_alive():
@@ -1326,9 +1400,15 @@ def _run_local(d: _Dispatch, pool: _Pool, timeout_s: float, worker_rss_mb: float
                     d.retry.append((i, case, f"{what} during {phase} in a worker that had "
                                              f"run {slot.runs} earlier case(s); run again in "
                                              f"a fresh worker"))
+                    if slot.held:  # its death is this case's or the held ones'
+                        suspects[i] = (slot.held, f"{what} during {phase} of a later case "
+                                                  f"({case.id})")
+                        slot.held = []
                     slot.task = None
                     pool.kill(slot)
                     continue
+                release(slot, f"{what} during {phase} of a later case ({case.id})")
+                resolve(i, True)  # run again, it died again: the first death was its own
                 if slot.partial is not None:
                     out = dict(slot.partial)
                     out["message"] += f" [{what} while reducing the failure]"
@@ -1342,6 +1422,8 @@ def _run_local(d: _Dispatch, pool: _Pool, timeout_s: float, worker_rss_mb: float
                 pool.kill(slot)
                 d.conclude(slot.flake, case, i, out)
             elif time.monotonic() >= dl:
+                release(slot, None)  # alive at the deadline: it outlived the held cases
+                resolve(i, False)
                 phase = _PHASES[slot.phase.value]
                 with contextlib.suppress(Exception):
                     os.kill(slot.proc.pid, signal.SIGUSR1)  # faulthandler: dump stacks
@@ -1369,6 +1451,27 @@ def timeout_record(case: Case, timeout_s: float, elapsed: float, how: str,
     return {**(meta or {}), "verdict": "TIMEOUT", "seconds": elapsed,
             "message": f"exceeded the {timeout_s:g} s limit {how}",
             "program": _case_program(case)}
+
+
+#: a case's record waits until its worker has outlived it by this many seconds (finished
+#: another case that much later) or exited cleanly; a worker that dies first makes it CRASH
+#: "the backend died after returning" (no wall time: the record only waits)
+LATE_DEATH_S = 1.0
+
+
+def _died_after(case: Case, out: dict, died: str, after_s: float) -> dict:
+    """The record of a case whose worker died ``after_s`` seconds after the case returned:
+    CRASH (the verdict its outputs got kept in ``returned_verdict``), or its own failure with
+    the death added to the message."""
+    what = f"{died}, {after_s:.1f} s after this case returned"
+    if out["verdict"] in BAD_VERDICTS:
+        return {**out, "died_after": what,
+                "message": out["message"] + f" [then the backend died after returning: {what}]"}
+    return {**out, "verdict": "CRASH", "returned_verdict": out["verdict"], "died_after": what,
+            "message": f"the backend died after returning: {what} (its outputs were judged "
+                       f"{out['verdict']}); a backend thread, atexit hook or signal ended the "
+                       f"worker (the death may come from another case that worker ran)",
+            "program": out.get("program") or _case_program(case)}
 
 
 def crash_record(case: Case, elapsed: float, what: str, meta: dict | None = None) -> dict:
@@ -1464,6 +1567,11 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                        timeout_s, executor, ray_address)
 
 
+#: tests only: called after the cases ran, before the run reads its results back (a test
+#: widens that window to show that the lock is still held there)
+_BEFORE_READ_BACK: Callable[[], None] | None = None
+
+
 def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, finite: bool,
                 t_start: float, out_jsonl: Path, resume: bool, seed: int,
                 manifest: Manifest | None, repro_dir: Path | None, progress: bool,
@@ -1535,6 +1643,9 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
             _run_local(d, pool, timeout_s, worker_rss_mb)
         else:
             ray_session.run_cases(d, jobs, timeout_s)
+    except BaseException:
+        f.close()
+        raise
     finally:
         try:
             if pool is not None:
@@ -1542,25 +1653,31 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
             if ray_session is not None:
                 ray_session.close()
         finally:
-            f.close()
             prog.close()
             shutil.rmtree(tmp, ignore_errors=True)
             _restore_term(old_term)
 
-    header, recs = read_jsonl(out_jsonl, skipped=[])
-    records = [recs[c] for c in dict.fromkeys(d.order) if c in recs]
-    result = RunResult(backend_spec, seed, records, out_jsonl, header or {},
-                       time.monotonic() - t_start, pool.recycled if pool is not None else 0, unused,
-                       d.stopped,
-                       baseline.apply(records) if baseline is not None else None)
-    with contextlib.suppress(OSError), open(out_jsonl, "a") as f:
-        # a closing record: what this run (this session of a resumed run) concluded
-        f.write(json.dumps({"type": "summary", "cases": len(records),
-                            "counts": dict(result.counts()), "exit_code": result.exit_code,
-                            "vacuous": result.vacuous, "stopped": d.stopped,
-                            "shard": list(shard) if shard else None,
-                            "baseline": result.baseline.to_json() if result.baseline else None,
-                            "seconds": round(result.wall_s, 3)}) + "\n")
+    try:  # still under the lock: another run cannot truncate the file before it is read back
+        if _BEFORE_READ_BACK is not None:
+            _BEFORE_READ_BACK()
+        header, recs = read_jsonl(out_jsonl, skipped=[])
+        records = [recs[c] for c in dict.fromkeys(d.order) if c in recs]
+        result = RunResult(backend_spec, seed, records, out_jsonl, header or {},
+                           time.monotonic() - t_start, pool.recycled if pool is not None else 0,
+                           unused, d.stopped,
+                           baseline.apply(records) if baseline is not None else None)
+        with contextlib.suppress(OSError):
+            # a closing record: what this run (this session of a resumed run) concluded
+            f.write(json.dumps({"type": "summary", "cases": len(records),
+                                "counts": dict(result.counts()), "exit_code": result.exit_code,
+                                "vacuous": result.vacuous, "stopped": d.stopped,
+                                "shard": list(shard) if shard else None,
+                                "baseline": result.baseline.to_json() if result.baseline
+                                else None,
+                                "seconds": round(result.wall_s, 3)}) + "\n")
+            f.flush()
+    finally:
+        f.close()  # the lock goes with it
     return result
 
 

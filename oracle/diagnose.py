@@ -9,7 +9,8 @@ none"), then smaller sets in increasing size — and reports the **minimal** set
 subset admits), for the case, per output and per element class (``compare.failure_classes``).
 
 An element is admitted under a set S when the strict contract accepts it, or when a widening of
-S reached its output and S's enclosure contains it. Zero signs are judged inside a relaxed
+S reached that element (elementwise through broadcasting; everywhere downstream of a reduction,
+a movement or a function call) and S's enclosure contains it. Zero signs are judged inside a relaxed
 enclosure (a zero of a sign the enclosure does not reach is rejected) unless S has ``nsz``.
 
 ``judge_under(admit)`` decides a declared set (``--admit``): every rejected element of every
@@ -71,8 +72,8 @@ class Diagnosis:
 
     def line(self) -> str:
         if self.none or not self.least:
-            tail = f"{self.none} of {self.rejected} rejected element(s) admitted under no " \
-                   f"relaxation (searched: {', '.join(self.searched) or 'none applies'})"
+            tail = f"{self.none} of {self.rejected} rejected element(s) no relaxation " \
+                   f"admits (searched: {', '.join(self.searched) or 'none applies'})"
             part = [c for c in self.classes if c.least and not c.none]
             if part:
                 tail += "; the others: " + "; ".join(
@@ -167,9 +168,10 @@ class _Search:
         for ov in self.fails:
             ok = np.asarray(ov.ok, bool).reshape(self.expected[ov.output].shape)
             enc = encs[ov.output]
-            if isinstance(enc, Enc) and reached[ov.output]:
+            if isinstance(enc, Enc):
                 o = self.got[ov.output]
-                ok = ok | contains_signed(enc, o, "nsz" in s).reshape(ok.shape)
+                ok = ok | (contains_signed(enc, o, "nsz" in s).reshape(ok.shape) &
+                           np.asarray(reached[ov.output], bool).reshape(ok.shape))
             out.append(ok)
         self.cache[s] = out
         return out
@@ -307,8 +309,9 @@ def judge_under(module: Any, entry: str, inputs: Sequence[Any], observed: Any,
     for o in fails:
         ok = np.asarray(o.ok, bool).reshape(expected[o.output].shape)
         enc = encs[o.output]
-        if isinstance(enc, Enc) and reached[o.output]:
-            ok = ok | contains_signed(enc, got[o.output], nsz).reshape(ok.shape)
+        if isinstance(enc, Enc):
+            ok = ok | (contains_signed(enc, got[o.output], nsz).reshape(ok.shape) &
+                       np.asarray(reached[o.output], bool).reshape(ok.shape))
         if not ok.all():
             return False
     return True

@@ -134,6 +134,14 @@ class Enc:
     cause: str = ""  # the freedom that made it (for reports)
     #: u32 values only: per element, every f32 NaN bit pattern is admitted too (None: nowhere)
     nan_bits: np.ndarray | None = None
+    #: a finite set: shape (K, *shape), per element the only real values admitted (inside
+    #: [lo, hi]; None: every value of the interval). Carried from a ULP-budget op whose
+    #: 2B + 1 results are few through the exact elementwise ops and movements that follow
+    #: (``enclosure_eval.with_candidates``), so a skipped rounding between them is seen
+    cands: np.ndarray | None = None
+    #: the interval holds values finer than the dtype (an ``excess`` intermediate: f32 values
+    #: inside a bf16 box): never enumerated as a finite set of the dtype's values
+    dense: bool = False
 
     @property
     def dtype(self) -> DType:
@@ -169,6 +177,8 @@ class Enc:
         on = _isnan(o)
         ow = _f64(o)
         inside = self.real & (_f64(self.lo) <= ow) & (ow <= _f64(self.hi))
+        if self.cands is not None:
+            inside = inside & np.any(_f64(self.cands) == ow, axis=0)
         if self.nan_bits is not None:
             inside = inside | (self.nan_bits & is_f32_nan_pattern(o))
         return np.where(on, self.nan, inside)

@@ -83,8 +83,102 @@ class EnclosingEvaluator(_Evaluator):
         if rule is None:
             raise KeyError(f"no enclosure rule for {type(node.op).__name__}")
         site = _rules.Site(node.op, node, node.checked_type, env, encs, args, v, new)
-        self._set(v, rule(site))
+        self._set(v, with_candidates(site, rule(site)))
         return v
+
+
+# ---------------------------------------------------------------------------------------------
+# finite candidate sets through exact ops
+# ---------------------------------------------------------------------------------------------
+def _carries(op: Any) -> bool:
+    """Exact ops a finite set passes through: elementwise arithmetic, casts, movements."""
+    from tilefoundry.semantics.ops.math import Binary, Unary
+    from tilefoundry.semantics.ops.nn import ReLU
+    from tilefoundry.semantics.ops.tensor import (
+        Cast,
+        Concat,
+        Reshape,
+        Slice,
+        Stack,
+        Transpose,
+    )
+
+    return isinstance(op, Binary | Unary | ReLU | Cast | Reshape | Transpose | Slice | Concat
+                      | Stack)
+
+
+def _enumerated(x: Enc) -> list | None:
+    """A float interval of at most ``CANDIDATES_MAX`` values of its dtype per element, as
+    that list of values (every value of the interval is admitted there)."""
+    from tilefoundry.oracle.enclosure import from_ordered, ordered
+
+    if not x.dtype.is_float or x.lo.size == 0:
+        return None
+    lo_o, hi_o = ordered(x.lo), ordered(x.hi)
+    w = np.where(x.real, hi_o - lo_o, 0)
+    top = int(w.max())
+    if top + 1 > _rules.CANDIDATES_MAX or top < 0:
+        return None
+    return [from_ordered(np.minimum(lo_o + j, hi_o), x.dtype) for j in range(top + 1)]
+
+
+def _with_nan_candidates(x: Enc, arrays: list) -> list:
+    """An operand's candidate arrays standing for its NaNs too: NaN where the enclosure admits
+    no real value, and one array more, NaN where a NaN is admitted beside real values. (The
+    arrays were built from the interval alone, whose bounds mean nothing where ``real`` is
+    False: a NaN operand became some finite candidate, and e.g. ``NaN > y`` read True.)"""
+    from tilefoundry.semantics.dtypes import cast
+
+    if not x.dtype.is_float or not (x.nan | ~x.real).any():
+        return arrays
+    qnan = np.asarray(cast(np.asarray([np.nan], np.float32), x.dtype))[0]
+    out = [np.where(x.real, a, qnan).astype(a.dtype) for a in arrays]
+    if (x.nan & x.real).any():
+        out.append(np.where(x.nan, qnan, out[0]).astype(out[0].dtype))
+    return out
+
+
+def with_candidates(site: Any, e: Any) -> Any:
+    """``e`` with its finite set (``Enc.cands``) where the op is exact and every operand is
+    exact or a finite set whose combinations stay within ``CANDIDATES_MAX``: the op's own
+    kernel over every combination. Anything else keeps the interval."""
+    if not isinstance(e, Enc) or e.cands is not None or not _carries(site.op) or \
+            any(c.kind != "exact" for c in site.contracts):
+        return e
+    lists = []
+    n = 1
+    for x, a in zip(site.encs, site.args, strict=True):
+        if x is None:
+            lists.append([np.asarray(a)])
+        elif isinstance(x, Enc) and x.cands is not None and x.nan_bits is None:
+            lists.append(_with_nan_candidates(x, list(x.cands)))
+        elif isinstance(x, Enc) and x.nan_bits is None and not x.dense and \
+                (few := _enumerated(x)) is not None:
+            lists.append(_with_nan_candidates(x, few))
+        else:
+            return e
+        n *= len(lists[-1])
+    if n > _rules.CANDIDATES_MAX or n <= 1:
+        return e
+    import itertools
+
+    from tilefoundry.oracle.enclosure import _isnan
+
+    v = np.asarray(site.value)
+    out = []
+    with np.errstate(all="ignore"):
+        for combo in itertools.product(*lists):
+            try:
+                r = np.asarray(site.impl(*combo))
+            except Exception:  # a kernel refusing a candidate (an index out of range): interval
+                return e
+            if r.shape != v.shape or r.dtype != v.dtype:
+                return e
+            if np.any(_isnan(r) & ~e.nan):  # a NaN the interval does not admit: keep it
+                return e
+            out.append(r)
+    e.cands = np.stack(out)
+    return e
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,9 +270,34 @@ def _mesh_enclosure(node, env, args, encs, v, new) -> Any:
                      tuple(_data(a) for a in args), vdata, list(new))
     site.likes = tuple(args)
     r = ENCLOSURES[type(node.op)](site)
+    if name == "Gather" and isinstance(r, Enc):
+        r = _identity_rows_exact(site, r, vdata)
     if replicated and isinstance(r, Enc):
         r = _device_hull(r, len(ext))
     return r
+
+
+def _identity_rows_exact(site: _MeshSite, r: Enc, vdata: np.ndarray) -> Enc:
+    """A Gather along a split axis (a Partial(sum), ``sharding._gather_split``): each device
+    writes the sum's identity (``-0``, 0) at the rows it does not own. Those elements are exact
+    (no freedom reaches them), so their enclosure is the point of the value there. The movement
+    rule cannot tell them apart: it moves the ``nan`` / ``real`` masks as 1 / 0 flags, and the
+    identity written over a flag reads as False in both: an empty enclosure, whose Partial(sum)
+    completion is empty and rejects every result."""
+    from tilefoundry.oracle.enclosure_rules import _flag, _unflag
+
+    x = np.asarray(site.args[0])
+    ones = np.asarray(_flag(np.ones(x.shape, bool), x), order="C")
+    own = _unflag(np.asarray(site.impl(ones, *site.args[1:])))  # identity rows read False
+    if own.all():
+        return r
+    from dataclasses import replace
+
+    p = Enc.point(vdata)
+    return replace(r, lo=np.where(own, r.lo, p.lo), hi=np.where(own, r.hi, p.hi),
+                   nan=np.where(own, r.nan, p.nan), real=np.where(own, r.real, p.real),
+                   nan_bits=None if r.nan_bits is None else np.where(own, r.nan_bits, False),
+                   cands=None if r.cands is None else np.where(own, r.cands, p.lo[None]))
 
 
 def _special_on_mesh(node, args) -> bool:
@@ -402,14 +521,45 @@ class RelaxedEvaluator(EnclosingEvaluator):
         self._inter.update(intermediates(fn))
         return super().call_function(fn, args)
 
-    def touched(self, v: Any) -> bool:
-        if isinstance(v, tuple):
-            return any(self.touched(f) for f in v)
+    def touched(self, v: Any) -> Any:
+        """Where a widening reached ``v``: False, True (everywhere) or a bool array."""
         hit = self._touched.get(id(v))
-        return hit is not None and hit is v
+        if hit is not None and hit[0] is v:
+            return hit[1]
+        if isinstance(v, tuple):
+            return True if any(self.touched(f) is not False for f in v) else False
+        return False
 
-    def _mark(self, v: Any) -> None:
-        self._touched[id(v)] = v
+    def _mark(self, v: Any, mask: Any = True) -> None:
+        if mask is False or (isinstance(mask, np.ndarray) and not mask.any()):
+            return
+        if isinstance(mask, np.ndarray) and mask.shape != np.shape(_data(v)):
+            mask = True
+        old = self.touched(v)
+        if old is not False and mask is not True:
+            mask = True if old is True else (old | mask)
+        self._touched[id(v)] = (v, mask)
+        if isinstance(v, tuple):
+            for f in v:
+                self._mark(f, True)
+
+    def _reach(self, args: tuple, v: Any) -> Any:
+        """The elements of ``v`` the operands' widened elements reach: elementwise through
+        broadcasting, everywhere otherwise (a reduction, a movement, a contraction)."""
+        out: Any = False
+        shape = np.shape(_data(v)) if not isinstance(v, tuple) else None
+        for a in args:
+            t = self.touched(a)
+            if t is False:
+                continue
+            if t is True or shape is None:
+                return True
+            try:
+                m = np.broadcast_to(t, shape)
+            except ValueError:
+                return True
+            out = m if out is False else (out | m)
+        return out
 
     def eval_node(self, node, values, env):
         from tilefoundry.oracle.relax import relax_operands, relax_result
@@ -421,18 +571,26 @@ class RelaxedEvaluator(EnclosingEvaluator):
             v = super().eval_node(node, values, env)
             if isinstance(node, GridRegionExpr):
                 self.loops = True
-            kids = list(node.args) if isinstance(node, Call) else \
-                list(node.fields) if isinstance(node, Tuple) else \
-                [node.tuple_value] if isinstance(node, TupleGetItem) else []
-            if any(self.touched(values[id(k)]) for k in kids if id(k) in values):
-                self._mark(v)
+            if isinstance(node, TupleGetItem):
+                if self.touched(v) is False and \
+                        self.touched(values[id(node.tuple_value)]) is not False:
+                    self._mark(v, True)
+            elif isinstance(node, Tuple):
+                pass  # its fields carry their own marks
+            elif isinstance(node, Call):
+                args = tuple(values[id(a)] for a in node.args)
+                if isinstance(node.op, Function):
+                    if any(self.touched(a) is not False for a in args):
+                        self._mark(v, True)
+                else:
+                    self._mark(v, self._reach(args, v))
             return v
         n0 = len(self.contracts)
         v = _Evaluator.eval_node(self, node, values, env)
         new = [c for _, c in self.contracts[n0:]]
         args = tuple(values[id(a)] for a in node.args)
         encs = [e.for_operand() if isinstance(e, Enc) else e for e in map(self.enc_of, args)]
-        upstream = any(self.touched(a) for a in args)
+        upstream = self._reach(args, v)
         if any(isinstance(e, str) for e in encs):
             self._set(v, SHARDED)
             return v
@@ -440,26 +598,61 @@ class RelaxedEvaluator(EnclosingEvaluator):
                 isinstance(v, Sharded | PerDevice) or any(c.per_device for c in new):
             if new or any(e is not None for e in encs):  # mesh values stay strict
                 self._set(v, _mesh_enclosure(node, env, args, encs, v, new))
-            if upstream:
-                self._mark(v)
+            self._mark(v, True if upstream is not False else False)
             return v
         widened = relax_operands(encs, args, active, node.op)
         site = _rules.Site(node.op, node, node.checked_type, env, widened, args, v, new)
-        e0 = ENCLOSURES[type(node.op)](site) if new or any(
+        e0 = with_candidates(site, ENCLOSURES[type(node.op)](site)) if new or any(
             x is not None for x in widened) or type(node.op) in RULES_ON_EXACT else None
+        strict = e0
         if e0 is not None and all(x is None for x in encs) and any(
                 x is not None for x in widened):
             base = ENCLOSURES[type(node.op)](_rules.Site(
                 node.op, node, node.checked_type, env, encs, args, v, new)) \
                 if new or type(node.op) in RULES_ON_EXACT else None
+            strict = base
             e0 = _only_where_widened(e0, base, v, widened, args)
         e = relax_result(site, e0, active, intermediate=self._inter.get(id(node), False),
                          operand_values=lambda n: (values[id(n)], self.enc_of(values[id(n)])))
         self._set(v, e)
-        if upstream or e is not e0 or any(a is not b for a, b in zip(encs, widened,
-                                                                      strict=True)):
-            self._mark(v)
+        self._mark(v, upstream)
+        if any(a is not b for a, b in zip(encs, widened, strict=True)) or e is not strict:
+            self._mark(v, _changed(e, strict, v))
+        if isinstance(getattr(e, "applied", None), np.ndarray):
+            self._mark(v, e.__dict__.pop("applied"))
         return v
+
+
+def _changed(e: Any, strict: Any, v: Any) -> Any:
+    """Per element, where the relaxed enclosure ``e`` differs from the strict one (True for a
+    tuple value or one whose shapes do not line up)."""
+    from tilefoundry.oracle.enclosure import _f64
+
+    if isinstance(v, tuple) or not isinstance(v, np.ndarray):
+        return True
+    if e is strict:
+        return False
+    a = e if isinstance(e, Enc) else Enc.point(v)
+    b = strict if isinstance(strict, Enc) else Enc.point(v)
+    if a.shape != v.shape or b.shape != v.shape:
+        return True
+    if a.cands is None and b.cands is not None:
+        return True  # a finite set became an interval: every element may admit more
+    with np.errstate(all="ignore"):
+        alo, ahi, blo, bhi = _f64(a.lo), _f64(a.hi), _f64(b.lo), _f64(b.hi)
+        d = (a.nan != b.nan) | (a.real != b.real) | (
+            a.real & ((alo != blo) | (ahi != bhi) | (np.signbit(alo) != np.signbit(blo)) |
+                      (np.signbit(ahi) != np.signbit(bhi))))
+    return d
+
+
+def _unsharded_shape(o: Any) -> tuple:
+    from tilefoundry.semantics.evaluator.mesh import unshard
+
+    try:
+        return np.shape(unshard(o))
+    except Exception:
+        return np.shape(o.data)
 
 
 def _only_where_widened(e: Any, base: Any, v: Any, widened: list, args: tuple) -> Any:
@@ -492,23 +685,37 @@ def _only_where_widened(e: Any, base: Any, v: Any, widened: list, args: tuple) -
 
 
 def evaluate_relaxed(module: Module, entry: str, inputs: Sequence[np.ndarray], admit: Any
-                     ) -> tuple[list[Any], list[bool]]:
-    """Per output: its enclosure under ``admit`` and whether a relaxation's widening reached
-    it (every output counts as reached when the program loops and anything was widened)."""
+                     ) -> tuple[list[Any], list[np.ndarray]]:
+    """Per output: its enclosure under ``admit`` and, per element, whether a relaxation's
+    widening reached it (loop carries are the yielded values themselves, so their marks
+    carry through iterations)."""
+    from tilefoundry.oracle.compare import _as_outputs
+
     cls = type("Relaxed", (RelaxedEvaluator,), {"admit": admit})
     value, ev = run(module, entry, inputs, cls)
-    outs = list(value) if isinstance(value, tuple | list) else [value]
+    outs = _as_outputs(value)
     encs = [_gather_enc(o, ev.enc_of(o)) for o in outs]
-    anything = ev.loops and bool(ev._touched)
-    return encs, [anything or ev.touched(o) for o in outs]
+    reached = []
+    for o in outs:
+        shape = np.shape(_data(o)) if not isinstance(o, Sharded) else None
+        t = ev.touched(o)
+        if isinstance(t, np.ndarray) and shape is not None and t.shape == shape and \
+                not isinstance(o, PerDevice):
+            reached.append(t)
+        else:
+            gshape = _unsharded_shape(o) if isinstance(o, Sharded) else np.shape(_data(o))
+            reached.append(np.full(gshape, t is not False))
+    return encs, reached
 
 
 def evaluate_enclosed(module: Module, entry: str, inputs: Sequence[np.ndarray]
                       ) -> tuple[Evaluation, list[Any]]:
     """``evaluate(..., report=True)`` plus, per output (as ``compare`` lists them), its
     enclosure: None (exact), an ``Enc``, or ``SHARDED``."""
+    from tilefoundry.oracle.compare import _as_outputs
+
     value, ev = run(module, entry, inputs, EnclosingEvaluator)
-    outs = list(value) if isinstance(value, tuple | list) else [value]
+    outs = _as_outputs(value)  # the leaves, a nested tuple flattened
     encs = [_gather_enc(o, ev.enc_of(o)) for o in outs]
     return Evaluation(value, tuple(ev.contracts), encs, ev.entry_fn), encs
 

@@ -8,7 +8,7 @@ an ``Enc``, ``None`` (the result is exact), or a tuple of them for tuple results
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -99,6 +99,18 @@ class Site:
     def exact_inputs(self) -> bool:
         return all(e is None for e in self.encs)
 
+    def widen_ulp(self, e: Enc) -> Enc:
+        """``e``, an enclosure of the reference result, widened by the op's ULP budget; where
+        that reference may be f8e8m0's least value 2^-127, NaN is admitted too (a model's f32
+        value may underflow to 0 there, whose cast is NaN: lemma B′ of ``semantics/ulp.py``)."""
+        from tilefoundry.semantics.ulp import nan_admitted
+
+        w = e.widen_ulps(self.ulp)
+        if not self.ulp or e.dtype is not DType.F8E8M0:
+            return w
+        least = e.real & nan_admitted(e.lo)  # lo is the least value: the reference may be it
+        return replace(w, nan=w.nan | least) if least.any() else w
+
 
 def _to_dt(v64: np.ndarray, dt: DType) -> np.ndarray:
     """f64 values to ``dt`` by round-to-nearest through f32 (within one ulp of ``dt``)."""
@@ -115,9 +127,18 @@ def _ulp_source(s: Site) -> Enc | None:
     """The freedom of a ULP-budget op on exact inputs: the reference ± budget ulps."""
     if not s.ulp:
         return None
-    e = Enc.point(np.asarray(s.value)).widen_ulps(s.ulp)
+    v = np.asarray(s.value)
+    e = s.widen_ulp(Enc.point(v))
     e.cause = f"{s.name} within {s.ulp:g} ulp"
+    k = int(np.ceil(s.ulp))
+    if 2 * k + 1 <= CANDIDATES_MAX and dtype_of(v).is_float:
+        base = ordered(v)
+        e.cands = np.stack([from_ordered(base + j, dtype_of(v)) for j in range(-k, k + 1)])
     return e
+
+
+#: the most admitted values an enclosure carries as a finite set (``Enc.cands``)
+CANDIDATES_MAX = 8
 
 
 def _outward(v64_lo: np.ndarray, v64_hi: np.ndarray, dt: DType, nan: np.ndarray,
@@ -256,7 +277,7 @@ def _elementwise_unary(s: Site, crits: tuple[float, ...] = ()) -> Enc | None:
                     e.cause)
     if dt.is_float:
         e = with_nan(e, x.nan)
-    return e.widen_ulps(s.ulp)
+    return s.widen_ulp(e)
 
 
 #: sqrt, log, log2, rsqrt: NaN for x < 0, monotone on [0, inf]
@@ -662,7 +683,7 @@ def _row_op(s: Site, fn) -> Enc | None:
     f = _full_like(v, f"{s.name} of a row with an infinite enclosed element")
     e = Enc(np.where(bad, f.lo, e.lo), np.where(bad, f.hi, e.hi), e.nan | bad, e.real | bad,
             e.cause)
-    return e.widen_ulps(s.ulp)
+    return s.widen_ulp(e)
 
 
 def _exclusive_sum(t: np.ndarray) -> np.ndarray:
@@ -744,7 +765,7 @@ def _layernorm(s: Site):
 def _rope(s: Site):
     outs = s.value
     if s.exact_inputs:
-        return tuple(Enc.point(np.asarray(o)).widen_ulps(s.ulp) if s.ulp else None
+        return tuple(s.widen_ulp(Enc.point(np.asarray(o))) if s.ulp else None
                      for o in outs)
     res = []
     pos = np.asarray(s.args[4]).astype(np.int64)
@@ -780,7 +801,7 @@ def _rope(s: Site):
         bad = np.broadcast_to(bad, ov.shape) & ~dead
         e = Enc(np.where(bad, f.lo, e.lo), np.where(bad, f.hi, e.hi), e.nan | bad,
                 e.real | bad, e.cause)
-        res.append(e.widen_ulps(s.ulp))
+        res.append(s.widen_ulp(e))
     return tuple(res)
 
 
@@ -792,17 +813,23 @@ _DATA = {Gather: (0,), InsertSlice: (0, 1), CacheUpdate: (0, 3)}
 
 
 def _flag(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
-    """A bool mask as values of ``like``'s dtype (1 / 0), so a movement kernel moves it."""
+    """A bool mask as values of ``like``'s dtype (1 / 0), so a movement kernel moves it.
+    f8e8m0 has no zero (its cast of 0 is NaN, which read back as True: every moved flag was
+    set): there False is 2."""
     dt = dtype_of(like)
     if dt is DType.BOOL:
         return np.asarray(mask, bool)
     if dt.is_float:
-        return cast(np.where(mask, 1.0, 0.0).astype(np.float32), dt)
+        off = 2.0 if dt is DType.F8E8M0 else 0.0
+        return cast(np.where(mask, 1.0, off).astype(np.float32), dt)
     return np.asarray(mask).astype(like.dtype)
 
 
 def _unflag(x: np.ndarray) -> np.ndarray:
-    return _f64(np.asarray(x)) != 0
+    x = np.asarray(x)
+    if dtype_of(x) is DType.F8E8M0:
+        return _f64(x) == 1.0
+    return _f64(x) != 0
 
 
 @register_enclosure(Reshape, Transpose, Slice, Concat, Stack, Gather, InsertSlice, CacheUpdate)

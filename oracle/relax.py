@@ -69,7 +69,7 @@ RELAXATIONS: tuple[Relaxation, ...] = (
     Relaxation("afn", "approximate functions", "LLVM fast-math flag `afn`; the Vulkan 1.3 "
                "precision table (SPIR-V, 'Precision and Operation of SPIR-V Instructions')",
                "exp / exp2 within 3 + 2·|x| ulp, log / log2 within 3 ulp outside [0.5, 2] and "
-               "2^-21 absolute inside, rsqrt 2 ulp, division 2.5 ulp for |y| in [2^-126, "
+               "2^-21 absolute inside, rsqrt 2 ulp, sqrt as 1 / rsqrt (9 ulp), division 2.5 ulp for |y| in [2^-126, "
                "2^126] (beyond: also a same-signed zero, CUDA __fdividef); sigmoid, silu, tanh, "
                "gelu(tanh) and softmax by their f32 models with those primitives "
                "(relax_models.AFN)"),
@@ -161,7 +161,7 @@ def _register_scope() -> None:
     from tilefoundry.semantics.ops.tile_sort import Sort
 
     afn_unary = {UnaryKind.EXP, UnaryKind.EXP2, UnaryKind.LOG, UnaryKind.LOG2,
-                 UnaryKind.RSQRT}
+                 UnaryKind.RSQRT, UnaryKind.SQRT}
 
     def binary(op) -> frozenset[str]:
         s = set(_ARITH) | {"excess"}
@@ -180,8 +180,9 @@ def _register_scope() -> None:
 
     arith = tuple(_ARITH)
     for c in (MatMul, Conv2D, Mma, Reduce, SeededReduce, MaskedReduce, CustomReduce, Scan,
-              ReLU, RoPE):
+              ReLU):
         SCOPE[c] = fixed(*arith, "excess")
+    SCOPE[RoPE] = fixed(*arith, "excess", "wp")
     SCOPE[Binary] = binary
     SCOPE[Unary] = unary
     SCOPE[Cast] = fixed(*arith)  # an explicit cast always rounds (C's rule), so no `excess`
@@ -337,8 +338,12 @@ def flush(e: Enc) -> Enc | None:
     dn = e.real & (hi < 0) & (hi > -TINY)
     if not (up.any() or dn.any()):
         return None
-    return Enc(np.where(up, _zero(dt, False), e.lo), np.where(dn, _zero(dt, True), e.hi),
-               e.nan, e.real, e.cause or "ftz")
+    out = Enc(np.where(up, _zero(dt, False), e.lo), np.where(dn, _zero(dt, True), e.hi),
+              e.nan, e.real, e.cause or "ftz", e.nan_bits, dense=e.dense)
+    if e.cands is not None:  # the finite set gains the flushed zero
+        z = np.where(up | dn, _zero(dt, False), e.cands[0])
+        out.cands = np.concatenate([e.cands, z[None]])
+    return out
 
 
 def signless_zero(e: Enc) -> Enc | None:
@@ -352,7 +357,8 @@ def signless_zero(e: Enc) -> Enc | None:
         return None
     nlo = np.where(at0 & (lo == 0), _zero(dt, True), e.lo)
     nhi = np.where(at0 & (hi == 0), _zero(dt, False), e.hi)
-    return Enc(nlo, nhi, e.nan, e.real, e.cause or "nsz")
+    # a finite set compares values (-0 == +0): it stands as it is
+    return Enc(nlo, nhi, e.nan, e.real, e.cause or "nsz", e.nan_bits, e.cands, e.dense)
 
 
 def _zero_sign_matters(op: Any) -> bool:
@@ -430,6 +436,8 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
     from tilefoundry.oracle import relax_models as M
 
     v = site.value
+    if isinstance(v, tuple) and "wp" in active and type(site.op).__name__ == "RoPE":
+        return M.wp_rope(site, e)
     if not isinstance(v, np.ndarray) or v.dtype == object:
         return e
     dt = dtype_of(v)
@@ -447,11 +455,16 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
             e = flush(e) or e
         elif "ftz" in active:
             e = flush(Enc.point(v)) or e
-        if "excess" in active and intermediate and dt in NARROW:
+        excess = "excess" in active and intermediate and dt in NARROW
+        if excess:
             e = as_enc(e, v).widen_ulps(1)
             e.cause = e.cause or "excess"
         if "nsz" in active:
-            e = signless_zero(as_enc(e, v)) or e
+            z = signless_zero(as_enc(e, v))
+            if z is not None:  # applied where the result is a zero, even where the strict
+                # enclosure reached -0 already (a hull looser than an exact contract)
+                z.applied = (_f64(v) == 0) | getattr(e, "applied", False)
+                e = z
     for what, name in (("nan", "nnan"), ("inf", "ninf")):
         if name not in active:
             continue
@@ -464,7 +477,12 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
             m = m | (r.nan if what == "nan" else
                      r.real & (np.isinf(_f64(r.lo)) | np.isinf(_f64(r.hi))))
         if m.any():
+            prev = getattr(e, "applied", False)
             e = _poison(as_enc(e, v), m, f"{name}: a {what} operand or result")
+            # where it applies, even over an enclosure that admitted everything already
+            e.applied = m | prev
+    if dt.is_float and excess:
+        e.dense, e.cands = True, None  # f32 values flow on: no finite set of bf16 values
     return e
 
 
@@ -502,23 +520,15 @@ def hull_alt(e: Enc | None, v: np.ndarray, fn: Callable[..., np.ndarray], encs: 
 
 def intermediates(fn: Any) -> dict[int, bool]:
     """Per Call of ``fn``'s body (id): may ``excess`` skip its rounding — is it no output of
-    ``fn`` and is every consumer an op ``excess`` applies to (arithmetic; a data-movement,
-    store, Cast or call consumer needs the rounded value)?"""
-    from tilefoundry.semantics.ir import Call, Function, Tuple, TupleGetItem, reachable
+    ``fn`` and is every consumer an op ``excess`` applies to, or a Cast (which reads the
+    unrounded value and rounds itself)? A data-movement, store, loop or call consumer needs
+    the rounded value; so does everything inside a loop body (not walked here: no excess)."""
+    from tilefoundry.semantics.ir import Call, Function, Tuple, operands, reachable
 
     body = getattr(fn, "body", None)
     if body is None:
         return {}
-
-    def kids(e: Any) -> list:
-        if isinstance(e, Call):
-            return list(e.args)
-        if isinstance(e, Tuple):
-            return list(e.fields)
-        if isinstance(e, TupleGetItem):
-            return [e.tuple_value]
-        return []
-
+    kids = operands  # a loop's init args feed it (a consumer that needs them rounded)
     outs = {id(f) for f in (body.fields if isinstance(body, Tuple) else (body,))}
     ok: dict[int, bool] = {}
     nodes = list(reachable(body, kids))

@@ -20,6 +20,7 @@ lemma A there):
 * softmax: each e_i's 6u becomes (6 + 4|d_i|)u, the sum's weighted mean of those errors grows by
   at most 4·min(max_j |d_j|, n/e)·u (x·e^-x <= 1/e), the division's u becomes 5u:
   139 + 4|d_i| + 4·min(max|d|, n/e) + 4 ulp;
+* sqrt, which Vulkan inherits from 1 / inversesqrt: 4u + 5u, i.e. 9 ulp (strict: exact);
 * a division whose divisor lies beyond 2^126 may also return a same-signed zero (CUDA's
   documented __fdividef; Vulkan leaves that range unbounded), so do sigmoid and silu where
   1 + exp(-x) > 2^126 (x < -87.34).
@@ -46,7 +47,8 @@ evaluated in f64 interval arithmetic and rounded outward:
   σ is subnormal below -87.34 (absolute error |x|·2^-149);
 * gelu: 0.5·x·(1 + tanh(z)) and 0.5·x·(1 + erf(x/√2)): the 1 + tanh / 1 + erf cancellation
   for x < 0 costs an absolute error of 0.5·|x|·(12u + 4u·|z|·(1 - t²)) (tanh 5 ulp, its
-  argument 2u·|z|) resp. 0.5·|x|·35u (erf 16 ulp + 1.5u), plus 2u·|y|.
+  argument 2u·|z|) resp. 0.5·|x|·35u (erf 16 ulp + 1.5u), plus 2u·|y|; x · (1 + t) before the
+  halving overflows to ±inf where |x| > max / 2.
 
 Variance and log-sum-exp are no HIR ops (they are written from Reduce / exp / log, where the
 strict per-op contracts already apply).
@@ -154,6 +156,8 @@ def afn(site: Any, e: Enc | None) -> Enc | None:
     with np.errstate(all="ignore"):
         if isinstance(op, Unary) and op.kind in (UnaryKind.EXP, UnaryKind.EXP2):
             return _widen(site, e, 3 + 2 * _absx(site), "afn exp")
+        if isinstance(op, Unary) and op.kind is UnaryKind.SQRT:  # Vulkan: 1 / inversesqrt
+            return _widen(site, e, np.full(v.shape, 9.0), "afn sqrt")
         if isinstance(op, Unary) and op.kind in (UnaryKind.LOG, UnaryKind.LOG2):
             lo, hi = _box(site)
             inside = (hi >= 0.5) & (lo <= 2.0)
@@ -297,9 +301,46 @@ def wp(site: Any, e: Enc | None, *, afn: bool = False) -> Enc | None:
             else:
                 a = 0.5 * x * 35 * U + 2 * U * y
             a = np.where(np.isfinite(a), a, 0.0)
-            return _with_abs(as_enc(e, v), v, a, site)
+            out = _with_abs(as_enc(e, v), v, a, site)
+            # x · (1 + t) overflows before the halving where |x| > max / 2: ±inf
+            over = np.broadcast_to((x > F32_MAX / 2) & (np.abs(_f64(v)) > 0), v.shape)
+            if over.any():
+                inf = cast(np.where(np.signbit(_f64(v)), -np.inf, np.inf).astype(np.float32),
+                           dt)
+                out = hull(out, Enc(np.where(over, inf, out.lo), np.where(over, inf, out.hi),
+                                    out.nan, out.real, out.cause))
+            return out
     del dt
     return e
+
+
+def wp_rope(site: Any, e: Any) -> Any:
+    """RoPE's textbook q·cos + rotate_half(q)·sin in f32: two products and a sum, each
+    rounded (u): an absolute error u·(|q·c| + |r·s|)·(1 + u) + u·|y| per output, which the
+    strict 2-ulp budget (Kahan's algorithm, or products of one sign) does not cover where the
+    products cancel. Exact inputs only (an enclosed operand keeps its strict enclosure)."""
+    outs = site.value
+    if not isinstance(outs, tuple) or any(x is not None for x in site.encs):
+        return e
+    q, k, c, sn, pos = (np.asarray(a) for a in site.args)
+    f32 = [np.abs(_f64(t)) for t in (q, k, c, sn)]
+    zero = np.zeros_like(f32[2])
+    # the op's own gather / rotation on magnitudes: |x|·|c| and rot(|x|)·|s|
+    with np.errstate(all="ignore"):
+        pc = site.impl(*(cast(t.astype(np.float32), DType.F32) for t in (f32[0], f32[1], f32[2],
+                                                                          zero)), pos)
+        ps = site.impl(*(cast(t.astype(np.float32), DType.F32) for t in (f32[0], f32[1], zero,
+                                                                          f32[3])), pos)
+    es = list(e) if isinstance(e, tuple) else [e] * len(outs)
+    res = []
+    for i, o in enumerate(outs):
+        o = np.asarray(o)
+        y = np.abs(_f64(o))
+        # (the kernel may round the magnitudes to the op's dtype: 2^-7 covers bf16 and fp8e4m3)
+        a = U * (np.abs(_f64(pc[i])) + np.abs(_f64(ps[i]))) * (1 + 2.0 ** -7) + U * y
+        a = np.where(np.isfinite(a), a, 0.0)
+        res.append(_with_abs(as_enc(es[i], o), o, a, site))
+    return tuple(res)
 
 
 def _iv(site: Any, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -8,12 +8,14 @@ observed outputs (``expected_<i>.npy`` / ``observed_<i>.npy``), the verdict (``v
 contract, mismatches, worst element in hex and decimal), ``case.json`` and a standalone
 ``repro.py``::
 
-    python repro.py [--backend SPEC] [--recorded]
+    python repro.py --backend SPEC     # or --recorded: judge the recorded outputs
 
 re-runs the comparison with only tilefoundry and the candidate installed (exit 1 on FAIL /
 ERROR). Nothing in a reproducer is a pickle or runs when it is opened: the program is DSL source
-read by the DSL parser, the inputs raw bits. ``SPEC`` names a backend (a built-in name, ``package.module:factory``) or a candidate
-callable ``package.module:function`` taking ``(module, entry, inputs)``.
+read by the DSL parser, the inputs raw bits, and ``repro.py`` is the same fixed file for every
+case. ``SPEC`` names a backend (a built-in name, ``package.module:factory``) or a candidate
+callable ``package.module:function`` taking ``(module, entry, inputs)``; it comes only from the
+command line (case.json's is shown in the refusal, never loaded).
 """
 
 from __future__ import annotations
@@ -72,12 +74,16 @@ def _arity(obj: Any) -> int:
         return -1
 
 
-def rerun(directory: str | Path, candidate: str | None = None) -> int:
+def rerun(directory: str | Path, candidate: str | None = None, *,
+          recorded: bool = False) -> int:
     """``repro.py``'s logic in-process (the library's, not the directory's file); returns its
-    exit status."""
+    exit status. ``candidate`` is the backend to re-run (never the directory's case.json: with
+    neither it nor ``recorded`` the replay is refused, exit 2); ``recorded`` judges the recorded
+    outputs."""
     from tilefoundry.conformance.report import rerun_reproducer
 
-    args = [] if candidate is None else ["--backend", candidate]
+    args = ([] if candidate is None else ["--backend", candidate]) + \
+        (["--recorded"] if recorded else [])
     return int(rerun_reproducer(directory, args))
 
 

@@ -14,7 +14,9 @@ float64 from the exactly widened inputs and rounds once; docs/decisions.md D91, 
 ``r`` meets a budget ``B`` when its **ulp distance** to the reference is at most ``B``: the number
 of steps between the two on the dtype's ordered value line (``ulp_distance``; both zeros are the
 same point, an infinity is one step beyond the largest finite value). NaN must appear exactly
-where the reference is NaN. This is OpenCL's unit (the ulp of the correctly rounded result).
+where the reference is NaN, with one exception: an f8e8m0 result may also be NaN where the
+reference is f8e8m0's least value 2^-127 (lemma B′ below). This is OpenCL's unit (the ulp of the
+correctly rounded result).
 
 The budgets are derived, not tuned: each is the error bound of a stated *model implementation*
 — what a careful backend does — built from primitives of known accuracy. Nothing here was
@@ -42,6 +44,18 @@ Two lemmas turn errors into budgets:
   for bf16, 2^19 and 2^20 for the fp8 formats. Every f32 bound below is < 4096, so every narrow
   budget is 1. One ulp is also the least a "compute in f32, round once" implementation can
   promise: the double rounding f32 → dtype alone can cost it (e.g. exp in bf16).
+* **(B′) f8e8m0 has no zero** (docs/decisions.md D292). Lemma B assumes the model's f32 value
+  lies near the exact one in f32's normal range. Below it the model's value is subnormal with an
+  absolute error of a few 2^-149, or 0: softmax's exp(d_i) underflows to 0 for d_i < −103.98
+  (a 4-element f8e8m0 row of 1.0 and 256 gives exp(−255) = 0 and y_i = 0), and even a correctly
+  rounded f32 result is 0 below 2^-150. A format with a zero rounds that 0 to within one ulp of
+  its correctly rounded result (the exact value is below half its least subnormal, 2^-134 for
+  bf16, the smallest of them). f8e8m0 cannot: its cast of 0 is NaN, while the reference rounds
+  every exact result below 1.5·2^-127 to its least value 2^-127. Above 2^-126 no intermediate
+  of a model underflows (lemma A's premise), so its f32 value is never 0 there. Hence the
+  f8e8m0 column reads **1 ulp, or NaN where the reference is 2^-127** (``nan_admitted``): the
+  model's outcome, admitted only where it can occur (the element's exact value is then below
+  1.5·2^-127); a NaN anywhere else, and any other value more than 1 ulp away, is rejected.
 
 f32 budgets (first-order error analysis of the model implementation; ``n`` is the normalized
 axis length, the model's sums are balanced trees of depth L = ⌈log2 n⌉, and the table entries
@@ -106,9 +120,10 @@ from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.semantics.dtypes import to_bits
 from tilefoundry.semantics.formats import FORMATS, DType, dtype_of
 
-__all__ = ["BUDGETS", "DTYPES", "OPS", "VERSION", "budget", "format_table", "ulp_distance"]
+__all__ = ["BUDGETS", "DTYPES", "OPS", "VERSION", "budget", "format_table", "nan_admitted",
+           "ulp_distance"]
 
-VERSION = "1.0"
+VERSION = "1.1"
 
 #: The float dtypes the table covers (f4e2m1 is type-level only; f8e8m0 follows lemma B).
 DTYPES: tuple[DType, ...] = (DType.F32, DType.F16, DType.BF16, DType.FP8E4M3, DType.FP8E5M2,
@@ -144,6 +159,16 @@ def budget(op_key: str, dtype: DType | str) -> float:
             f"(version {VERSION}); ops: {', '.join(OPS)}; dtypes: "
             f"{', '.join(str(d) for d in DTYPES)}")
     return got
+
+
+def nan_admitted(reference: np.ndarray) -> np.ndarray:
+    """Per element of a ULP-contract op's reference result: is a NaN also admitted there
+    (lemma B′)? True exactly where the dtype is f8e8m0 and the reference is its least value
+    2^-127: a model's f32 value may underflow to 0 there, whose f8e8m0 cast is NaN."""
+    r = np.asarray(reference)
+    if dtype_of(r) is not DType.F8E8M0:
+        return np.zeros(r.shape, bool)
+    return to_bits(r) == 0
 
 
 def format_table() -> str:

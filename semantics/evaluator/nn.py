@@ -48,7 +48,9 @@ Special values (decided; torch 2.13 CPU agrees unless marked):
 * gelu(±0) = ±0 (both forms; **torch f32 "none" gives +0 for −0**), gelu(+inf) = +inf,
   **gelu(−inf) = −0** (the limit; torch: NaN, both forms).
 * softmax: a NaN or +inf anywhere in the row makes the whole row NaN (torch: x − max is NaN);
-  an all −inf row is NaN (torch); −inf entries beside a finite maximum give +0.
+  an all −inf row is NaN (torch); −inf entries beside a finite maximum give +0. A finite entry
+  whose float64 exponential underflows (x − max < −745) is the least double, which rounds to
+  +0, and to 2^-127 in f8e8m0 (no zero there; D292).
 * LayerNorm: a row holding NaN or ±inf is all NaN (torch); a constant row gives ``d = +0``, so
   ``y = (+0 · w) + b``; NaN / inf in weight or bias propagate by IEEE rules.
 * RMSNorm: an all-zero row gives ``x · (1/√eps) · w`` (zeros with x's and w's signs, as torch);
@@ -381,6 +383,10 @@ def eval_softmax(ctx: EvalCtx, args: tuple) -> np.ndarray:
         m = np.max(w, axis=ax, keepdims=True)  # NaN propagates
         e = np.exp(w - m)  # +inf - +inf and -inf - -inf are NaN: such rows become NaN
         v = e / np.sum(e, axis=ax, keepdims=True)
+        # below float64's range (x - max < -745) the exact value is still positive: the least
+        # double stands for it, below every format's least subnormal, so it rounds to +0, or
+        # to f8e8m0's least value 2^-127 (f8e8m0 has no zero; float64's 0 would round to NaN)
+        v = np.where((v == 0) & np.isfinite(w - m), np.nextafter(0.0, 1.0), v)
     return _rounded(ctx, v, dt, "softmax")
 
 

@@ -93,6 +93,16 @@ def elementwise_layout(ctx: Ctx, types: list[TensorType], out_shape: tuple,
                           f"{s.layout.shape})", operand=i,
                           rule="elementwise operands share one sharding",
                           fix="Reshard one operand to the other's layout")
+        if splits and ax in partials:
+            # the commutation table's rows assume the other operands replicated on the axis
+            # (commutation.py): a device holding one block of a Split operand cannot combine
+            # it with a partial value, which only the completed value determines
+            i = next(i for i, s in sharded if ax in s.partials)
+            ctx.error(f"a Partial({partials[ax]}) operand meets a Split operand on mesh axis "
+                      f"{s0.mesh.axis_names[ax]}: each device holds one block of the split "
+                      f"operand, and the partial value is known only once completed",
+                      operand=i, rule="elementwise sharding: Partial beside Split",
+                      fix="Reshard the Partial operand (to Broadcast, or to the Split) first")
         if splits:
             attrs.append(splits[0][1].attrs[ax])
             layout = splits[0][1].layout

@@ -7,6 +7,7 @@ from tilefoundry.smt.obligations import (  # noqa: F401
     laws,
     layout,
     reducers,
+    relax,
     rounding,
     scan,
     tile_sort,

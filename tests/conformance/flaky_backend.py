@@ -6,10 +6,11 @@ whose ``__str__`` raises, ``late_exit`` returns the right values and exits the p
 thread ``LATE_EXIT_S`` seconds later, ``fork_leftover`` returns the right values and leaves a
 forked child sleeping (its pid appended to ``$LEFTOVER_PID_FILE``), ``list_fds`` writes the
 files the worker holds open to ``$FD_LIST_FILE``, ``malformed`` returns the wrong shape, ``exit`` calls
-``os._exit(3)``, ``ulp1`` returns every float result one ULP up, ``warn`` passes after a numpy RuntimeWarning, ``flip`` returns garbage on its first
+``os._exit(3)``, ``ulp1`` returns every float result one ULP up, ``nested_off`` the last leaf of a nested tuple result 1 too high, ``warn`` passes after a numpy RuntimeWarning, ``flip`` returns garbage on its first
 ``$FLIP_FAILS`` runs and the right values after (a flaky bug); any other entry runs the
 reference. i8 is declared unsupported. ``FLAKY_DELAY`` (seconds) slows every ``run`` down (the
-kill-and-resume test uses it)."""
+kill-and-resume test uses it); with ``KILL_AFTER_RUN_S`` set, every ``run`` returns and its
+process SIGKILLs itself that many seconds later (a backend that dies after returning)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,11 @@ class FlakyBackend:
         delay = float(os.environ.get("FLAKY_DELAY", "0"))
         if delay:
             time.sleep(delay)
+        if os.environ.get("KILL_AFTER_RUN_S"):  # every run: the process SIGKILLs itself later
+            import threading
+
+            threading.Timer(float(os.environ["KILL_AFTER_RUN_S"]), os.kill,
+                            (os.getpid(), 9)).start()
         if entry == "segv":
             ctypes.string_at(0)
         if entry == "hang":
@@ -85,10 +91,18 @@ class FlakyBackend:
             return (out.astype(np.float32) * 3 + 1).astype(out.dtype)
         if entry == "malformed":
             return out.reshape(-1)[:1]
+        if entry == "nested_off":  # a nested tuple result, its last leaf 1 too high
+            return _last_leaf_off(out)
         if entry == "ulp1":
             dt = dtype_of(out)
             return from_bits(to_bits(out) + np.ones((), to_bits(out).dtype), dt)
         return out
+
+
+def _last_leaf_off(v):
+    if isinstance(v, tuple):
+        return (*v[:-1], _last_leaf_off(v[-1]))
+    return (v.astype(np.float32) + 1).astype(v.dtype)
 
 
 def _flip_fails() -> bool:

@@ -121,6 +121,13 @@ def build_warn(seed: int = 0, *, backend_caps=None) -> Catalog:
     ])
 
 
+def build_adds(seed: int = 0, *, backend_caps=None) -> Catalog:
+    """32 passing f32 adds (``add/<k>``): for a backend that misbehaves on every run."""
+    return Catalog(Case(f"add/{k}", "elementwise",
+                        binary(f"add{k}", BinaryKind.ADD, DType.F32, seed + k))
+                   for k in range(32))
+
+
 def slow_case(case_id: str, pid_file: str, delay: float, seed: int = 0) -> Case:
     """A passing f32 add whose build appends ``"<id> <pid>"`` to ``pid_file`` and then sleeps
     ``delay`` seconds: a case whose worker a test can kill mid-case."""

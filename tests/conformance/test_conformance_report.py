@@ -47,7 +47,7 @@ def test_junit_counts_and_elements(records, tmp_path):
     assert "i8" in cases["int/add/i8"].find("skipped").get("message")
     assert list(cases["elementwise/add/f32"]) == []  # a pass has no child
     assert cases["cast/f32-bf16"].get("classname") == "conformance.cast"
-    props = {x.get("name"): x.get("value") for x in suite.iter("property")}
+    props = {x.get("name"): x.get("value") for x in suite.find("properties")}
     assert props == {"backend": "flaky", "seed": "0"}
 
 

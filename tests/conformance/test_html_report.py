@@ -6,8 +6,10 @@ expected vs observed per failing class, the one-line replay command)."""
 
 from __future__ import annotations
 
+import html
 import html.parser
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -111,3 +113,106 @@ def test_bug_md_per_reproducer(warn_run):
     assert "```python" in bug and "    return x - y" in bug
     assert " ".join(f"{int(b):08x}" for b in x.view(np.uint32)) in bug  # input 0 as hex
     assert " ".join(f"{int(b):08x}" for b in y.view(np.uint32)) in bug
+
+
+#: markup that would run or load something if it reached the page unescaped, in text, in an
+#: attribute (both quotes) and after a closing tag
+PAYLOAD = "</code></td>\"'><script>alert(1)</script><img src=x onerror=alert(2)>&amp;"
+#: record keys left alone: those the report computes with (a number the summary adds up)
+_KEEP = ("type", "id", "verdict", "seconds", "elements", "unjudged")
+
+
+def _tamper(x, key=None):
+    """Every value of a record replaced by PAYLOAD (numbers included), keys kept."""
+    if isinstance(x, dict):
+        return {k: x[k] if k in _KEEP else _tamper(v, k) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_tamper(v, key) for v in x] or [PAYLOAD]
+    return PAYLOAD
+
+
+def _tampered_results(src, dst):
+    """The warn run's results with every case field a page shows replaced by PAYLOAD: the
+    FAIL case also made to warn (its failure section shows its warnings), attempted twice and
+    given a worst-element-only output (an older record), plus a FLAKY case."""
+    lines = []
+    for line in src.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("type") == "case":
+            if rec["verdict"] == "FAIL":
+                rec["warnings"] = [{"phase": "p", "category": "c", "where": "w", "message": "m",
+                                    "count": 1}]
+                rec["attempts"] = ["FAIL", "FAIL"]
+                rec["repro"] = "r"
+                old = dict(rec["outputs"][0])
+                old.pop("classes")
+                rec["outputs"].append(old)
+                flaky = {**rec, "id": rec["id"] + "/flaky", "verdict": "FLAKY"}
+                lines.append(json.dumps(_tamper(flaky)))
+            rec = _tamper(rec)
+        lines.append(json.dumps(rec))
+    dst.write_text("\n".join(lines) + "\n")
+
+
+def _no_markup_of_the_payload(page: str) -> None:
+    p = _Tags()
+    p.feed(page)
+    assert "<script" not in page.lower() and "<img" not in page.lower()
+    assert "script" not in p.tags and "img" not in p.tags and p.srcs == []
+    assert PAYLOAD not in page
+    assert html.escape(PAYLOAD) in page  # it is there, as text
+
+
+class _Attrs(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.names: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        self.names |= {k for k, _ in attrs}
+
+
+def test_a_tampered_results_file_puts_no_markup_in_the_html_report(warn_run, tmp_path,
+                                                                   monkeypatch, capsys):
+    """Issue 34, deliver 1: fields read from a results file (outputs[].output, mismatches,
+    total, classes[].count, warnings[].count) were written into the HTML report unescaped
+    through `conformance merge --html` and `run --resume --html`: stored XSS. Every field is
+    now escaped, numbers included: a results file whose every case field is a script and an
+    attribute breaker yields a page with no script, no image, no event attribute."""
+    d, _, _ = warn_run
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)
+    _tampered_results(d / "r.jsonl", tmp_path / "t.jsonl")
+    rc = main(["conformance", "merge", "t.jsonl", "-o", "all.jsonl", "--html", "m.html"])
+    assert rc == 1, capsys.readouterr()
+    _no_markup_of_the_payload((tmp_path / "m.html").read_text())
+    rc = main(["conformance", "run", "--backend", "flaky_backend:factory", "--catalog",
+               "synthetic_catalog:build_warn", "--no-progress", "--resume", "--jsonl", "t.jsonl",
+               "--html", "r.html"])
+    assert rc == 1, capsys.readouterr()
+    page = (tmp_path / "r.html").read_text()
+    _no_markup_of_the_payload(page)
+    a = _Attrs()
+    a.feed(page)
+    assert a.names <= {"lang", "charset", "class", "style", "title", "open"}, a.names
+
+
+def test_html_report_builds_markup_only_through_its_escaping_helper():
+    """By construction: html_report.py turns a value into markup only through ``_h`` (every
+    value escaped); no f-string, ``%`` formatting or ``str.format`` elsewhere in it."""
+    import ast
+
+    from tilefoundry.conformance import html_report
+
+    tree = ast.parse(Path(html_report.__file__).read_text())
+    helper = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_h")
+    inside = {id(n) for n in ast.walk(helper)}
+    def builds_text(n: ast.AST) -> bool:
+        if isinstance(n, ast.JoinedStr):  # an f-string with a value in it
+            return any(isinstance(v, ast.FormattedValue) for v in n.values)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):  # "..." % values
+            return isinstance(n.left, ast.Constant) and isinstance(n.left.value, str)
+        return isinstance(n, ast.Attribute) and n.attr == "format" and id(n) not in inside
+
+    bad = [n.lineno for n in ast.walk(tree) if builds_text(n)]
+    assert not bad, f"html_report.py builds text outside _h at line(s) {bad}"

@@ -109,6 +109,49 @@ def test_errors_crashes_and_not_supported_name_the_problem(full_run):
     assert rec["reduce/sum/f32"]["ops"] == ["Reduce.sum"]
 
 
+def _nested(entry: str):
+    from tilefoundry.semantics.dsl import parse_module
+
+    def build():
+        m = parse_module(f"""
+@func
+def pair(x: Tensor[(4,), f32]):
+    return (x * x, exp(x))
+
+@func
+def {entry}(x: Tensor[(4,), f32], y: Tensor[(4,), f32]):
+    return ((x + y, (exp(x), pair(y))), x - y)
+""")
+        return m, entry, [np.linspace(-1, 1, 4, dtype=np.float32),
+                          np.linspace(0, 2, 4, dtype=np.float32)]
+    return build
+
+
+def test_a_nested_tuple_result_is_judged(tmp_path):
+    """Issue 34, deliver 4: a program whose result is a nested tuple was an ERROR for the
+    reference backend itself ("output 0: expected a numpy array, got tuple"). Its outputs are
+    now the result's leaves in order, each judged under its contract: the reference PASSes,
+    a backend with one nested leaf wrong FAILs on exactly that output, and the reproducer
+    replays it (recorded and re-run)."""
+    from tilefoundry.conformance.cases import Case
+    from tilefoundry.oracle.repro import rerun
+
+    cases = [Case("nested/ok", "nested", _nested("f")),
+             Case("nested/off", "nested", _nested("nested_off"))]
+    ref = run("reference", cases[:1], timeout_s=SLACK, out_jsonl=tmp_path / "ref.jsonl")
+    (ok,) = ref.records
+    assert ok["verdict"] == "PASS" and ok["elements"] == 5 * 4, ok
+    res = run(FLAKY, cases, timeout_s=SLACK, out_jsonl=tmp_path / "r.jsonl",
+              repro_dir=tmp_path / "repro")
+    rec = {r["id"]: r for r in res.records}
+    assert rec["nested/ok"]["verdict"] == "PASS", rec["nested/ok"]
+    off = rec["nested/off"]
+    assert off["verdict"] == "FAIL", off
+    assert [o["output"] for o in off["outputs"]] == [4], off["outputs"]  # x - y, the last leaf
+    d = tmp_path / "repro" / off["repro"]
+    assert rerun(d, recorded=True) == 1 and rerun(d, "reference") == 0
+
+
 def test_not_supported_never_calls_the_backend(tmp_path):
     """A backend whose compile and run would crash the worker: NOT_SUPPORTED cases never
     reach it."""
@@ -322,10 +365,13 @@ def test_fail_gets_a_reproducer_that_replays_without_the_runner(full_run):
     assert "repro" not in rec["elementwise/add/f32"]
     replay = [subprocess.run([sys.executable, str(rdir / "repro.py"), *a], env=env(),
                              capture_output=True, text=True, timeout=60)
-              for a in ([], ["--backend", "reference"], ["--recorded"])]
-    assert replay[0].returncode == 1 and "FAIL" in replay[0].stdout, replay[0].stderr
-    assert replay[1].returncode == 0 and "PASS" in replay[1].stdout, replay[1].stderr
-    assert replay[2].returncode == 1 and "8/8 elements rejected" in replay[2].stdout
+              for a in ([], ["--backend", FLAKY], ["--backend", "reference"], ["--recorded"])]
+    # the backend comes from the command line only (issue 34): case.json's is shown, not run
+    assert replay[0].returncode == 2 and f"--backend {FLAKY} (the backend case.json records)" \
+        in replay[0].stderr, replay[0].stderr
+    assert replay[1].returncode == 1 and "FAIL" in replay[1].stdout, replay[1].stderr
+    assert replay[2].returncode == 0 and "PASS" in replay[2].stdout, replay[2].stderr
+    assert replay[3].returncode == 1 and "8/8 elements rejected" in replay[3].stdout
 
 
 def test_reduce_shrinks_a_planted_truncation_to_one_mul(tmp_path):
@@ -384,6 +430,40 @@ def test_a_second_runner_on_the_same_results_file_is_refused(tmp_path):
         len(cases)  # released: the resume goes on
 
 
+def test_each_run_reports_its_own_results_when_another_starts_as_it_ends(tmp_path,
+                                                                         monkeypatch):
+    """Issue 34, deliver 4: the results-file lock was released before the run read its
+    results back; a second run starting in that window truncated the file, and the first
+    reported the second's results (488 of 489 records lost). The window is widened here: the
+    second run (another process, on other cases) starts and ends inside it. The lock is now
+    held until the first run has read back and summarised its own results, so the second is
+    refused, and run again afterwards reports its own."""
+    from tilefoundry.conformance import runner as runner_module
+
+    j = tmp_path / "r.jsonl"
+    mine = [c for c in no_hang() if c.id.startswith("elementwise/")]
+    cmd = [sys.executable, "-m", "tilefoundry", "conformance", "run", "--backend", "reference",
+           "--catalog", "synthetic_catalog:build_no_hang", "--tier", "full", "--cases",
+           "cast/*", "--no-progress", "--jsonl", str(j)]
+    second: list = []
+    monkeypatch.setattr(runner_module, "_BEFORE_READ_BACK", lambda: second.append(
+        subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=120)))
+    first = run("reference", mine, out_jsonl=j, timeout_s=SLACK)
+    monkeypatch.setattr(runner_module, "_BEFORE_READ_BACK", None)
+    (other,) = second
+    assert [r["id"] for r in first.records] == [c.id for c in mine], first.records
+    assert other.returncode == 2 and other.stderr == (
+        f"tilefoundry conformance: error: --jsonl {j} is in use by another conformance run; "
+        f"wait for it or use another --jsonl\n"), other.stdout + other.stderr
+    lines = [json.loads(x) for x in j.read_text().splitlines()]
+    assert [x["type"] for x in lines] == ["run", *["case"] * len(mine), "summary"]
+    assert lines[-1]["cases"] == len(mine)  # the summary is the first run's, in its file
+    again = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "1 case(s)" in again.stdout and "result: PASS" in again.stdout, again.stdout
+    assert list(read_jsonl(j)[1]) == ["cast/f32-bf16"]
+
+
 def test_resume_skips_torn_and_foreign_lines_and_reruns_their_cases(tmp_path, capsys):
     """A torn line in the middle of the file (another writer, a full disk) or a foreign line
     made --resume raise a raw JSONDecodeError; now it is reported and the case runs again."""
@@ -431,7 +511,9 @@ def test_no_temporary_folder_is_left_behind(tmp_path, monkeypatch):
 def test_a_late_worker_death_is_not_charged_to_the_next_case(tmp_path, monkeypatch):
     """Issue 21: a backend thread that ends the process after its case passed made the next,
     well-behaved case CRASH. A case whose worker dies after having run earlier cases runs again
-    in a fresh worker and gets that verdict (the record says so); a second death is its own."""
+    in a fresh worker and gets that verdict (the record says so); a second death is its own.
+    Issue 34: the death is not hidden either: the case it followed is CRASH, "the backend died
+    after returning", once the next case has passed in a fresh worker."""
     from tilefoundry.conformance.cases import Case
     from tilefoundry.semantics.formats import DType
     from tilefoundry.semantics.ops import BinaryKind
@@ -445,11 +527,53 @@ def test_a_late_worker_death_is_not_charged_to_the_next_case(tmp_path, monkeypat
                                                     "segv"))]
     res = run(FLAKY, cases, jobs=1, timeout_s=SLACK, out_jsonl=tmp_path / "r.jsonl")
     rec = {r["id"]: r for r in res.records}
-    assert rec["flaky/late-exit"]["verdict"] == "PASS"
+    late = rec["flaky/late-exit"]
+    assert late["verdict"] == "CRASH" and late["returned_verdict"] == "PASS", late
+    assert late["message"].startswith("the backend died after returning: the worker exited "
+                                      "with status 7 during backend.run of a later case "
+                                      "(after/add), "), late["message"]
     assert rec["after/add"]["verdict"] == "PASS", rec["after/add"]
     assert "fresh worker" in rec["after/add"]["rerun"]
     assert "exited with status 7" in rec["after/add"]["rerun"]
     assert rec["after/segv"]["verdict"] == "CRASH"  # a death of its own stays a CRASH
+
+
+def test_a_backend_that_dies_after_every_run_gets_no_pass(tmp_path, monkeypatch, capsys):
+    """Issue 34, deliver 4: a backend that kills its own process 0.3 s after every run got
+    32/32 PASS, exit 0, nothing printed (the deaths showed only as `rerun` keys). A case's
+    record now waits until its worker has outlived it (finished another case 1 s later, or
+    exited cleanly when asked): each case is CRASH "the backend died after returning", its
+    outputs' verdict kept in `returned_verdict`, and the run exits 1."""
+    from tilefoundry.cli import main
+
+    monkeypatch.setenv("KILL_AFTER_RUN_S", "0.3")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    for jobs in ("1", "2"):
+        rc = main(["conformance", "run", "--backend", FLAKY, "--catalog",
+                   "synthetic_catalog:build_adds", "--no-progress", "-j", jobs, "--jsonl",
+                   f"r{jobs}.jsonl"])
+        out = capsys.readouterr().out
+        recs = list(read_jsonl(tmp_path / f"r{jobs}.jsonl")[1].values())
+        assert rc == 1 and len(recs) == 32, out
+        assert {r["verdict"] for r in recs} == {"CRASH"}, [r["verdict"] for r in recs]
+        assert {r["returned_verdict"] for r in recs} == {"PASS"}
+        assert "\nresult: FAIL (32 CRASH); results in" in out, out
+        line = next(x for x in out.splitlines() if x.startswith("CRASH    add/0: "))
+        assert line.startswith("CRASH    add/0: the backend died after returning: the worker "
+                               "was killed by signal SIGKILL (Killed) "), line
+        assert "(its outputs were judged PASS)" in line, line
+
+
+def test_a_well_behaved_backend_loses_no_time_to_the_wait(tmp_path):
+    """The record's wait costs a well-behaved backend nothing: the reference's 32 adds pass,
+    in about the time they take, its workers exiting cleanly at the end."""
+    cases = list(syn.build_adds(0))
+    t0 = time.monotonic()
+    res = run("reference", cases, jobs=2, timeout_s=SLACK, out_jsonl=tmp_path / "r.jsonl")
+    assert [r["verdict"] for r in res.records] == ["PASS"] * 32
+    assert not [r for r in res.records if "died_after" in r]
+    assert time.monotonic() - t0 < 15
 
 
 def test_processes_a_backend_forks_do_not_outlive_the_run(tmp_path, monkeypatch):

@@ -447,3 +447,118 @@ def test_a_partial_completion_is_judged_under_its_contract_on_every_path(tmp_pat
         assert ok.status == PASS, (name, ok.summary())
         assert ok.outputs[0].contract.startswith("admitted_set("), (name, ok.summary())
         assert check(mod, "f", ins, wrong).status == FAIL, name
+
+
+# ---------------------------------------------------------------------------------------------
+# f8e8m0 results of ULP-table ops: lemma B' (semantics/ulp.py, D292; issue 32 item 6b)
+# ---------------------------------------------------------------------------------------------
+E8M0_SOFTMAX = """
+@func
+def main(x: Tensor[(4, 4), f8e8m0]):
+    return softmax(x, axis=-1)
+
+module(main)
+"""
+
+E8M0_SOFTMAX_MOVED = """
+@func
+def main(x: Tensor[(4, 4), f8e8m0]):
+    return transpose(softmax(x, axis=-1), (1, 0))
+
+module(main)
+"""
+
+
+def _e8m0_softmax_model(x: np.ndarray) -> np.ndarray:
+    """The ULP table's softmax model (semantics/ulp.py), in numpy f32: m = max, d = x - m,
+    e = exp(d), S = a balanced (pairwise) sum of the four e, y = e / S, one rounding to the
+    dtype."""
+    from tilefoundry.semantics.dtypes import cast
+
+    xf = x.astype(np.float32)
+    d = xf - xf.max(axis=-1, keepdims=True)
+    e = np.exp(d)
+    s = (e[:, 0] + e[:, 1]) + (e[:, 2] + e[:, 3])
+    y = e / s[:, None]
+    assert d.dtype == e.dtype == s.dtype == y.dtype == np.float32
+    return cast(y, DType.F8E8M0)
+
+
+def _e8m0(values) -> np.ndarray:
+    from tilefoundry.semantics.dtypes import cast
+
+    return cast(np.asarray(values, np.float32), DType.F8E8M0)
+
+
+def test_f8e8m0_softmax_model_underflowing_to_nan_is_admitted_and_wrong_answers_are_not():
+    from tilefoundry.semantics.dsl import parse_module
+
+    m = parse_module(E8M0_SOFTMAX)
+    x32 = np.ones((4, 4), np.float32)
+    x32[1, 2] = 256.0
+    x = _e8m0(x32)
+    model = _e8m0_softmax_model(x)
+    small = np.zeros((4, 4), bool)
+    small[1, [0, 1, 3]] = True
+    # the model's f32 exp(1 - 256) is 0, so the cast gives NaN; the reference rounds the exact
+    # e^-255 / (1 + 3e^-255) to f8e8m0's least value 2^-127
+    assert np.isnan(model.astype(np.float32)[small]).all()
+    ref = evaluate(m, "main", [x])
+    assert (ref.astype(np.float64)[small] == 2.0 ** -127).all()
+    v = check(m, "main", [x], model)
+    assert v.status == PASS, v.summary()
+    # the same NaN read through an exact movement downstream is judged by the enclosure
+    mv = parse_module(E8M0_SOFTMAX_MOVED)
+    v = check(mv, "main", [x], np.ascontiguousarray(model.T))
+    assert v.status == PASS and v.outputs[0].contract.startswith("enclosure("), v.summary()
+    # wrong answers stay rejected: NaN where the reference is not the least value, the small
+    # elements 2 ulp up, the large one 2 ulp down, a uniform row
+    for bad in ([(0, 0)], [(1, 2)]):
+        w = model.copy()
+        for idx in bad:
+            w[idx] = _e8m0([np.nan])[0]
+        assert check(m, "main", [x], w).status == FAIL, bad
+        assert check(mv, "main", [x], np.ascontiguousarray(w.T)).status == FAIL, bad
+    w = model.copy()
+    w[small] = _e8m0([2.0 ** -125])[0]
+    assert check(m, "main", [x], w).status == FAIL
+    w = model.copy()
+    w[1, 2] = _e8m0([0.25])[0]  # 2 ulp below the reference 1.0
+    assert check(m, "main", [x], w).status == FAIL
+    w = model.copy()
+    w[1] = _e8m0([0.25] * 4)
+    assert check(m, "main", [x], w).status == FAIL
+    assert check(mv, "main", [x], np.ascontiguousarray(w.T)).status == FAIL
+
+
+def test_nan_is_admitted_only_where_an_f8e8m0_reference_is_its_least_value():
+    from tilefoundry.semantics.dtypes import cast
+    from tilefoundry.semantics.ulp import nan_admitted
+
+    r = _e8m0([2.0 ** -127, 2.0 ** -126, 1.0, 2.0 ** 127, np.nan])
+    assert nan_admitted(r).tolist() == [True, False, False, False, False]
+    for dt in (DType.F32, DType.BF16, DType.F16, DType.FP8E4M3, DType.FP8E5M2):
+        z = cast(np.float32([0.0, 2.0 ** -127, 1.0]), dt)
+        assert not nan_admitted(z).any(), dt
+
+
+def test_a_moved_f8e8m0_enclosure_keeps_its_nan_and_real_flags():
+    """The movement rule moves an enclosure's nan / real masks as 1 / 0 values of the dtype;
+    f8e8m0 has no 0 (its cast is NaN, which read back as True), so after any Reshape /
+    Transpose / Slice of an enclosed f8e8m0 value NaN was admitted everywhere."""
+    from tilefoundry.semantics.dsl import parse_module
+
+    m = parse_module("""
+@func
+def main(x: Tensor[(2, 3), f8e8m0]):
+    return transpose(exp(x), (1, 0))
+
+module(main)
+""")
+    x = _e8m0([[1.0, 2.0, 0.5], [4.0, 0.25, 1.0]])
+    ref = evaluate(m, "main", [x])
+    assert check(m, "main", [x], ref).status == PASS
+    w = ref.copy()
+    w[1, 0] = _e8m0([np.nan])[0]
+    v = check(m, "main", [x], w)
+    assert v.status == FAIL and v.outputs[0].contract.startswith("enclosure("), v.summary()

@@ -117,6 +117,16 @@ def test_afn_exp_through_exp2_of_a_rounded_argument():
     _only(m, [xs], obs, "afn")
 
 
+def test_afn_sqrt_as_the_reciprocal_of_rsqrt():
+    """Vulkan's sqrt is inherited from 1 / inversesqrt: two roundings, inside 9 ulp."""
+    x = _v("x", (256,))
+    m = _mod((x,), Call(Unary(UnaryKind.SQRT), (x,)))
+    xs = (RNG.random(256) * 1000).astype(np.float32)
+    r = (np.float32(1) / np.sqrt(xs.astype(np.float64)).astype(np.float32)).astype(np.float32)
+    obs = (np.float32(1) / r).astype(np.float32)
+    _only(m, [xs], obs, "afn")
+
+
 def test_arcp_division_through_the_reciprocal():
     a, b = _v("a", (64,)), _v("b", (64,))
     m = _mod((a, b), _bin(BinaryKind.DIV, a, b))
@@ -298,6 +308,15 @@ def test_the_runner_records_the_least_set_and_admits_only_what_is_declared(tmp_p
         assert r["diagnosis"]["least"] == [["nsz"]] and r["diagnosis"]["none"] == 0
         assert "admitted under {nsz}" in r["message"]
         assert r["outputs"][0]["diagnosis"]["op"] == "Binary(max)"
+    from tilefoundry.conformance.html_report import render_html
+    from tilefoundry.conformance.report import relaxation_table
+
+    page = render_html(strict.records, title="t", meta="m", result="FAIL")
+    assert "least relaxation set(s): <b>nsz</b>" in page
+    table = relaxation_table(strict.records).splitlines()
+    assert table[1].split() == ["op", "outputs", "nsz", "none"]
+    assert table[3].split() == ["Binary(max)", str(len(strict.records)), str(len(
+        strict.records)), "-"]
     m = Manifest(source="test")
     m.admit_all = parse_admit("nsz")
     adm = run(spec, _max_cases(), jobs=1, timeout_s=120, seed=0,
@@ -331,3 +350,83 @@ def test_cli_unknown_relaxation_is_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1
     assert "'bogus'" in err and "nsz, nnan, ninf, ftz, afn, arcp, contract, excess, wp" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# Deliver 5: finite sets behind an inexact op — a skipped rounding is a FAIL, read as excess
+# ---------------------------------------------------------------------------------------------
+def _bf(a) -> np.ndarray:
+    return np.asarray(a, np.float32).astype(ml_dtypes.bfloat16)
+
+
+def _chains():
+    x, y = _v("x", (64, 64), BF16), _v("y", (64, 64), BF16)
+    w = _v("w", (64,), BF16)
+    xs, ys = _bf(_normal((64, 64))), _bf(_normal((64, 64)) * 4)
+    ws = _bf(1 + RNG.random(64))
+    xf, yf, wf = (a.astype(np.float32) for a in (xs, ys, ws))
+    e = np.exp(xf - xf.max(-1, keepdims=True))
+    sm = Call(SoftMax(axis=-1), (x,))
+    rn = Call(RMSNorm(eps=1e-6), (x, w))
+    ex = Call(Unary(UnaryKind.EXP), (x,))
+    return [
+        ("mul(softmax(x), y)", _mod((x, y), _bin(BinaryKind.MUL, sm, y)), [xs, ys],
+         e / e.sum(-1, keepdims=True), lambda t: t * yf),
+        ("add(rmsnorm(x, w), r)", _mod((x, w, y), _bin(BinaryKind.ADD, rn, y)), [xs, ws, ys],
+         xf / np.sqrt((xf * xf).mean(-1, keepdims=True) + np.float32(1e-6)) * wf,
+         lambda t: t + yf),
+        ("mul(exp(x), y)", _mod((x, y), _bin(BinaryKind.MUL, ex, y)), [xs, ys], np.exp(xf),
+         lambda t: t * yf),
+    ]
+
+
+@pytest.mark.parametrize("chain", _chains(), ids=lambda c: c[0])
+def test_a_skipped_rounding_behind_an_inexact_op_fails_and_reads_excess(chain):
+    """Inductor's fused kernel: the inexact op's f32 value is never rounded to bf16 before the
+    exact op that follows. The interval hull admitted all of it (0 rejected); the finite set
+    of the op's 3 admitted bf16 results, carried through the exact op, rejects hundreds."""
+    from tilefoundry.oracle import enclosure_rules as rules
+
+    _, m, xs, inexact, then = chain
+    obs = _bf(then(inexact.astype(np.float32)))
+    d, v = _diag(m, xs, obs)
+    assert v.outputs[0].mismatches >= 200, v.summary()
+    assert d.diagnosis.least == (("excess",),), d.diagnosis
+    saved = rules.CANDIDATES_MAX
+    try:
+        rules.CANDIDATES_MAX = 0  # the hull alone: blind to it
+        assert check(m, "f", xs, obs).status == "PASS"
+    finally:
+        rules.CANDIDATES_MAX = saved
+
+
+@pytest.mark.parametrize("chain", _chains(), ids=lambda c: c[0])
+def test_every_admitted_result_of_the_inexact_op_still_passes(chain):
+    """Soundness of the finite set: the inexact op's correctly rounded bf16 result moved by
+    -1, 0 or +1 ulp per element (each within its 1-ulp budget), then the exact op computed
+    and rounded once (bf16 products and sums are exact in f32): PASS, every element."""
+    _, m, xs, _, then = chain
+    fn = m.functions[0]
+    inner = _mod(fn.params, fn.body.args[0])  # the inexact op alone
+    t = evaluate(inner, "f", xs)
+    bits = t.view(np.uint16).astype(np.int32)
+    step = RNG.integers(-1, 2, bits.shape)
+    sign = np.where(bits & 0x8000, -1, 1)
+    moved = (bits + sign * step).astype(np.uint16).view(ml_dtypes.bfloat16)
+    obs = _bf(then(moved.astype(np.float32)))
+    v = check(m, "f", xs, obs)
+    assert v.status == "PASS", v.summary()
+
+
+def test_cli_admitted_run_says_so_and_exits_0(tmp_path, capsys):
+    from tilefoundry.cli import main
+
+    args = ["conformance", "run", "--backend",
+            "tests.conformance.planted_backends:max_min_zero_sign_free", "--cases",
+            "spec/binary/max-orders-signed-zeros/*", "--no-progress"]
+    rc = main([*args, "--jsonl", str(tmp_path / "a.jsonl"), "--admit", "nsz"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "result: ADMITTED (" in out and "result: PASS" not in out
+    rc = main([*args, "--jsonl", str(tmp_path / "b.jsonl")])
+    out = capsys.readouterr().out
+    assert rc == 1 and "admitted under {nsz}" in out and "Binary(max)" in out

@@ -7,6 +7,7 @@ standalone repro.py that needs only tilefoundry and the backend to re-run the co
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -16,7 +17,7 @@ import pytest
 from tilefoundry.oracle.compare import FAIL, check_candidate
 from tilefoundry.oracle.planted import buried_program, truncating_mul
 from tilefoundry.oracle.reduce import reduce_failure
-from tilefoundry.oracle.repro import load_repro, write_repro
+from tilefoundry.oracle.repro import load_repro, rerun, write_repro
 from tilefoundry.semantics.dtypes import to_bits
 
 
@@ -42,8 +43,9 @@ def test_reduced_failure_round_trips_through_a_standalone_reproducer(tmp_path):
     hex_text = (d / "inputs.hex.txt").read_text()
     assert f"{int(to_bits(r.inputs[0]).reshape(-1)[0]):04x}" in hex_text
     assert "FAIL" in (d / "verdict.txt").read_text()
-    # the standalone script: FAIL with the recorded candidate, PASS with the reference
-    bad = subprocess.run([sys.executable, str(d / "repro.py")], capture_output=True,
+    # the standalone script: FAIL with the candidate, PASS with the reference
+    bad = subprocess.run([sys.executable, str(d / "repro.py"), "--backend",
+                          "tilefoundry.oracle.planted:truncating_mul"], capture_output=True,
                          text=True, cwd=tmp_path, timeout=120)
     assert bad.returncode == 1 and "FAIL" in bad.stdout, bad.stdout + bad.stderr
     good = subprocess.run([sys.executable, str(d / "repro.py"), "--backend", "reference"],
@@ -79,8 +81,8 @@ def test_a_reproducer_runs_nothing_of_its_own_when_opened(tmp_path):
     # code in the program source: the DSL parser reads it, never runs it
     src = (d / "program_dsl.py").read_text()
     (d / "program_dsl.py").write_text(f"__import__('os').system('touch {marker}')\n" + src)
-    bad = subprocess.run([sys.executable, str(d / "repro.py")], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=120)
+    bad = subprocess.run([sys.executable, str(d / "repro.py"), "--backend", "reference"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert not marker.exists(), bad.stdout + bad.stderr
     (d / "program_dsl.py").write_text(src)
 
@@ -89,8 +91,8 @@ def test_a_reproducer_runs_nothing_of_its_own_when_opened(tmp_path):
             return (exec, (payload,))
 
     (d / "module.pkl").write_bytes(pickle.dumps(Boom()))
-    refused = subprocess.run([sys.executable, str(d / "repro.py")], capture_output=True,
-                             text=True, cwd=tmp_path, timeout=120)
+    refused = subprocess.run([sys.executable, str(d / "repro.py"), "--recorded"],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert refused.returncode == 2 and "refused" in refused.stderr, refused.stderr
     assert not marker.exists()
     with pytest.raises(Exception, match="holding pickles"):
@@ -121,3 +123,80 @@ def f(x: Tensor[(65536,), f32]):
     assert len(words) == HEX_HEAD and "65,280 more element(s), not shown" in hexes
     assert np.load(d / "input_0.npy").size == 65536  # every element's bits
     assert len(hexes) < 4000 < (d / "input_0.npy").stat().st_size
+
+
+def _evil_backend_file(path, marker) -> None:
+    """A backend module that would create ``marker`` when imported."""
+    path.write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
+                    "def factory():\n"
+                    "    from tilefoundry.conformance.backend import load_backend\n"
+                    "    return load_backend('reference')\n")
+
+
+def _set_recorded_backend(d, spec: str) -> None:
+    meta = json.loads((d / "case.json").read_text())
+    meta["backend"] = spec
+    (d / "case.json").write_text(json.dumps(meta))
+
+
+def test_case_json_never_chooses_the_backend(tmp_path):
+    """Issue 34, deliver 1: a reproducer whose case.json names a backend file inside the folder
+    (`evil.py:factory`, `evil:factory`, or `<dir>.evil:factory` from its parent) ran it on a
+    plain `python repro.py`. The backend now comes only from the command line: without
+    --backend (or --recorded) the replay is refused, exit 2, with the command to type, and
+    case.json's spec is shown there only when it names nothing inside the folder."""
+    d = _planted_reproducer(tmp_path)
+    marker = tmp_path / "pwned"
+    _evil_backend_file(d / "evil.py", marker)
+    script = d / "repro.py"
+    for spec, cwd in (("evil.py:factory", d), ("evil:factory", d),
+                      (f"{d.name}.evil:factory", d.parent), (f"{d.name}.evil:factory", d),
+                      ("evil.py:factory", tmp_path)):
+        _set_recorded_backend(d, spec)
+        p = subprocess.run([sys.executable, "repro.py" if cwd == d else str(script)],
+                           capture_output=True, text=True, cwd=cwd, timeout=120)
+        assert not marker.exists(), (spec, cwd, p.stdout, p.stderr)
+        assert p.returncode == 2 and p.stdout == "", (spec, p.stdout, p.stderr)
+        assert p.stderr == (f"repro.py: no backend named: type it, e.g. python {script} "
+                            f"--backend SPEC, or add --recorded to judge the recorded outputs; "
+                            f"a reproducer never chooses the code it runs\n"), (spec, p.stderr)
+        rec = subprocess.run([sys.executable, str(script), "--recorded"], capture_output=True,
+                             text=True, cwd=cwd, timeout=120)
+        assert rec.returncode == 1 and "FAIL" in rec.stdout, rec.stderr
+        assert not marker.exists()
+    # a backend outside the folder is shown (quoted for the shell), still not loaded
+    _set_recorded_backend(d, "tilefoundry.oracle.planted:truncating_mul")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)
+    assert p.returncode == 2 and f"python {script} --backend " \
+        "tilefoundry.oracle.planted:truncating_mul (the backend case.json records)" in p.stderr
+    _set_recorded_backend(d, "x; touch pwned")  # not a plain spec: SPEC
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)
+    assert p.returncode == 2 and "--backend SPEC," in p.stderr and "touch" not in p.stderr
+    # the library's replay follows the same rule
+    assert rerun(d) == 2 and rerun(d, recorded=True) == 1
+    assert rerun(d, "reference") == 0 and not marker.exists()
+
+
+def test_a_case_id_cannot_break_out_of_repro_py(tmp_path):
+    """Issue 34, deliver 1: a case id holding three double quotes broke out of the docstring
+    of the generated repro.py, and the injected statement ran even under --recorded. repro.py
+    is now one fixed file holding nothing of the case (the id is data, in case.json)."""
+    from tilefoundry.conformance.report import REPRO_PY
+
+    marker = tmp_path / "pwned"
+    q3 = '"' * 3
+    case_id = f'x{q3}; open({json.dumps(str(marker))}, "w").write("ran"); {q3}'
+    module, entry, inputs = buried_program(8, 0)
+    v = check_candidate(module, entry, inputs, truncating_mul)
+    d = write_repro(tmp_path / "case", module, entry, inputs, v, case_id=case_id,
+                    candidate="tilefoundry.oracle.planted:truncating_mul",
+                    observed=truncating_mul(module, entry, list(inputs)))
+    for args in (["--recorded"], ["--backend", "reference"]):
+        p = subprocess.run([sys.executable, str(d / "repro.py"), *args],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert not marker.exists(), p.stdout + p.stderr
+        assert p.returncode == (1 if args == ["--recorded"] else 0), p.stdout + p.stderr
+    assert (d / "repro.py").read_text() == REPRO_PY and "{" not in REPRO_PY
+    assert json.loads((d / "case.json").read_text())["id"] == case_id  # the id: data only

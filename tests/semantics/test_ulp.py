@@ -206,6 +206,40 @@ def test_lemma_b_f32_error_below_half_a_narrow_ulp_stays_within_one_ulp(dt):
     assert ulp_distance(outside, want).max() >= 2
 
 
+def test_lemma_b_prime_f8e8m0_model_softmax_is_nan_only_at_the_least_value():
+    """Lemma B′: the table's f32 softmax model (max, sub, exp, pairwise sum, div, one rounding)
+    on f8e8m0 rows is within 1 ulp of the reference, or NaN where the reference is f8e8m0's
+    least value 2^-127 (the model's f32 value underflowed to 0). Rows of random f8e8m0 values:
+    the NaN case occurs, and nowhere else (``nan_admitted`` is exactly where it may)."""
+    from tilefoundry.semantics.dsl import parse_module
+    from tilefoundry.semantics.evaluator.core import evaluate
+    from tilefoundry.semantics.ulp import nan_admitted
+
+    rng = np.random.default_rng(6)
+    n = 4000
+    codes = np.concatenate([rng.integers(0, 255, (n, 4)),  # anything
+                            rng.integers(110, 136, (n, 4))])  # differences near exp's underflow
+    x = from_bits(codes.astype(np.uint8), "f8e8m0")
+    m = parse_module(f"""
+@func
+def main(x: Tensor[({2 * n}, 4), f8e8m0]):
+    return softmax(x, axis=-1)
+
+module(main)
+""")
+    ref = evaluate(m, "main", [x])
+    xf = x.astype(np.float32)
+    e = np.exp(xf - xf.max(axis=-1, keepdims=True))
+    y = e / ((e[:, 0] + e[:, 1]) + (e[:, 2] + e[:, 3]))[:, None]
+    assert y.dtype == np.float32
+    model = cast(y, "f8e8m0")
+    nan = np.isnan(model.astype(np.float32))
+    assert nan.sum() > 100  # the case the lemma is about is exercised
+    assert (nan_admitted(ref)[nan]).all()  # NaN only where the reference is 2^-127
+    assert ulp_distance(model[~nan], ref[~nan]).max() <= 1
+    assert (y[nan] == 0).all()
+
+
 # ---------------------------------------------------------------------------------------------
 # the unit
 # ---------------------------------------------------------------------------------------------

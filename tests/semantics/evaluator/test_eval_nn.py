@@ -1000,6 +1000,19 @@ def test_softmax_edges(dt):
     assert run(SoftMax(0), np.zeros((0, 2), NP[dt]))[0].shape == (0, 2)
 
 
+def test_softmax_below_float64s_range_rounds_as_the_exact_value():
+    """The exact softmax of a finite entry is positive. Where its float64 exponential underflows
+    (x − max < −745) the reference had 0, which f8e8m0 (no zero) rounds to NaN; the correctly
+    rounded value is f8e8m0's least value 2^-127 (results below it give it, D12), as for
+    x − max = −255, where float64 still holds the value. Formats with a zero give +0 there."""
+    x = cast(np.float32([[2.0 ** -100, 2.0 ** 10, 1.0, 2.0 ** 8]]), "f8e8m0")  # d = -1024 ...
+    r = f64(run(SoftMax(-1), x)[0])
+    assert list(r[0]) == [2.0 ** -127, 1.0, 2.0 ** -127, 2.0 ** -127]
+    y = cast(np.float32([[-1000.0, 0.0, -300.0, -np.inf]]), "f32")
+    r = run(SoftMax(-1), y)[0]
+    assert list(f64(r[0])) == [0.0, 1.0, 0.0, 0.0] and not np.signbit(r[0]).any()
+
+
 @pytest.mark.parametrize("dt", FLOATS)
 def test_layernorm_and_rmsnorm_edges(dt):
     x = cast(np.array([[2.0, 2.0, 2.0], [np.inf, 1.0, 2.0], [np.nan, 0.0, 1.0]], np.float32), dt)

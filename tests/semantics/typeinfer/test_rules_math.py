@@ -290,6 +290,29 @@ def test_mul_one_partial_max_min_rejects(red):
     assert e.operand == "rhs" and "Reshard" in str(e)
 
 
+@pytest.mark.parametrize(("kind", "red"), [(ADD, "max"), (ADD, "min"), (MUL, "sum")])
+@pytest.mark.parametrize("side", [0, 1])
+def test_one_partial_beside_a_split_on_the_same_mesh_axis_rejects(kind, red, side):
+    """The table's one-Partial rows hold for the other operand *replicated* on the mesh axis
+    (commutation.py). A Split there gives each device one block of it, which it cannot combine
+    with its partial value: ``min_d(p_d) + s`` is no per-device function of ``(p_d, s_d)``. The
+    rule typed the result Split and dropped the Partial; the mesh simulation could not run it
+    ("an operand's Partial(min) ... cannot be read through the result's Split"), found by the
+    reference's self-fuzz (benchmarks/reference_self_fuzz.py, seed 17341, issue 32)."""
+    ops = [T(4, 8, layout=shard(Split(0))), T(4, 8, layout=shard(Split(0)))]
+    ops[side] = T(4, 8, layout=_pl(red))
+    e = reject(B(kind), *ops)
+    assert e.operand == ("lhs", "rhs")[side] and "Reshard" in str(e), str(e)
+    # on a 2-D mesh, the Partial's axis split by the other operand (the fuzz's program)
+    ops = [T(2, 1, 2, layout=shard(Split(2), Split(0), shape=(2, 1, 2), mesh=MESH2))] * 2
+    ops[side] = T(2, 1, 2, layout=shard(Broadcast(), Partial(red), shape=(2, 1, 2), mesh=MESH2))
+    assert "Split" in str(reject(B(kind), *ops))
+    # replicated on that axis, the row's premise holds: accepted, the Partial carried
+    ops = [T(4, 8, layout=shard(Broadcast())), T(4, 8)]
+    ops[side] = T(4, 8, layout=_pl(red))
+    assert infer(B(kind), *ops).layout.attrs == (Partial(red),)
+
+
 @pytest.mark.parametrize("red", ["sum", "max", "min"])
 def test_mul_both_partial_rejects(red):
     """HIR Binary: "Every other kind / operand-shape combination involving a Partial operand
