@@ -457,7 +457,7 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
             e = flush(Enc.point(v)) or e
         excess = "excess" in active and intermediate and dt in NARROW
         if excess:
-            e = as_enc(e, v).widen_ulps(1)
+            e = excess_box(site, e, v)
             e.cause = e.cause or "excess"
         if "nsz" in active:
             z = signless_zero(as_enc(e, v))
@@ -487,6 +487,53 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
 
 
 NARROW = frozenset({DType.BF16, DType.F16, DType.FP8E4M3, DType.FP8E5M2})
+
+
+def _directed(x32: np.ndarray, dt: DType, up: bool) -> np.ndarray:
+    """f32 values rounded down (``up`` False) / up onto ``dt``'s grid."""
+    from tilefoundry.oracle.enclosure import from_ordered, ordered
+
+    r = cast(np.asarray(x32, np.float32), dt)
+    rw = _f64(r)
+    xw = np.asarray(x32, np.float64)
+    step = (rw < xw) if up else (rw > xw)
+    moved = from_ordered(ordered(r) + (1 if up else -1), dt)
+    return np.where(step & np.isfinite(xw), moved, r)
+
+
+def excess_box(site: Any, e: Enc | None, v: np.ndarray) -> Enc:
+    """``excess`` at one narrow intermediate: its admitted set grows by the unrounded f32
+    value. For an exact elementwise op that value is the op's own kernel on the operands'
+    boxes widened to f32 (negation, abs, max stay on the grid: no widening), rounded outward
+    onto the dtype's grid; for any other op one ulp of the dtype either way (every f32 value
+    that rounds to a member lies within it: ``relax.excess.one_ulp`` proves it)."""
+    from tilefoundry.semantics.ops.math import Binary, Unary
+
+    dt = dtype_of(v)
+    base = as_enc(e, v)
+    exact = all(c.kind == "exact" for c in site.contracts)
+    if not exact or not isinstance(site.op, Binary | Unary) or \
+            any(isinstance(x, Enc) and x.nan_bits is not None for x in site.encs):
+        return base.widen_ulps(1)
+    boxes = []
+    for x, a in zip(site.encs, site.args, strict=True):
+        b = as_enc(x if isinstance(x, Enc) else None, np.asarray(a))
+        if b.dtype in NARROW:
+            b = Enc(cast(b.lo, DType.F32), cast(b.hi, DType.F32), b.nan, b.real, b.cause)
+        boxes.append(b)
+    with np.errstate(all="ignore"):
+        cands, nan_in = corners(site.impl, boxes)
+        if any(np.asarray(c).dtype != np.float32 for c in cands):
+            return base.widen_ulps(1)
+        w = from_candidates(cands, nan_in, DType.F32, "excess", "excess")
+        lo, hi = _directed(w.lo, dt, False), _directed(w.hi, dt, True)
+    box = Enc(np.where(w.real, lo, base.lo), np.where(w.real, hi, base.hi), w.nan, w.real,
+              "excess")
+    out = hull(base, box)
+    # an f32 value past a format with no infinity (E4M3FN: 500 rounds to NaN) has no box on
+    # its grid: that element admits everything downstream
+    past = w.real & (np.isnan(_f64(lo)) | np.isnan(_f64(hi)))
+    return _poison(out, np.broadcast_to(past, out.shape), "excess past the format's range")
 
 
 def widen_steps(e: Enc, k: np.ndarray) -> Enc:

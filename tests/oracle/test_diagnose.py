@@ -167,6 +167,20 @@ def test_excess_keeps_a_bf16_intermediate_in_f32():
     assert check(m2, "f", [xa, xb], unrounded).status == "PASS"
 
 
+def test_excess_adds_nothing_where_the_unrounded_value_is_on_the_grid():
+    """-a of a bf16 a is exact in f32: keeping it unrounded changes nothing, so a product
+    one ulp off is admitted under no set (a uniform 1-ulp excess box admitted it)."""
+    a, b = _v("a", (64,), BF16), _v("b", (64,), BF16)
+    m = _mod((a, b), _bin(BinaryKind.MUL, Call(Unary(UnaryKind.NEG), (a,)), b))
+    xa, xb = (_normal(64).astype(ml_dtypes.bfloat16) for _ in range(2))
+    ref = evaluate(m, "f", [xa, xb])
+    bits = ref.view(np.uint16).copy()
+    bits[::3] += 1  # one ulp away from zero on every third element
+    obs = bits.view(ml_dtypes.bfloat16)
+    d, _ = _diag(m, [xa, xb], obs)
+    assert d.diagnosis.label == "none", d.diagnosis
+
+
 def test_wp_textbook_layernorm_on_an_ill_conditioned_row():
     """Two-pass f32 LayerNorm on rows whose mean dwarfs their spread: the near-mean outputs
     carry an absolute error of the row's scale (Higham), outside the 52-ulp budget."""
