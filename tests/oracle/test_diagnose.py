@@ -179,6 +179,7 @@ def test_excess_adds_nothing_where_the_unrounded_value_is_on_the_grid():
     obs = bits.view(ml_dtypes.bfloat16)
     d, _ = _diag(m, [xa, xb], obs)
     assert d.diagnosis.label == "none", d.diagnosis
+    assert d.diagnosis.none == d.diagnosis.rejected > 0, d.diagnosis  # not one of them
 
 
 def test_wp_textbook_layernorm_on_an_ill_conditioned_row():
