@@ -90,8 +90,12 @@ def add_parser(sub) -> None:
     r.add_argument("--tier", choices=("quick", "full"), default="quick",
                    help="quick (default: every op feature and cast boundary class, about a "
                         "minute) or full (a superset: the exhaustive sweeps)")
-    r.add_argument("--resume", action="store_true",
-                   help="continue the run recorded in --jsonl: skip the cases it holds")
+    keep = r.add_mutually_exclusive_group()
+    keep.add_argument("--resume", action="store_true",
+                      help="continue the run recorded in --jsonl: skip the cases it holds")
+    keep.add_argument("--overwrite", action="store_true",
+                      help="replace the results --jsonl holds (without it, or --resume, a "
+                           "results file that is not empty is refused)")
     r.add_argument("--cases", action="append", metavar="GLOB",
                    help="only the case ids matching this fnmatch glob (repeatable)")
     r.add_argument("--shard", metavar="I/N",
@@ -382,7 +386,8 @@ def _run(args: argparse.Namespace) -> int:
                             catalog=args.catalog, case_globs=args.cases, reduce_s=args.reduce,
                             shard=shard, baseline=baseline,
                             flake_retries=args.flake_retries, caps_override=_caps_file(args),
-                            executor=args.executor, ray_address=args.address)
+                            executor=args.executor, ray_address=args.address,
+                            overwrite=args.overwrite)
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:
