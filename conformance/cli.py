@@ -55,7 +55,8 @@ def _common(p: argparse.ArgumentParser, *, jsonl: str, timeout: float) -> None:
     p.add_argument("--html", metavar="FILE",
                    help="write a self-contained HTML report here (summary, coverage heat map, "
                         "every failure with its program and failing element classes)")
-    p.add_argument("--repro-dir", help="write a reproducer directory per FAIL under here")
+    p.add_argument("--repro-dir", help="write a reproducer directory per FAIL, ERROR, CRASH "
+                                       "and TIMEOUT under here")
     p.add_argument("--reduce", type=float, default=0.0, metavar="SECONDS",
                    help="shrink each FAIL with the oracle's reducer for up to this long "
                         "(written to <repro>/reduced; needs --repro-dir)")

@@ -91,6 +91,7 @@ from tilefoundry.conformance.input_checks import (
     refuse_existing_results,
 )
 from tilefoundry.conformance.manifest import Manifest, ManifestEntry, ManifestError
+from tilefoundry.conformance.repro_nonpass import NONPASS_REPRO, write_nonpass_reproducer
 from tilefoundry.errors import BackendUnsupportedError, RunTimeCheckError, TilefoundryError
 
 __all__ = [
@@ -1196,6 +1197,7 @@ class _Dispatch:
         self.base_opts, self.reduce_s, self.repro_dir = base_opts, reduce_s, repro_dir
         self.order: list[str] = []
         self.taken: set[str] = set()
+        self.repro_paths: dict[str, str] = {}  # case id -> its reproducer directory
         self.flake_q: collections.deque = collections.deque()  # (i, case, attempts, first)
         self.retry: collections.deque = collections.deque()  # (i, case, why)
         self.exhausted = False
@@ -1250,7 +1252,10 @@ class _Dispatch:
                                     "admit": m.admit_for(case.id) if m is not None else None,
                                     "reduce_s": self.reduce_s if flake is None else 0.0}
             if self.repro_dir is not None and flake is None:  # the first attempt's is kept
-                opts["repro"] = str(self.repro_dir / _safe_name(case.id, self.taken))
+                if case.id not in self.repro_paths:  # a case run again keeps its folder
+                    self.repro_paths[case.id] = str(self.repro_dir /
+                                                    _safe_name(case.id, self.taken))
+                opts["repro"] = self.repro_paths[case.id]
             return _Task(i, case, opts, rerun, flake)
 
     def emit(self, rec: dict) -> None:
@@ -1274,7 +1279,22 @@ class _Dispatch:
                                   f"{len(attempts)}: {first['message']}"}
             else:
                 out = {**first, "attempts": attempts}
+        if out["verdict"] in NONPASS_REPRO and not out.get("harness") and "repro" not in out \
+                and case.id in self.repro_paths:
+            out = self._nonpass_repro(case, out, self.repro_paths[case.id])
         self.emit(self.finalize(case, out))
+
+    def _nonpass_repro(self, case: Case, out: dict, path: str) -> dict:
+        """``out`` with the reproducer of its ERROR / CRASH / TIMEOUT written (the case built
+        again here, its RNGs seeded as the worker seeded them)."""
+        seed = self.base_opts.get("seed", 0)
+        try:
+            _seed_rngs(seed, case.id)
+            write_nonpass_reproducer(path, case, seed, self.base_opts["backend"],
+                                     self.base_opts.get("catalog"), out)
+        except Exception as e:
+            return {**out, "repro_error": _raised("writing the reproducer", e)}
+        return {**out, "repro": Path(path).name}
 
     def finalize(self, case: Case, out: dict) -> dict:
         rec = {"type": "case", "id": case.id, "family": case.family, "verdict": "",
@@ -1645,7 +1665,8 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
             ray_session.close()
         raise
     d = _Dispatch(cases, done, f, prog, manifest, flake_retries, deadline,
-                  {"backend": backend_spec, "catalog": catalog}, reduce_s, repro_dir)
+                  {"backend": backend_spec, "catalog": catalog, "seed": seed}, reduce_s,
+                  repro_dir)
     try:
         if header is None:
             if not resume or out_jsonl.stat().st_size == 0:

@@ -39,7 +39,8 @@ def test_run_writes_every_report_and_fails_on_failures(tmp_path, monkeypatch, ca
     assert summary["exit_code"] == 1 and summary["counts"]["CRASH"] == 2
     assert ET.parse(tmp_path / "j.xml").getroot().get("tests") == "14"
     assert "Binary.add" in (tmp_path / "cov.txt").read_text()
-    assert len(list((tmp_path / "repro").iterdir())) == 2  # the two FAILs
+    # every non-PASS has a reproducer (issue 33): the two FAILs, CRASHes and ERRORs
+    assert len(list((tmp_path / "repro").iterdir())) == 6
 
 
 def test_run_passes_with_exit_status_zero(tmp_path, monkeypatch, capsys):
