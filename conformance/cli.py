@@ -298,6 +298,12 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
     if rt:
         print()
         print(rt)
+    from tilefoundry.conformance.report_groups import grouped_failures, reason_lines
+
+    for block in (grouped_failures(recs), reason_lines(recs)):
+        if block:
+            print()
+            print(block)
     bl = result.baseline
     bad = failure_lines(bl.new if bl is not None else recs)
     if bad:
@@ -341,7 +347,8 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
     flaky = result.counts().get("FLAKY", 0)
     verdict = "FAIL (" + ", ".join(worst) + ")" if worst else \
         f"NOTHING JUDGED ({result.vacuous})" if result.vacuous else \
-        f"UNJUDGED ({c['UNJUDGED']} case(s) not fully judged; no failures)" if c["UNJUDGED"] \
+        f"UNJUDGED ({c['UNJUDGED']} case(s) not fully judged, each named above by reason; " \
+        f"no failures)" if c["UNJUDGED"] \
         else f"ADMITTED ({c['ADMITTED']} case(s) pass only under the declared relaxations; " \
              f"no failures)" if c.get("ADMITTED") else "PASS"
     if verdict == "PASS" and bl is not None and bl.known:

@@ -257,17 +257,12 @@ def judged_line(records: list[dict]) -> str:
 
 
 def failure_lines(records: list[dict], limit: int = 50) -> str:
-    """One line per FAIL / CRASH / TIMEOUT / ERROR / XPASS record, then one per FLAKY one."""
-    bad = [r for r in records if r["verdict"] in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS",
-                                                  "FLAKY")]
-    bad.sort(key=lambda r: r["verdict"] == "FLAKY")  # stable: failures first
-    out = [f"{r['verdict']:8} {r['id']}: {r.get('message', '')}"
-           + (f" [repro: {r['repro']}]" if r.get("repro") else "")
-           + (f" [every attempt failed: {', '.join(r['attempts'])}]" if r.get("attempts")
-              else "") for r in bad[:limit]]
-    if len(bad) > limit:
-        out.append(f"... and {len(bad) - limit} more (see the JSON-lines file)")
-    return "\n".join(out)
+    """One line per FAIL / CRASH / TIMEOUT / ERROR / XPASS record, then one per FLAKY one; the
+    CRASH / TIMEOUT / ERROR records of one message collapsed into one line with their count
+    (``report_groups.collapsed_failures``)."""
+    from tilefoundry.conformance.report_groups import collapsed_failures
+
+    return collapsed_failures(records, limit)
 
 
 # =============================================================================================

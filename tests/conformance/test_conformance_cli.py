@@ -32,6 +32,9 @@ def test_run_writes_every_report_and_fails_on_failures(tmp_path, monkeypatch, ca
     assert "14 case(s)" in out, out and out.splitlines()[1].startswith("family")
     assert "CRASH    flaky/segv: the worker was killed by signal SIGSEGV" in out
     assert "result: FAIL (2 FAIL, 2 CRASH, 2 ERROR)" in out, out
+    # issue 33: the FAILs grouped by root cause, the NOT_SUPPORTED case by reason, before them
+    assert out.index("FAIL by root cause (2 group(s) over 2 case(s)") < \
+        out.index("NOT_SUPPORTED by reason (1 case(s)") < out.index("result: FAIL"), out
     lines = (tmp_path / "tilefoundry-conformance.jsonl").read_text().splitlines()
     assert len(lines) == 16  # the header, one line per case, the closing summary
     summary = json.loads(lines[-1])
