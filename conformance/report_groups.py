@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from typing import Any
@@ -18,6 +19,13 @@ from typing import Any
 __all__ = ["collapsed_failures", "grouped_failures", "reason_lines"]
 
 SHOWN_GROUPS = 30
+
+
+def _int(x: Any) -> int:
+    """A count read from a record (a tampered or foreign results file may hold anything)."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return 0
+    return int(x) if math.isfinite(x) else 0
 
 
 def _least(d: Any) -> str:
@@ -47,14 +55,15 @@ def grouped_failures(records: list[dict], limit: int = SHOWN_GROUPS) -> str:
             d = o.get("diagnosis") if isinstance(o.get("diagnosis"), dict) else None
             op = str((d or {}).get("op") or ",".join(r.get("ops") or ()) or "?")
             per_class = [c for c in (d or {}).get("classes") or () if isinstance(c, dict)]
-            rows = [(c.get("class", "?"), int(c.get("count", 0)), _least(c)) for c in per_class]
+            rows = [(str(c.get("class", "?")), _int(c.get("count")), _least(c))
+                    for c in per_class]
             if not rows:
-                rows = [(c.get("class", "?"), int(c.get("count", 0)), _least(d))
+                rows = [(str(c.get("class", "?")), _int(c.get("count")), _least(d))
                         for c in o.get("classes") or () if isinstance(c, dict)] or \
-                    [("?", int(o.get("mismatches", 0)), _least(d))]
+                    [("?", _int(o.get("mismatches")), _least(d))]
             for cls, n, least in rows:
-                key = (op, _kind(o.get("contract", "?")), cls, least)
-                g = groups.setdefault(key, [0, 0, r["id"]])
+                key = (op, _kind(str(o.get("contract", "?"))), cls, least)
+                g = groups.setdefault(key, [0, 0, str(r.get("id"))])
                 g[1] += n
                 if key not in seen:
                     g[0] += 1
@@ -62,7 +71,7 @@ def grouped_failures(records: list[dict], limit: int = SHOWN_GROUPS) -> str:
         if not outs:  # a FAIL with no output detail (a run-time check answered with values)
             key = ("?", "run-time check" if "run-time check" in r.get("message", "") else "?",
                    "-", "-")
-            g = groups.setdefault(key, [0, 0, r["id"]])
+            g = groups.setdefault(key, [0, 0, str(r.get("id"))])
             g[0] += 1
     if not groups:
         return ""
@@ -162,7 +171,8 @@ def reason_lines(records: list[dict], names: int = 12) -> str:
     if unj:
         groups: dict[str, list[str]] = {}
         for r in unj:
-            groups.setdefault(_unj_reason(str(r.get("message", ""))), []).append(r["id"])
+            groups.setdefault(_unj_reason(str(r.get("message", ""))), []).append(
+                str(r.get("id")))
         out.append(f"UNJUDGED by reason ({len(unj)} case(s) not fully judged: no contract or "
                    f"enclosure bounds some element; docs/contracts.md, Verdicts):")
         for why, ids in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
