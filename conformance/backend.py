@@ -538,8 +538,17 @@ def load_backend(spec: str) -> Backend:
     if target is None and ":" not in spec:
         from importlib.metadata import entry_points
 
-        eps = [ep for ep in entry_points(group="tilefoundry.backends") if ep.name == spec]
+        group = list(entry_points(group="tilefoundry.backends"))
+        eps = [ep for ep in group if ep.name == spec]
         if not eps:
+            from tilefoundry.conformance.input_checks import closest_names
+
+            near = closest_names(spec, [*BUILTIN, *(ep.name for ep in group)])
+            if near:
+                raise InvalidArgumentError(
+                    f"--backend {spec!r}: no backend of that name; did you mean "
+                    f"{' or '.join(repr(n) for n in near)}? (built-ins: "
+                    f"{', '.join(sorted(BUILTIN))}; or 'package.module:factory')")
             raise InvalidArgumentError(
                 f"--backend {spec!r}: not a built-in ({sorted(BUILTIN)}), not an entry point "
                 f"of group 'tilefoundry.backends', and not 'package.module:factory'")

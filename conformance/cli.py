@@ -55,7 +55,8 @@ def _common(p: argparse.ArgumentParser, *, jsonl: str, timeout: float) -> None:
     p.add_argument("--html", metavar="FILE",
                    help="write a self-contained HTML report here (summary, coverage heat map, "
                         "every failure with its program and failing element classes)")
-    p.add_argument("--repro-dir", help="write a reproducer directory per FAIL under here")
+    p.add_argument("--repro-dir", help="write a reproducer directory per FAIL, ERROR, CRASH "
+                                       "and TIMEOUT under here")
     p.add_argument("--reduce", type=float, default=0.0, metavar="SECONDS",
                    help="shrink each FAIL with the oracle's reducer for up to this long "
                         "(written to <repro>/reduced; needs --repro-dir)")
@@ -90,8 +91,12 @@ def add_parser(sub) -> None:
     r.add_argument("--tier", choices=("quick", "full"), default="quick",
                    help="quick (default: every op feature and cast boundary class, about a "
                         "minute) or full (a superset: the exhaustive sweeps)")
-    r.add_argument("--resume", action="store_true",
-                   help="continue the run recorded in --jsonl: skip the cases it holds")
+    keep = r.add_mutually_exclusive_group()
+    keep.add_argument("--resume", action="store_true",
+                      help="continue the run recorded in --jsonl: skip the cases it holds")
+    keep.add_argument("--overwrite", action="store_true",
+                      help="replace the results --jsonl holds (without it, or --resume, a "
+                           "results file that is not empty is refused)")
     r.add_argument("--cases", action="append", metavar="GLOB",
                    help="only the case ids matching this fnmatch glob (repeatable)")
     r.add_argument("--shard", metavar="I/N",
@@ -300,6 +305,12 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
     if rt:
         print()
         print(rt)
+    from tilefoundry.conformance.report_groups import grouped_failures, reason_lines
+
+    for block in (grouped_failures(recs), reason_lines(recs)):
+        if block:
+            print()
+            print(block)
     bl = result.baseline
     bad = failure_lines(bl.new if bl is not None else recs)
     if bad:
@@ -343,7 +354,8 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
     flaky = result.counts().get("FLAKY", 0)
     verdict = "FAIL (" + ", ".join(worst) + ")" if worst else \
         f"NOTHING JUDGED ({result.vacuous})" if result.vacuous else \
-        f"UNJUDGED ({c['UNJUDGED']} case(s) not fully judged; no failures)" if c["UNJUDGED"] \
+        f"UNJUDGED ({c['UNJUDGED']} case(s) not fully judged, each named above by reason; " \
+        f"no failures)" if c["UNJUDGED"] \
         else f"ADMITTED ({c['ADMITTED']} case(s) pass only under the declared relaxations; " \
              f"no failures)" if c.get("ADMITTED") else "PASS"
     if verdict == "PASS" and bl is not None and bl.known:
@@ -389,7 +401,8 @@ def _run(args: argparse.Namespace) -> int:
                             catalog=args.catalog, case_globs=args.cases, reduce_s=args.reduce,
                             shard=shard, baseline=baseline,
                             flake_retries=args.flake_retries, caps_override=_caps_file(args),
-                            executor=args.executor, ray_address=args.address)
+                            executor=args.executor, ray_address=args.address,
+                            overwrite=args.overwrite)
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:

@@ -10,7 +10,6 @@ so a report can be regenerated from a JSON-lines file alone (``read_jsonl``).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from tilefoundry.conformance.cases import VERDICTS
+from tilefoundry.errors import TilefoundryError
 
 __all__ = [
     "SEVERITY",
@@ -257,17 +257,12 @@ def judged_line(records: list[dict]) -> str:
 
 
 def failure_lines(records: list[dict], limit: int = 50) -> str:
-    """One line per FAIL / CRASH / TIMEOUT / ERROR / XPASS record, then one per FLAKY one."""
-    bad = [r for r in records if r["verdict"] in ("FAIL", "CRASH", "TIMEOUT", "ERROR", "XPASS",
-                                                  "FLAKY")]
-    bad.sort(key=lambda r: r["verdict"] == "FLAKY")  # stable: failures first
-    out = [f"{r['verdict']:8} {r['id']}: {r.get('message', '')}"
-           + (f" [repro: {r['repro']}]" if r.get("repro") else "")
-           + (f" [every attempt failed: {', '.join(r['attempts'])}]" if r.get("attempts")
-              else "") for r in bad[:limit]]
-    if len(bad) > limit:
-        out.append(f"... and {len(bad) - limit} more (see the JSON-lines file)")
-    return "\n".join(out)
+    """One line per FAIL / CRASH / TIMEOUT / ERROR / XPASS record, then one per FLAKY one; the
+    CRASH / TIMEOUT / ERROR records of one message collapsed into one line with their count
+    (``report_groups.collapsed_failures``)."""
+    from tilefoundry.conformance.report_groups import collapsed_failures
+
+    return collapsed_failures(records, limit)
 
 
 # =============================================================================================
@@ -433,13 +428,11 @@ if __name__ == "__main__":
 '''
 
 
-class ReproducerError(Exception):
+class ReproducerError(TilefoundryError):
     """A reproducer directory that cannot be loaded without running or unpickling its files."""
 
 
 def _load_program(d: Path, meta: dict, catalog: str | None = None):
-    from tilefoundry.errors import TilefoundryError
-
     if meta.get("format", 1) < REPRO_FORMAT or (d / "module.pkl").exists() or \
             (d / "inputs.pkl").exists():
         raise ReproducerError(
@@ -457,13 +450,22 @@ def _load_program(d: Path, meta: dict, catalog: str | None = None):
     if meta.get("program") == "catalog":
         from tilefoundry.conformance.runner import load_catalog
 
-        cat = load_catalog(meta["seed"], catalog=catalog)  # the built-in one unless named
+        recorded = meta.get("catalog")
+        shown = f" (the run's: --catalog {recorded})" if isinstance(recorded, str) and \
+            re.fullmatch(r"[\w./@+:-]+", recorded, re.ASCII) and not catalog else ""
+        try:  # the built-in catalog unless one is named: case.json's is shown, never loaded
+            cat = load_catalog(meta["seed"], catalog=catalog)
+        except TilefoundryError as e:
+            raise ReproducerError(f"{d}: the program is rebuilt from its catalog by case id, "
+                                  f"and the catalog cannot be loaded: {e}; make it importable "
+                                  f"(run from its directory, or add that to PYTHONPATH)") \
+                from None
         try:
             return cat[meta["id"]].build()[0]
-        except KeyError:
+        except (KeyError, TilefoundryError):
             raise ReproducerError(f"{d}: case {meta['id']!r} is not in the catalog "
                                   f"{catalog or '(built in)'}; name its catalog with "
-                                  f"--catalog") from None
+                                  f"--catalog{shown}") from None
     raise ReproducerError(f"{d}: the program has no DSL spelling "
                           f"({meta.get('program_note', 'not written')}) and is not a catalog "
                           f"case; program.txt holds its text")
@@ -508,90 +510,12 @@ def load_reproducer(directory: str | Path, catalog: str | None = None
     return module, meta["entry"], inputs, meta
 
 
-#: a backend spec case.json may show in the command to type (never loaded from there)
-_PLAIN_SPEC = re.compile(r"[\w./@+:-]+", re.ASCII)
-
-
-def _names_code_inside(d: Path, spec: str) -> bool:
-    """Whether ``spec`` names a file or module inside the reproducer directory ``d``, from
-    wherever it may be typed (the current directory, ``d`` or a folder above it)."""
-    from tilefoundry.loading import is_file_spec
-
-    target = spec.rpartition(":")[0]
-    if not target:  # a built-in name or an entry point: installed code
-        return False
-    root = d.resolve()
-    rels = [Path(target).expanduser()] if is_file_spec(target) else \
-        [Path(*target.split(".")[:k]) for k in range(1, target.count(".") + 2)]
-    for base in dict.fromkeys([Path.cwd(), root, *root.parents]):
-        for rel in rels:
-            for c in (base / rel, (base / rel).with_name(rel.name + ".py")):
-                with contextlib.suppress(OSError, RuntimeError, ValueError):
-                    r = c.resolve()
-                    if c.exists() and (r == root or root in r.parents):
-                        return True
-    return False
-
-
-def _no_backend_named(d: Path) -> str:
-    """The one-line refusal of a replay that names no backend, with the command to type: the
-    backend case.json records when it is a plain spec naming nothing inside the directory,
-    ``SPEC`` otherwise."""
-    import shlex
-
-    f = d / "case.json"
-    try:  # a regular file of a sane size only (a FIFO would hang the refusal)
-        recorded = json.loads(f.read_text()).get("backend") \
-            if f.is_file() and f.stat().st_size < 2**20 else None
-    except (OSError, ValueError, AttributeError, RecursionError):
-        recorded = None
-    shown = isinstance(recorded, str) and _PLAIN_SPEC.fullmatch(recorded) is not None and \
-        not _names_code_inside(d, recorded)
-    spec = shlex.quote(recorded) if shown else "SPEC"
-    return (f"no backend named: type it, e.g. python {shlex.quote(str(d / 'repro.py'))} "
-            f"--backend {spec}" + (" (the backend case.json records)" if shown else "")
-            + ", or add --recorded to judge the recorded outputs; a reproducer never chooses "
-              "the code it runs")
-
-
 def rerun_reproducer(directory: str | Path, argv: list[str] | None = None) -> int:
-    """``repro.py``'s logic: re-run the backend named by ``--backend`` (or judge the recorded
-    outputs) and print the verdict; 0 PASS, 1 FAIL / ERROR, 2 when the reproducer cannot be
-    loaded or no backend is named. The backend comes only from ``argv``: case.json's is shown
-    in the refusal, never loaded (a reproducer is data)."""
-    import argparse
+    """``repro.py``'s logic (``conformance.repro_replay.rerun``; every reproducer's repro.py
+    imports it from here)."""
+    from tilefoundry.conformance.repro_replay import rerun
 
-    d = Path(directory)
-    ap = argparse.ArgumentParser(prog="repro.py", description="re-run a conformance case")
-    ap.add_argument("--backend", help="the backend to re-run (required unless --recorded; "
-                                      "case.json's is never used)")
-    ap.add_argument("--recorded", action="store_true",
-                    help="judge the recorded observed outputs; run no backend")
-    ap.add_argument("--catalog", help="the catalog a case id belongs to (default: built in)")
-    args = ap.parse_args(argv)
-    if args.backend is None and not args.recorded:  # never case.json's: the folder is data
-        print(f"repro.py: {_no_backend_named(d)}", file=sys.stderr)
-        return 2
-    from tilefoundry.oracle.compare import check
-
-    try:
-        module, entry, inputs, meta = load_reproducer(d, args.catalog)
-    except ReproducerError as e:
-        print(f"repro.py: {e}", file=sys.stderr)
-        return 2
-    if args.recorded:
-        observed = tuple(_load_arrays(d, "observed", meta["observed"]))
-        observed = observed[0] if len(observed) == 1 and not meta["tuple_result"] else observed
-    else:
-        from tilefoundry.oracle.repro import load_candidate
-
-        run = load_candidate(args.backend)  # a backend (name / module:factory) or a callable
-        observed = run(module, entry, [np.array(x, copy=True) if isinstance(x, np.ndarray)
-                                       else x for x in inputs])
-    verdict = check(module, entry, inputs, observed)
-    print(f"case {meta['id']} on {'the recorded outputs' if args.recorded else args.backend}:")
-    print(verdict.summary())
-    return 0 if verdict.status == "PASS" else 1
+    return rerun(directory, argv)
 
 
 def _bits(x: np.ndarray) -> tuple[np.ndarray, str]:
@@ -707,6 +631,7 @@ def write_reproducer(path: str | Path, *, case_id: str, family: str, seed: int, 
             **({"program_note": why} if why else {}),
             "entry": entry, "inputs": in_meta, "expected": ex_meta,
             "observed": ob_meta, "tuple_result": tuple_result, "status": verdict.status,
+            "summary": verdict.summary()[:2000], "run_dir": os.getcwd(),
             "contracts_version": verdict.contracts_version}
     (p / "case.json").write_text(json.dumps(meta, indent=1) + "\n")
     (p / "repro.py").write_text(REPRO_PY)  # a fixed file: no text of the case in code

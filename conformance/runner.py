@@ -85,7 +85,13 @@ from tilefoundry.conformance.backend import (
     unsupported_reason,
 )
 from tilefoundry.conformance.cases import TIERS, VERDICTS, Case, Catalog
+from tilefoundry.conformance.input_checks import (
+    check_claims,
+    check_globs,
+    refuse_existing_results,
+)
 from tilefoundry.conformance.manifest import Manifest, ManifestEntry, ManifestError
+from tilefoundry.conformance.repro_nonpass import NONPASS_REPRO, write_nonpass_reproducer
 from tilefoundry.errors import BackendUnsupportedError, RunTimeCheckError, TilefoundryError
 
 __all__ = [
@@ -243,8 +249,16 @@ def select_cases(catalog: Catalog, tier: str = "full",
         raise ConformanceError(f"--tier: expected one of {list(TIERS)}, got {tier!r}")
     cases = catalog.tier(tier)
     if globs:
-        cases = [c for c in cases if any(c.id == g or fnmatch.fnmatchcase(c.id, g)
-                                         for g in globs)]
+        def hit(c: Case, g: str) -> bool:
+            return c.id == g or fnmatch.fnmatchcase(c.id, g)
+
+        picked = [c for c in cases if any(hit(c, g) for g in globs)]
+        unmatched = [g for g in globs if not any(hit(c, g) for c in picked)]
+        if unmatched:  # one line naming the closest ids (and the other tier, if it has them)
+            other = next(t for t in TIERS if t != tier)
+            check_globs(unmatched, [], [c.id for c in catalog], tier, ConformanceError,
+                        (other, [c.id for c in catalog.tier(other)]))
+        cases = picked
     return cases
 
 
@@ -1183,6 +1197,7 @@ class _Dispatch:
         self.base_opts, self.reduce_s, self.repro_dir = base_opts, reduce_s, repro_dir
         self.order: list[str] = []
         self.taken: set[str] = set()
+        self.repro_paths: dict[str, str] = {}  # case id -> its reproducer directory
         self.flake_q: collections.deque = collections.deque()  # (i, case, attempts, first)
         self.retry: collections.deque = collections.deque()  # (i, case, why)
         self.exhausted = False
@@ -1237,7 +1252,10 @@ class _Dispatch:
                                     "admit": m.admit_for(case.id) if m is not None else None,
                                     "reduce_s": self.reduce_s if flake is None else 0.0}
             if self.repro_dir is not None and flake is None:  # the first attempt's is kept
-                opts["repro"] = str(self.repro_dir / _safe_name(case.id, self.taken))
+                if case.id not in self.repro_paths:  # a case run again keeps its folder
+                    self.repro_paths[case.id] = str(self.repro_dir /
+                                                    _safe_name(case.id, self.taken))
+                opts["repro"] = self.repro_paths[case.id]
             return _Task(i, case, opts, rerun, flake)
 
     def emit(self, rec: dict) -> None:
@@ -1261,7 +1279,22 @@ class _Dispatch:
                                   f"{len(attempts)}: {first['message']}"}
             else:
                 out = {**first, "attempts": attempts}
+        if out["verdict"] in NONPASS_REPRO and not out.get("harness") and "repro" not in out \
+                and case.id in self.repro_paths:
+            out = self._nonpass_repro(case, out, self.repro_paths[case.id])
         self.emit(self.finalize(case, out))
+
+    def _nonpass_repro(self, case: Case, out: dict, path: str) -> dict:
+        """``out`` with the reproducer of its ERROR / CRASH / TIMEOUT written (the case built
+        again here, its RNGs seeded as the worker seeded them)."""
+        seed = self.base_opts.get("seed", 0)
+        try:
+            _seed_rngs(seed, case.id)
+            write_nonpass_reproducer(path, case, seed, self.base_opts["backend"],
+                                     self.base_opts.get("catalog"), out)
+        except Exception as e:
+            return {**out, "repro_error": _raised("writing the reproducer", e)}
+        return {**out, "repro": Path(path).name}
 
     def finalize(self, case: Case, out: dict) -> dict:
         rec = {"type": "case", "id": case.id, "family": case.family, "verdict": "",
@@ -1489,7 +1522,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         stream: Any = None, shard: tuple[int, int] | None = None,
         baseline: Any = None, flake_retries: int = 0,
         budget_s: float | None = None, caps_override: Capabilities | None = None,
-        executor: str = "local", ray_address: str | None = None) -> RunResult:
+        executor: str = "local", ray_address: str | None = None,
+        overwrite: bool = True) -> RunResult:
     """Run ``cases`` (a list, a Catalog, a lazy sequence such as ``GeneratedCases``, or a tier
     name of the catalog ``catalog``) against the backend ``backend_spec``; see the module
     docstring. ``deadline`` (a ``time.monotonic()`` value) stops handing out new cases; so
@@ -1507,7 +1541,10 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     task per case on the cluster at ``ray_address``, or on a local one of ``jobs`` CPUs:
     ``ray_executor``); ``jobs`` is the number of cases in flight either way, and everything
     above (resume, shard, baseline, flake retries, manifest) is the driver's, the same for
-    both."""
+    both.
+
+    ``overwrite=False`` (the command line without ``--overwrite``) refuses a results file that
+    already holds something unless ``resume``: a run never replaces results silently."""
 
     t_start = time.monotonic()
     if jobs < 1:
@@ -1530,6 +1567,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
                                "(Linux, macOS); it is not available here")
     backend, caps = _load_backend_checked(backend_spec, caps_override)
     del backend  # the runner only validates it; workers load their own
+    check_claims(caps, backend_spec, ConformanceError,
+                 source="capabilities()" if caps_override is None else "the capability set")
     known_ids: list[str] | None = None
     if isinstance(cases, str):
         cat = load_catalog(seed, catalog=catalog, backend_caps=caps)
@@ -1564,7 +1603,7 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     return _run_driver(backend_spec, cases, caps, finite, t_start, out_jsonl, resume, seed,
                        manifest, repro_dir, progress, catalog, reduce_s, deadline,
                        worker_rss_mb, stream, shard, baseline, flake_retries, budget_s, jobs,
-                       timeout_s, executor, ray_address)
+                       timeout_s, executor, ray_address, overwrite)
 
 
 #: tests only: called after the cases ran, before the run reads its results back (a test
@@ -1578,7 +1617,8 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
                 catalog: str | None, reduce_s: float, deadline: float | None,
                 worker_rss_mb: float, stream: Any, shard: tuple[int, int] | None,
                 baseline: Any, flake_retries: int, budget_s: float | None, jobs: int,
-                timeout_s: float, executor: str, ray_address: str | None) -> RunResult:
+                timeout_s: float, executor: str, ray_address: str | None,
+                overwrite: bool = True) -> RunResult:
     """``run`` once its arguments are checked: lock the results file, write the header, run
     the cases on the executor (the forked pool, or a Ray session), write the summary."""
     from tilefoundry.conformance.report import Progress, read_jsonl
@@ -1586,6 +1626,8 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
     f = _lock_results(out_jsonl)  # before anything reads or truncates it
     ray_session = None
     try:
+        if not resume and not overwrite:  # under the lock: what it holds is what is refused
+            refuse_existing_results(out_jsonl, ConformanceError)
         if executor == "ray":  # after the lock, before the file is read or truncated: a bad
             from tilefoundry.conformance import ray_executor  # address touches nothing
 
@@ -1623,7 +1665,8 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
             ray_session.close()
         raise
     d = _Dispatch(cases, done, f, prog, manifest, flake_retries, deadline,
-                  {"backend": backend_spec, "catalog": catalog}, reduce_s, repro_dir)
+                  {"backend": backend_spec, "catalog": catalog, "seed": seed}, reduce_s,
+                  repro_dir)
     try:
         if header is None:
             if not resume or out_jsonl.stat().st_size == 0:

@@ -191,6 +191,10 @@ class OutputVerdict:
     #: conformance levels (``oracle/diagnose.py``): the least relaxation sets under which the
     #: rejected elements are admitted, per element class (None: not diagnosed)
     diagnosis: Any = field(default=None, compare=False)
+    #: at the worst element of an exact / ulp FAIL: the error |observed - expected| and the
+    #: interval the contract admits there, as text ("6e-08", "[a, b]"); None elsewhere
+    error: str | None = None
+    admitted: str | None = None
 
     def line(self) -> str:
         s = f"output {self.output}: {self.status} under {self.contract}"
@@ -200,6 +204,9 @@ class OutputVerdict:
                   f"({self.expected_hex}), observed {self.observed} ({self.observed_hex})")
             if self.ulp_distance is not None:
                 s += f", {self.ulp_distance:g} ulp apart"
+            if self.admitted is not None:
+                s += (f" (error {self.error}, " if self.error else " (") + \
+                    f"admitted {self.admitted})"
         if self.status == UNJUDGED and not self.detail:
             s += f": {self.unjudged} of {self.total} element(s) unjudged"
         if self.detail:
@@ -302,8 +309,52 @@ def class_codes(e: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, Callable[[int
     return np.asarray(code), name
 
 
+def _from_ordered(v: int, dt: DType) -> str | None:
+    """The value at position ``v`` of the format's ordered line (``ordered``'s inverse), as
+    the shortest text that reads back to it in the format; None past the line's ends (beyond
+    ±inf or max finite: a NaN pattern)."""
+    from tilefoundry.semantics.dtypes import from_bits
+
+    info = FORMATS[dt]
+    if info.has_sign:
+        if abs(v) >= 1 << (info.bits - 1):
+            return None
+        bits = v if v >= 0 else (1 << (info.bits - 1)) | -v
+    elif not 0 <= (bits := v) < 1 << info.bits:
+        return None
+    x = np.asarray(from_bits(np.asarray([bits], np.int64), dt))[0]
+    with np.errstate(invalid="ignore"):
+        if np.isnan(float(np.asarray(x).astype(np.float64))):
+            return None
+    return str(x)
+
+
+def _interval(e: np.ndarray, o: np.ndarray, idx: tuple, budget: float) -> tuple[str, str]:
+    """(error |observed - expected|, admitted interval) at ``idx`` under a budget of ``budget``
+    ulp (0: exact, the reference itself): the reference ± budget steps on the format's ordered
+    line, stopping at its ends."""
+    dt = dtype_of(e)
+    if not dt.is_float:
+        ei, oi = int(np.asarray(e[idx])), int(np.asarray(o[idx]))
+        return f"{abs(oi - ei)}", f"[{ei}, {ei}]"
+    with np.errstate(invalid="ignore", over="ignore"):
+        ef = float(np.asarray(e[idx]).astype(np.float64))
+        of = float(np.asarray(o[idx]).astype(np.float64))
+    err = f"{abs(of - ef):.2g}" if np.isfinite(ef) and np.isfinite(of) else ""
+    if not budget or not np.isfinite(ef):
+        return err, f"[{_dec(e, idx)}, {_dec(e, idx)}]"
+    k, b = int(ordered(np.asarray(e[idx]).reshape(1))[0]), int(budget)
+    ends = []
+    for step in (-1, 1):
+        j = k + step * b
+        while (v := _from_ordered(j, dt)) is None and j != k:  # clip at ±inf / max finite
+            j -= step
+        ends.append(v if v is not None else _dec(e, idx))
+    return err, f"[{ends[0]}, {ends[1]}]"
+
+
 def _judge(i: int, contract: str, ok: np.ndarray, e: np.ndarray, o: np.ndarray,
-           detail: str = "") -> OutputVerdict:
+           detail: str = "", budget: float | None = None) -> OutputVerdict:
     ok = np.asarray(ok, bool)
     ok = ok.reshape(e.shape) if ok.size == e.size else np.broadcast_to(ok, e.shape)
     total = int(ok.size)
@@ -322,8 +373,15 @@ def _judge(i: int, contract: str, ok: np.ndarray, e: np.ndarray, o: np.ndarray,
         classes = failure_classes(ok, e, o)
     except Exception:  # a format the classifier cannot read: the worst element still stands
         classes = ()
+    err = adm = None
+    if budget is not None:
+        try:
+            err, adm = _interval(e, o, worst, budget)
+        except Exception:  # a format the interval cannot be read in: the line stays as it was
+            err = adm = None
     return OutputVerdict(i, FAIL, contract, bad, total, worst, _hex(e, worst), _hex(o, worst),
-                         _dec(e, worst), _dec(o, worst), dist, detail, classes=classes, ok=ok)
+                         _dec(e, worst), _dec(o, worst), dist, detail, classes=classes, ok=ok,
+                         error=err, admitted=adm)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -608,7 +666,7 @@ def _judge_enclosure(i: int, enc: Any, e: np.ndarray, o: np.ndarray) -> OutputVe
 
     total = int(e.size)
     if enc is None:  # no freedom reached this output's value: it is exact
-        return _judge(i, "exact (no freedom reaches it)", compare_exact(e, o), e, o)
+        return _judge(i, "exact (no freedom reaches it)", compare_exact(e, o), e, o, budget=0)
     if enc == SHARDED:
         return OutputVerdict(i, UNJUDGED, "enclosure", total=total, unjudged=total,
                              detail=f"{total} element(s) unjudged: a sharded value downstream "
@@ -636,21 +694,21 @@ def _judge_enclosure(i: int, enc: Any, e: np.ndarray, o: np.ndarray) -> OutputVe
 
 def _apply(i: int, own: list, prod: Expr, e: np.ndarray, o: np.ndarray) -> OutputVerdict:
     if not own:
-        return _judge(i, "exact", compare_exact(e, o), e, o)
+        return _judge(i, "exact", compare_exact(e, o), e, o, budget=0)
     c = own[-1]  # in a loop the last iteration's note is the output's
     if c.per_device:
         return OutputVerdict(i, UNJUDGED, c.kind, total=int(e.size), unjudged=int(e.size),
                              detail=f"{c.op} was evaluated per device; judged on exact "
                                     f"programs only")
     if c.kind == "exact":
-        return _judge(i, "exact", compare_exact(e, o), e, o)
+        return _judge(i, "exact", compare_exact(e, o), e, o, budget=0)
     if c.kind == "ulp":
         from tilefoundry.semantics.ulp import nan_admitted
 
         name = f"ulp(<= {c.ulp:g} in {c.dtype}, {c.op})"
         # f8e8m0 at its least value: a model's f32 underflow to 0 casts to NaN (lemma B')
         ok = compare_ulp(e, o, float(c.ulp)) | (nan_admitted(e) & _is_nan(o))
-        return _judge(i, name, ok, e, o)
+        return _judge(i, name, ok, e, o, budget=float(c.ulp))
     if c.kind == "permutation":
         return _judge(i, f"permutation(axis {c.axis}, {c.op} sorted=False)",
                       compare_permutation(e, o, c.axis), e, o)
@@ -658,7 +716,7 @@ def _apply(i: int, own: list, prod: Expr, e: np.ndarray, o: np.ndarray) -> Outpu
         mask = np.broadcast_to(np.asarray(c.mask, bool), e.shape) if c.mask is not None else \
             np.zeros(e.shape, bool)
         return _judge(i, f"unspecified where {int(mask.sum())} element(s) are open",
-                      mask | compare_exact(e, o), e, o)
+                      mask | compare_exact(e, o), e, o, budget=0)
     if c.kind == "admitted_set":
         try:
             ok, detail = _admitted(c, o, prod)

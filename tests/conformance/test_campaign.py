@@ -118,7 +118,8 @@ def test_a_baseline_passes_known_failures_and_fails_naming_a_new_one(tmp_path, m
     capsys.readouterr()
 
     # every failure known: exit 0
-    assert cli("run", "--backend", FLAKY, *CAT, "--no-progress", "--baseline", "known.json") == 0
+    assert cli("run", "--backend", FLAKY, *CAT, "--no-progress", "--baseline", "known.json",
+               "--overwrite") == 0
     out = capsys.readouterr().out
     assert "6 known failure(s), 0 new, 0 fixed" in out and "result: PASS (no new failure; 6 " \
         "known)" in out, out
@@ -129,7 +130,8 @@ def test_a_baseline_passes_known_failures_and_fails_naming_a_new_one(tmp_path, m
     known2["failures"].append({"case": "elementwise/add/f32", "verdict": "FAIL",
                                "reason": "was broken in 0.1"})
     (tmp_path / "known2.json").write_text(json.dumps(known2))
-    rc = cli("run", "--backend", FLAKY, *CAT, "--no-progress", "--baseline", "known2.json")
+    rc = cli("run", "--backend", FLAKY, *CAT, "--no-progress", "--baseline", "known2.json",
+             "--overwrite")
     out = capsys.readouterr().out
     assert rc == 1
     assert "new failure(s), not in the baseline known2.json:\nFAIL     flaky/ulp1: " in out, out

@@ -32,6 +32,9 @@ def test_run_writes_every_report_and_fails_on_failures(tmp_path, monkeypatch, ca
     assert "14 case(s)" in out, out and out.splitlines()[1].startswith("family")
     assert "CRASH    flaky/segv: the worker was killed by signal SIGSEGV" in out
     assert "result: FAIL (2 FAIL, 2 CRASH, 2 ERROR)" in out, out
+    # issue 33: the FAILs grouped by root cause, the NOT_SUPPORTED case by reason, before them
+    assert out.index("FAIL by root cause (2 group(s) over 2 case(s)") < \
+        out.index("NOT_SUPPORTED by reason (1 case(s)") < out.index("result: FAIL"), out
     lines = (tmp_path / "tilefoundry-conformance.jsonl").read_text().splitlines()
     assert len(lines) == 16  # the header, one line per case, the closing summary
     summary = json.loads(lines[-1])
@@ -39,7 +42,8 @@ def test_run_writes_every_report_and_fails_on_failures(tmp_path, monkeypatch, ca
     assert summary["exit_code"] == 1 and summary["counts"]["CRASH"] == 2
     assert ET.parse(tmp_path / "j.xml").getroot().get("tests") == "14"
     assert "Binary.add" in (tmp_path / "cov.txt").read_text()
-    assert len(list((tmp_path / "repro").iterdir())) == 2  # the two FAILs
+    # every non-PASS has a reproducer (issue 33): the two FAILs, CRASHes and ERRORs
+    assert len(list((tmp_path / "repro").iterdir())) == 6
 
 
 def test_run_passes_with_exit_status_zero(tmp_path, monkeypatch, capsys):
@@ -265,8 +269,8 @@ def test_a_run_that_judges_nothing_is_no_pass(tmp_path, monkeypatch, capsys):
     the cases got `result: PASS`, exit 0. Both now exit 1 and say why."""
     monkeypatch.chdir(tmp_path)
     rc = cli("run", "--backend", "reference", *CAT, "--cases", "nomatch*", "--jsonl", "a.jsonl")
-    out = capsys.readouterr().out
-    assert rc == 1 and "result: NOTHING JUDGED (no case ran)" in out, out
+    err = capsys.readouterr().err  # issue 33: a glob matching nothing is now bad input
+    assert rc == 2 and "--cases 'nomatch*' matches no case of tier 'quick'" in err, err
     rc = cli("run", "--backend", "flaky_backend:factory", *CAT, "--tier", "full", "--cases",
              "int/*", "--jsonl", "b.jsonl")  # the flaky backend declares no i8
     out = capsys.readouterr().out
@@ -317,3 +321,83 @@ def test_a_closed_pipe_is_no_traceback():
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 33: results are never lost; bad input a new user makes
+# ---------------------------------------------------------------------------------------------
+def test_an_existing_results_file_is_refused_without_resume_or_overwrite(tmp_path, monkeypatch,
+                                                                         capsys):
+    """Issue 33, Deliver 6: re-running without --resume silently replaced a 1,656-case results
+    file with a 2-line one. Now a non-empty file is refused (one line naming --resume and
+    --overwrite, exit 2, the file untouched); --overwrite replaces it, --resume continues it."""
+    monkeypatch.chdir(tmp_path)
+    assert cli("run", "--backend", "reference", *CAT, "--cases", "elementwise/*",
+               "--no-progress") == 0
+    j = tmp_path / "tilefoundry-conformance.jsonl"
+    before = j.read_bytes()
+    capsys.readouterr()
+    assert cli("run", "--backend", "reference", *CAT, "--cases", "cast/*",
+               "--no-progress") == 2
+    err = capsys.readouterr().err
+    assert err == ("tilefoundry conformance: error: --jsonl tilefoundry-conformance.jsonl "
+                   "already holds 4 case result(s); add --resume to continue that run or "
+                   "--overwrite to replace it (or give another --jsonl)\n"), err
+    assert j.read_bytes() == before
+    assert cli("run", "--backend", "reference", *CAT, "--cases", "cast/*", "--no-progress",
+               "--resume") == 0
+    assert len([x for x in j.read_text().splitlines() if '"type": "case"' in x]) == 5
+    assert cli("run", "--backend", "reference", *CAT, "--cases", "cast/*", "--no-progress",
+               "--overwrite") == 0
+    kept = [json.loads(x) for x in j.read_text().splitlines() if '"type": "case"' in x]
+    assert [r["id"] for r in kept] == ["cast/f32-bf16"]
+    (tmp_path / "empty.jsonl").write_text("")  # an empty file holds nothing to lose
+    assert cli("run", "--backend", "reference", *CAT, "--cases", "cast/*", "--no-progress",
+               "--jsonl", "empty.jsonl") == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit):  # argparse: the two exclude each other
+        cli("run", "--backend", "reference", "--resume", "--overwrite")
+
+
+@pytest.mark.parametrize(("glob", "expected"), [
+    ("elementwse/*", "(closest: 'elementwise/*')"),
+    ("cats/*", "(closest: 'cast/*')"),
+    ("elementwise/ad/f32", "'elementwise/add/f32'"),
+    ("int/*", "matches no case of tier 'quick' but 1 of tier 'full'; add --tier full"),
+])
+def test_a_glob_that_matches_nothing_names_the_closest_ids(tmp_path, monkeypatch, capsys, glob,
+                                                            expected):
+    monkeypatch.chdir(tmp_path)
+    for cmd in (["run", "--backend", "reference"], ["list", "--tier", "quick"]):
+        assert cli(*cmd, *CAT, "--cases", "elementwise/*", "--cases", glob) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--cases {glob!r} matches no case" in err, err
+        assert expected in err, err
+    assert not (tmp_path / "tilefoundry-conformance.jsonl").exists()
+
+
+def test_a_mistyped_backend_name_suggests_the_builtin(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli("run", "--backend", "refrence", "--no-progress") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--backend 'refrence': no backend of that name; did you " \
+        "mean 'reference'?" in err, err
+    assert cli("probe", "--backend", "kernel-intrp", "--out", "c.json") == 2
+    assert "did you mean 'kernel-interp'?" in capsys.readouterr().err
+
+
+def test_a_capability_set_that_claims_no_op_is_refused(tmp_path, monkeypatch, capsys):
+    """Issue 33, Bad input: no claimed op means no tier to run: one line, exit 2."""
+    from tilefoundry.conformance.backend import Capabilities
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "none.json").write_text(json.dumps(Capabilities().to_json()))
+    nodt = Capabilities.everything().to_json()
+    nodt["dtypes"] = []
+    (tmp_path / "nodt.json").write_text(json.dumps(nodt))
+    for f, what in (("none.json", "no op"), ("nodt.json", "no dtype")):
+        assert cli("run", "--backend", "reference", *CAT, "--capabilities", f) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"the capability set claims {what}, so no case of " \
+            f"any tier can run" in err and "conformance probe --backend reference" in err, err
+    assert not (tmp_path / "tilefoundry-conformance.jsonl").exists()

@@ -140,3 +140,71 @@ def test_progress_is_coloured_on_a_terminal_and_plain_on_a_pipe(monkeypatch):
         assert "3/3" in out and "FAIL 1" in out.replace("\x1b[31m", "")
     monkeypatch.setenv("NO_COLOR", "1")
     assert not use_colour(Tty())
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 33, Deliver 4: output a person can act on
+# ---------------------------------------------------------------------------------------------
+def _fail(cid: str, op: str, cls: str, least: list, count: int = 1) -> dict:
+    diag = {"least": least, "none": 0 if least else count, "op": op,
+            "classes": [{"class": cls, "count": count, "least": least,
+                         "none": 0 if least else count}]}
+    return {"id": cid, "verdict": "FAIL", "message": "m", "ops": [op],
+            "outputs": [{"output": 0, "contract": "exact", "mismatches": count, "total": 8,
+                         "classes": [{"class": cls, "count": count}], "diagnosis": diag}]}
+
+
+def test_failures_are_grouped_by_root_cause():
+    from tilefoundry.conformance.report_groups import grouped_failures
+
+    recs = [_fail("a/1", "Binary(max)", "+0 -> -0", [["nsz"]]),
+            _fail("a/2", "Binary(max)", "+0 -> -0", [["nsz"]], 3),
+            _fail("b/1", "Cast(bf16)", "normal -> normal (1 ulp)", [], 5),
+            _fail("a/3", "Binary(max)", "+0 -> -0", [["nsz"]]),
+            {"id": "p/1", "verdict": "PASS"}]
+    text = grouped_failures(recs)
+    lines = text.splitlines()
+    assert lines[0].startswith("FAIL by root cause (2 group(s) over 4 case(s)")
+    assert lines[1] == "  3 case(s)  Binary(max) exact  +0 -> -0  least {nsz}  " \
+                       "(5 element(s); first a/1)", lines[1]
+    assert lines[2] == "  1 case(s)  Cast(bf16) exact  normal -> normal (1 ulp)  least none  " \
+                       "(5 element(s); first b/1)", lines[2]
+    assert grouped_failures([{"id": "p", "verdict": "PASS"}]) == ""
+
+
+def test_identical_error_lines_are_collapsed_with_a_count():
+    from tilefoundry.conformance.report import failure_lines
+
+    err = [{"id": f"e/{i}", "verdict": "ERROR", "message": "backend.run raised KeyError: Cast"}
+           for i in range(118)]
+    recs = [*err, {"id": "x", "verdict": "ERROR", "message": "other"},
+            _fail("f/1", "Binary(add)", "normal -> normal (1 ulp)", [])]
+    lines = failure_lines(recs).splitlines()
+    assert lines[0] == "ERROR    e/0: backend.run raised KeyError: Cast (x118: this message " \
+                       "for 118 cases, the first shown)", lines[0]
+    assert lines[1] == "ERROR    x: other" and lines[2].startswith("FAIL     f/1: m")
+    assert len(lines) == 3
+
+
+def test_not_supported_and_unjudged_are_broken_down_by_reason(records):
+    from tilefoundry.conformance.report_groups import reason_lines
+
+    recs = [{"id": "n/1", "verdict": "NOT_SUPPORTED",
+             "message": "op(s) ['Cast', 'Scan'] not in the backend's capabilities"},
+            {"id": "n/2", "verdict": "NOT_SUPPORTED",
+             "message": "op(s) ['Cast'] not in the backend's capabilities"},
+            {"id": "n/3", "verdict": "NOT_SUPPORTED", "message": "dtype(s) ['bf16'] not supported"},
+            {"id": "u/1", "verdict": "UNJUDGED", "message": "3 of 16 element(s) unjudged in 1 "
+             "output(s): output 2: UNJUDGED under enclosure(Conv2D; no bounded element) — 3 of "
+             "3 element(s) unjudged (their enclosure admits every value: Conv2D)"},
+            {"id": "u/2", "verdict": "UNJUDGED", "message": "1 of 3 element(s) unjudged in 1 "
+             "output(s): output 0: UNJUDGED under enclosure(Conv2D; width median 0 / max 0 ulp)"
+             " — 1 of 8 element(s) unjudged (their enclosure admits every value: Conv2D)"}]
+    lines = reason_lines(recs).splitlines()
+    assert lines[0].startswith("NOT_SUPPORTED by reason (3 case(s)")
+    assert lines[1] == "  op not claimed: 2 case(s): Cast 2, Scan 1", lines
+    assert lines[2] == "  dtype not claimed: 1 case(s): bf16 1", lines
+    assert lines[3].startswith("UNJUDGED by reason (2 case(s)")
+    assert lines[4] == "  2 case(s): enclosure admits every value: Conv2D: u/1, u/2", lines
+    # the real run's one NOT_SUPPORTED case (the flaky backend claims no i8)
+    assert "dtype not claimed: 1 case(s): i8 1" in reason_lines(records)

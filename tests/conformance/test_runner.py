@@ -458,7 +458,8 @@ def test_each_run_reports_its_own_results_when_another_starts_as_it_ends(tmp_pat
     lines = [json.loads(x) for x in j.read_text().splitlines()]
     assert [x["type"] for x in lines] == ["run", *["case"] * len(mine), "summary"]
     assert lines[-1]["cases"] == len(mine)  # the summary is the first run's, in its file
-    again = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=120)
+    again = subprocess.run([*cmd, "--overwrite"], env=env(), capture_output=True, text=True,
+                           timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "1 case(s)" in again.stdout and "result: PASS" in again.stdout, again.stdout
     assert list(read_jsonl(j)[1]) == ["cast/f32-bf16"]

@@ -562,3 +562,30 @@ module(main)
     w[1, 0] = _e8m0([np.nan])[0]
     v = check(m, "main", [x], w)
     assert v.status == FAIL and v.outputs[0].contract.startswith("enclosure("), v.summary()
+
+
+def test_a_fail_line_states_the_error_and_the_admitted_interval():
+    """Issue 33, Deliver 4: "FAIL under exact ... 8.64e+08 ulp apart" for an error of 6e-08
+    named no number a person can weigh. The line now states the error and the interval the
+    contract admits at the worst element: the reference itself under exact, the reference
+    ± the budget's steps under ulp (clipped at the format's ends)."""
+    import ml_dtypes
+
+    from tilefoundry.oracle.compare import _interval, _judge, compare_exact, compare_ulp
+
+    e, o = np.array([0.0, 1.0], np.float32), np.array([6e-8, 1.0], np.float32)
+    line = _judge(0, "exact", compare_exact(e, o), e, o, budget=0).line()
+    assert line.endswith("8.64082e+08 ulp apart (error 6e-08, admitted [0.0, 0.0])"), line
+    line = _judge(0, "ulp(<= 2)", compare_ulp(e, o, 2), e, o, budget=2).line()
+    assert line.endswith("(error 6e-08, admitted [-3e-45, 3e-45])"), line
+    bf = ml_dtypes.bfloat16
+    assert _interval(np.array([1.5], bf), np.array([1.0], bf), (0,), 1) == \
+        ("0.5", "[1.49219, 1.50781]")
+    e4 = ml_dtypes.float8_e4m3fn  # no inf: the interval stops at max finite, not at NaN / -0
+    assert _interval(np.array([448.0], e4), np.array([416.0], e4), (0,), 2)[1] == "[384, 448]"
+    f32max = np.array([np.finfo(np.float32).max], np.float32)
+    assert _interval(f32max, np.array([1.0], np.float32), (0,), 2)[1] == "[3.402823e+38, inf]"
+    assert _interval(np.array([5], np.int32), np.array([7], np.int32), (0,), 0) == ("2", "[5, 5]")
+    # contracts with their own interval text keep their line (permutation: no budget)
+    p = _judge(0, "permutation", np.array([False, True]), e, o)
+    assert "admitted" not in p.line()
