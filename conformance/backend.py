@@ -520,6 +520,7 @@ BUILTIN: dict[str, str] = {
     "reference": "tilefoundry.conformance.backend:ReferenceBackend",
     "torch": "tilefoundry.conformance.torch_backend:TorchBackend",
     "torch-cuda": "tilefoundry.conformance.torch_backend:cuda",
+    "inductor": "tilefoundry.conformance.inductor_backend:InductorBackend",
     "kernel-interp": "tilefoundry.compiler.backends:KernelInterpBackend",
     "simd": "tilefoundry.compiler.simd_backend:SimdBackend",
     "triton": "tilefoundry.compiler.triton_backend:TritonBackend",

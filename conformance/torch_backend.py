@@ -271,6 +271,21 @@ def _check_range(op: str, what: str, idx, n: int, axis: int | None = None) -> No
                             f"{axis}", "index_range")
 
 
+def _in_range(ctx: _Ctx, op: str, what: str, idx, n: int, axis: int | None = None):
+    """``idx.long()``, checked for ``index_range`` (``_check_range``). With ``ctx.checks`` a
+    list (a traced graph, where a raise that depends on values cannot be traced) the check is
+    deferred: ``(op, what, index, n, axis, any_bad)`` is appended for the caller to check after
+    the graph ran, and out-of-range entries read entry 0 instead, so the graph never indexes
+    outside the operand (the run raises anyway, so those values are never returned)."""
+    ii = idx.long()
+    if ctx.checks is None:
+        _check_range(op, what, idx, n, axis)
+        return ii
+    bad = (ii < 0) | (ii >= n)
+    ctx.checks.append((op, what, ii, n, axis, bad.any()))
+    return _torch().where(bad, _torch().zeros_like(ii), ii)
+
+
 def _to_numpy(v: Any) -> Any:
     if isinstance(v, tuple | list):
         return tuple(_to_numpy(f) for f in v)
@@ -281,9 +296,13 @@ def _to_numpy(v: Any) -> Any:
 # the interpreter
 # ---------------------------------------------------------------------------------------------
 class _Interpreter:
-    def __init__(self, session: Any, device: str):
+    """``checks``: None runs the ``index_range`` checks in place (eager); a list defers them
+    (``_in_range``), for a caller that traces the interpreter into one graph."""
+
+    def __init__(self, session: Any, device: str, checks: list | None = None):
         self.session = session
         self.device = device
+        self.checks = checks
 
     def call(self, fn: Function, args: list) -> Any:
         from tilefoundry.semantics.typeinfer.functions import dim_env, select_variant
@@ -321,7 +340,7 @@ class _Interpreter:
             if impl is None:
                 raise InvalidArgumentError(f"TorchBackend: {type(node.op).__name__} is not "
                                            f"implemented")
-            return impl(_Ctx(node, self.device), *args)
+            return impl(_Ctx(node, self.device, self.checks), *args)
         raise InvalidArgumentError(f"TorchBackend: cannot run a {type(node).__name__}")
 
     def loop(self, node: GridRegionExpr, values: dict[int, Any], env: Mapping[str, int]):
@@ -348,6 +367,7 @@ def _shape(v: Any) -> tuple:
 class _Ctx:
     call: Call
     device: str
+    checks: list | None = None  # deferred index_range checks (_in_range)
 
     @property
     def op(self):
@@ -515,8 +535,7 @@ def _gather(ctx: _Ctx, x, idx):
     op = ctx.op
     axis = op.axis % x.dim()
     bd = op.batch_dims
-    _check_range("Gather", "indices", idx, x.shape[axis], axis)
-    ii = idx.long()
+    ii = _in_range(ctx, "Gather", "indices", idx, x.shape[axis], axis)
     if bd == 0:
         out = torch.index_select(x, axis, ii.reshape(-1))
         return out.reshape(tuple(x.shape[:axis]) + tuple(idx.shape) + tuple(x.shape[axis + 1:]))
@@ -696,10 +715,10 @@ def _rotate_half(x):
 
 
 def _rope(ctx: _Ctx, q, k, cos_cache, sin_cache, pos_ids):
-    _check_range("RoPE", "pos_ids", pos_ids, cos_cache.shape[0])
+    pos = _in_range(ctx, "RoPE", "pos_ids", pos_ids, cos_cache.shape[0])
 
     def hf(q_, k_, c_, s_):
-        cos, sin = c_[pos_ids.long()], s_[pos_ids.long()]
+        cos, sin = c_[pos], s_[pos]
         return q_ * cos + _rotate_half(q_) * sin, k_ * cos + _rotate_half(k_) * sin
 
     dt = _dt(q)

@@ -1,0 +1,268 @@
+"""``InductorBackend``: the whole program as ONE ``torch.compile(fullgraph=True)`` function.
+
+The second common torch path beside the eager ``torch`` backend (``torch_backend.py``): the
+same op mapping — every HIR op becomes the torch call a user would write, unchanged — but
+the entry function, with every call, dispatch and loop of the program, is one Python function
+of torch tensors, compiled with ``torch.compile(fn, fullgraph=True)`` and Inductor's default
+settings (``backend="inductor"``, no ``mode``, no ``options``: what a user gets), on CPU. The
+conformance runner then judges what the compiled code returns; Inductor fuses the ops into C++
+kernels, so where it computes a fused chain differently from op-by-op torch (a bf16 chain kept
+in f32 and rounded once, a cast pair dropped), the verdicts show it.
+
+How the program becomes one function: the eager backend's interpreter (``_Interpreter``) walks
+the HIR DAG with Python control flow that depends only on the program and the input shapes
+(the DAG order, a dispatch variant chosen by shape, a ``GridRegionExpr`` loop over its static
+domain), so TorchDynamo traces straight through it and records only the torch calls: one FX
+graph, which Inductor compiles. What differs from the eager run:
+
+* constants are converted to torch tensors (by bits, ``to_torch``) **before** tracing, and the
+  entry's inputs cross numpy <-> torch by bits outside the compiled function, as in the eager
+  backend (bit views are not traced);
+* the ``index_range`` run-time checks of Gather and RoPE cannot ``raise`` inside a graph (the
+  condition depends on values): the traced interpreter defers them (``torch_backend._in_range``:
+  the graph returns each check's index tensor and an any-bad flag, and an out-of-range entry
+  reads entry 0 so the kernel never reads outside its operand); after the compiled call a set
+  flag raises ``RunTimeCheckError`` with the eager backend's message. ``dispatch_envelope``
+  at the entry is a check of shapes, made before the call;
+* anything TorchDynamo cannot capture in one graph is **NOT_SUPPORTED**, with Dynamo's reason
+  (``BackendUnsupportedError``): with ``fullgraph=True`` a graph break, a guard on a
+  data-dependent value (CacheUpdate's and InsertSlice's run-time positions become Python ints
+  in the torch mapping; so do their run-time checks) or a hit recompile limit is an exception,
+  never a silent fallback to eager torch. An Inductor crash (lowering, C++ compilation) and
+  any other exception propagates: an **ERROR** of the stack. Inductor's own aten fallback
+  kernels inside the compiled graph (``topk``, for one) are part of the default settings.
+
+Compilation happens in ``compile`` where the entry's parameter shapes are static: the compiled
+function is called once on inputs of ones of the parameter types (that call traces and
+compiles; its values are discarded), so ``run`` only runs it (Dynamo's guards pass: same
+shapes, dtypes and strides). With a DimVar in a parameter shape the first ``run`` compiles.
+``compile`` starts from a fresh Dynamo state (``torch._dynamo.reset()``: every case would
+otherwise recompile the same code object until the recompile limit). ``stats`` holds the
+last case's figures: Dynamo graphs compiled, and the seconds of the compiling call and of the
+run. Capabilities are the eager backend's (the same mapping).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tilefoundry.conformance.backend import Capabilities
+from tilefoundry.conformance.torch_backend import (
+    TorchBackend,
+    _check_envelopes,
+    _check_range,
+    _Interpreter,
+    _to_numpy,
+    to_torch,
+    torch_dtype,
+)
+from tilefoundry.errors import BackendUnsupportedError, InvalidArgumentError
+from tilefoundry.semantics.ir import (
+    Constant,
+    Expr,
+    Function,
+    GridRegionExpr,
+    Module,
+    operands,
+    reachable,
+)
+from tilefoundry.semantics.types import DimVar, TensorType
+
+__all__ = ["InductorBackend"]
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+# ---------------------------------------------------------------------------------------------
+# the traced interpreter
+# ---------------------------------------------------------------------------------------------
+class _TracedInterpreter(_Interpreter):
+    """The eager interpreter with constants taken from a table converted before tracing and
+    the ``index_range`` checks deferred (``checks`` a list)."""
+
+    def __init__(self, session: Any, constants: dict[int, Any], checks: list):
+        super().__init__(session, "cpu", checks)
+        self.constants = constants
+
+    def node(self, node: Expr, values: dict[int, Any], env: Any) -> Any:
+        if isinstance(node, Constant):
+            hit = self.constants.get(id(node))
+            if hit is None:  # a constant the pre-pass did not see: a bug here, not torch's
+                raise InvalidArgumentError("InductorBackend: a constant outside the "
+                                           "converted table (the pre-pass missed it)")
+            return hit
+        return super().node(node, values, env)
+
+
+def _children(e: Expr) -> list[Expr]:
+    out = operands(e)
+    if isinstance(e, GridRegionExpr):
+        out = out + list(e.yield_values)
+    return out
+
+
+def _functions(module: Module, session: Any) -> list[Function]:
+    """Every function body the interpreter may run: the module's functions and their
+    variants, and each call target the session resolved (elaborated instances)."""
+    fns: list[Function] = []
+    for f in module.functions:
+        fns.append(f)
+        fns.extend(f.variants)
+    for hit in getattr(session, "targets", {}).values():
+        target = hit[1]
+        if isinstance(target, Function):
+            fns.append(target)
+            fns.extend(target.variants)
+    return fns
+
+
+def _constants(module: Module, session: Any) -> dict[int, Any]:
+    """Every Constant of the program as a CPU torch tensor with the same bits."""
+    table: dict[int, Any] = {}
+    for f in _functions(module, session):
+        if f.body is None:
+            continue
+        for n in reachable(f.body, _children):
+            if isinstance(n, Constant) and id(n) not in table:
+                table[id(n)] = to_torch(n.value, "cpu")
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# what Dynamo cannot capture
+# ---------------------------------------------------------------------------------------------
+def _untraceable(e: BaseException) -> str | None:
+    """Dynamo's reason, when ``e`` says the program cannot be captured in one graph (a graph
+    break under ``fullgraph=True``, a guard on a data-dependent value); None otherwise."""
+    from torch._dynamo import exc as dexc
+
+    kinds: tuple[type, ...] = (dexc.Unsupported, dexc.UserError)
+    try:
+        from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+        kinds += (GuardOnDataDependentSymNode,)
+    except ImportError:  # pragma: no cover - an older torch
+        pass
+    if not isinstance(e, kinds):
+        return None
+    text = str(e)
+    m = re.search(r"Could not guard on data-dependent expression (.+?) \(unhinted", text)
+    cause = re.search(r"Caused by: (.+?)(?: \(_dynamo/|$)", text, re.M)
+    if m is not None:
+        why = f"a guard on the data-dependent expression {m.group(1)}"
+        if cause is not None:
+            why += f", from `{cause.group(1).strip()}`"
+    else:
+        why = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(e).__name__)
+    return why if len(why) <= 400 else why[:400] + " ..."
+
+
+def _unsupported(e: BaseException, why: str) -> BackendUnsupportedError:
+    return BackendUnsupportedError(f"torch.compile(fullgraph=True) cannot capture the program "
+                                   f"in one graph ({type(e).__name__}): {why}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the backend
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class _Compiled:
+    entry: Function
+    fn: Any  # the torch.compile'd program: (*tensors) -> (result, deferred checks)
+    warm: bool = False  # traced and compiled (by compile's call on ones)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def _unique_graphs() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def _static_inputs(fn: Function) -> list[Any] | None:
+    """Inputs of ones of the entry's parameter types (None: a shape is symbolic, or a
+    parameter is not a tensor)."""
+    torch = _torch()
+    out = []
+    for p in fn.params:
+        t = p.checked_type if p.has_type else p.type
+        if not isinstance(t, TensorType) or any(isinstance(d, DimVar) or not isinstance(d, int)
+                                                for d in t.shape):
+            return None
+        out.append(torch.ones(tuple(t.shape), dtype=torch_dtype(t.dtype)))
+    return out
+
+
+class InductorBackend:
+    """PyTorch Inductor as a conformance backend (built-in name ``inductor``): the program
+    compiled whole by ``torch.compile(fullgraph=True)`` with default settings, on CPU."""
+
+    name = "inductor"
+
+    def __init__(self) -> None:
+        self._eager = TorchBackend("cpu")
+        self.version = self._eager.version
+        self.stats: dict[str, Any] = {}
+
+    def capabilities(self) -> Capabilities:
+        return self._eager.capabilities()
+
+    def compile(self, module: Module, entry: str) -> _Compiled:
+        torch = _torch()
+        base = self._eager.compile(module, entry)  # type inference, as the eager backend
+        constants = _constants(base.module, base.session)
+        session = base.session
+
+        def program(*args: Any) -> tuple[Any, tuple]:
+            checks: list = []
+            interp = _TracedInterpreter(session, constants, checks)
+            return interp.call(base.entry, list(args)), tuple(checks)
+
+        torch._dynamo.reset()  # a fresh Dynamo state per case (same code object each time)
+        compiled = _Compiled(base.entry, torch.compile(program, fullgraph=True))
+        self.stats = compiled.stats
+        ones = _static_inputs(base.entry)
+        if ones is not None:
+            from torch._dynamo.exc import TorchDynamoException
+
+            try:
+                self._call(compiled, ones, "compile_s")
+                compiled.warm = True
+            except (BackendUnsupportedError, TorchDynamoException):
+                raise  # tracing or compiling failed: the program's failure, whatever the values
+            except Exception:  # the compiled code failed on ones: run decides, on the inputs
+                pass
+        return compiled
+
+    def _call(self, compiled: _Compiled, args: list[Any], key: str) -> tuple[Any, tuple]:
+        torch = _torch()
+        g0, t0 = _unique_graphs(), time.perf_counter()
+        try:
+            with torch.no_grad():
+                out = compiled.fn(*args)
+        except Exception as e:
+            why = _untraceable(e)
+            if why is not None:
+                raise _unsupported(e, why) from e
+            raise
+        finally:
+            compiled.stats[key] = time.perf_counter() - t0
+            compiled.stats["graphs"] = compiled.stats.get("graphs", 0) + _unique_graphs() - g0
+        return out
+
+    def run(self, compiled: _Compiled, inputs: list[np.ndarray]) -> Any:
+        _check_envelopes(compiled.entry, [tuple(np.shape(x)) for x in inputs])
+        args = [to_torch(x, "cpu") for x in inputs]
+        out, checks = self._call(compiled, args, "run_s" if compiled.warm else "compile_s")
+        for op, what, idx, n, axis, bad in checks:
+            if bool(bad):
+                _check_range(op, what, idx, n, axis)  # raises RunTimeCheckError
+        return _to_numpy(out)
