@@ -38,8 +38,9 @@ compiles; its values are discarded), so ``run`` only runs it (Dynamo's guards pa
 shapes, dtypes and strides). With a DimVar in a parameter shape the first ``run`` compiles.
 ``compile`` starts from a fresh Dynamo state (``torch._dynamo.reset()``: every case would
 otherwise recompile the same code object until the recompile limit). ``stats`` holds the
-last case's figures: Dynamo graphs compiled, and the seconds of the compiling call and of the
-run. Capabilities are the eager backend's (the same mapping).
+last case's figures: ``graphs`` (FX graphs Dynamo captured), ``inductor_graphs`` (graphs
+Inductor compiled or loaded from its FX graph cache), ``compile_s`` (the call that traced and
+compiled) and ``run_s``. Capabilities are the eager backend's (the same mapping).
 """
 
 from __future__ import annotations
@@ -141,27 +142,24 @@ def _constants(module: Module, session: Any) -> dict[int, Any]:
 # what Dynamo cannot capture
 # ---------------------------------------------------------------------------------------------
 def _untraceable(e: BaseException) -> str | None:
-    """Dynamo's reason, when ``e`` says the program cannot be captured in one graph (a graph
-    break under ``fullgraph=True``, a guard on a data-dependent value); None otherwise."""
+    """Dynamo's reason, when ``e`` says the program cannot be captured in one graph: a graph
+    break under ``fullgraph=True`` (``Unsupported``) or a guard on a data-dependent value (a
+    ``UserError`` or ``GuardOnDataDependentSymNode`` saying so); None for anything else (an
+    Inductor crash, an internal Dynamo error: the stack's ERROR)."""
     from torch._dynamo import exc as dexc
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-    kinds: tuple[type, ...] = (dexc.Unsupported, dexc.UserError)
-    try:
-        from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
-        kinds += (GuardOnDataDependentSymNode,)
-    except ImportError:  # pragma: no cover - an older torch
-        pass
-    if not isinstance(e, kinds):
-        return None
     text = str(e)
     m = re.search(r"Could not guard on data-dependent expression (.+?) \(unhinted", text)
-    cause = re.search(r"Caused by: (.+?)(?: \(_dynamo/|$)", text, re.M)
-    if m is not None:
+    if m is not None and isinstance(e, dexc.UserError | GuardOnDataDependentSymNode):
         why = f"a guard on the data-dependent expression {m.group(1)}"
+        cause = re.search(r"Caused by: (.+?)(?: \(_dynamo/|$)", text, re.M)
         if cause is not None:
             why += f", from `{cause.group(1).strip()}`"
-    else:
+    elif isinstance(e, dexc.Unsupported):
         why = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(e).__name__)
+    else:
+        return None
     return why if len(why) <= 400 else why[:400] + " ..."
 
 
@@ -181,10 +179,16 @@ class _Compiled:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def _unique_graphs() -> int:
+def _graph_counts() -> tuple[int, int]:
+    """(FX graphs Dynamo captured, FX graphs Inductor compiled or loaded from its cache) so
+    far in this process: Dynamo's ``unique_graphs`` counter and Inductor's FX-graph-cache
+    counters (a miss compiles, a hit loads, a bypass compiles uncached)."""
     from torch._dynamo.utils import counters
 
-    return int(counters["stats"]["unique_graphs"])
+    ind = counters["inductor"]
+    return (int(counters["stats"]["unique_graphs"]),
+            int(ind["fxgraph_cache_miss"] + ind["fxgraph_cache_hit"]
+                + ind["fxgraph_cache_bypass"]))
 
 
 def _static_inputs(fn: Function) -> list[Any] | None:
@@ -244,7 +248,7 @@ class InductorBackend:
 
     def _call(self, compiled: _Compiled, args: list[Any], key: str) -> tuple[Any, tuple]:
         torch = _torch()
-        g0, t0 = _unique_graphs(), time.perf_counter()
+        (g0, i0), t0 = _graph_counts(), time.perf_counter()
         try:
             with torch.no_grad():
                 out = compiled.fn(*args)
@@ -255,7 +259,9 @@ class InductorBackend:
             raise
         finally:
             compiled.stats[key] = time.perf_counter() - t0
-            compiled.stats["graphs"] = compiled.stats.get("graphs", 0) + _unique_graphs() - g0
+            g1, i1 = _graph_counts()
+            compiled.stats["graphs"] = compiled.stats.get("graphs", 0) + g1 - g0
+            compiled.stats["inductor_graphs"] = compiled.stats.get("inductor_graphs", 0) + i1 - i0
         return out
 
     def run(self, compiled: _Compiled, inputs: list[np.ndarray]) -> Any:
