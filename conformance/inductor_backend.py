@@ -141,24 +141,55 @@ def _constants(module: Module, session: Any) -> dict[int, Any]:
 # ---------------------------------------------------------------------------------------------
 # what Dynamo cannot capture
 # ---------------------------------------------------------------------------------------------
+def _chain(e: BaseException) -> list[BaseException]:
+    """``e`` and the exceptions it wraps (``inner_exception`` of Dynamo's backend failures,
+    ``__cause__``, ``__context__``), each once."""
+    out: list[BaseException] = []
+    todo: list[BaseException | None] = [e]
+    while todo:
+        x = todo.pop(0)
+        if x is None or any(x is y for y in out):
+            continue
+        out.append(x)
+        todo += [getattr(x, "inner_exception", None), x.__cause__, x.__context__]
+    return out
+
+
+def _data_dependent(text: str) -> str | None:
+    m = re.search(r"Could not guard on data-dependent expression (.+?) \(unhinted", text)
+    if m is None:
+        return None
+    why = f"a guard on the data-dependent expression {m.group(1)}"
+    cause = re.search(r"Caused by: (.+?)(?: \(_dynamo/|$| For more information)", text, re.M)
+    if cause is not None:
+        why += f", from `{cause.group(1).strip()}`"
+    return why
+
+
 def _untraceable(e: BaseException) -> str | None:
-    """Dynamo's reason, when ``e`` says the program cannot be captured in one graph: a graph
-    break under ``fullgraph=True`` (``Unsupported``) or a guard on a data-dependent value (a
-    ``UserError`` or ``GuardOnDataDependentSymNode`` saying so); None for anything else (an
-    Inductor crash, an internal Dynamo error: the stack's ERROR)."""
+    """Why the program cannot be compiled as one graph, when ``e`` says so: a graph break
+    under ``fullgraph=True`` (Dynamo's ``Unsupported``), or a guard on a data-dependent value
+    (a ``UserError`` or ``GuardOnDataDependentSymNode`` from Dynamo, or one Inductor's lowering
+    raised, wrapped in an ``InductorError``). None for anything else — an op that raises on
+    the traced values (``... when making fake tensor call``), an Inductor crash, an internal
+    Dynamo error: the stack's ERROR."""
     from torch._dynamo import exc as dexc
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
     text = str(e)
-    m = re.search(r"Could not guard on data-dependent expression (.+?) \(unhinted", text)
-    if m is not None and isinstance(e, dexc.UserError | GuardOnDataDependentSymNode):
-        why = f"a guard on the data-dependent expression {m.group(1)}"
-        cause = re.search(r"Caused by: (.+?)(?: \(_dynamo/|$)", text, re.M)
-        if cause is not None:
-            why += f", from `{cause.group(1).strip()}`"
+    if isinstance(e, dexc.UserError | GuardOnDataDependentSymNode):
+        why = _data_dependent(text)
     elif isinstance(e, dexc.Unsupported):
         why = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(e).__name__)
+        if re.match(r"\w+ when making fake tensor call", why):
+            return None  # the op itself raised (the eager run raises it too)
+    elif isinstance(e, dexc.BackendCompilerFailed):
+        inner = [x for x in _chain(e) if isinstance(x, GuardOnDataDependentSymNode)]
+        why = _data_dependent(str(inner[0]) if inner else "")
+        why = None if why is None else "Inductor's lowering: " + why
     else:
+        return None
+    if why is None:
         return None
     return why if len(why) <= 400 else why[:400] + " ..."
 
@@ -205,6 +236,29 @@ def _static_inputs(fn: Function) -> list[Any] | None:
     return out
 
 
+_FORK_HOOK: list[bool] = []
+
+
+def _fresh_compile_threads_after_fork() -> None:
+    """torch 2.13's at-fork hook resets Inductor's compile *process* pool in a forked child but
+    not its compile *thread* pool (``AsyncCompile.pool``, an ``lru_cache``d
+    ``ThreadPoolExecutor``): a child forked after the parent compiled inherits an executor
+    whose threads do not exist, and its next uncached compile waits forever (measured: a
+    runner worker forked from a process that had compiled hung until the case timed out;
+    docs/findings.md). Registered once, in the process that loads the backend — the runner's
+    parent, before it forks its workers — it drops that cache in every forked child."""
+    import os
+
+    if _FORK_HOOK:
+        return
+    from torch._inductor.async_compile import AsyncCompile
+
+    pool = getattr(AsyncCompile, "pool", None)
+    if hasattr(pool, "cache_clear") and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=pool.cache_clear)
+    _FORK_HOOK.append(True)
+
+
 class InductorBackend:
     """PyTorch Inductor as a conformance backend (built-in name ``inductor``): the program
     compiled whole by ``torch.compile(fullgraph=True)`` with default settings, on CPU."""
@@ -212,6 +266,7 @@ class InductorBackend:
     name = "inductor"
 
     def __init__(self) -> None:
+        _fresh_compile_threads_after_fork()
         self._eager = TorchBackend("cpu")
         self.version = self._eager.version
         self.stats: dict[str, Any] = {}
