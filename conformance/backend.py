@@ -150,24 +150,28 @@ class Capabilities:
             v = data.get(k, [])
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
                 raise InvalidArgumentError(f"{source}: {k!r} must be a list of strings, got "
-                                           f"{v!r}")
+                                           f"{_brief(v)}")
             return frozenset(v)
 
         ops = None if data.get("ops", []) is None else strs("ops")
         shapes = data.get("mesh_shapes")
         if shapes is not None and (not isinstance(shapes, list) or not all(
-                isinstance(x, list) and all(isinstance(n, int) for n in x) for x in shapes)):
+                isinstance(x, list) and all(type(n) is int and n > 0 for n in x)
+                for x in shapes)):
             raise InvalidArgumentError(f"{source}: 'mesh_shapes' must be null or a list of "
-                                       f"lists of ints, got {shapes!r}")
+                                       f"lists of positive ints, got {_brief(shapes)}")
         od, oa = data.get("op_dtypes", {}), data.get("op_attrs", {})
-        if not isinstance(od, dict) or not all(isinstance(v, list) for v in od.values()):
+        if not isinstance(od, dict) or not all(
+                isinstance(v, list) and all(isinstance(x, str) for x in v) for v in od.values()):
             raise InvalidArgumentError(f"{source}: 'op_dtypes' must map op names to lists of "
-                                       f"dtype names, got {od!r}")
+                                       f"dtype names, got {_brief(od)}")
         if not isinstance(oa, dict) or not all(
-                isinstance(v, dict) and all(isinstance(x, list) for x in v.values())
+                isinstance(v, dict) and all(isinstance(x, list) and
+                                            all(isinstance(y, str) for y in x)
+                                            for x in v.values())
                 for v in oa.values()):
             raise InvalidArgumentError(f"{source}: 'op_attrs' must map op names to "
-                                       f"{{attribute: [values]}}, got {oa!r}")
+                                       f"{{attribute: [value names]}}, got {_brief(oa)}")
         if not isinstance(data.get("mesh", False), bool):
             raise InvalidArgumentError(f"{source}: 'mesh' must be true or false")
         return cls(ops=ops, dtypes=strs("dtypes"), policies=strs("policies"),
@@ -181,18 +185,20 @@ class Capabilities:
 
     @classmethod
     def load(cls, path: str) -> Capabilities:
-        """A capability set from a JSON file (``conformance probe`` writes one)."""
-        import json
+        """A capability set from a JSON file (``conformance probe`` writes one), read by
+        ``loaders.load_json`` (a regular, bounded, UTF-8 JSON file)."""
+        from tilefoundry.conformance.loaders import load_json
 
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except OSError as e:
-            raise InvalidArgumentError(f"--capabilities {path}: cannot read it "
-                                       f"({e.strerror or e})") from None
-        except json.JSONDecodeError as e:
-            raise InvalidArgumentError(f"--capabilities {path}: not valid JSON ({e})") from None
+        data = load_json(path, what=f"--capabilities {path}", kind="capabilities",
+                         error=InvalidArgumentError,
+                         fix="write one with: tilefoundry conformance probe --out FILE")
         return cls.from_json(data, f"--capabilities {path}")
+
+
+def _brief(v: Any, n: int = 80) -> str:
+    """``repr(v)`` cut to ``n`` characters (a message stays one short line)."""
+    r = repr(v)
+    return r if len(r) <= n else r[:n] + "..."
 
 
 def _dt_name(d: Any) -> str:

@@ -86,21 +86,18 @@ class Baseline:
 
     @classmethod
     def load(cls, path: str | Path) -> Baseline:
+        from tilefoundry.conformance.loaders import read_text_file
+
         p = Path(path)
-        try:
-            text = p.read_text()
-        except OSError as e:
-            raise BaselineError(f"--baseline {p}: cannot read it ({e.strerror or e})") from None
+        text = read_text_file(p, what=f"--baseline {p}", kind="baseline", error=BaselineError)
         return cls.parse(text, str(p))
 
     @classmethod
     def parse(cls, text: str, source: str = "<baseline>") -> Baseline:
+        from tilefoundry.conformance.loaders import parse_json
+
         where = f"--baseline {source}"
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise BaselineError(f"{where}: not valid JSON ({e}); write one with "
-                                f"--write-baseline") from None
+        data = parse_json(text, where, BaselineError, fix="write one with --write-baseline")
         if not isinstance(data, dict):
             raise BaselineError(f"{where}: expected a JSON object with 'failures', got "
                                 f"{type(data).__name__}")
@@ -210,30 +207,14 @@ class Merged:
 
 
 def _read(path: str | Path) -> tuple[dict, dict[str, dict], dict | None]:
-    from tilefoundry.conformance.report import read_jsonl
+    from tilefoundry.conformance.loaders import load_results
 
     p = Path(path)
-    try:
-        header, recs = read_jsonl(p)
-    except OSError as e:
-        raise CampaignError(f"{p}: cannot read it ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CampaignError(f"{p}: not a conformance results file (a line is not JSON: "
-                            f"{e})") from None
-    if header is None:
+    res = load_results(p, error=CampaignError)  # one line naming the file, line and fix
+    if res.header is None:
         raise CampaignError(f"{p}: no run header; it was not written by the conformance "
                             f"runner")
-    summary = None
-    with open(p, errors="replace") as f:
-        for line in f:
-            if '"summary"' in line:
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(obj, dict) and obj.get("type") == "summary":
-                    summary = obj
-    return header, recs, summary
+    return res.header, res.records, res.summary
 
 
 def merge_results(paths: Sequence[str | Path]) -> Merged:

@@ -493,6 +493,7 @@ def _open_fuzz_db(args: argparse.Namespace):
 
 def _fuzz(args: argparse.Namespace) -> int:
     from tilefoundry.conformance import runner
+    from tilefoundry.conformance.loaders import fuzz_db_seeds
 
     try:
         if not args.minutes > 0:
@@ -504,7 +505,7 @@ def _fuzz(args: argparse.Namespace) -> int:
         gen = runner.load_generator(args.generator, caps=caps)
         db = _open_fuzz_db(args)
         key = fuzz_db_key(args.backend, args.generator, caps)
-        replay = sorted(int(v) for v in db.fetch(key) if v.isdigit()) if db is not None else []
+        replay = fuzz_db_seeds(db, key) if db is not None else []  # a bad entry: a warning
         cases = runner.GeneratedCases(gen, args.seed, replay=replay)
         result = runner.run(args.backend, cases, jobs=args.jobs, timeout_s=args.timeout,
                             seed=args.seed, out_jsonl=Path(args.jsonl), manifest=manifest,

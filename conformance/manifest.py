@@ -44,7 +44,6 @@ first matching entry of each table applies.
 from __future__ import annotations
 
 import fnmatch
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,19 +91,18 @@ class Manifest:
     # -----------------------------------------------------------------------------------------
     @classmethod
     def load(cls, path: str | Path) -> Manifest:
+        from tilefoundry.conformance.loaders import read_text_file
+
         p = Path(path)
-        try:
-            text = p.read_text()
-        except OSError as e:
-            raise ManifestError(f"manifest {p}: cannot read it ({e.strerror or e})") from None
+        text = read_text_file(p, what=f"manifest {p}", kind="manifest", error=ManifestError)
         return cls.parse(text, source=str(p))
 
     @classmethod
     def parse(cls, text: str, source: str = "<manifest>") -> Manifest:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise ManifestError(f"manifest {source}: not valid TOML ({e})") from None
+        from tilefoundry.conformance.loaders import parse_toml
+
+        data = parse_toml(text, f"manifest {source}", ManifestError,
+                          fix="see docs/conformance.md, the manifest")
         m = cls(source=source)
         for table, entries in data.items():
             if table not in _KEYS:

@@ -30,6 +30,7 @@ __all__ = [
     "SEVERITY",
     "Progress",
     "ReproducerError",
+    "ResultsError",
     "coverage_matrix",
     "judged_line",
     "load_reproducer",
@@ -54,35 +55,25 @@ TIMING_KEYS = ("seconds", "rerun")
 # =============================================================================================
 # JSON lines
 # =============================================================================================
+class ResultsError(TilefoundryError, ValueError):
+    """A results file that cannot be read (not a regular file, too big, a line that is not a
+    runner's record); the message names the file, the line and what is wrong."""
+
+
 def read_jsonl(path: str | Path, *, skipped: list | None = None
                ) -> tuple[dict | None, dict[str, dict]]:
     """The run header and the case records (by id; the first record of an id wins) of a
-    runner's JSON-lines file. A torn last line is ignored. Any other unreadable line (torn
-    mid-file, foreign text, not an object) raises ``json.JSONDecodeError``, unless ``skipped``
-    is a list: then its 1-based line number is appended there and the line is skipped."""
-    header: dict | None = None
-    recs: dict[str, dict] = {}
-    with open(path, errors="replace") as f:
-        lines = f.read().split("\n")
-    for n, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-            if not isinstance(obj, dict):
-                raise json.JSONDecodeError("not a JSON object", line, 0)
-        except json.JSONDecodeError:
-            if n == len(lines) - 1:  # a line cut by a killed runner
-                break
-            if skipped is not None:
-                skipped.append(n + 1)
-                continue
-            raise
-        if obj.get("type") == "run":
-            header = header or obj
-        elif obj.get("type") == "case" and obj.get("id") not in recs:
-            recs[obj["id"]] = obj
-    return header, recs
+    runner's JSON-lines file, read by ``loaders.load_results`` (a regular file within the size
+    limit, each line a bounded JSON object whose keys have the types the reports read). A torn
+    last line is ignored. Any other bad line raises ``ResultsError`` naming the file and line,
+    unless ``skipped`` is a list: then its 1-based line number is appended there and the line
+    is skipped."""
+    from tilefoundry.conformance.loaders import load_results
+
+    res = load_results(path, error=ResultsError, skip_bad=skipped is not None)
+    if skipped is not None:
+        skipped.extend(res.skipped)
+    return res.header, res.records
 
 
 def strip_timing(records: Iterable[dict]) -> list[dict]:
@@ -440,11 +431,13 @@ def _load_program(d: Path, meta: dict, catalog: str | None = None):
             f"code when loaded; it is refused. Rebuild it with this tilefoundry (rerun the case "
             f"with --repro-dir), or load the pickles yourself if you trust their origin")
     src = d / "program_dsl.py"
-    if src.exists():
+    if src.exists() or src.is_symlink():
+        from tilefoundry.conformance.loaders import read_text_file
         from tilefoundry.semantics.dsl import parse_module
 
+        text = read_text_file(src, what=str(src), kind="reproducer", error=ReproducerError)
         try:
-            return parse_module(src.read_text(), filename=str(src))
+            return parse_module(text, filename=str(src))
         except TilefoundryError as e:
             raise ReproducerError(f"{src}: {e}") from None
     if meta.get("program") == "catalog":
@@ -453,6 +446,9 @@ def _load_program(d: Path, meta: dict, catalog: str | None = None):
         recorded = meta.get("catalog")
         shown = f" (the run's: --catalog {recorded})" if isinstance(recorded, str) and \
             re.fullmatch(r"[\w./@+:-]+", recorded, re.ASCII) and not catalog else ""
+        if not isinstance(meta.get("seed"), int) or isinstance(meta.get("seed"), bool):
+            raise ReproducerError(f"{d / 'case.json'}: a catalog case needs its integer 'seed'"
+                                  f"; rebuild the reproducer (rerun the case with --repro-dir)")
         try:  # the built-in catalog unless one is named: case.json's is shown, never loaded
             cat = load_catalog(meta["seed"], catalog=catalog)
         except TilefoundryError as e:
@@ -472,16 +468,27 @@ def _load_program(d: Path, meta: dict, catalog: str | None = None):
 
 
 def _load_arrays(d: Path, prefix: str, metas: list) -> list:
+    import io
+
+    from tilefoundry.conformance.loaders import read_regular
     from tilefoundry.semantics.dtypes import from_bits
 
     out = []
     for i, m in enumerate(metas):
         f = d / f"{prefix}_{i}.npy"
+        raw = read_regular(f, what=str(f), kind="reproducer", error=ReproducerError)
         try:
-            bits = np.load(f, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise ReproducerError(f"{f}: {e}") from None
-        out.append(from_bits(bits, m["dtype"]))
+            bits = np.load(io.BytesIO(raw), allow_pickle=False)
+            if not isinstance(bits, np.ndarray):
+                raise ValueError("not one array (an .npz archive?)")
+            out.append(from_bits(bits, m["dtype"]))
+        except TilefoundryError as e:
+            raise ReproducerError(f"{f}: {e}; rebuild the reproducer (rerun the case with "
+                                  f"--repro-dir)") from None
+        except (ValueError, EOFError, TypeError, KeyError) as e:  # numpy's refusals
+            raise ReproducerError(f"{f}: not the raw bits of a {m['dtype'][:40]} array ({e}); "
+                                  f"rebuild the reproducer (rerun the case with --repro-dir)"
+                                  ) from None
     return out
 
 
@@ -489,25 +496,38 @@ def load_reproducer(directory: str | Path, catalog: str | None = None
                     ) -> tuple[Any, str, list, dict]:
     """(module, entry, inputs, case metadata) of a reproducer directory, executing and
     unpickling nothing from it (``ReproducerError`` when it cannot be loaded that way)."""
+    from tilefoundry.conformance.loaders import load_case_json
     from tilefoundry.semantics.evaluator.mesh import Sharded
 
     d = Path(directory)
-    try:
-        meta = json.loads((d / "case.json").read_text())
-    except (OSError, ValueError) as e:
-        raise ReproducerError(f"{d / 'case.json'}: {e}") from None
-    if not isinstance(meta, dict) or "entry" not in meta or "inputs" not in meta:
-        raise ReproducerError(f"{d / 'case.json'}: not a reproducer's case description")
+    if not d.is_dir():
+        raise ReproducerError(f"{d}: not a directory; give the reproducer's folder (the one "
+                              f"holding case.json)")
+    meta = load_case_json(d / "case.json", ReproducerError)
     module = _load_program(d, meta, catalog)
+    entry = meta["entry"]
+    if entry not in {f.name for f in getattr(module, "functions", ())}:
+        raise ReproducerError(f"{d / 'case.json'}: entry {entry[:60]!r} is not a function of "
+                              f"the program; rebuild the reproducer (rerun the case with "
+                              f"--repro-dir)")
     inputs = _load_arrays(d, "input", meta["inputs"])
     if any(m.get("sharded") for m in meta["inputs"]):
         from tilefoundry.semantics.typeinfer.core import Session
         from tilefoundry.semantics.typeinfer.functions import infer_module
 
-        fn = infer_module(module, Session())[meta["entry"]]
+        try:
+            fn = infer_module(module, Session())[entry]
+        except TilefoundryError as e:
+            raise ReproducerError(f"{d}: the program does not type-check ({e})") from None
+        if len(fn.params) != len(inputs) or any(
+                m.get("sharded") and getattr(p.type, "shard", None) is None
+                for m, p in zip(meta["inputs"], fn.params, strict=False)):
+            raise ReproducerError(f"{d / 'case.json'}: its inputs do not match {entry!r}'s "
+                                  f"parameters; rebuild the reproducer (rerun the case with "
+                                  f"--repro-dir)")
         inputs = [Sharded(fn.params[i].type.shard, x) if m.get("sharded") else x
                   for i, (m, x) in enumerate(zip(meta["inputs"], inputs, strict=True))]
-    return module, meta["entry"], inputs, meta
+    return module, entry, inputs, meta
 
 
 def rerun_reproducer(directory: str | Path, argv: list[str] | None = None) -> int:

@@ -13,7 +13,6 @@ the reproduction — and exits 1, as a FAIL does.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import shlex
 import sys
@@ -57,10 +56,11 @@ def _names_code_inside(d: Path, spec: str) -> bool:
 def _meta(d: Path) -> dict:
     """case.json as a dict, read defensively (a regular file of a sane size only: a FIFO would
     hang the refusal); {} when it cannot be read."""
-    f = d / "case.json"
+    from tilefoundry.conformance.loaders import load_json
+
     try:
-        meta = json.loads(f.read_text()) if f.is_file() and f.stat().st_size < 2**20 else {}
-    except (OSError, ValueError, RecursionError):
+        meta = load_json(d / "case.json", what="case.json", kind="reproducer")
+    except TilefoundryError:
         return {}
     return meta if isinstance(meta, dict) else {}
 
@@ -154,8 +154,13 @@ def rerun(directory: str | Path, argv: list[str] | None = None) -> int:
                   f"has no recorded outputs to judge: re-run the backend with --backend SPEC",
                   file=sys.stderr)
             return 2
-        observed = tuple(_load_arrays(d, "observed", meta["observed"]))
-        observed = observed[0] if len(observed) == 1 and not meta["tuple_result"] else observed
+        try:
+            observed = tuple(_load_arrays(d, "observed", meta.get("observed") or []))
+        except TilefoundryError as e:
+            print(f"repro.py: {e}", file=sys.stderr)
+            return 2
+        observed = observed[0] if len(observed) == 1 and not meta.get("tuple_result") \
+            else observed
     else:
         run, why = _load(d, args.backend)
         if run is None:
