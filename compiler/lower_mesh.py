@@ -1318,9 +1318,15 @@ class MeshCompiled:
     device_runs: int = field(default=0)
 
     def __call__(self, inputs: Sequence[Any]) -> Any:
+        from tilefoundry.arguments import input_list
+        from tilefoundry.errors import InvalidArgumentError
         from tilefoundry.semantics.evaluator.mesh import Sharded, shard
 
         mp = self.program
+        inputs = input_list(inputs, f"compiled {self.hir.name}", keep=(Sharded,))
+        if len(inputs) != len(mp.inputs):
+            raise InvalidArgumentError(f"compiled {self.hir.name}: takes {len(mp.inputs)} "
+                                       f"input(s), got {len(inputs)}")
         sm = mp.slot_map()
         ext = tuple(mp.mesh.axis_extents)
         values: dict[str, np.ndarray] = {}

@@ -225,7 +225,9 @@ class Compiled:
     checks: RunChecks = field(default_factory=RunChecks)
 
     def __call__(self, inputs: Sequence[Any]) -> Any:
-        return self.executable.run(list(inputs))
+        from tilefoundry.arguments import input_list
+
+        return self.executable.run(input_list(inputs, f"compiled {self.entry}"))
 
     @property
     def kernels(self) -> list:

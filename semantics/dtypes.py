@@ -74,7 +74,9 @@ _U64 = np.uint64
 # ---------------------------------------------------------------------------------------------
 def to_bits(x: np.ndarray) -> np.ndarray:
     """The bit patterns of ``x`` as unsigned integers of the storage width (a view, no copy)."""
-    x = np.asarray(x)
+    from tilefoundry.arguments import as_array
+
+    x = as_array(x, "to_bits: x")
     dt = dtype_of(x)
     return x.view(bits_dtype(dt))
 

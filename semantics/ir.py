@@ -74,8 +74,9 @@ def _children(v: Any):
 
 
 def _hash_value(v: Any) -> int:
-    if isinstance(v, Expr):
-        return v.__dict__["_hash"]  # children are hashed first (post-order)
+    if isinstance(v, Expr):  # children are hashed first (post-order); a Function in a Module
+        h = v.__dict__.get("_hash")  # is not, until hashed here
+        return h if h is not None else hash(v)
     if isinstance(v, tuple | list):
         return hash(tuple(_hash_value(x) for x in v))
     if isinstance(v, np.ndarray):

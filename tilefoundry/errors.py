@@ -52,7 +52,10 @@ class RunTimeCheckError(TilefoundryError, RuntimeError):
     errors of those checks."""
 
     def __init__(self, message: str, check: str | None = None):
-        if check is not None and check not in RUN_TIME_CHECKS:
+        if not isinstance(message, str):
+            raise InvalidArgumentError(f"RunTimeCheckError: message must be a str, got "
+                                       f"{type(message).__name__}")
+        if check is not None and (not isinstance(check, str) or check not in RUN_TIME_CHECKS):
             raise InvalidArgumentError(bad_choice("RunTimeCheckError: check", check,
                                                   [*RUN_TIME_CHECKS, None]))
         super().__init__(message)

@@ -113,6 +113,11 @@ def limits() -> Limits:
 @contextlib.contextmanager
 def use_limits(**changes: float) -> Iterator[Limits]:
     """Run a block under the current limits with ``changes`` (names of ``Limits`` fields)."""
+    names = [f.name for f in dataclasses.fields(Limits)]
+    unknown = sorted(set(changes) - set(names))
+    if unknown:
+        raise InvalidArgumentError(f"use_limits: no limit named {unknown[0]!r}; the limits are "
+                                   f"{', '.join(names)}")
     new = dataclasses.replace(limits(), **changes) if changes else limits()
     _CURRENT.append(new)
     try:

@@ -88,6 +88,9 @@ class Sharded:
     data: np.ndarray
 
     def __post_init__(self):
+        if not isinstance(self.layout, ShardLayout):
+            raise EvaluationError(f"Sharded: layout must be a ShardLayout (the parameter's "
+                                  f"type.shard), got {type(self.layout).__name__}")
         want = (*self.layout.mesh.axis_extents, *self.layout.local_axis_extents())
         if not isinstance(self.data, np.ndarray) or tuple(self.data.shape) != want:
             got = getattr(self.data, "shape", type(self.data).__name__)
