@@ -97,6 +97,9 @@ class Baseline:
         from tilefoundry.conformance.loaders import parse_json
 
         where = f"--baseline {source}"
+        if not isinstance(text, str):
+            raise BaselineError(f"{where}: Baseline.parse takes the JSON text (a str), got "
+                                f"{type(text).__name__}; Baseline.load reads a file")
         data = parse_json(text, where, BaselineError, fix="write one with --write-baseline")
         if not isinstance(data, dict):
             raise BaselineError(f"{where}: expected a JSON object with 'failures', got "

@@ -101,6 +101,10 @@ class Manifest:
     def parse(cls, text: str, source: str = "<manifest>") -> Manifest:
         from tilefoundry.conformance.loaders import parse_toml
 
+        if not isinstance(text, str):
+            raise ManifestError(f"manifest {source}: Manifest.parse takes the TOML text (a "
+                                f"str), got {type(text).__name__}; Manifest.load reads a file")
+
         data = parse_toml(text, f"manifest {source}", ManifestError,
                           fix="see docs/conformance.md, the manifest")
         m = cls(source=source)

@@ -308,11 +308,14 @@ def write_junit(records: list[dict], path: str | Path, *, name: str = "tilefound
 
 def _details(r: dict) -> str:
     lines = [f"{r['verdict']}: {r.get('message', '')}"]
-    for o in r.get("outputs", ()):
-        lines.append(f"output {o['output']} ({o['contract']}): {o['mismatches']}/{o['total']} "
-                     f"rejected; worst at {o['worst_index']}: expected {o['expected']} "
-                     f"({o['expected_hex']}), observed {o['observed']} ({o['observed_hex']}), "
-                     f"{o['ulp_distance']} ulp")
+    for o in r.get("outputs") or ():  # a record read back: any key may be missing
+        g = {k: o.get(k, "?") for k in ("output", "contract", "mismatches", "total",
+                                         "worst_index", "expected", "expected_hex", "observed",
+                                         "observed_hex", "ulp_distance")}
+        lines.append(f"output {g['output']} ({g['contract']}): {g['mismatches']}/{g['total']} "
+                     f"rejected; worst at {g['worst_index']}: expected {g['expected']} "
+                     f"({g['expected_hex']}), observed {g['observed']} ({g['observed_hex']}), "
+                     f"{g['ulp_distance']} ulp")
     if r.get("repro"):
         lines.append(f"reproducer: {r['repro']}/repro.py")
     return "\n".join(lines)

@@ -874,7 +874,9 @@ class FunctionParser(StaticEvaluator):
             return Constant(np.array(v, dtype=np.bool_))
         if isinstance(v, int):
             if not -2**31 <= v < 2**31:
-                raise self.error(node, f"integer {v}", "a Python int is a rank-0 i32 constant "
+                shown = f"integer {v}" if v.bit_length() < 256 else \
+                    f"an integer of {v.bit_length():,} bits"
+                raise self.error(node, shown, "a Python int is a rank-0 i32 constant "
                                  "and this one is out of range; write const(v, i64)")
             return Constant(np.array(v, dtype=np.int32))
         if isinstance(v, float):
