@@ -209,7 +209,8 @@ def _case(i: int, verdict: str) -> dict:
         r["diagnosis"] = {"least": [["nsz", "afn"]], "none": False}
     if verdict == "XFAIL":
         r.update(raw_verdict="FAIL", manifest="xfail: tracked")
-    r["warnings"] = [{"message": "overflow in cast", "count": 2}]
+    r["warnings"] = [{"phase": "run", "category": "RuntimeWarning", "where": "x.py:3",
+                      "message": "overflow in cast", "count": 2}]
     r["attempts"] = ["FAIL", "PASS"] if verdict == "FLAKY" else None
     return r
 
@@ -657,7 +658,8 @@ def _api_calls() -> list[tuple[str, Any, list]]:
         ("Compiled.__call__", comp, [[x, x]]),
         ("to_bits", to_bits, [x]),
         ("from_bits", from_bits, [np.zeros(4, np.uint32), "f32"]),
-        ("use_limits", lambda name, v: limits(**{name: v}), ["max_elements", 10]),
+        ("use_limits", lambda name, v: limits(**({name: v} if isinstance(name, str) else
+                                                 {"max_elements": name})), ["max_elements", 10]),
         ("Sharded", Sharded, [None, x]),
         ("RunTimeCheckError", RunTimeCheckError, ["m", "index_range"]),
         ("check", check, [m, "f", [x, x], x * 2]),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import sys
 from pathlib import Path
 
@@ -431,7 +432,7 @@ def _merge(args: argparse.Namespace) -> int:
         if args.html:
             runner._check_writable(Path(args.html), "--html")
         out = Path(args.jsonl)
-        if any(Path(f).resolve() == out.resolve() for f in args.files):
+        if any(os.path.realpath(f) == os.path.realpath(out) for f in args.files):
             raise campaign.CampaignError(f"merge: -o {out} is one of the input files")
         runner._check_writable(out, "-o")
         merged = campaign.merge_results(args.files)

@@ -324,7 +324,8 @@ _OUTPUT: dict[str, tuple[tuple[type, ...], str | None]] = {
     "contract": ((str, type(None)), None), "worst_index": ((list, int, type(None)), None),
 }
 _CLASS = {"class": ((str, type(None)), None), "count": ((int,), None)}
-_WARNING = {"message": ((str,), None), "count": ((int,), None)}
+_WARNING = {"message": ((str,), None), "count": ((int,), None), "where": ((str,), None),
+            "category": ((str,), None), "phase": ((str,), None)}
 _HEADER = {"backend": ((str,), None), "seed": ((int,), None),
            "shard": ((list, type(None)), None)}
 
@@ -403,7 +404,9 @@ def check_record(obj: dict) -> str | None:
         if why is not None:
             return why
     for i, w in enumerate(obj.get("warnings") or ()):
-        why = _check_fields(w, _WARNING, f"warnings[{i}].")
+        missing = [k for k in ("message", "count", "where", "category") if k not in w]
+        why = f"warnings[{i}] without {missing[0]!r}" if missing else \
+            _check_fields(w, _WARNING, f"warnings[{i}].")
         if why is not None:
             return why
     return None

@@ -472,6 +472,7 @@ def _load_program(d: Path, meta: dict, catalog: str | None = None):
 
 def _load_arrays(d: Path, prefix: str, metas: list) -> list:
     import io
+    import tokenize
 
     from tilefoundry.conformance.loaders import read_regular
     from tilefoundry.semantics.dtypes import from_bits
@@ -488,7 +489,8 @@ def _load_arrays(d: Path, prefix: str, metas: list) -> list:
         except TilefoundryError as e:
             raise ReproducerError(f"{f}: {e}; rebuild the reproducer (rerun the case with "
                                   f"--repro-dir)") from None
-        except (ValueError, EOFError, TypeError, KeyError) as e:  # numpy's refusals
+        except (ValueError, EOFError, TypeError, KeyError, OverflowError, SyntaxError,
+                tokenize.TokenError) as e:  # numpy's refusals (its header parser tokenizes)
             raise ReproducerError(f"{f}: not the raw bits of a {m['dtype'][:40]} array ({e}); "
                                   f"rebuild the reproducer (rerun the case with --repro-dir)"
                                   ) from None

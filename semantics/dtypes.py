@@ -83,9 +83,11 @@ def to_bits(x: np.ndarray) -> np.ndarray:
 
 def from_bits(bits: np.ndarray, dtype: DType | str) -> np.ndarray:
     """Reinterpret unsigned bit patterns as an array of ``dtype`` (raw copy, no conversion)."""
+    from tilefoundry.arguments import as_array
+
     dt = DType.parse(dtype)
     want = bits_dtype(dt)
-    b = np.asarray(bits)
+    b = as_array(bits, "from_bits: bits")
     if b.dtype != want:
         if not np.issubdtype(b.dtype, np.integer):
             raise InvalidArgumentError(

@@ -174,15 +174,12 @@ class Constant(Expr):
         if not isinstance(self.value, np.ndarray):
             raise IRError(f"Constant.value must be a numpy array, got {type(self.value).__name__}")
         from tilefoundry.errors import TilefoundryError
-        from tilefoundry.limits import check_value_size
         from tilefoundry.semantics.formats import dtype_of
 
         try:
             dtype_of(self.value)  # raises for storage types that are not IR dtypes
         except TilefoundryError as e:
             raise IRError(f"Constant.value: {e}") from e
-        # a broadcast view of 2**32 elements is cheap to make and exhausts memory when printed
-        check_value_size(self.value.shape, self.value.itemsize, "Constant.value")
         self.value.setflags(write=False)
 
 
