@@ -203,7 +203,10 @@ def _case(i: int, verdict: str) -> dict:
     if verdict in ("FAIL", "ADMITTED"):
         r["outputs"] = [{"output": 0, "contract": "ulp<=0", "mismatches": 3, "total": 16,
                          "worst_index": [2], "expected": 1.0, "observed": 2.0,
-                         "classes": [{"class": "rounding", "count": 3}],
+                         "classes": [{"class": "rounding", "count": 3, "index": [2],
+                                      "expected": 1.0, "observed": 2.0,
+                                      "expected_hex": "0x3f800000",
+                                      "observed_hex": "0x40000000"}],
                          "diagnosis": {"least": [["nsz"]], "none": False, "classes": []}}]
         r["repro"] = f"case_{i}"
         r["diagnosis"] = {"least": [["nsz", "afn"]], "none": False}

@@ -323,7 +323,12 @@ _OUTPUT: dict[str, tuple[tuple[type, ...], str | None]] = {
     "classes": ((list, type(None)), "dict"), "diagnosis": ((dict, type(None)), None),
     "contract": ((str, type(None)), None), "worst_index": ((list, int, type(None)), None),
 }
-_CLASS = {"class": ((str, type(None)), None), "count": ((int,), None)}
+_CLASS = {"class": ((str, type(None)), None), "count": ((int,), None),
+          "index": ((list,), None), "expected_hex": ((str,), None),
+          "observed_hex": ((str,), None)}
+#: the keys every class of an output carries (``runner._output_detail``; the HTML report reads
+#: them all)
+_CLASS_KEYS = ("class", "count", "index", "expected", "expected_hex", "observed", "observed_hex")
 _WARNING = {"message": ((str,), None), "count": ((int,), None), "where": ((str,), None),
             "category": ((str,), None), "phase": ((str,), None)}
 _HEADER = {"backend": ((str,), None), "seed": ((int,), None),
@@ -400,11 +405,13 @@ def check_record(obj: dict) -> str | None:
         why = _check_fields(o, _OUTPUT, f"outputs[{i}].")
         if why is None:
             for j, c in enumerate(o.get("classes") or ()):
-                why = why or _check_fields(c, _CLASS, f"outputs[{i}].classes[{j}].")
+                missing = [k for k in _CLASS_KEYS if k not in c]
+                why = why or (f"outputs[{i}].classes[{j}] without {missing[0]!r}" if missing
+                              else _check_fields(c, _CLASS, f"outputs[{i}].classes[{j}]."))
         if why is not None:
             return why
     for i, w in enumerate(obj.get("warnings") or ()):
-        missing = [k for k in ("message", "count", "where", "category") if k not in w]
+        missing = [k for k in ("message", "count", "where", "category", "phase") if k not in w]
         why = f"warnings[{i}] without {missing[0]!r}" if missing else \
             _check_fields(w, _WARNING, f"warnings[{i}].")
         if why is not None:

@@ -1121,11 +1121,12 @@ def _restore_term(old) -> None:
 def _read_resume(path: Path, spec: str, seed: int) -> tuple[dict | None, dict[str, dict]]:
     """The header and records of an existing JSON-lines file; a torn last line (the runner was
     killed while writing it) is cut off so that appending continues cleanly."""
+    from tilefoundry.conformance.loaders import read_regular
     from tilefoundry.conformance.report import read_jsonl
 
     if not path.exists() or path.stat().st_size == 0:
         return None, {}
-    data = path.read_bytes()
+    data = read_regular(path, what=f"--resume: {path}", kind="results", error=ConformanceError)
     if not data.endswith(b"\n"):
         cut = data.rfind(b"\n") + 1
         with open(path, "r+b") as f:
