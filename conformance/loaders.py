@@ -131,15 +131,18 @@ def _too_big(what: str, kind: str, n: int, limit: int) -> str:
             f"the right file? (raise the limit with TILEFOUNDRY_MAX_{kind.upper()}_MB=<MiB>)")
 
 
-def decode_utf8(data: bytes, what: str, error: type[TilefoundryError] = LoadError) -> str:
-    """``data`` as UTF-8 text (a leading BOM dropped); ``error`` naming the line and byte of the
-    first invalid sequence."""
+def decode_utf8(data: bytes, what: str, error: type[TilefoundryError] = LoadError, *,
+                first_line: int = 1) -> str:
+    """``data`` as UTF-8 text (a leading BOM dropped); ``error`` naming the line and column of
+    the first invalid byte (``data`` starting at line ``first_line`` of the file)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise error(f"{what}: line {line}: byte {e.start} ({data[e.start:e.start + 1]!r}) is not "
-                    f"UTF-8 ({e.reason}); save the file as UTF-8") from None
+        line = data.count(b"\n", 0, e.start) + first_line
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise error(f"{what}: line {line}, column {col}: byte "
+                    f"{data[e.start:e.start + 1]!r} is not UTF-8 ({e.reason}); save the file "
+                    f"as UTF-8") from None
     return text[1:] if text.startswith("\ufeff") else text
 
 
@@ -444,7 +447,7 @@ def load_results(path: str | Path, *, error: type[TilefoundryError] = LoadError,
             continue
         at = f"{what}: line {n + 1}"
         try:
-            line = decode_utf8(raw, at, error)
+            line = decode_utf8(raw, what, error, first_line=n + 1)
             obj = parse_json(line, at, error, allow_nan=True)
             if not isinstance(obj, dict):
                 raise error(f"{at}: not a JSON object ({_tname(obj)})")
