@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from tilefoundry.cli import main
 from tilefoundry.conformance import cli
 from tilefoundry.conformance.backend import Capabilities
 from tilefoundry.conformance.campaign import Baseline, BaselineError, CampaignError, merge_results
 from tilefoundry.conformance.loaders import MAX_DEPTH, LoadError, fuzz_db_seeds, load_json
 from tilefoundry.conformance.manifest import Manifest, ManifestError
 from tilefoundry.conformance.report import ReproducerError, ResultsError, read_jsonl
-from tilefoundry.cli import main
 from tilefoundry.errors import InvalidArgumentError, TilefoundryError
 
 HEADER = {"type": "run", "backend": "reference", "seed": 0, "format": 1, "shard": None}
@@ -91,11 +91,11 @@ def test_the_reproducer_refuses_a_fifo_or_dev_zero_in_place_of_its_files(tmp_pat
     d = tmp_path / "repro"
     d.mkdir()
     os.mkfifo(d / "case.json")
-    with pytest.raises(ReproducerError, match="case.json: a FIFO"):
+    with pytest.raises(ReproducerError, match=r"case\.json: a FIFO"):
         load_reproducer(d)
     (d / "case.json").unlink()
     os.symlink("/dev/zero", d / "case.json")
-    with pytest.raises(ReproducerError, match="case.json: a character device"):
+    with pytest.raises(ReproducerError, match=r"case\.json: a character device"):
         load_reproducer(d)
 
 
@@ -232,7 +232,7 @@ def test_resume_skips_a_bad_record_and_runs_its_case_again(tmp_path, capsys):
 
     good = _record(id="a/1")
     r = _results(tmp_path, good, _record(id="a/2", seconds="slow"), _record(id="a/3"))
-    header, recs = _read_resume(r, "reference", 0)
+    _, recs = _read_resume(r, "reference", 0)
     assert sorted(recs) == ["a/1", "a/3"]
     assert "skipped 1 unreadable line(s)" in capsys.readouterr().err
 
