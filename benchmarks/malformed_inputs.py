@@ -579,7 +579,7 @@ def in_ir(rng: random.Random, work: Path):
     if k < 0.15:  # a deep chain of one op
         how = "chain"
         fn = m.functions[0]
-        depth = rng.choice([100, 3000, 20000])
+        depth = rng.choice([100, 3000, 10000])
 
         def build():
             body = fn.body

@@ -30,6 +30,7 @@ import errno
 import json
 import math
 import os
+import re
 import stat
 import sys
 import tomllib
@@ -146,6 +147,10 @@ def decode_utf8(data: bytes, what: str, error: type[TilefoundryError] = LoadErro
     return text[1:] if text.startswith("\ufeff") else text
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 class _Bad(Exception):
     """Raised inside a parser hook; turned into the caller's error with the place."""
 
@@ -174,10 +179,11 @@ def _nan_ok(s: str) -> float:
     return float(s)
 
 
-def check_tree(obj: Any) -> str | None:
-    """Why ``obj`` (parsed JSON / TOML) is refused: nested deeper than ``MAX_DEPTH`` or holding
-    an integer of more than ``MAX_INT_DIGITS`` digits; None when it is not. An explicit stack:
-    no recursion however deep ``obj`` is."""
+def check_tree(obj: Any, strings: bool = False) -> str | None:
+    """Why ``obj`` (parsed JSON / TOML) is refused: nested deeper than ``MAX_DEPTH``, holding
+    an integer of more than ``MAX_INT_DIGITS`` digits or (``strings``) a string with a lone
+    surrogate (``"\\ud800"``: valid JSON, but no UTF-8 report can hold it); None when it is
+    not. An explicit stack: no recursion however deep ``obj`` is."""
     big = 10 ** MAX_INT_DIGITS
     stack: list[tuple[Any, int, str]] = [(obj, 1, "")]
     while stack:
@@ -189,11 +195,15 @@ def check_tree(obj: Any) -> str | None:
         else:
             if isinstance(x, int) and not isinstance(x, bool) and not -big < x < big:
                 return f"{at or 'the value'}: an integer of more than {MAX_INT_DIGITS} digits"
+            if isinstance(x, str) and _SURROGATE.search(x):
+                return f"{at or 'the value'}: a string with a lone surrogate (\\ud800-\\udfff)"
             continue
         if depth > MAX_DEPTH:
             return f"{at or 'the value'}: nested deeper than {MAX_DEPTH} levels"
         for k, v in items:
-            if isinstance(v, dict | list) or isinstance(v, int):
+            if strings and isinstance(k, str) and _SURROGATE.search(k):
+                return f"{at or 'the value'}: a key with a lone surrogate (\\ud800-\\udfff)"
+            if isinstance(v, dict | list | int) or (strings and isinstance(v, str)):
                 key = k if str(k).startswith("[") else (f".{k}" if at else str(k))
                 stack.append((v, depth + 1, at + key))
     return None
@@ -214,7 +224,7 @@ def parse_json(text: str, what: str, error: type[TilefoundryError] = LoadError, 
                     f"{tail}") from None
     except RecursionError:
         raise error(f"{what}: nested deeper than {MAX_DEPTH} levels{tail}") from None
-    why = check_tree(obj)
+    why = check_tree(obj, strings=_ESCAPED_SURROGATE.search(text) is not None)
     if why is not None:
         raise error(f"{what}: {why}{tail}")
     return obj
@@ -334,6 +344,11 @@ _CLASS = {"class": ((str, type(None)), None), "count": ((int,), None),
 _CLASS_KEYS = ("class", "count", "index", "expected", "expected_hex", "observed", "observed_hex")
 _WARNING = {"message": ((str,), None), "count": ((int,), None), "where": ((str,), None),
             "category": ((str,), None), "phase": ((str,), None)}
+_DIAGNOSIS = {"least": ((list,), None), "none": ((int, bool), None), "rejected": ((int,), None),
+              "searched": ((list,), "str"), "evaluations": ((int,), None),
+              "greedy": ((bool,), None), "op": ((str, type(None)), None),
+              "classes": ((list,), "dict"), "class": ((str, type(None)), None),
+              "count": ((int,), None)}
 _HEADER = {"backend": ((str,), None), "seed": ((int,), None),
            "shard": ((list, type(None)), None)}
 
@@ -376,6 +391,27 @@ def _check_fields(obj: dict, spec: dict, at: str) -> str | None:
     return None
 
 
+def _check_diagnosis(d: Any, at: str) -> str | None:
+    """Why a record's (or an output's) ``diagnosis`` is refused (``oracle.diagnose.Diagnosis.
+    to_json``'s keys with their types); None when it is fine."""
+    if d is None:
+        return None
+    why = _check_fields(d, _DIAGNOSIS, at)
+    if why is not None:
+        return why
+    for j, s in enumerate(d.get("least") or ()):
+        if not isinstance(s, list) or not all(isinstance(x, str) for x in s):
+            return f"{at}least[{j}] must be a list of relaxation names"
+    for j, c in enumerate(d.get("classes") or ()):
+        why = _check_fields(c, _DIAGNOSIS, f"{at}classes[{j}].")
+        for k, s in enumerate(c.get("least") or ()):
+            if why is None and (not isinstance(s, list) or not all(isinstance(x, str) for x in s)):
+                why = f"{at}classes[{j}].least[{k}] must be a list of relaxation names"
+        if why is not None:
+            return why
+    return None
+
+
 def check_record(obj: dict) -> str | None:
     """Why a results-file line (a parsed object) is refused: a key of a run header or a case
     record of the wrong type (those the reports and campaigns read); None when it is fine."""
@@ -404,8 +440,12 @@ def check_record(obj: dict) -> str | None:
         return why
     if obj["verdict"] not in VERDICTS:
         return f"'verdict' {obj['verdict'][:40]!r} is none of {', '.join(VERDICTS)}"
+    why = _check_diagnosis(obj.get("diagnosis"), "diagnosis.")
+    if why is not None:
+        return why
     for i, o in enumerate(obj.get("outputs") or ()):
-        why = _check_fields(o, _OUTPUT, f"outputs[{i}].")
+        why = _check_fields(o, _OUTPUT, f"outputs[{i}].") or \
+            _check_diagnosis(o.get("diagnosis"), f"outputs[{i}].diagnosis.")
         if why is None:
             for j, c in enumerate(o.get("classes") or ()):
                 missing = [k for k in _CLASS_KEYS if k not in c]

@@ -150,6 +150,10 @@ class Manifest:
         return [e for e in self.entries() if not any(e.matches(c) for c in case_ids)]
 
 
+#: the longest ``case`` glob of an entry (a case id is far shorter)
+MAX_GLOB = 512
+
+
 def _entry(table: str, n: int, e: dict, source: str) -> ManifestEntry:
     where = f"manifest {source}: [[{table}]] entry {n}"
     unknown = sorted(set(e) - _KEYS[table])
@@ -159,6 +163,9 @@ def _entry(table: str, n: int, e: dict, source: str) -> ManifestEntry:
     case = e.get("case")
     if not isinstance(case, str) or not case:
         raise ManifestError(f"{where}: 'case' (a case id or glob) is required")
+    if len(case) > MAX_GLOB:  # fnmatch's translation grows past linear in the brackets
+        raise ManifestError(f"{where}: 'case' is {len(case):,} characters, more than "
+                            f"{MAX_GLOB}; a case id or glob is shorter (split the entry)")
     reason = e.get("reason")
     if not isinstance(reason, str) or not reason.strip():
         raise ManifestError(f"{where} ({case!r}): a non-empty 'reason' is required")

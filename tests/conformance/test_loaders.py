@@ -323,3 +323,32 @@ def test_load_error_is_the_projects(tmp_path):
     with pytest.raises(LoadError):
         load_json(tmp_path / "missing.json", what="x", kind="capabilities")
     assert issubclass(LoadError, TilefoundryError)
+
+
+# ---------------------------------------------------------------------------------------------
+# finds of the malformed-input fuzz (benchmarks/malformed_inputs.py)
+# ---------------------------------------------------------------------------------------------
+def test_a_lone_surrogate_is_refused_before_a_report_cannot_write_it(tmp_path):
+    r = _results(tmp_path)
+    r.write_text(r.read_text() + json.dumps(_record(message="\ud800")) + "\n")
+    with pytest.raises(ResultsError, match=r"line 2: message: a string with a lone surrogate"):
+        read_jsonl(r)
+
+
+@pytest.mark.parametrize("diag", [{"least": True}, {"least": [3]}, {"least": [[1]]},
+                                  {"classes": [{"least": "nsz"}]}, {"none": "all"}])
+def test_a_diagnosis_of_the_wrong_shape_is_refused(tmp_path, diag):
+    with pytest.raises(ResultsError, match="diagnosis"):
+        read_jsonl(_results(tmp_path, _record(diagnosis=diag)))
+    rec = _record()
+    rec["outputs"][0]["diagnosis"] = diag
+    with pytest.raises(ResultsError, match=r"outputs\[0\]\.diagnosis"):
+        read_jsonl(_results(tmp_path, rec, name="o.jsonl"))
+
+
+def test_a_manifest_glob_past_its_length_limit_is_refused(tmp_path):
+    # fnmatch took minutes to translate a 100,000-bracket glob
+    p = tmp_path / "m.toml"
+    p.write_text('[[skip]]\ncase = "spec/' + "[" * 100_000 + '"\nreason = "r"\n')
+    with pytest.raises(ManifestError, match=r"'case' is 100,005 characters, more than 512"):
+        Manifest.load(p)

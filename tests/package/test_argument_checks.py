@@ -79,7 +79,7 @@ def test_parse_of_a_manifest_or_baseline_that_is_not_text():
     from tilefoundry.conformance.campaign import Baseline, BaselineError
     from tilefoundry.conformance.manifest import Manifest, ManifestError
 
-    with pytest.raises(ManifestError, match="Manifest.parse takes the TOML text"):
+    with pytest.raises(ManifestError, match=r"Manifest\.parse takes the TOML text"):
         Manifest.parse(1.5)
-    with pytest.raises(BaselineError, match="Baseline.parse takes the JSON text"):
+    with pytest.raises(BaselineError, match=r"Baseline\.parse takes the JSON text"):
         Baseline.parse(np.zeros(2))
