@@ -122,16 +122,20 @@ PAYLOAD = "</code></td>\"'><script>alert(1)</script><img src=x onerror=alert(2)>
 _KEEP = ("type", "id", "verdict", "seconds", "elements", "unjudged")
 
 
-def _tamper(x, key=None):
-    """Every value of a record replaced by PAYLOAD (numbers included), keys kept."""
+def _tamper(x, key=None, numbers=True):
+    """Every value of a record replaced by PAYLOAD (numbers too unless ``numbers`` is False:
+    a results file with a string where a number belongs is refused when it is read, issue 34
+    item 2), keys kept."""
     if isinstance(x, dict):
-        return {k: x[k] if k in _KEEP else _tamper(v, k) for k, v in x.items()}
+        return {k: x[k] if k in _KEEP else _tamper(v, k, numbers) for k, v in x.items()}
     if isinstance(x, list):
-        return [_tamper(v, key) for v in x] or [PAYLOAD]
+        return [_tamper(v, key, numbers) for v in x] or ([PAYLOAD] if numbers else [])
+    if not numbers and isinstance(x, int | float | bool) or x is None:
+        return x
     return PAYLOAD
 
 
-def _tampered_results(src, dst):
+def _tampered_results(src, dst, numbers=True):
     """The warn run's results with every case field a page shows replaced by PAYLOAD: the
     FAIL case also made to warn (its failure section shows its warnings), attempted twice and
     given a worst-element-only output (an older record), plus a FLAKY case."""
@@ -148,8 +152,8 @@ def _tampered_results(src, dst):
                 old.pop("classes")
                 rec["outputs"].append(old)
                 flaky = {**rec, "id": rec["id"] + "/flaky", "verdict": "FLAKY"}
-                lines.append(json.dumps(_tamper(flaky)))
-            rec = _tamper(rec)
+                lines.append(json.dumps(_tamper(flaky, numbers=numbers)))
+            rec = _tamper(rec, numbers=numbers)
         lines.append(json.dumps(rec))
     dst.write_text("\n".join(lines) + "\n")
 
@@ -179,10 +183,22 @@ def test_a_tampered_results_file_puts_no_markup_in_the_html_report(warn_run, tmp
     through `conformance merge --html` and `run --resume --html`: stored XSS. Every field is
     now escaped, numbers included: a results file whose every case field is a script and an
     attribute breaker yields a page with no script, no image, no event attribute."""
+    from tilefoundry.conformance.html_report import render_html
+
     d, _, _ = warn_run
     capsys.readouterr()
     monkeypatch.chdir(tmp_path)
-    _tampered_results(d / "r.jsonl", tmp_path / "t.jsonl")
+    # numbers replaced by markup: the file is refused when read (one line, exit 2), and the
+    # page rendered from those records anyway (the loader bypassed) still holds no markup
+    _tampered_results(d / "r.jsonl", tmp_path / "n.jsonl")
+    rc = main(["conformance", "merge", "n.jsonl", "-o", "n-all.jsonl", "--html", "n.html"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "n.jsonl: line 2: " in err and len(err.strip().splitlines()) == 1, err
+    recs = [json.loads(x) for x in (tmp_path / "n.jsonl").read_text().splitlines()]
+    _no_markup_of_the_payload(render_html([r for r in recs if r.get("type") == "case"],
+                                          title="t", meta="m", result="FAIL"))
+    # every string field replaced by markup: the file loads and the page escapes it all
+    _tampered_results(d / "r.jsonl", tmp_path / "t.jsonl", numbers=False)
     rc = main(["conformance", "merge", "t.jsonl", "-o", "all.jsonl", "--html", "m.html"])
     assert rc == 1, capsys.readouterr()
     _no_markup_of_the_payload((tmp_path / "m.html").read_text())
