@@ -130,7 +130,7 @@ def _tamper(x, key=None, numbers=True):
         return {k: x[k] if k in _KEEP else _tamper(v, k, numbers) for k, v in x.items()}
     if isinstance(x, list):
         return [_tamper(v, key, numbers) for v in x] or ([PAYLOAD] if numbers else [])
-    if not numbers and isinstance(x, int | float | bool) or x is None:
+    if (not numbers and isinstance(x, int | float | bool)) or x is None:
         return x
     return PAYLOAD
 
