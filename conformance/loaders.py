@@ -53,7 +53,7 @@ MAX_INT_DIGITS = 40
 #: size limits per kind, in MiB (``TILEFOUNDRY_MAX_<KIND>_MB`` overrides one)
 SIZE_LIMITS: dict[str, float] = {
     "results": 2048.0, "manifest": 16.0, "baseline": 256.0, "capabilities": 16.0,
-    "reproducer": 64.0, "fuzz_db": 1.0 / 1024,
+    "reproducer": 64.0,
 }
 
 
@@ -86,10 +86,11 @@ def _kind_of(mode: int) -> str:
 
 
 def read_regular(path: str | Path, *, what: str, kind: str,
-                 error: type[TilefoundryError] = LoadError, limit: int | None = None) -> bytes:
+                 error: type[TilefoundryError] = LoadError, limit: int | None = None,
+                 too_big: str | None = None) -> bytes:
     """The bytes of ``path``, a regular file of at most ``limit`` bytes (``size_limit(kind)``);
-    ``error`` naming ``what`` otherwise. Nothing is read from anything else (see the module
-    docstring)."""
+    ``error`` naming ``what`` otherwise (``too_big``: the message past the limit). Nothing is
+    read from anything else (see the module docstring)."""
     limit = size_limit(kind) if limit is None else limit
     fix = f"give {what} as a regular file"
     try:
@@ -108,7 +109,7 @@ def read_regular(path: str | Path, *, what: str, kind: str,
         if not stat.S_ISREG(st.st_mode):  # swapped between the stat and the open
             raise error(f"{what}: {_kind_of(st.st_mode)}, not a regular file; {fix}")
         if st.st_size > limit:
-            raise error(_too_big(what, kind, st.st_size, limit))
+            raise error(too_big or _too_big(what, kind, st.st_size, limit))
         chunks, n = [], 0
         while n <= limit:
             b = os.read(fd, min(1 << 20, limit + 1 - n))
@@ -117,7 +118,7 @@ def read_regular(path: str | Path, *, what: str, kind: str,
             chunks.append(b)
             n += len(b)
         if n > limit:  # grew while read
-            raise error(_too_big(what, kind, n, limit))
+            raise error(too_big or _too_big(what, kind, n, limit))
         return b"".join(chunks)
     except OSError as e:
         if e.errno == errno.EISDIR:
@@ -540,7 +541,10 @@ def fuzz_db_seeds(db: Any, key: bytes, *, warn: Callable[[str], None] | None = N
         f = folder / name
         try:
             raw = read_regular(f, what=f"fuzz database entry {f}", kind="fuzz_db",
-                               limit=MAX_SEED_DIGITS)
+                               limit=MAX_SEED_DIGITS,
+                               too_big=f"fuzz database entry {f}: not a seed (more than "
+                                       f"{MAX_SEED_DIGITS} bytes; a seed is at most "
+                                       f"{MAX_SEED_DIGITS} ASCII digits)")
             if not (raw.isascii() and raw.isdigit()):
                 raise LoadError(f"fuzz database entry {f}: {_short(raw.decode('latin-1')[:20])}"
                                 f" is not a seed (up to {MAX_SEED_DIGITS} ASCII digits)")
