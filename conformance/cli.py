@@ -251,9 +251,13 @@ def _err(msg: str) -> int:
 
 
 def _prepare(args: argparse.Namespace):
-    from tilefoundry.conformance.manifest import Manifest
+    from tilefoundry.conformance.manifest import MAX_GLOB, Manifest
     from tilefoundry.conformance.runner import ConformanceError, _check_writable
 
+    long = next((g for g in getattr(args, "cases", None) or () if len(g) > MAX_GLOB), None)
+    if long is not None:  # fnmatch's translation grows past linear in its brackets
+        raise ConformanceError(f"--cases: a glob of {len(long):,} characters, more than "
+                               f"{MAX_GLOB}; a case id or glob is shorter")
     manifest = Manifest.load(args.manifest) if args.manifest else None
     if getattr(args, "admit", None):
         from tilefoundry.oracle.relax import parse_admit

@@ -353,3 +353,11 @@ def test_a_manifest_glob_past_its_length_limit_is_refused(tmp_path):
     p.write_text('[[skip]]\ncase = "spec/' + "[" * 100_000 + '"\nreason = "r"\n')
     with pytest.raises(ManifestError, match=r"'case' is 100,005 characters, more than 512"):
         Manifest.load(p)
+
+
+def test_a_cases_glob_past_the_length_limit_is_one_line(tmp_path, capsys):
+    rc = main(["conformance", "run", "--backend", "reference", "--cases", "[" * 100_000,
+               "--jsonl", str(tmp_path / "r.jsonl"), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.endswith("--cases: a glob of 100,000 characters, more than 512; a "
+                                    "case id or glob is shorter")
