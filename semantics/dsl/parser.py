@@ -874,9 +874,8 @@ class FunctionParser(StaticEvaluator):
             return Constant(np.array(v, dtype=np.bool_))
         if isinstance(v, int):
             if not -2**31 <= v < 2**31:
-                shown = f"integer {v}" if v.bit_length() < 256 else \
-                    f"an integer of {v.bit_length():,} bits"
-                raise self.error(node, shown, "a Python int is a rank-0 i32 constant "
+                raise self.error(node, f"integer {_short(v)}", "a Python int is a rank-0 i32 "
+                                 "constant "
                                  "and this one is out of range; write const(v, i64)")
             return Constant(np.array(v, dtype=np.int32))
         if isinstance(v, float):
@@ -950,10 +949,11 @@ class FunctionParser(StaticEvaluator):
         if isinstance(v, int) and not isinstance(v, bool):
             t = self.type_of(other, node, "", soft=True)
             if isinstance(t, TensorType) and t.dtype.is_float:
-                raise self.error(vnode, f"int scalar {v}",
+                raise self.error(vnode, f"int scalar {_short(v)}",
                                  f"a Python int is not given the other operand's dtype (it is a "
                                  f"rank-0 i32 constant) and the other operand is {t.dtype}; "
-                                 f"write {float(v)!r}")
+                                 f"write it as a float literal"
+                                 + (f" ({float(v)!r})" if v.bit_length() <= 64 else ""))
         return v
 
     def unaryop(self, node: ast.UnaryOp) -> Any:

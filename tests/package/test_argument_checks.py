@@ -83,3 +83,14 @@ def test_parse_of_a_manifest_or_baseline_that_is_not_text():
         Manifest.parse(1.5)
     with pytest.raises(BaselineError, match=r"Baseline\.parse takes the JSON text"):
         Baseline.parse(np.zeros(2))
+
+
+@pytest.mark.parametrize("body", ["x * 0x" + "f" * 5000, "0x" + "f" * 5000])
+def test_a_dsl_int_of_20000_bits_is_named_by_its_size(body):
+    # found by benchmarks/malformed_inputs.py: the message formatted the int in decimal, past
+    # Python's 4,300-digit limit (ValueError)
+    from tilefoundry.semantics.dsl import DSLError
+
+    src = f"@func\ndef f(x: Tensor[(4,), f32]) -> Tensor[(4,), f32]:\n    return {body}\n"
+    with pytest.raises(DSLError, match="<an int of 20,000 bits>"):
+        parse_module(src)
