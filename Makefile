@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	rm -f $(VENV)/.installed-*
 	$(PYTHON) -m venv $(VENV)
 	$(PY) $(PIP) -c $(LOCK) --upgrade setuptools
-	$(PY) $(PIP) -c $(LOCK) -e '.[dev,torch]'
+	$(PY) $(PIP) -c $(LOCK) -e '.[dev,torch,ray]'
 	touch $@
 
 install: $(STAMP)
