@@ -160,8 +160,8 @@ def test_an_unreachable_address_is_a_one_line_error_before_any_case(tmp_path):
         run(FLAKY, [], out_jsonl=j, executor="dask")
     p = _cli("conformance", "run", "--backend", FLAKY, "--catalog",
              "synthetic_catalog:build_catalog", "--executor", "ray", "--address",
-             "127.0.0.1:1", "--jsonl", str(j))
-    assert p.returncode == 2, p.stderr
+             "127.0.0.1:1", "--jsonl", str(j), "--overwrite")  # past the refusal of an
+    assert p.returncode == 2, p.stderr  # existing file: the address is what is refused
     err = p.stderr.strip().splitlines()
     assert len(err) == 1 and "no Ray cluster answers there" in err[0], p.stderr
     assert p.stdout == "" and j.read_text() == "an earlier run's line\n"
