@@ -91,6 +91,7 @@ from tilefoundry.conformance.input_checks import (
     refuse_existing_results,
 )
 from tilefoundry.conformance.manifest import Manifest, ManifestEntry, ManifestError
+from tilefoundry.conformance.protocol import compile_for
 from tilefoundry.conformance.repro_nonpass import NONPASS_REPRO, write_nonpass_reproducer
 from tilefoundry.errors import BackendUnsupportedError, RunTimeCheckError, TilefoundryError
 
@@ -744,7 +745,7 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
             return done("ERROR", "harness: " + _expected_mismatch(case, None), harness=True)
     phase.value = _COMPILE
     try:
-        compiled = backend.compile(module, entry)
+        compiled = compile_for(backend, module, entry, inputs)  # input_specs: protocol.py
     except BackendUnsupportedError as e:
         return done("NOT_SUPPORTED", f"backend.compile: {_text(e)}")
     except Exception as e:
@@ -842,7 +843,7 @@ def _reduce_into(path: Path, backend: Any, case: Case, seed: int, opts: dict, mo
 
     def still_fails(m: Any, e: str, ins: list) -> bool:
         try:
-            out = backend.run(backend.compile(m, e), [_copy(x) for x in ins])
+            out = backend.run(compile_for(backend, m, e, ins), [_copy(x) for x in ins])
             return check(m, e, ins, out).status == "FAIL"
         except Exception:
             return False
@@ -850,7 +851,7 @@ def _reduce_into(path: Path, backend: Any, case: Case, seed: int, opts: dict, mo
     try:
         r = reduce_failure(module, entry, inputs, still_fails, budget_s=float(opts["reduce_s"]))
         ins = list(r.inputs)
-        out = backend.run(backend.compile(r.module, r.entry), [_copy(x) for x in ins])
+        out = backend.run(compile_for(backend, r.module, r.entry, ins), [_copy(x) for x in ins])
         v = check(r.module, r.entry, ins, out)
         if v.status != "FAIL":
             return
