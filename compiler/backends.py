@@ -25,7 +25,6 @@ for computed values).
 from __future__ import annotations
 
 import contextlib
-
 from dataclasses import dataclass, field
 from typing import Any
 

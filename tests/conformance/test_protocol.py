@@ -102,7 +102,7 @@ def test_a_compile_without_specs_is_caught_by_the_planted_backend(cases):
     m, e, ins = cases[0].build()
     with pytest.raises(AssertionError, match="no input_specs"):
         b.run((m, e, ()), ins)
-    wrong = tuple(InputSpec(s.name, s.kind, s.shape + (1,), s.dtype, s.storage)
+    wrong = tuple(InputSpec(s.name, s.kind, (*s.shape, 1), s.dtype, s.storage)
                   for s in input_specs(m, e, ins))
     with pytest.raises(AssertionError):
         b.run((m, e, wrong), ins)
