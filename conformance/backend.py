@@ -110,6 +110,16 @@ class Capabilities:
     op_attrs: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
     mesh_shapes: frozenset[tuple[int, ...]] | None = None
 
+    def __reduce__(self) -> tuple:
+        """Picklable (a spawned worker receives them) although the runner's validated sets
+        hold read-only mappings: pickled as plain dicts, read-only again when unpickled."""
+        import dataclasses
+
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields["op_dtypes"] = dict(self.op_dtypes)
+        fields["op_attrs"] = {k: dict(v) for k, v in self.op_attrs.items()}
+        return (_unpickle_capabilities, (fields,))
+
     @classmethod
     def everything(cls, **overrides: Any) -> Capabilities:
         """Every op, every dtype, policy, mode and feature (no mesh unless ``mesh=True``);
@@ -193,6 +203,15 @@ class Capabilities:
         except json.JSONDecodeError as e:
             raise InvalidArgumentError(f"--capabilities {path}: not valid JSON ({e})") from None
         return cls.from_json(data, f"--capabilities {path}")
+
+
+def _unpickle_capabilities(fields: dict) -> Capabilities:
+    from types import MappingProxyType
+
+    fields["op_dtypes"] = MappingProxyType(fields["op_dtypes"])
+    fields["op_attrs"] = MappingProxyType({k: MappingProxyType(v)
+                                           for k, v in fields["op_attrs"].items()})
+    return Capabilities(**fields)
 
 
 def _dt_name(d: Any) -> str:

@@ -33,6 +33,10 @@ def _common(p: argparse.ArgumentParser, *, jsonl: str, timeout: float) -> None:
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local: forked worker processes (default); ray: one Ray task per case "
                         "on a Ray cluster (pip install 'tilefoundry[ray]')")
+    p.add_argument("--start-method", metavar="METHOD",
+                   help="how local workers start: fork (default), spawn or forkserver; wins "
+                        "over the backend's start_method attribute (spawn / forkserver: for "
+                        "runtimes that break across fork, such as JAX or CUDA)")
     p.add_argument("--address", metavar="ADDR",
                    help="with --executor ray: the Ray cluster to join (HOST:PORT of its head, "
                         "ray://HOST:PORT, auto); without it a local cluster of -j CPUs is "
@@ -402,7 +406,7 @@ def _run(args: argparse.Namespace) -> int:
                             shard=shard, baseline=baseline,
                             flake_retries=args.flake_retries, caps_override=_caps_file(args),
                             executor=args.executor, ray_address=args.address,
-                            overwrite=args.overwrite)
+                            overwrite=args.overwrite, start_method=args.start_method)
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:
@@ -511,7 +515,8 @@ def _fuzz(args: argparse.Namespace) -> int:
                             repro_dir=args.repro_dir, progress=progress,
                             reduce_s=args.reduce,
                             budget_s=60.0 * args.minutes, caps_override=override,
-                            executor=args.executor, ray_address=args.address)
+                            executor=args.executor, ray_address=args.address,
+                            start_method=args.start_method)
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:

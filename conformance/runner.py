@@ -93,6 +93,12 @@ from tilefoundry.conformance.input_checks import (
 from tilefoundry.conformance.manifest import Manifest, ManifestEntry, ManifestError
 from tilefoundry.conformance.protocol import compile_for
 from tilefoundry.conformance.repro_nonpass import NONPASS_REPRO, write_nonpass_reproducer
+from tilefoundry.conformance.start_method import (
+    choose_start_method,
+    resolve_cases,
+    wait_ready,
+    worker_cases,
+)
 from tilefoundry.errors import BackendUnsupportedError, RunTimeCheckError, TilefoundryError
 
 __all__ = [
@@ -455,7 +461,7 @@ def _rss_mb() -> float:
 
 
 def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, seed: int,
-                 fault_path: str, phase, close_fds: tuple = ()) -> None:
+                 fault_path: str, phase, close_fds: tuple = (), announce: bool = False) -> None:
     for fd in close_fds:  # the runner's locked results file: a worker must not hold the lock
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -473,6 +479,9 @@ def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, see
         backend = load_backend(spec)
     except Exception as e:
         load_error = f"loading the backend in the worker raised {type(e).__name__}: {_text(e)}"
+    if announce:  # spawn / forkserver: the cases come as a recipe (start_method.py)
+        cases = resolve_cases(cases)
+        conn.send(("ready", os.getpid()))
     while True:
         try:
             task = conn.recv()
@@ -912,8 +921,13 @@ def _frames(fault: Path | None) -> str:
 
 class _Pool:
     def __init__(self, spec: str, cases: Sequence[Case], caps: Capabilities, seed: int,
-                 jobs: int, tmp: Path, close_fds: tuple = ()):
-        self.ctx = multiprocessing.get_context("fork")
+                 jobs: int, tmp: Path, close_fds: tuple = (), start: tuple = ("fork", None)):
+        self.method = start[0]  # fork / spawn / forkserver (start_method.py)
+        self.ctx = multiprocessing.get_context(self.method)
+        if self.method != "fork":  # a fresh process holds none of the runner's descriptors
+            close_fds, cases = (), start[1]  # the cases as start_method.worker_cases sends them
+        if self.method == "forkserver":
+            self.ctx.set_forkserver_preload(["tilefoundry.conformance.runner"])
         self.close_fds = tuple(close_fds)
         self.spec, self.cases, self.caps, self.seed, self.tmp = spec, cases, caps, seed, tmp
         self.slots = [_Slot(n) for n in range(jobs)]
@@ -929,10 +943,12 @@ class _Pool:
         slot.proc = self.ctx.Process(
             target=_worker_main, name=f"tilefoundry-conformance-{self.spawned}",
             args=(child, self.spec, self.cases, self.caps, self.seed, str(slot.fault),
-                  slot.phase, self.close_fds))
+                  slot.phase, self.close_fds, self.method != "fork"))
         slot.proc.start()
         child.close()
         slot.conn = parent
+        if self.method != "fork":
+            wait_ready(parent, slot.proc)  # its start-up is not its first case's time
 
     def kill(self, slot: _Slot) -> None:
         if slot.proc is not None:
@@ -964,7 +980,9 @@ class _Pool:
                     continue
                 try:  # exited? left unreaped, so its process group is still its own to kill
                     st = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-                except OSError:
+                except OSError:  # not our child (forkserver's): wait on its sentinel
+                    slot.proc.join(max(0.0, wait_s - (time.monotonic() - t0)))
+                    code = slot.proc.exitcode
                     break
                 if st is not None:
                     code = st.si_status if st.si_code == os.CLD_EXITED else -st.si_status
@@ -1524,7 +1542,7 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         baseline: Any = None, flake_retries: int = 0,
         budget_s: float | None = None, caps_override: Capabilities | None = None,
         executor: str = "local", ray_address: str | None = None,
-        overwrite: bool = True) -> RunResult:
+        overwrite: bool = True, start_method: str | None = None) -> RunResult:
     """Run ``cases`` (a list, a Catalog, a lazy sequence such as ``GeneratedCases``, or a tier
     name of the catalog ``catalog``) against the backend ``backend_spec``; see the module
     docstring. ``deadline`` (a ``time.monotonic()`` value) stops handing out new cases; so
@@ -1545,7 +1563,11 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     both.
 
     ``overwrite=False`` (the command line without ``--overwrite``) refuses a results file that
-    already holds something unless ``resume``: a run never replaces results silently."""
+    already holds something unless ``resume``: a run never replaces results silently.
+
+    ``start_method`` (``--start-method``): how local workers start, ``fork`` / ``spawn`` /
+    ``forkserver``; None takes the backend's ``start_method`` attribute, else ``fork``
+    (``start_method.py``)."""
 
     t_start = time.monotonic()
     if jobs < 1:
@@ -1563,10 +1585,9 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     if ray_address is not None and executor != "ray":
         raise ConformanceError("--address is the Ray cluster of --executor ray; add "
                                "--executor ray or drop --address")
-    if executor == "local" and "fork" not in multiprocessing.get_all_start_methods():
-        raise ConformanceError("the conformance runner needs the 'fork' start method "
-                               "(Linux, macOS); it is not available here")
     backend, caps = _load_backend_checked(backend_spec, caps_override)
+    method = choose_start_method(start_method, backend, backend_spec, executor)
+    origin = (catalog, seed, caps) if isinstance(cases, str) else None  # spawn: rebuild it
     del backend  # the runner only validates it; workers load their own
     check_claims(caps, backend_spec, ConformanceError,
                  source="capabilities()" if caps_override is None else "the capability set")
@@ -1601,10 +1622,11 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     repro_dir = Path(repro_dir) if repro_dir is not None else None
     if repro_dir is not None:
         _check_writable(repro_dir, "--repro-dir", directory=True)
+    start = (method, worker_cases(cases, method, origin))  # before the results file is touched
     return _run_driver(backend_spec, cases, caps, finite, t_start, out_jsonl, resume, seed,
                        manifest, repro_dir, progress, catalog, reduce_s, deadline,
                        worker_rss_mb, stream, shard, baseline, flake_retries, budget_s, jobs,
-                       timeout_s, executor, ray_address, overwrite)
+                       timeout_s, executor, ray_address, overwrite, start)
 
 
 #: tests only: called after the cases ran, before the run reads its results back (a test
@@ -1619,7 +1641,7 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
                 worker_rss_mb: float, stream: Any, shard: tuple[int, int] | None,
                 baseline: Any, flake_retries: int, budget_s: float | None, jobs: int,
                 timeout_s: float, executor: str, ray_address: str | None,
-                overwrite: bool = True) -> RunResult:
+                overwrite: bool = True, start: tuple = ("fork", None)) -> RunResult:
     """``run`` once its arguments are checked: lock the results file, write the header, run
     the cases on the executor (the forked pool, or a Ray session), write the summary."""
     from tilefoundry.conformance.report import Progress, read_jsonl
@@ -1657,7 +1679,7 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
     try:
         if ray_session is None:
             pool = _Pool(backend_spec, cases, caps, seed, min(jobs, max(1, len(cases))), tmp,
-                         close_fds=(f.fileno(),))
+                         close_fds=(f.fileno(),), start=start)
     except BaseException:
         f.close()
         shutil.rmtree(tmp, ignore_errors=True)
