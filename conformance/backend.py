@@ -95,6 +95,11 @@ class Capabilities:
     * ``features``: of ``ALL_FEATURES`` (tuples, calls, loops, dispatch).
     * ``mesh``: sharded programs; ``mesh_shapes`` (None: any) the mesh axis extents it runs,
       e.g. ``{(2,), (2, 2)}``.
+    * ``reduction_order``: the order the backend's float sums reduce in, when it knows it
+      (``"fold_left"``, ``"fold_right"``, ``"pairwise"`` / ``"pairwise:W"``, ``"any"``; None:
+      not declared): cases whose policy needs another order are NOT_SUPPORTED, tree policies
+      are judged against a declared fold; ``empty_reductions=False``: reductions over an
+      empty axis are NOT_SUPPORTED (``reduction_orders.py``).
 
     ``Capabilities.everything()`` claims every op, dtype, mode and feature (the reference);
     ``to_json`` / ``from_json`` round-trip a set (what ``conformance probe`` writes)."""
@@ -109,6 +114,8 @@ class Capabilities:
     op_dtypes: Mapping[str, frozenset[DType]] = field(default_factory=dict)
     op_attrs: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
     mesh_shapes: frozenset[tuple[int, ...]] | None = None
+    reduction_order: str | None = None
+    empty_reductions: bool = True
 
     def __reduce__(self) -> tuple:
         """Picklable (a spawned worker receives them) although the runner's validated sets
@@ -140,14 +147,17 @@ class Capabilities:
                 "op_dtypes": {k: sorted(_dt_name(d) for d in v)
                               for k, v in sorted(self.op_dtypes.items())},
                 "op_attrs": {k: {a: sorted(vs) for a, vs in sorted(v.items())}
-                             for k, v in sorted(self.op_attrs.items())}}
+                             for k, v in sorted(self.op_attrs.items())},
+                "reduction_order": self.reduction_order,
+                "empty_reductions": self.empty_reductions}
 
     @classmethod
     def from_json(cls, data: Any, source: str = "capabilities") -> Capabilities:
         """The inverse of ``to_json``; an InvalidArgumentError naming the bad key. Names are
         checked later, with the closest valid name (``runner.validate_capabilities``)."""
         keys = {"ops", "dtypes", "policies", "overflow_modes", "rounding_modes", "features",
-                "mesh", "mesh_shapes", "op_dtypes", "op_attrs"}
+                "mesh", "mesh_shapes", "op_dtypes", "op_attrs", "reduction_order",
+                "empty_reductions"}
         if not isinstance(data, dict):
             raise InvalidArgumentError(f"{source}: expected a JSON object, got "
                                        f"{type(data).__name__}")
@@ -180,6 +190,9 @@ class Capabilities:
                                        f"{{attribute: [values]}}, got {oa!r}")
         if not isinstance(data.get("mesh", False), bool):
             raise InvalidArgumentError(f"{source}: 'mesh' must be true or false")
+        from tilefoundry.conformance.reduction_orders import check_reduction_claims
+
+        red = check_reduction_claims(_claims_of(data), source, InvalidArgumentError)
         return cls(ops=ops, dtypes=strs("dtypes"), policies=strs("policies"),
                    overflow_modes=strs("overflow_modes"),
                    rounding_modes=strs("rounding_modes"), features=strs("features"),
@@ -187,7 +200,7 @@ class Capabilities:
                    mesh_shapes=None if shapes is None else frozenset(tuple(x) for x in shapes),
                    op_dtypes={k: frozenset(v) for k, v in od.items()},
                    op_attrs={k: {a: frozenset(x) for a, x in v.items()}
-                             for k, v in oa.items()})
+                             for k, v in oa.items()}, **red)
 
     @classmethod
     def load(cls, path: str) -> Capabilities:
@@ -203,6 +216,14 @@ class Capabilities:
         except json.JSONDecodeError as e:
             raise InvalidArgumentError(f"--capabilities {path}: not valid JSON ({e})") from None
         return cls.from_json(data, f"--capabilities {path}")
+
+
+def _claims_of(data: dict) -> Any:
+    """``data``'s keys as attributes (what ``check_reduction_claims`` reads)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(reduction_order=data.get("reduction_order"),
+                           empty_reductions=data.get("empty_reductions", True))
 
 
 def _unpickle_capabilities(fields: dict) -> Capabilities:
@@ -330,6 +351,9 @@ class Requirements:
     op_dtypes: frozenset[tuple[str, DType]] = frozenset()  # (op name, operand / result dtype)
     op_attrs: frozenset[tuple[str, str, str]] = frozenset()  # (op name, attribute, value)
     mesh_shapes: frozenset[tuple[int, ...]] = frozenset()
+    #: (op name, policy, seeded) of each order-sensitive reduction (reduction_orders.py)
+    reduction_orders: frozenset[tuple[str, str, bool]] = frozenset()
+    empty_reductions: frozenset[str] = frozenset()  # each reduction over an empty axis
 
 
 def _dtypes_of(t: Any) -> list[DType]:
@@ -345,6 +369,7 @@ def _dtypes_of(t: Any) -> list[DType]:
 def requirements(module: Module) -> Requirements:
     """Every op (with the dtypes of its operands and result and its policy / overflow /
     rounding attributes), dtype, structural feature and mesh shape ``module`` uses."""
+    from tilefoundry.conformance.reduction_orders import reduction_needs
     from tilefoundry.oracle.reduce import nodes
     from tilefoundry.semantics.ir import GridRegionExpr, TupleGetItem
     from tilefoundry.semantics.ir import Tuple as TupleExpr
@@ -360,6 +385,8 @@ def requirements(module: Module) -> Requirements:
     op_dts: set[tuple[str, DType]] = set()
     op_attrs: set[tuple[str, str, str]] = set()
     shapes: set[tuple[int, ...]] = set()
+    red_orders: set[tuple[str, str, bool]] = set()
+    red_empty: set[str] = set()
 
     def see_type(t: Any) -> None:
         if isinstance(t, TensorType):
@@ -411,6 +438,9 @@ def requirements(module: Module) -> Requirements:
                         dts.add(n.op.dtype)
                         touched.append(n.op.dtype)
                     op_dts.update((o, d) for o in names for d in touched)
+                    o, em = reduction_needs(n)
+                    red_orders |= o
+                    red_empty |= em
                     for a in attrs:
                         v = getattr(n.op, a, None)
                         if isinstance(v, str) and v:
@@ -422,11 +452,14 @@ def requirements(module: Module) -> Requirements:
     return Requirements(frozenset(ops), frozenset(dts), frozenset(attrs["policy"]),
                         frozenset(attrs["overflow"]), bool(shapes),
                         frozenset(attrs["rounding"]), frozenset(feats), frozenset(op_dts),
-                        frozenset(op_attrs), frozenset(shapes))
+                        frozenset(op_attrs), frozenset(shapes), frozenset(red_orders),
+                        frozenset(red_empty))
 
 
 def unsupported_reason(caps: Capabilities, req: Requirements) -> str | None:
     """Why a backend with ``caps`` cannot run a program needing ``req`` (None: it can)."""
+    from tilefoundry.conformance.reduction_orders import reduction_reason
+
     if caps.ops is not None:
         kinds = {o.split(".")[0] for o in req.ops if "." in o}
         missing = sorted(o for o in req.ops
@@ -456,6 +489,9 @@ def unsupported_reason(caps: Capabilities, req: Requirements) -> str | None:
         o, a, v = bad_attr[0]
         return f"{o} with {a}={v!r} not supported (op_attrs[{o!r}][{a!r}] = " \
                f"{sorted(caps.op_attrs[o][a])})"
+    why = reduction_reason(caps, req.reduction_orders, req.empty_reductions)
+    if why is not None:
+        return why
     if req.mesh and not caps.mesh:
         return "sharded programs (mesh simulation) not supported"
     if req.mesh and caps.mesh_shapes is not None and req.mesh_shapes - caps.mesh_shapes:

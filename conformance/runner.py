@@ -92,6 +92,7 @@ from tilefoundry.conformance.input_checks import (
 )
 from tilefoundry.conformance.manifest import Manifest, ManifestEntry, ManifestError
 from tilefoundry.conformance.protocol import compile_for
+from tilefoundry.conformance.reduction_orders import check_reduction_claims, judged_module
 from tilefoundry.conformance.repro_nonpass import NONPASS_REPRO, write_nonpass_reproducer
 from tilefoundry.conformance.start_method import (
     choose_start_method,
@@ -191,7 +192,8 @@ def validate_capabilities(caps: Any, spec: str) -> Capabilities:
                         op_dtypes=MappingProxyType({k: dts(v) for k, v in op_dt.items()}),
                         op_attrs=MappingProxyType({k: MappingProxyType(v)
                                                    for k, v in op_at.items()}),
-                        mesh_shapes=shapes)
+                        mesh_shapes=shapes,
+                        **check_reduction_claims(caps, where, ConformanceError))
 
 
 def _load_backend_checked(spec: str, caps_override: Capabilities | None = None
@@ -743,8 +745,11 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
     if case.expect_error is not None:
         rec["expect_error"] = case.expect_error
     ref_error: BaseException | None = None
-    try:
-        ev, _ = evaluate_enclosed(module, entry, inputs)
+    try:  # judged: under the backend's declared reduction order (reduction_orders.py)
+        judged = judged_module(caps, module)
+        if judged is not module:
+            rec["judged_order"] = caps.reduction_order
+        ev, _ = evaluate_enclosed(judged, entry, inputs)
     except Exception as e:
         if case.expect_error is None or reference_check(e) != case.expect_error:
             return done("ERROR", "harness: " + _expected_mismatch(case, e), harness=True)
@@ -778,7 +783,7 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
                                    f"returned values instead of raising RunTimeCheckError"))
     phase.value = _CHECK
     try:
-        v = check(module, entry, inputs, observed, reference=ev)
+        v = check(judged, entry, inputs, observed, reference=ev)
     except Exception as e:  # malformed output that slipped through the oracle's validation
         return done("ERROR", _raised("judging the backend's output", e))
     if v.status == "ERROR":
@@ -792,7 +797,7 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
         unj = [o for o in v.outputs if o.status == "UNJUDGED"]
         return done("UNJUDGED", f"{rec['unjudged']} of {rec['elements']} element(s) unjudged "
                                 f"in {len(unj)} output(s): {unj[0].line()}")
-    v = _diagnosed(module, entry, inputs, observed, v)
+    v = _diagnosed(judged, entry, inputs, observed, v)
     fails = [o for o in v.outputs if o.status == "FAIL"]
     if v.diagnosis is not None:
         rec["diagnosis"] = v.diagnosis.to_json()
@@ -801,7 +806,7 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
         from tilefoundry.oracle.diagnose import judge_under
 
         try:
-            under = judge_under(module, entry, inputs, observed, v, admit)
+            under = judge_under(judged, entry, inputs, observed, v, admit)
         except Exception:
             under = False
         if under:
@@ -815,6 +820,8 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
             return done("PASS", f"accepted by the manifest's tolerance override (<= {tol[0]} "
                                 f"ulp; worst {worst:g} ulp): {tol[1]}", tolerance=tol[0])
     why = f"; {v.diagnosis.line()}" if v.diagnosis is not None else ""
+    if "judged_order" in rec:
+        why += f" (judged as the declared reduction_order {rec['judged_order']!r})"
     done("FAIL", fails[0].line() + (f" (+{len(fails) - 1} more failing output(s))"
                                     if len(fails) > 1 else "") + why,
          outputs=[_output_detail(o) for o in fails])
