@@ -8,7 +8,9 @@
    reproducer directory and a resumed file written for another backend or seed.
 2. ``jobs`` long-lived worker processes are forked (the ``fork`` start method: the cases, with
    their builder closures, are inherited, never pickled). Each worker loads the backend itself,
-   once, by its spec string, then takes case indices from the runner one at a time.
+   once, by its spec string, then takes case indices from the runner one at a time. ``spawn`` /
+   ``forkserver`` (``start_method``, or the backend's attribute) start fresh workers that
+   rebuild the cases instead (``start_method.py``).
 3. Per case the worker builds ``(module, entry, inputs)``, computes ``requirements(module)`` and
    answers **NOT_SUPPORTED** naming what is missing when ``unsupported_reason`` says so — the
    backend is not called. Otherwise it evaluates the reference, calls ``backend.compile`` and
