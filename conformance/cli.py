@@ -561,21 +561,12 @@ def _probe(args: argparse.Namespace) -> int:
         print(f"\n{PROG}: interrupted; nothing written", file=sys.stderr)
         return 130
     probe.write(args.out, res)
-    caps = res.caps
-    rej = res.rejected
+    claiming, rej = res.claiming, res.rejected
     print(f"{PROG} probe: backend {args.backend!r}: {len(res.cases)} probe case(s) from tier "
-          f"{args.tier!r}, {len(res.cases) - len(rej)} accepted, {len(rej)} rejected")
-    print(f"claims: {len(caps.ops or ())} op(s), dtypes "
-          f"{sorted(d.value for d in caps.dtypes)}, policies {sorted(caps.policies)}, "
-          f"overflow {sorted(caps.overflow_modes)}, rounding {sorted(caps.rounding_modes)}, "
-          f"features {sorted(caps.features)}, mesh shapes "
-          f"{sorted(caps.mesh_shapes) if caps.mesh_shapes else 'none'}")
-    for p, r in rej[:40]:
-        print(f"rejected {r.get('verdict', '?'):8} {p.case.id} (probes {p.key[1]}"
-              f"{' on ' + ','.join(p.key[2]) if p.key[0] == 'op' else ''}): "
-              f"{r.get('message', '')[:160]}")
-    if len(rej) > 40:
-        print(f"... and {len(rej) - 40} more (see {args.jsonl})")
+          f"{args.tier!r}: {len(claiming)} deciding the claims ({len(claiming) - len(rej)} "
+          f"accepted, {len(rej)} rejected), {len(res.cases) - len(claiming)} edge case(s) "
+          f"for the findings")
+    print("\n".join(probe.report_lines(res)))
     print(f"\nwrote {args.out}; judge with: tilefoundry conformance run --backend "
           f"{args.backend} --capabilities {args.out}")
     return 0

@@ -683,8 +683,14 @@ def _judge_enclosure(i: int, enc: Any, e: np.ndarray, o: np.ndarray) -> OutputVe
         bad = v.worst_index or ()
         lo, hi = enc.lo.reshape(e.shape), enc.hi.reshape(e.shape)
         nan = enc.nan.reshape(e.shape)
+        try:  # the error and the admitted interval as numbers, as for exact / ulp
+            err = _interval(e, o, bad, 0)[0]
+        except Exception:  # a format the interval cannot be read in: the detail says it
+            err = None
         return replace(v, detail=(f"enclosure at {list(bad)}: [{_dec(lo, bad)}, {_dec(hi, bad)}]"
-                                  f"{' or NaN' if nan[bad] else ''}"))
+                                  f"{' or NaN' if nan[bad] else ''}"), error=err,
+                       admitted=f"[{_dec(lo, bad)}, {_dec(hi, bad)}]"
+                       + (" or NaN" if nan[bad] else ""))
     if unb.any():
         return OutputVerdict(i, UNJUDGED, name, total=total, unjudged=int(unb.sum()),
                              detail=f"{int(unb.sum())} of {total} element(s) unjudged (their "
