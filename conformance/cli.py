@@ -16,6 +16,7 @@ import collections
 import sys
 from pathlib import Path
 
+from tilefoundry.conformance.input_checks import refuse_existing_results
 from tilefoundry.errors import TilefoundryError
 
 PROG = "tilefoundry conformance"
@@ -131,6 +132,9 @@ def add_parser(sub) -> None:
                         f"replayed first by the next fuzz run of the same backend and generator "
                         f"(default {DEFAULT_FUZZ_DB})")
     f.add_argument("--no-db", action="store_true", help="neither replay nor save failing seeds")
+    f.add_argument("--overwrite", action="store_true",
+                   help="replace the results --jsonl holds (without it a results file that is "
+                        "not empty is refused; a fuzz run is not resumed)")
     f.set_defaults(func=_fuzz)
     ls = csub.add_parser(
         "list", help="list the catalog's cases", formatter_class=RAW,
@@ -162,6 +166,9 @@ def add_parser(sub) -> None:
     mg.add_argument("-o", "--jsonl", default="tilefoundry-conformance-merged.jsonl",
                     help="the merged results file (default "
                          "tilefoundry-conformance-merged.jsonl)")
+    mg.add_argument("--overwrite", action="store_true",
+                    help="replace the results -o holds (without it a results file that is "
+                         "not empty is refused)")
     mg.add_argument("--junit", help="write a JUnit XML report here")
     mg.add_argument("--coverage", help="write the op x dtype coverage matrix here")
     mg.add_argument("--html", metavar="FILE", help="write a self-contained HTML report here")
@@ -201,6 +208,9 @@ def add_parser(sub) -> None:
                     help="probe only with the cases matching this glob (repeatable)")
     pr.add_argument("--jsonl", default="tilefoundry-probe.jsonl",
                     help="the probe cases' results (default tilefoundry-probe.jsonl)")
+    pr.add_argument("--overwrite", action="store_true",
+                    help="replace what --out and --jsonl hold (without it a file that is not "
+                         "empty is refused)")
     pr.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     pr.set_defaults(func=_probe)
     cv = csub.add_parser("coverage", help="what a tier exercises and what it leaves out",
@@ -305,9 +315,9 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
     if rt:
         print()
         print(rt)
-    from tilefoundry.conformance.report_groups import grouped_failures, reason_lines
+    from tilefoundry.conformance.report_groups import grouped_failures, op_table, reason_lines
 
-    for block in (grouped_failures(recs), reason_lines(recs)):
+    for block in (op_table(recs), grouped_failures(recs), reason_lines(recs)):
         if block:
             print()
             print(block)
@@ -434,6 +444,8 @@ def _merge(args: argparse.Namespace) -> int:
         if any(Path(f).resolve() == out.resolve() for f in args.files):
             raise campaign.CampaignError(f"merge: -o {out} is one of the input files")
         runner._check_writable(out, "-o")
+        if not args.overwrite:
+            refuse_existing_results(out, campaign.CampaignError, resume=False, flag="-o")
         merged = campaign.merge_results(args.files)
         baseline = _load_baseline(args)
         if baseline is not None:
@@ -498,6 +510,8 @@ def _fuzz(args: argparse.Namespace) -> int:
         if not args.minutes > 0:
             raise runner.ConformanceError(f"--minutes: expected a positive number, got "
                                           f"{args.minutes}")
+        if not args.overwrite:  # a fuzz run is not resumed: only --overwrite replaces it
+            refuse_existing_results(Path(args.jsonl), runner.ConformanceError, resume=False)
         manifest, progress = _prepare(args)
         override = _caps_file(args)
         _, caps = runner._load_backend_checked(args.backend, override)  # names checked first
@@ -551,6 +565,10 @@ def _probe(args: argparse.Namespace) -> int:
 
     try:
         runner._check_writable(Path(args.out), "--out")
+        if not args.overwrite:
+            refuse_existing_results(Path(args.out), runner.ConformanceError, resume=False,
+                                    flag="--out")
+            refuse_existing_results(Path(args.jsonl), runner.ConformanceError, resume=False)
         progress = sys.stderr.isatty() if args.progress is None else args.progress
         res = probe.probe(args.backend, tier=args.tier, seed=args.seed, jobs=args.jobs,
                           timeout_s=args.timeout, work_jsonl=args.jsonl, catalog=args.catalog,

@@ -221,7 +221,9 @@ def derive(probes: list[ProbeCase], verdicts: dict[str, dict]) -> Capabilities:
         mesh=bool(shapes), mesh_shapes=frozenset(shapes) if shapes else None,
         op_dtypes={k: frozenset(DType(d) for d in v) for k, v in op_dtypes.items()},
         op_attrs={k: {a: frozenset(x) for a, x in v.items()} for k, v in op_attrs.items()},
-        cast_pairs=frozenset((DType(a), DType(b)) for a, b in pairs))
+        # no Cast claimed: no pair to state (the file reads as one written before D300)
+        cast_pairs=frozenset((DType(a), DType(b)) for a, b in pairs)
+        if "Cast" in op_dtypes else None)
 
 
 def probe(backend_spec: str, *, tier: str = "quick", seed: int = 0, jobs: int = 1,
