@@ -564,11 +564,11 @@ def _probe(args: argparse.Namespace) -> int:
     from tilefoundry.conformance import probe, runner
 
     try:
-        runner._check_writable(Path(args.out), "--out")
-        if not args.overwrite:
+        if not args.overwrite:  # before --out is touched: a refusal leaves nothing behind
             refuse_existing_results(Path(args.out), runner.ConformanceError, resume=False,
                                     flag="--out")
             refuse_existing_results(Path(args.jsonl), runner.ConformanceError, resume=False)
+        runner._check_writable(Path(args.out), "--out")
         progress = sys.stderr.isatty() if args.progress is None else args.progress
         res = probe.probe(args.backend, tier=args.tier, seed=args.seed, jobs=args.jobs,
                           timeout_s=args.timeout, work_jsonl=args.jsonl, catalog=args.catalog,
