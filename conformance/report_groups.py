@@ -126,7 +126,7 @@ def collapsed_failures(records: list[dict], limit: int = 50) -> str:
     return "\n".join(out)
 
 
-_NS = re.compile(r"^(op|dtype|feature|policy|overflow|rounding|mesh)\w*\(s\) \[(.*?)\]")
+_NS = re.compile(r"^(op|dtype|feature|policy|overflow|rounding|mesh|cast pair)\w*\(s\) \[(.*?)\]")
 _UNJ_WHY = re.compile(r"their enclosure admits every value: (.*)\)$")
 
 
@@ -149,7 +149,7 @@ def _unj_reason(msg: str) -> str:
     return msg.split(" — ", 1)[1] if " — " in msg else msg[:120]
 
 
-def reason_lines(records: list[dict], names: int = 12) -> str:
+def reason_lines(records: list[dict], names: int = 50) -> str:
     """NOT_SUPPORTED by reason (each reason's items with their case counts) and UNJUDGED by
     reason with every case named (up to ``names`` per reason). Empty when there is neither."""
     out: list[str] = []

@@ -128,3 +128,16 @@ def test_the_per_op_table_counts_a_case_under_each_op_and_puts_failures_first():
     assert [x.split()[0] for x in lines[3:]] == ["Unary.exp", "Cast", "Binary.add"]
     assert "MatMul" not in "\n".join(lines)  # NOT_SUPPORTED: broken down by reason instead
     assert op_table([recs[3]]) == ""
+
+
+def test_every_unjudged_case_of_a_selfcheck_sized_run_is_named():
+    """Issue 33: `make selfcheck` ended 'UNJUDGED (13 unnamed cases)'; 13 cases of one reason
+    are each named (the list is cut only past 50)."""
+    from tilefoundry.conformance.report_groups import reason_lines
+
+    msg = ("1 of 3 element(s) unjudged in 1 output(s): output 0: UNJUDGED under enclosure(x) — "
+           "1 of 3 element(s) unjudged (their enclosure admits every value: Conv2D)")
+    recs = [{"id": f"u/{i}", "verdict": "UNJUDGED", "message": msg} for i in range(13)]
+    line = reason_lines(recs).splitlines()[1]
+    assert line.startswith("  13 case(s): enclosure admits every value: Conv2D: u/0, u/1")
+    assert line.rsplit(": ", 1)[1].split(", ") == [f"u/{i}" for i in range(13)], line

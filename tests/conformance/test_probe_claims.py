@@ -181,3 +181,16 @@ def test_probe_cases_put_the_ordinary_case_first():
     ints = next(p for k, p in claim.items() if k[:3] == ("op", "Reduce.min", ("i32",)))
     assert ints.edge == "empty"  # the tier has no ordinary i32 min: decided on its edge case
     assert len({p.case.id for p in picked}) == len(picked)
+
+
+def test_an_unclaimed_cast_pair_is_a_not_supported_reason_of_its_own():
+    from tilefoundry.conformance.report_groups import reason_lines
+
+    recs = [{"id": "a", "verdict": "NOT_SUPPORTED",
+             "message": "cast pair(s) [f32->f16, f32->bf16] not in the backend's capabilities "
+                        "(cast_pairs)"},
+            {"id": "b", "verdict": "NOT_SUPPORTED",
+             "message": "cast pair(s) [f32->f16] not in the backend's capabilities "
+                        "(cast_pairs)"}]
+    text = reason_lines(recs)
+    assert "  cast pair not claimed: 2 case(s): f32->f16 2, f32->bf16 1" in text, text
