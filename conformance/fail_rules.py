@@ -6,7 +6,8 @@ ulp of the exact value (contracts.md ยง Transcendentals: the ULP budget table) โ
 under ulp(...): ... 5 ulp apart (error 0.00015, admitted [a, b])"``. The rule text is data:
 ``RULES`` maps (contract kind, op class) to (rule, section); ``"*"`` is the kind's default.
 The contract kinds are the oracle's (``semantics.evaluator.registry.CONTRACT_KINDS``) plus
-``enclosure`` (an output downstream of an inexact op); a test holds the table complete for
+``enclosure`` (an output downstream of an inexact op) and ``exact_bits`` (an output made only
+of copies, D298); a test holds the table complete for
 them and every section to a heading of docs/contracts.md.
 """
 
@@ -27,8 +28,9 @@ _SCAN = "Scan, sort, top-k"
 _SHARD = "Sharded programs: Partial completion"
 _JUDGED = "How an output is judged"
 
-#: the contract kinds an output verdict can name beyond the op contracts' own
-ORACLE_KINDS = ("enclosure",)
+#: the contract kinds an output verdict can name beyond the op contracts' own: an output
+#: downstream of an inexact op, and one made only of copies (D298)
+ORACLE_KINDS = ("enclosure", "exact_bits")
 
 _EXACT_ELEM = "widen to f32, operate in IEEE f32, round once to {dtype}: bit-exact"
 _TILE_OPS = ("SeededReduce", "MaskedReduce", "CustomReduce")
@@ -83,6 +85,8 @@ RULES: dict[tuple[str, str], tuple[str, str]] = {
                               "anything", _CAST),
     ("permutation", "*"): ("each fiber holds the reference's elements in some order, values "
                            "and indices permuted alike (TopK sorted=False)", _SCAN),
+    ("exact_bits", "*"): ("made only of copies: bit-identical to the reference, NaN payload "
+                          "and sign included", _JUDGED),
     ("enclosure", "*"): ("downstream of an inexact op: inside the sound enclosure of every "
                          "result the contracts upstream admit", _JUDGED),
 }
@@ -98,8 +102,12 @@ _ULP_RE = re.compile(r"ulp\(<= ([0-9.eE+-]+) in (\w+)")
 
 
 def contract_kind(contract: str) -> str:
-    """The kind of an output verdict's contract text (``"ulp(<= 1 in bf16, ...)"`` -> ulp)."""
-    return str(contract).split("(")[0].split(" ")[0] or "?"
+    """The kind of an output verdict's contract text (``"ulp(<= 1 in bf16, ...)"`` -> ulp,
+    ``"exact bits (a copy: ...)"`` -> exact_bits)."""
+    text = str(contract)
+    if text.startswith("exact bits"):
+        return "exact_bits"
+    return text.split("(")[0].split(" ")[0] or "?"
 
 
 def rule_for(contract: str, op_label: str, dtype: str) -> tuple[str, str]:

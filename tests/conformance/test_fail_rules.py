@@ -44,6 +44,23 @@ def test_every_contract_kind_has_a_rule_and_every_section_is_a_heading():
     assert set(SECTIONS) == {s for _, s in RULES.values()}
 
 
+def test_every_contract_the_oracle_writes_has_a_rule_of_its_kind():
+    """Read from the oracle's source, so a new contract text without a rule fails here: each
+    literal contract of a ``_judge`` / ``OutputVerdict`` call in oracle/*.py."""
+    from tilefoundry.conformance.fail_rules import contract_kind
+
+    found = set()
+    for f in sorted((ROOT / "oracle").glob("*.py")):
+        for m in re.finditer(r'(?:_judge\(\w+, |OutputVerdict\(\w+, \w+, )f?"([^"]+)"',
+                             f.read_text()):
+            found.add(contract_kind(m.group(1)))
+    found.discard("none")  # UNJUDGED only: no contract decided it, no FAIL names it
+    assert {"exact", "exact_bits", "permutation", "unspecified", "admitted_set",
+            "enclosure"} <= found, found
+    assert all((k, "*") in RULES for k in found), sorted(k for k in found
+                                                        if (k, "*") not in RULES)
+
+
 def test_the_rule_is_picked_by_kind_and_op_class():
     assert rule_for("ulp(<= 1 in bf16, Unary(exp))", "Unary(exp)", "bf16") == (
         "correctly rounded within 1 ulp in bf16 of the exact value",
@@ -54,6 +71,8 @@ def test_the_rule_is_picked_by_kind_and_op_class():
     assert rule_for("exact", "Transpose", "f32")[1] == "How an output is judged"
     assert rule_for("admitted_set(unordered_tree, Reduce(sum))", "Reduce(sum)",
                     "f32")[1] == "Reductions"
+    assert "NaN payload" in rule_for("exact bits (a copy: NaN payload and sign kept)",
+                                     "Transpose", "f32")[0]
     assert rule_for("enclosure(Unary(exp) within 1 ulp; width median 2 / max 3 ulp)",
                     "Binary(mul)", "bf16")[1] == "How an output is judged"
 
