@@ -599,7 +599,10 @@ def _generated(caps: Capabilities, focus: str, r: random.Random
         return None
     if cls not in limit.classes:
         return None
-    others = tuple(c for c in limit.classes if c.__name__ in _COMPOSED)
+    # by name: a frozenset of classes iterates in an order set by their addresses (id-based
+    # hashes), which differs between processes and with allocation history
+    others = tuple(sorted((c for c in limit.classes if c.__name__ in _COMPOSED),
+                          key=lambda c: c.__name__))
     sharded = cls.__name__ in ("Reshard", "Local") and limit.sharded
     ops = tuple(c for c in (cls, *others) if c is not Local or cls is Local)
     for _ in range(16):
