@@ -12,7 +12,8 @@
 #            adds flags, e.g. BENCH_ARGS="--tune --tune-out $OUT/triton_tuned.json" (the
 #            autotuner's record, committed as compiler/triton_tuned.json)
 #   rows     benchmarks/bench_gpu.py --rows --no-cuda (the Triton row kernels beside torch,
-#            torch.compile and Liger-Kernel; one table); BENCH_ARGS as for bench
+#            torch.compile and Liger-Kernel; one table); BENCH_ARGS as for bench; then
+#            benchmarks/rmsnorm_guard_cost.py (what RMSNorm's strict guard costs)
 # Wheels in ./.whl (e.g. Liger-Kernel: `pip download --no-deps liger-kernel -d .whl` on a
 # machine with a network; the device machine has none) are installed beside the package.
 set -uo pipefail
@@ -71,6 +72,7 @@ for stage in "$@"; do
     rows)
         python "$R/benchmarks/bench_gpu.py" --rows --no-cuda ${BENCH_ARGS:-} \
             --json "$OUT/rows_gpu.json" > "$OUT/rows.log" 2>&1
+        python "$R/benchmarks/rmsnorm_guard_cost.py" >> "$OUT/rows.log" 2>&1
         sed -n '/^| kernel/,$p' "$OUT/rows.log"
         grep -E "^tune|Error|error" "$OUT/rows.log" | cut -c1-300 ;;
     *) echo "unknown stage $stage" ;;

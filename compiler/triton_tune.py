@@ -39,7 +39,7 @@ from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.semantics.ir import Module
 from tilefoundry.semantics.printer import to_text as module_text
 
-__all__ = ["SHIPPED", "Candidate", "candidates", "program_key", "record", "tune",
+__all__ = ["SHIPPED", "Candidate", "candidates", "lookup", "program_key", "record", "tune",
            "tuned_config"]
 
 #: the shipped record (measured on an H200: ``benchmarks/bench_gpu.py --tune``)
@@ -184,11 +184,17 @@ def tuned_config(module: Module, entry: str, shapes: Iterable[Sequence[int]],
                  base: TileConfig) -> TileConfig:
     """The recorded configuration of the program (the user's table, then the shipped one),
     else ``base``."""
+    return lookup(module, entry, shapes, base)[0]
+
+
+def lookup(module: Module, entry: str, shapes: Iterable[Sequence[int]],
+           base: TileConfig) -> tuple[TileConfig, Path | None]:
+    """``tuned_config`` and the table it came from (None: ``base``, no usable record)."""
     key = program_key(module, entry, shapes)
     for path in (user_table(), SHIPPED):
         hit = _read(path).get(key)
         if isinstance(hit, dict) and isinstance(hit.get("best"), dict):
             cfg = _config_of(hit["best"], base)
             if cfg is not None:
-                return cfg
-    return base
+                return cfg, path
+    return base, None
