@@ -21,12 +21,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import bench_gpu as B  # noqa: E402
+import bench_gpu as B
 
-from tilefoundry.compiler import triton_tune  # noqa: E402
-from tilefoundry.compiler.pipeline import compile as tf_compile  # noqa: E402
-from tilefoundry.compiler.render_triton import render  # noqa: E402
-from tilefoundry.compiler.triton_backend import TRITON_TILES, DeviceRun, TritonExecutable  # noqa: E402
+from tilefoundry.compiler import triton_tune
+from tilefoundry.compiler.pipeline import compile as tf_compile
+from tilefoundry.compiler.render_triton import render
+from tilefoundry.compiler.triton_backend import TRITON_TILES, DeviceRun, TritonExecutable
 
 _SELECT = re.compile(r"(v__\d+) = tl\.broadcast_to\(tl\.where\((v__\d+), (v__\d+), (v__\d+)\), "
                      r"(\[\d+, \d+\])\)\n(\s+v__\d+ = tl\.broadcast_to\(_tf_round_bf16_hw)")
