@@ -95,6 +95,9 @@ class Capabilities:
     * ``features``: of ``ALL_FEATURES`` (tuples, calls, loops, dispatch).
     * ``mesh``: sharded programs; ``mesh_shapes`` (None: any) the mesh axis extents it runs,
       e.g. ``{(2,), (2, 2)}``.
+    * ``cast_pairs``: the (source, destination) dtype pairs ``Cast`` runs, e.g.
+      ``{(f16, f32)}``; None (the default) limits a Cast by ``dtypes`` / ``op_dtypes`` alone,
+      so every pair of claimed dtypes is claimed (D300).
     * ``reduction_order``: the order the backend's float sums reduce in, when it knows it
       (``"fold_left"``, ``"fold_right"``, ``"pairwise"`` / ``"pairwise:W"``, ``"any"``; None:
       not declared): cases whose policy needs another order are NOT_SUPPORTED, tree policies
@@ -114,6 +117,7 @@ class Capabilities:
     op_dtypes: Mapping[str, frozenset[DType]] = field(default_factory=dict)
     op_attrs: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
     mesh_shapes: frozenset[tuple[int, ...]] | None = None
+    cast_pairs: frozenset[tuple[DType, DType]] | None = None
     reduction_order: str | None = None
     empty_reductions: bool = True
 
@@ -148,16 +152,19 @@ class Capabilities:
                               for k, v in sorted(self.op_dtypes.items())},
                 "op_attrs": {k: {a: sorted(vs) for a, vs in sorted(v.items())}
                              for k, v in sorted(self.op_attrs.items())},
-                "reduction_order": self.reduction_order,
-                "empty_reductions": self.empty_reductions}
+                **({} if self.cast_pairs is None else {"cast_pairs": sorted(
+                    [_dt_name(a), _dt_name(b)] for a, b in self.cast_pairs)}),
+                **({} if self.reduction_order is None else
+                   {"reduction_order": self.reduction_order}),
+                **({} if self.empty_reductions else {"empty_reductions": False})}
 
     @classmethod
     def from_json(cls, data: Any, source: str = "capabilities") -> Capabilities:
         """The inverse of ``to_json``; an InvalidArgumentError naming the bad key. Names are
         checked later, with the closest valid name (``runner.validate_capabilities``)."""
         keys = {"ops", "dtypes", "policies", "overflow_modes", "rounding_modes", "features",
-                "mesh", "mesh_shapes", "op_dtypes", "op_attrs", "reduction_order",
-                "empty_reductions"}
+                "mesh", "mesh_shapes", "op_dtypes", "op_attrs", "cast_pairs",
+                "reduction_order", "empty_reductions"}
         if not isinstance(data, dict):
             raise InvalidArgumentError(f"{source}: expected a JSON object, got "
                                        f"{type(data).__name__}")
@@ -190,6 +197,12 @@ class Capabilities:
                                        f"{{attribute: [values]}}, got {oa!r}")
         if not isinstance(data.get("mesh", False), bool):
             raise InvalidArgumentError(f"{source}: 'mesh' must be true or false")
+        pairs = data.get("cast_pairs")
+        if pairs is not None and (not isinstance(pairs, list) or not all(
+                isinstance(x, list) and len(x) == 2 and all(isinstance(d, str) for d in x)
+                for x in pairs)):
+            raise InvalidArgumentError(f"{source}: 'cast_pairs' must be null or a list of "
+                                       f"[source, destination] dtype names, got {pairs!r}")
         from tilefoundry.conformance.reduction_orders import check_reduction_claims
 
         red = check_reduction_claims(_claims_of(data), source, InvalidArgumentError)
@@ -200,7 +213,9 @@ class Capabilities:
                    mesh_shapes=None if shapes is None else frozenset(tuple(x) for x in shapes),
                    op_dtypes={k: frozenset(v) for k, v in od.items()},
                    op_attrs={k: {a: frozenset(x) for a, x in v.items()}
-                             for k, v in oa.items()}, **red)
+                             for k, v in oa.items()},
+                   cast_pairs=None if pairs is None else frozenset(tuple(x) for x in pairs),
+                   **red)
 
     @classmethod
     def load(cls, path: str) -> Capabilities:
@@ -295,7 +310,7 @@ def _unknown(what: str, name: str, valid: frozenset[str]) -> str:
 def capability_name_error(ops: Any, dtypes: Any, policies: Any = (),
                           overflow_modes: Any = (), rounding_modes: Any = (),
                           features: Any = (), op_dtypes: Any = None,
-                          op_attrs: Any = None) -> str | None:
+                          op_attrs: Any = None, cast_pairs: Any = None) -> str | None:
     """Every op, dtype, reduction policy and overflow mode name of the capabilities that names
     nothing, each with the closest valid name(s), as ``"unknown op 'Binray' (closest valid
     name: 'Binary')"`` joined by ``"; "`` (None: every name is known). ``dtypes`` may hold
@@ -333,6 +348,9 @@ def capability_name_error(ops: Any, dtypes: Any, policies: Any = (),
                 continue
             bad += [f"op_attrs[{k!r}][{a!r}]: " + _unknown(a, str(v), _ATTR_SETS[a])
                     for v in sorted(map(str, vs)) if v not in _ATTR_SETS[a]]
+    for pair in sorted(cast_pairs or (), key=lambda p: tuple(map(_dt_name, p))):
+        bad += [f"cast_pairs[{_dt_name(pair[0])}->{_dt_name(pair[1])}]: " +
+                _unknown("dtype", str(d), names) for d in map(_dt_name, pair) if d not in names]
     return "; ".join(bad) or None
 
 
@@ -351,6 +369,7 @@ class Requirements:
     op_dtypes: frozenset[tuple[str, DType]] = frozenset()  # (op name, operand / result dtype)
     op_attrs: frozenset[tuple[str, str, str]] = frozenset()  # (op name, attribute, value)
     mesh_shapes: frozenset[tuple[int, ...]] = frozenset()
+    cast_pairs: frozenset[tuple[DType, DType]] = frozenset()  # (source, destination) of a Cast
     #: (op name, policy, seeded) of each order-sensitive reduction (reduction_orders.py)
     reduction_orders: frozenset[tuple[str, str, bool]] = frozenset()
     empty_reductions: frozenset[str] = frozenset()  # each reduction over an empty axis
@@ -385,6 +404,7 @@ def requirements(module: Module) -> Requirements:
     op_dts: set[tuple[str, DType]] = set()
     op_attrs: set[tuple[str, str, str]] = set()
     shapes: set[tuple[int, ...]] = set()
+    pairs: set[tuple[DType, DType]] = set()
     red_orders: set[tuple[str, str, bool]] = set()
     red_empty: set[str] = set()
 
@@ -438,6 +458,9 @@ def requirements(module: Module) -> Requirements:
                         dts.add(n.op.dtype)
                         touched.append(n.op.dtype)
                     op_dts.update((o, d) for o in names for d in touched)
+                    if name == "Cast" and n.args and n.args[0].has_type and \
+                            isinstance(n.op.dtype, DType):
+                        pairs.update((d, n.op.dtype) for d in _dtypes_of(n.args[0].checked_type))
                     o, em = reduction_needs(n)
                     red_orders |= o
                     red_empty |= em
@@ -452,8 +475,8 @@ def requirements(module: Module) -> Requirements:
     return Requirements(frozenset(ops), frozenset(dts), frozenset(attrs["policy"]),
                         frozenset(attrs["overflow"]), bool(shapes),
                         frozenset(attrs["rounding"]), frozenset(feats), frozenset(op_dts),
-                        frozenset(op_attrs), frozenset(shapes), frozenset(red_orders),
-                        frozenset(red_empty))
+                        frozenset(op_attrs), frozenset(shapes), frozenset(pairs),
+                        frozenset(red_orders), frozenset(red_empty))
 
 
 def unsupported_reason(caps: Capabilities, req: Requirements) -> str | None:
@@ -483,6 +506,10 @@ def unsupported_reason(caps: Capabilities, req: Requirements) -> str | None:
                              ("rounding mode(s)", req.rounding_modes, caps.rounding_modes)):
         if need - have:
             return f"{what} {sorted(need - have)} not supported"
+    if caps.cast_pairs is not None and req.cast_pairs - caps.cast_pairs:
+        miss = sorted(f"{a.value}->{b.value}" for a, b in req.cast_pairs - caps.cast_pairs)
+        return f"cast pair(s) [{', '.join(miss)}] not in the backend's capabilities " \
+               f"(cast_pairs)"
     bad_attr = sorted((o, a, v) for o, a, v in req.op_attrs
                       if a in caps.op_attrs.get(o, {}) and v not in caps.op_attrs[o][a])
     if bad_attr:

@@ -171,7 +171,15 @@ def validate_capabilities(caps: Any, spec: str) -> Capabilities:
                  for a, x in mapping(v, f"op_attrs[{k!r}]").items()}
              for k, v in mapping(caps.op_attrs, "op_attrs").items()}
     # every unknown name, each with the closest valid name
-    bad_name = capability_name_error(ops, d, pols, ovf, rnd, feats, op_dt, op_at)
+    pairs = caps.cast_pairs
+    if pairs is not None:
+        if isinstance(pairs, str) or not isinstance(pairs, set | frozenset | list | tuple) or \
+                not all(isinstance(x, tuple | list) and len(x) == 2 and
+                        all(isinstance(y, DType | str) for y in x) for x in pairs):
+            raise ConformanceError(f"{where}: cast_pairs must be None or a set of (source, "
+                                   f"destination) dtype pairs, got {pairs!r}")
+        pairs = frozenset(tuple(x) for x in pairs)
+    bad_name = capability_name_error(ops, d, pols, ovf, rnd, feats, op_dt, op_at, pairs)
     if bad_name is not None:
         raise ConformanceError(f"{where}: {bad_name}")
 
@@ -195,6 +203,9 @@ def validate_capabilities(caps: Any, spec: str) -> Capabilities:
                         op_attrs=MappingProxyType({k: MappingProxyType(v)
                                                    for k, v in op_at.items()}),
                         mesh_shapes=shapes,
+                        cast_pairs=None if pairs is None else frozenset(
+                            tuple(x if isinstance(x, DType) else DType(x) for x in p)
+                            for p in pairs),
                         **check_reduction_claims(caps, where, ConformanceError))
 
 
@@ -710,6 +721,7 @@ def _program_text(module: Any) -> str:
 
 def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed: int,
              opts: dict, phase, conn, idx: int) -> dict:
+    from tilefoundry.conformance.fail_rules import fail_message
     from tilefoundry.oracle.compare import check
     from tilefoundry.oracle.enclosure_eval import evaluate_enclosed
 
@@ -824,8 +836,7 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
     why = f"; {v.diagnosis.line()}" if v.diagnosis is not None else ""
     if "judged_order" in rec:
         why += f" (judged as the declared reduction_order {rec['judged_order']!r})"
-    done("FAIL", fails[0].line() + (f" (+{len(fails) - 1} more failing output(s))"
-                                    if len(fails) > 1 else "") + why,
+    done("FAIL", fail_message(v, fails) + why,
          outputs=[_output_detail(o) for o in fails])
     repro = opts.get("repro")
     if repro:
