@@ -6,7 +6,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 LOCK := requirements/lock.txt
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha1sum | cut -c1-12)
+# the extras `make test` installs (ray: the Ray executor's tests run in CI); part of the stamp,
+# so changing them reinstalls an existing .venv
+EXTRAS := dev,torch,ray
+STAMP := $(VENV)/.installed-$(shell (cat pyproject.toml $(LOCK); echo '$(EXTRAS)') | sha1sum | cut -c1-12)
 PROFILE ?= ci
 PIP := -m pip install -q --disable-pip-version-check
 # make test-latest PINS='ml_dtypes==0.6.0': the newest versions but these
@@ -19,7 +22,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	rm -f $(VENV)/.installed-*
 	$(PYTHON) -m venv $(VENV)
 	$(PY) $(PIP) -c $(LOCK) --upgrade setuptools
-	$(PY) $(PIP) -c $(LOCK) -e '.[dev,torch]'
+	$(PY) $(PIP) -c $(LOCK) -e '.[$(EXTRAS)]'
 	touch $@
 
 install: $(STAMP)

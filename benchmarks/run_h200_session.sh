@@ -11,6 +11,11 @@
 #   bench    benchmarks/bench_gpu.py (rows and GEMM, Triton and CUDA beside torch); BENCH_ARGS
 #            adds flags, e.g. BENCH_ARGS="--tune --tune-out $OUT/triton_tuned.json" (the
 #            autotuner's record, committed as compiler/triton_tuned.json)
+#   rows     benchmarks/bench_gpu.py --rows --no-cuda (the Triton row kernels beside torch,
+#            torch.compile and Liger-Kernel; one table); BENCH_ARGS as for bench; then
+#            benchmarks/rmsnorm_guard_cost.py (what RMSNorm's strict guard costs)
+# Wheels in ./.whl (e.g. Liger-Kernel: `pip download --no-deps liger-kernel -d .whl` on a
+# machine with a network; the device machine has none) are installed beside the package.
 set -uo pipefail
 R=$PWD
 OUT=${OUT:-$R/h200-out}
@@ -18,6 +23,10 @@ mkdir -p "$OUT"
 rm -rf /tmp/tf
 pip install -q --no-build-isolation --no-deps --target /tmp/tf . >/dev/null 2>&1 || {
     echo "install failed"; exit 1; }
+if compgen -G ".whl/*.whl" >/dev/null; then
+    pip install -q --no-index --no-deps --no-compile --target /tmp/tf .whl/*.whl >/dev/null 2>&1 || {
+        echo "wheel install failed"; exit 1; }
+fi
 export PYTHONPATH=/tmp/tf PATH=/tmp/tf/bin:$PATH
 cd /tmp
 J=${J:-14}
@@ -60,6 +69,12 @@ for stage in "$@"; do
         python "$R/benchmarks/bench_gpu.py" ${BENCH_ARGS:-} --json "$OUT/bench_gpu.json" \
             > "$OUT/bench.log" 2>&1
         cat "$OUT/bench.log" ;;
+    rows)
+        python "$R/benchmarks/bench_gpu.py" --rows --no-cuda ${BENCH_ARGS:-} \
+            --json "$OUT/rows_gpu.json" > "$OUT/rows.log" 2>&1
+        python "$R/benchmarks/rmsnorm_guard_cost.py" >> "$OUT/rows.log" 2>&1
+        sed -n '/^| kernel/,$p' "$OUT/rows.log"
+        grep -E "^tune|Error|error" "$OUT/rows.log" | cut -c1-300 ;;
     *) echo "unknown stage $stage" ;;
     esac
     echo "stage $stage: $(( $(date +%s) - t0 )) s"

@@ -24,6 +24,7 @@ for computed values).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,14 +90,25 @@ class KernelInterpBackend:
             policies=ALL_POLICIES, overflow_modes=ALL_OVERFLOW, mesh=True,
             rounding_modes=ALL_ROUNDING, features=ALL_FEATURES)
 
-    def compile(self, module: Module, entry: str) -> _Program:
+    def compile(self, module: Module, entry: str, input_specs: tuple = ()) -> _Program:
+        """Type-check the program; with ``input_specs`` (the conformance protocol,
+        ``conformance/protocol.py``) also compile it for the case's input shapes, so the
+        first ``run`` finds it in the shape cache. That compile is best-effort: a program
+        that does not compile for those shapes (a run-time check, a lowering error) is left
+        to ``run``, which compiles again and reports it as it always did. Sharded programs
+        compile in ``run`` (their shapes are the distributed inputs')."""
         from tilefoundry.compiler.lower_mesh import has_mesh
 
         inferred = typeinfer(module, Session())
         fn = inferred[entry]  # fail early on a malformed module or entry
         mesh = any(has_mesh(f) or any(has_mesh(v) for v in f.variants)
                    for f in inferred.functions)
-        return _Program(module, entry, fn, mesh=mesh)
+        prog = _Program(module, entry, fn, mesh=mesh)
+        if input_specs and not mesh and all(s.kind in ("array", "scalar")
+                                            for s in input_specs):
+            with contextlib.suppress(Exception):
+                self.compiled_for(prog, [tuple(s.shape) for s in input_specs])
+        return prog
 
     def compiled_for(self, prog: _Program, shapes: list[tuple[int, ...]]) -> Compiled:
         key = tuple(shapes)

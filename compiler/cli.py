@@ -43,6 +43,10 @@ def add_parser(sub) -> None:
     p.add_argument("--target", default="interp",
                    choices=sorted(set(TARGETS) | set(LAZY_TARGETS)))
     p.add_argument("--no-fuse", action="store_true", help="skip the fuse pass")
+    p.add_argument("--explain", action="store_true",
+                   help="say which mapping each kernel got and why (the triton targets: "
+                        "row / elementwise / dot / tile-loop fallback, reductions, access "
+                        "widths, launch options and their source)")
     p.set_defaults(func=_compile)
 
 
@@ -79,12 +83,41 @@ def _compile(args: argparse.Namespace) -> int:
 
     shows = set(PASS_NAMES) if "all" in args.print_after else set(args.print_after)
     try:
-        c = compile(_load(args.spec), args.entry, [_shape(s) for s in args.shape],
-                    args.target, print_after=shows, stream=sys.stdout, fuse=not args.no_fuse)
+        if args.explain and args.target not in EXPLAINED:
+            raise TilefoundryError(f"--explain reports the triton targets' mappings; got "
+                                   f"--target {args.target}: use --target triton-cuda (the "
+                                   f"GPU's kernels) or --target triton (the interpreter's)")
+        module = _load(args.spec)
+        shapes = [_shape(s) for s in args.shape]
+        c = compile(module, args.entry, shapes, args.target, print_after=shows,
+                    stream=sys.stdout, fuse=not args.no_fuse)
+        if args.explain:
+            sys.stdout.write(_explain(module, args.entry, c))
     except TilefoundryError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
-    if not shows:
+    if not shows and not args.explain:
         print(f"{args.entry}: {len(c.kernels)} kernel(s) for target {c.target}: "
               f"{', '.join(k.name for k in c.kernels)}")
     return 0
+
+
+#: the targets ``--explain`` reports on
+EXPLAINED = ("triton", "triton-cuda")
+
+
+def _explain(module, entry: str, c) -> str:
+    """The Triton mapping report of a compiled entry (``compiler/triton_explain.py``), with the
+    tile configuration the target lowered with and where its launch options came from."""
+    from tilefoundry.compiler import triton_tune
+    from tilefoundry.compiler.triton_backend import TRITON_TILES
+    from tilefoundry.compiler.triton_explain import explain
+
+    if c.target == "triton":
+        cfg, src = TRITON_TILES, "the defaults by tile size (the interpreter target reads no " \
+                                 "tuning record)"
+    else:
+        cfg, path = triton_tune.lookup(module, entry, c.shapes, TRITON_TILES)
+        src = f"the autotuner's record in {path}" if path else \
+            "the defaults by tile size (no tuning record for this program and shapes)"
+    return explain(c.program, cfg, src)

@@ -82,8 +82,13 @@ NOT_LOWERED: dict[type, str] = {
 
 
 def register(*op_classes: type) -> Callable[[LowerFn], LowerFn]:
+    """Register ``fn`` as the lowering of each op class; a second registration of a class is a
+    LoweringError (it used to replace the first silently), as ``register_eval`` refuses."""
     def deco(fn: LowerFn) -> LowerFn:
         for c in op_classes:
+            if c in LOWERINGS and LOWERINGS[c] is not fn:
+                raise LoweringError(f"register: {c.__name__} already lowers through "
+                                    f"{LOWERINGS[c].__name__}; remove one registration")
             LOWERINGS[c] = fn
         return fn
 

@@ -46,6 +46,7 @@ from tilefoundry.compiler import kir
 from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
 from tilefoundry.compiler.render_c import _ARITH, _CMP, _LOGIC, _NARROW_ROUND
+from tilefoundry.compiler.render_triton_rows import ROWS_PRELUDE
 
 __all__ = ["NARROW", "PRELUDE", "STORAGE", "TUNING", "render", "storage_view"]
 
@@ -246,34 +247,9 @@ def _tf_qnan_like(x):
 @triton.jit
 def _tf_round_bf16_hw(x):
     """f32 -> bf16 bits on the GPU: cvt.rn.bf16.f32 (to nearest even, overflow to inf,
-    subnormals kept); a NaN gives the quiet NaN 0x7FC0 with its sign (tf__round_f32)"""
-    b = x.to(tl.bfloat16).to(tl.uint16, bitcast=True)
-    nan = (((x.to(tl.uint32, bitcast=True) >> 16) & 0x8000) | 0x7FC0).to(tl.uint16)
-    return tl.where(x != x, nan, b)
-
-
-@triton.jit
-def _tf_exp_narrow(w):
-    """exp(w) for a narrow result: exp(w/2)² (subnormal results are not flushed)"""
-    h = tl.exp(w * 0.5)
-    return h * h
-
-
-@triton.jit
-def _tf_sigmoid_narrow(w):
-    """sigmoid(w) for a narrow result: q = exp(-|w|) as exp(-|w|/2)², 1/(1+q) or q/(1+q)"""
-    h = tl.exp(tl.abs(w) * -0.5)
-    q = h * h
-    return tl.where(w < 0, q, 1.0) / (1.0 + q)
-
-
-@triton.jit
-def _tf_silu_narrow(w):
-    """silu(w) for a narrow result: w/(1+q) or ((w h) h)/(1+q), q = h² = exp(-|w|)"""
-    h = tl.exp(tl.abs(w) * -0.5)
-    q = h * h
-    y = tl.where(w < 0, (w * h) * h, w) / (1.0 + q)
-    return tl.where(w == float('-inf'), -0.0, y)
+    subnormals kept); a NaN gives the hardware's canonical NaN 0x7FFF (a NaN's payload and
+    sign are no contract; D342)"""
+    return x.to(tl.bfloat16).to(tl.uint16, bitcast=True)
 
 
 @triton.jit
@@ -432,7 +408,7 @@ def _erfc64_source() -> str:
     return "\n".join(lines) + "\n"
 
 
-PRELUDE += "\n\n" + _erfc64_source()
+PRELUDE += "\n\n" + _erfc64_source() + "\n\n" + ROWS_PRELUDE
 
 
 def _unsupported(what: str, why: str) -> NotSupportedError:
@@ -501,16 +477,21 @@ class _KernelT:
         b = self.block[d]
         return -(-dom // b) * b - 1
 
-    def offset_range(self, ins: kir.Load | kir.Store) -> tuple[int, int] | None:
+    def offset_range(self, ins: kir.Load | kir.Store,
+                     bounded: frozenset[int] = frozenset()) -> tuple[int, int] | None:
         """The least and greatest offset ``ins`` can form, or None when a run-time index term
-        makes it unbounded at compile time."""
+        makes it unbounded at compile time; along ``bounded`` axes only the coordinates inside
+        the domain count (the lanes an edge mask keeps)."""
         if ins.index:
             return None
         base = ins.offset + self.bm[ins.buffer].offset
         lo = hi = base
         for d, st in enumerate(ins.strides):
             if st:
-                span = st * self.coord_max(d)
+                top = self.coord_max(d)
+                if d in bounded:
+                    top = min(top, max(self.k.domain[d] - 1, 0))
+                span = st * top
                 lo += min(0, span)
                 hi += max(0, span)
         return lo, hi
@@ -527,10 +508,21 @@ class _KernelT:
         return True
 
     def in_storage(self, ins: kir.Load | kir.Store, size: int) -> bool:
-        """Every offset ``ins`` can form lies inside its storage of ``size`` elements (so no
-        clamp and no bounds mask is rendered)."""
-        r = self.offset_range(ins)
+        """Every offset ``ins`` can form on a lane it accesses lies inside its storage of
+        ``size`` elements (so no clamp and no bounds mask is rendered). A load or store masked
+        by an ``EdgeMask`` accesses only lanes inside the domain along the mask's axes (masked
+        lanes are never read or written, on the GPU and in the interpreter): the clamp that
+        would otherwise stop 16-byte vector accesses along a ragged row is not needed (D340)."""
+        r = self.offset_range(ins, self.edge_axes(ins.mask))
         return r is not None and r[0] >= 0 and r[1] < size
+
+    def edge_axes(self, mask: str | None) -> frozenset[int]:
+        """The axes an ``EdgeMask`` result ``mask`` bounds (none for other masks)."""
+        if mask is not None:
+            for i in kir.iter_instrs(self.k.body):
+                if isinstance(i, kir.EdgeMask) and i.out == mask:
+                    return frozenset(i.axes)
+        return frozenset()
 
     # -- helpers ------------------------------------------------------------------------------
     def fresh(self, p: str) -> str:
@@ -640,9 +632,13 @@ class _KernelT:
             self.emit(ind, f"c{d} = tl.zeros({shape}, {self.idx})")
             return
         b = k.block[d]
-        shape[d] = b
-        self.emit(ind, f"c{d} = tl.reshape({tile} * {b} + tl.arange(0, {b}).to({self.idx}), "
-                       f"{shape})")
+        # ``[None, :]`` indexing, not ``tl.reshape``: Triton's axis analysis keeps the
+        # contiguity of an expanded ``arange`` (16-byte vector loads / stores) but not of a
+        # reshaped one (2-byte ones: counted in the SASS, D340)
+        at = ", ".join(":" if a == d else "None" for a in range(self.rank))
+        lead = "" if tile == "0" else f"{tile} * {b} + "
+        sub = f"[{at}]" if self.rank > 1 else ""
+        self.emit(ind, f"c{d} = ({lead}tl.arange(0, {b}).to({self.idx})){sub}")
 
     def mma_only(self) -> frozenset[str]:
         """The Widen / Load results that only tensor-core dots read (``dot_mma`` loads its
@@ -783,14 +779,16 @@ class _KernelT:
             return f"_tf_round({w}, {bits}, {mb}, {bias}, {mx}, {nan}, {sat})"
         raise _unsupported("Round", f"rounding to {to}")
 
-    def i_Widen(self, ins: kir.Widen, ind: str) -> None:
-        src = self.dt(ins.x)
+    def widen_f32(self, x: str, src: str) -> str:
+        """``x`` of ``src`` widened to f32: on the GPU a bf16 is the hardware's exact
+        bf16 -> f32 (its NaN keeps the payload: a Widen feeds arithmetic, comparisons and
+        Rounds, which make every NaN the quiet NaN; D279)"""
         if src == "bf16" and not self.interpret:
-            # the GPU's exact bf16 -> f32 (its NaN keeps the payload: a Widen feeds arithmetic,
-            # comparisons and Rounds, which make every NaN the quiet NaN; D279)
-            w = f"{_name(ins.x)}.to(tl.bfloat16, bitcast=True).to(tl.float32)"
-        else:
-            w = self.widened(_name(ins.x), src)
+            return f"{x}.to(tl.bfloat16, bitcast=True).to(tl.float32)"
+        return self.widened(x, src)
+
+    def i_Widen(self, ins: kir.Widen, ind: str) -> None:
+        w = self.widen_f32(_name(ins.x), self.dt(ins.x))
         self.put(ind, ins.out, f"{w}.to(tl.float64)" if ins.to == "f64" else w)
 
     def i_Round(self, ins: kir.Round, ind: str) -> None:
@@ -928,11 +926,12 @@ class _KernelT:
         every result is below the narrow dtypes' range), and the GPU's default division (at
         most 2 ulp32 off). Errors: the argument's rounding amplified by |w|/2 < 87 (about 90
         ulp32 for h, twice that for h²), far below 2^(23-p)."""
+        gpu = "" if self.interpret else "_gpu"  # the GPU's approximate ex2 / rcp (D343)
         if fn == "exp":  # exp(w/2)² (exp(w) would flush below -87.3)
-            return f"_tf_exp_narrow({w})"
+            return f"_tf_exp_narrow{gpu}({w})"
         if fn == "sigmoid":
-            return f"_tf_sigmoid_narrow({w})"
-        return f"_tf_silu_narrow({w})"
+            return f"_tf_sigmoid_narrow{gpu}({w})"
+        return f"_tf_silu_narrow{gpu}({w})"
 
     def i_Math(self, ins: kir.Math, ind: str) -> None:
         dt, fn = self.dt(ins.x), ins.fn
@@ -942,7 +941,7 @@ class _KernelT:
             return
         if dt in NARROW and fast:
             w = self.fresh("w")
-            self.emit(ind, f"{w} = {self.widened(_name(ins.x), dt)}")
+            self.emit(ind, f"{w} = {self.widen_f32(_name(ins.x), dt)}")
             self.put(ind, ins.out, self.round_f32(self.math_narrow_f32(fn, w), dt, "nonfinite",
                                                   hw=not self.interpret))
             return
@@ -1041,9 +1040,21 @@ class _KernelT:
                 self.emit(ind, f"{acc} = {init} + {acc}")
         else:
             cur = x
+            # an f32 max / min / abs_max reduces integer keys (``_tf_key32``: NaN first, -0 <
+            # +0, so the pick is exact, D341): a native integer max, not a float select chain
+            key = dt == "f32" and kind in ("max", "min", "abs_max")
+            if key:
+                nonneg = kind == "abs_max" or self.is_abs(ins.x)
+                k = self.fresh("k")
+                self.emit(ind, f"{k} = {cur}.to(tl.int32, bitcast=True)" if nonneg and
+                          kind != "min" else f"{k} = _tf_key32({cur}, {int(kind == 'min')})")
+                cur = k
             for d in red:
                 nxt = self.fresh("r")
-                if kind == "sum" and kir.is_float(dt):
+                if key:
+                    fn = "tl.min" if kind == "min" else "tl.max"
+                    self.emit(ind, f"{nxt} = {fn}({cur}, axis={d}, keep_dims=True)")
+                elif kind == "sum" and kir.is_float(dt):
                     self.emit(ind, f"{nxt} = tl.reduce({cur}, {d}, _tf_add, keep_dims=True)")
                 elif kind == "sum":
                     self.emit(ind, f"{nxt} = tl.sum({cur}, axis={d}, keep_dims=True)")
@@ -1054,6 +1065,8 @@ class _KernelT:
                     fn = "tl.min" if kind == "min" else "tl.max"
                     self.emit(ind, f"{nxt} = {fn}({cur}, axis={d}, keep_dims=True)")
                 cur = nxt
+            if key:
+                cur = f"_tf_unkey32({cur})"
             self.emit(ind, f"{acc} = tl.broadcast_to({cur}, {oshape})")
             if dt == "bool":
                 self.emit(ind, f"{acc} = {acc} != 0")
@@ -1084,6 +1097,11 @@ class _KernelT:
             self.emit(ind, f"{anyv} = {cur}")
             self.emit(ind, f"{acc} = tl.where({anyv} != 0, {acc}, 0.0)")
         self.put(ind, ins.out, acc)
+
+    def is_abs(self, ssa: str) -> bool:
+        """``ssa`` is an ``abs`` of this kernel (its sign bit is clear)."""
+        return any(isinstance(i, kir.UnOp) and i.out == ssa and i.kind == "abs"
+                   for i in kir.iter_instrs(self.k.body))
 
     def lane(self, v: str, d: int, j: str, dt: str, full: frozenset) -> str:
         """Lane ``j`` of ``v`` along axis ``d`` (kept as extent 1; ``v`` itself if not full)."""

@@ -39,7 +39,7 @@ from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.semantics.ir import Module
 from tilefoundry.semantics.printer import to_text as module_text
 
-__all__ = ["SHIPPED", "Candidate", "candidates", "program_key", "record", "tune",
+__all__ = ["SHIPPED", "Candidate", "candidates", "lookup", "program_key", "record", "tune",
            "tuned_config"]
 
 #: the shipped record (measured on an H200: ``benchmarks/bench_gpu.py --tune``)
@@ -87,7 +87,7 @@ def candidates(kind: str, base: TileConfig) -> list[Candidate]:
 
     if kind == "rows":
         return [Candidate(replace(base, tile_elems=t), w, 1)
-                for t in (2048, 4096, 8192) for w in (4, 8, 16)]
+                for t in (2048, 4096, 8192, 16384) for w in (4, 8, 16)]
     if kind == "dot":
         return [Candidate(replace(base, dot_mn=mn, k_block=kb), w, st)
                 for mn in ((128, 128), (128, 256), (256, 128)) for kb in (64,)
@@ -111,11 +111,20 @@ def tune(module: Module, entry: str, inputs: Sequence[np.ndarray],
         raise InvalidArgumentError("autotune: an empty candidate space")
     shapes = [x.shape for x in inputs]
     out: list[dict[str, Any]] = []
-    for cand in space:
+    seen: dict[str, int] = {}
+    for i, cand in enumerate(space):
         row: dict[str, Any] = {**cand.describe(), "ms": None, "verdict": None, "error": None}
         t0 = time.perf_counter()
         try:
             comp = tf_compile(module, entry, shapes, "triton-cuda", cfg=cand.config())
+            # a candidate whose kernels are an earlier one's (a tile size past the row's
+            # extent, say) is not measured again
+            first = seen.setdefault(comp.executable.source, i)
+            if first != i:
+                row["same_as"] = first
+                row["seconds"] = round(time.perf_counter() - t0, 2)
+                out.append(row)
+                continue
             run = DeviceRun(comp.executable, inputs)
             run.launch()
             torch.cuda.synchronize()
@@ -127,7 +136,7 @@ def tune(module: Module, entry: str, inputs: Sequence[np.ndarray],
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         row["seconds"] = round(time.perf_counter() - t0, 2)
         out.append(row)
-    return sorted(out, key=lambda r: (r["ms"] is None, r["ms"] or 0.0))
+    return sorted(out, key=lambda r: (r["ms"] is None, r["ms"] or 0.0))  # stable: ties keep order
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -175,11 +184,17 @@ def tuned_config(module: Module, entry: str, shapes: Iterable[Sequence[int]],
                  base: TileConfig) -> TileConfig:
     """The recorded configuration of the program (the user's table, then the shipped one),
     else ``base``."""
+    return lookup(module, entry, shapes, base)[0]
+
+
+def lookup(module: Module, entry: str, shapes: Iterable[Sequence[int]],
+           base: TileConfig) -> tuple[TileConfig, Path | None]:
+    """``tuned_config`` and the table it came from (None: ``base``, no usable record)."""
     key = program_key(module, entry, shapes)
     for path in (user_table(), SHIPPED):
         hit = _read(path).get(key)
         if isinstance(hit, dict) and isinstance(hit.get("best"), dict):
             cfg = _config_of(hit["best"], base)
             if cfg is not None:
-                return cfg
-    return base
+                return cfg, path
+    return base, None

@@ -95,6 +95,14 @@ class Capabilities:
     * ``features``: of ``ALL_FEATURES`` (tuples, calls, loops, dispatch).
     * ``mesh``: sharded programs; ``mesh_shapes`` (None: any) the mesh axis extents it runs,
       e.g. ``{(2,), (2, 2)}``.
+    * ``cast_pairs``: the (source, destination) dtype pairs ``Cast`` runs, e.g.
+      ``{(f16, f32)}``; None (the default) limits a Cast by ``dtypes`` / ``op_dtypes`` alone,
+      so every pair of claimed dtypes is claimed (D300).
+    * ``reduction_order``: the order the backend's float sums reduce in, when it knows it
+      (``"fold_left"``, ``"fold_right"``, ``"pairwise"`` / ``"pairwise:W"``, ``"any"``; None:
+      not declared): cases whose policy needs another order are NOT_SUPPORTED, tree policies
+      are judged against a declared fold; ``empty_reductions=False``: reductions over an
+      empty axis are NOT_SUPPORTED (``reduction_orders.py``).
 
     ``Capabilities.everything()`` claims every op, dtype, mode and feature (the reference);
     ``to_json`` / ``from_json`` round-trip a set (what ``conformance probe`` writes)."""
@@ -109,6 +117,19 @@ class Capabilities:
     op_dtypes: Mapping[str, frozenset[DType]] = field(default_factory=dict)
     op_attrs: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
     mesh_shapes: frozenset[tuple[int, ...]] | None = None
+    cast_pairs: frozenset[tuple[DType, DType]] | None = None
+    reduction_order: str | None = None
+    empty_reductions: bool = True
+
+    def __reduce__(self) -> tuple:
+        """Picklable (a spawned worker receives them) although the runner's validated sets
+        hold read-only mappings: pickled as plain dicts, read-only again when unpickled."""
+        import dataclasses
+
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields["op_dtypes"] = dict(self.op_dtypes)
+        fields["op_attrs"] = {k: dict(v) for k, v in self.op_attrs.items()}
+        return (_unpickle_capabilities, (fields,))
 
     @classmethod
     def everything(cls, **overrides: Any) -> Capabilities:
@@ -130,14 +151,20 @@ class Capabilities:
                 "op_dtypes": {k: sorted(_dt_name(d) for d in v)
                               for k, v in sorted(self.op_dtypes.items())},
                 "op_attrs": {k: {a: sorted(vs) for a, vs in sorted(v.items())}
-                             for k, v in sorted(self.op_attrs.items())}}
+                             for k, v in sorted(self.op_attrs.items())},
+                **({} if self.cast_pairs is None else {"cast_pairs": sorted(
+                    [_dt_name(a), _dt_name(b)] for a, b in self.cast_pairs)}),
+                **({} if self.reduction_order is None else
+                   {"reduction_order": self.reduction_order}),
+                **({} if self.empty_reductions else {"empty_reductions": False})}
 
     @classmethod
     def from_json(cls, data: Any, source: str = "capabilities") -> Capabilities:
         """The inverse of ``to_json``; an InvalidArgumentError naming the bad key. Names are
         checked later, with the closest valid name (``runner.validate_capabilities``)."""
         keys = {"ops", "dtypes", "policies", "overflow_modes", "rounding_modes", "features",
-                "mesh", "mesh_shapes", "op_dtypes", "op_attrs"}
+                "mesh", "mesh_shapes", "op_dtypes", "op_attrs", "cast_pairs",
+                "reduction_order", "empty_reductions"}
         if not isinstance(data, dict):
             raise InvalidArgumentError(f"{source}: expected a JSON object, got "
                                        f"{type(data).__name__}")
@@ -174,6 +201,15 @@ class Capabilities:
                                        f"{{attribute: [value names]}}, got {_brief(oa)}")
         if not isinstance(data.get("mesh", False), bool):
             raise InvalidArgumentError(f"{source}: 'mesh' must be true or false")
+        pairs = data.get("cast_pairs")
+        if pairs is not None and (not isinstance(pairs, list) or not all(
+                isinstance(x, list) and len(x) == 2 and all(isinstance(d, str) for d in x)
+                for x in pairs)):
+            raise InvalidArgumentError(f"{source}: 'cast_pairs' must be null or a list of "
+                                       f"[source, destination] dtype names, got {_brief(pairs)}")
+        from tilefoundry.conformance.reduction_orders import check_reduction_claims
+
+        red = check_reduction_claims(_claims_of(data), source, InvalidArgumentError)
         return cls(ops=ops, dtypes=strs("dtypes"), policies=strs("policies"),
                    overflow_modes=strs("overflow_modes"),
                    rounding_modes=strs("rounding_modes"), features=strs("features"),
@@ -181,7 +217,9 @@ class Capabilities:
                    mesh_shapes=None if shapes is None else frozenset(tuple(x) for x in shapes),
                    op_dtypes={k: frozenset(v) for k, v in od.items()},
                    op_attrs={k: {a: frozenset(x) for a, x in v.items()}
-                             for k, v in oa.items()})
+                             for k, v in oa.items()},
+                   cast_pairs=None if pairs is None else frozenset(tuple(x) for x in pairs),
+                   **red)
 
     @classmethod
     def load(cls, path: str) -> Capabilities:
@@ -199,6 +237,23 @@ def _brief(v: Any, n: int = 80) -> str:
     """``repr(v)`` cut to ``n`` characters (a message stays one short line)."""
     r = repr(v)
     return r if len(r) <= n else r[:n] + "..."
+
+
+def _claims_of(data: dict) -> Any:
+    """``data``'s keys as attributes (what ``check_reduction_claims`` reads)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(reduction_order=data.get("reduction_order"),
+                           empty_reductions=data.get("empty_reductions", True))
+
+
+def _unpickle_capabilities(fields: dict) -> Capabilities:
+    from types import MappingProxyType
+
+    fields["op_dtypes"] = MappingProxyType(fields["op_dtypes"])
+    fields["op_attrs"] = MappingProxyType({k: MappingProxyType(v)
+                                           for k, v in fields["op_attrs"].items()})
+    return Capabilities(**fields)
 
 
 def _dt_name(d: Any) -> str:
@@ -261,7 +316,7 @@ def _unknown(what: str, name: str, valid: frozenset[str]) -> str:
 def capability_name_error(ops: Any, dtypes: Any, policies: Any = (),
                           overflow_modes: Any = (), rounding_modes: Any = (),
                           features: Any = (), op_dtypes: Any = None,
-                          op_attrs: Any = None) -> str | None:
+                          op_attrs: Any = None, cast_pairs: Any = None) -> str | None:
     """Every op, dtype, reduction policy and overflow mode name of the capabilities that names
     nothing, each with the closest valid name(s), as ``"unknown op 'Binray' (closest valid
     name: 'Binary')"`` joined by ``"; "`` (None: every name is known). ``dtypes`` may hold
@@ -299,6 +354,9 @@ def capability_name_error(ops: Any, dtypes: Any, policies: Any = (),
                 continue
             bad += [f"op_attrs[{k!r}][{a!r}]: " + _unknown(a, str(v), _ATTR_SETS[a])
                     for v in sorted(map(str, vs)) if v not in _ATTR_SETS[a]]
+    for pair in sorted(cast_pairs or (), key=lambda p: tuple(map(_dt_name, p))):
+        bad += [f"cast_pairs[{_dt_name(pair[0])}->{_dt_name(pair[1])}]: " +
+                _unknown("dtype", str(d), names) for d in map(_dt_name, pair) if d not in names]
     return "; ".join(bad) or None
 
 
@@ -317,6 +375,10 @@ class Requirements:
     op_dtypes: frozenset[tuple[str, DType]] = frozenset()  # (op name, operand / result dtype)
     op_attrs: frozenset[tuple[str, str, str]] = frozenset()  # (op name, attribute, value)
     mesh_shapes: frozenset[tuple[int, ...]] = frozenset()
+    cast_pairs: frozenset[tuple[DType, DType]] = frozenset()  # (source, destination) of a Cast
+    #: (op name, policy, seeded) of each order-sensitive reduction (reduction_orders.py)
+    reduction_orders: frozenset[tuple[str, str, bool]] = frozenset()
+    empty_reductions: frozenset[str] = frozenset()  # each reduction over an empty axis
 
 
 def _dtypes_of(t: Any) -> list[DType]:
@@ -332,6 +394,7 @@ def _dtypes_of(t: Any) -> list[DType]:
 def requirements(module: Module) -> Requirements:
     """Every op (with the dtypes of its operands and result and its policy / overflow /
     rounding attributes), dtype, structural feature and mesh shape ``module`` uses."""
+    from tilefoundry.conformance.reduction_orders import reduction_needs
     from tilefoundry.oracle.reduce import nodes
     from tilefoundry.semantics.ir import GridRegionExpr, TupleGetItem
     from tilefoundry.semantics.ir import Tuple as TupleExpr
@@ -347,6 +410,9 @@ def requirements(module: Module) -> Requirements:
     op_dts: set[tuple[str, DType]] = set()
     op_attrs: set[tuple[str, str, str]] = set()
     shapes: set[tuple[int, ...]] = set()
+    pairs: set[tuple[DType, DType]] = set()
+    red_orders: set[tuple[str, str, bool]] = set()
+    red_empty: set[str] = set()
 
     def see_type(t: Any) -> None:
         if isinstance(t, TensorType):
@@ -398,6 +464,12 @@ def requirements(module: Module) -> Requirements:
                         dts.add(n.op.dtype)
                         touched.append(n.op.dtype)
                     op_dts.update((o, d) for o in names for d in touched)
+                    if name == "Cast" and n.args and n.args[0].has_type and \
+                            isinstance(n.op.dtype, DType):
+                        pairs.update((d, n.op.dtype) for d in _dtypes_of(n.args[0].checked_type))
+                    o, em = reduction_needs(n)
+                    red_orders |= o
+                    red_empty |= em
                     for a in attrs:
                         v = getattr(n.op, a, None)
                         if isinstance(v, str) and v:
@@ -409,11 +481,14 @@ def requirements(module: Module) -> Requirements:
     return Requirements(frozenset(ops), frozenset(dts), frozenset(attrs["policy"]),
                         frozenset(attrs["overflow"]), bool(shapes),
                         frozenset(attrs["rounding"]), frozenset(feats), frozenset(op_dts),
-                        frozenset(op_attrs), frozenset(shapes))
+                        frozenset(op_attrs), frozenset(shapes), frozenset(pairs),
+                        frozenset(red_orders), frozenset(red_empty))
 
 
 def unsupported_reason(caps: Capabilities, req: Requirements) -> str | None:
     """Why a backend with ``caps`` cannot run a program needing ``req`` (None: it can)."""
+    from tilefoundry.conformance.reduction_orders import reduction_reason
+
     if caps.ops is not None:
         kinds = {o.split(".")[0] for o in req.ops if "." in o}
         missing = sorted(o for o in req.ops
@@ -437,12 +512,19 @@ def unsupported_reason(caps: Capabilities, req: Requirements) -> str | None:
                              ("rounding mode(s)", req.rounding_modes, caps.rounding_modes)):
         if need - have:
             return f"{what} {sorted(need - have)} not supported"
+    if caps.cast_pairs is not None and req.cast_pairs - caps.cast_pairs:
+        miss = sorted(f"{a.value}->{b.value}" for a, b in req.cast_pairs - caps.cast_pairs)
+        return f"cast pair(s) [{', '.join(miss)}] not in the backend's capabilities " \
+               f"(cast_pairs)"
     bad_attr = sorted((o, a, v) for o, a, v in req.op_attrs
                       if a in caps.op_attrs.get(o, {}) and v not in caps.op_attrs[o][a])
     if bad_attr:
         o, a, v = bad_attr[0]
         return f"{o} with {a}={v!r} not supported (op_attrs[{o!r}][{a!r}] = " \
                f"{sorted(caps.op_attrs[o][a])})"
+    why = reduction_reason(caps, req.reduction_orders, req.empty_reductions)
+    if why is not None:
+        return why
     if req.mesh and not caps.mesh:
         return "sharded programs (mesh simulation) not supported"
     if req.mesh and caps.mesh_shapes is not None and req.mesh_shapes - caps.mesh_shapes:

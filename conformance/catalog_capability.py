@@ -124,7 +124,9 @@ def _admits(caps: Capabilities, op: Any, types: list) -> bool:
         mesh=False,
         rounding_modes=frozenset({attrs["rounding"]} if "rounding" in attrs else ()),
         op_dtypes=frozenset((o, d) for o in names for d in dts),
-        op_attrs=frozenset((o, a, v) for o in names for a, v in attrs.items()))
+        op_attrs=frozenset((o, a, v) for o in names for a, v in attrs.items()),
+        cast_pairs=frozenset({(types[0].dtype, op.dtype)}) if isinstance(op, Cast) and
+        isinstance(types[0], TensorType) else frozenset())
     return unsupported_reason(caps, req) is None
 
 
@@ -293,7 +295,8 @@ class _Prog:
     def cast(self, x: _Val) -> _Val | None:
         r, src = self.r, x.type.dtype
         targets = [d for d in _dtypes(self.caps) if d is not src and
-                   (not (src.is_float and not d.is_float and d is not BOOL) or x.in_range)]
+                   (not (src.is_float and not d.is_float and d is not BOOL) or x.in_range)
+                   and (self.caps.cast_pairs is None or (src, d) in self.caps.cast_pairs)]
         if not targets:
             return None
         # a narrow float first: its rounding in the middle of the chain is the point
@@ -596,7 +599,10 @@ def _generated(caps: Capabilities, focus: str, r: random.Random
         return None
     if cls not in limit.classes:
         return None
-    others = tuple(c for c in limit.classes if c.__name__ in _COMPOSED)
+    # by name: a frozenset of classes iterates in an order set by their addresses (id-based
+    # hashes), which differs between processes and with allocation history
+    others = tuple(sorted((c for c in limit.classes if c.__name__ in _COMPOSED),
+                          key=lambda c: c.__name__))
     sharded = cls.__name__ in ("Reshard", "Local") and limit.sharded
     ops = tuple(c for c in (cls, *others) if c is not Local or cls is Local)
     for _ in range(16):

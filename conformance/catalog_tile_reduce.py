@@ -199,6 +199,16 @@ def tile_reduce_cases(acc) -> None:
         _custom("welford", "ordered_tree", F32, [[5.0, 6.0], [1.0, 1.0]],
                 [[2.0, 1.5, 0.5], [0.0, 0.0, 0.0]]),
         ops=("CustomReduce",), dtypes=(F32,), spec=S_WELFORD + " / " + S_EMPTY, tier="quick")
+    # Welford beyond enumeration (issue 37): judged by the bound of every merge tree, never
+    # UNJUDGED; rows: a trend, near-cancelling large values, mixed magnitudes; a prior state
+    for n, policy, tier in ((8, "ordered_tree", "quick"), (1000, "unordered_tree", "quick"),
+                            (8, "unordered_tree", "full"), (1000, "ordered_tree", "full")):
+        i = np.arange(n, dtype=np.float64)
+        rows = [i, 1e6 + (i % 7) * 0.125, np.where(i % 2, 3.0, -1e-3) * (1 + i / n)]
+        add(f"spec/tile/custom-reduce/welford-{policy}-len{n}/f32", "tile",
+            _custom("welford", policy, F32, rows,
+                    [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [3.0, 2.5, 1.25]]),
+            ops=("CustomReduce",), dtypes=(F32,), spec=S_WELFORD, tier=tier)
     for policy in ("fold_left", "fold_right"):
         add(f"spec/tile/custom-reduce/difference-{policy}-orientation/f32", "tile",
             _custom("difference", policy, F32, [[1.0, 2.0, 3.0]], [[0.0]]),

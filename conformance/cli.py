@@ -17,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 
+from tilefoundry.conformance.input_checks import refuse_existing_results
 from tilefoundry.errors import TilefoundryError
 
 PROG = "tilefoundry conformance"
@@ -34,6 +35,10 @@ def _common(p: argparse.ArgumentParser, *, jsonl: str, timeout: float) -> None:
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local: forked worker processes (default); ray: one Ray task per case "
                         "on a Ray cluster (pip install 'tilefoundry[ray]')")
+    p.add_argument("--start-method", metavar="METHOD",
+                   help="how local workers start: fork (default), spawn or forkserver; wins "
+                        "over the backend's start_method attribute (spawn / forkserver: for "
+                        "runtimes that break across fork, such as JAX or CUDA)")
     p.add_argument("--address", metavar="ADDR",
                    help="with --executor ray: the Ray cluster to join (HOST:PORT of its head, "
                         "ray://HOST:PORT, auto); without it a local cluster of -j CPUs is "
@@ -132,6 +137,9 @@ def add_parser(sub) -> None:
                         f"replayed first by the next fuzz run of the same backend and generator "
                         f"(default {DEFAULT_FUZZ_DB})")
     f.add_argument("--no-db", action="store_true", help="neither replay nor save failing seeds")
+    f.add_argument("--overwrite", action="store_true",
+                   help="replace the results --jsonl holds (without it a results file that is "
+                        "not empty is refused; a fuzz run is not resumed)")
     f.set_defaults(func=_fuzz)
     ls = csub.add_parser(
         "list", help="list the catalog's cases", formatter_class=RAW,
@@ -163,6 +171,9 @@ def add_parser(sub) -> None:
     mg.add_argument("-o", "--jsonl", default="tilefoundry-conformance-merged.jsonl",
                     help="the merged results file (default "
                          "tilefoundry-conformance-merged.jsonl)")
+    mg.add_argument("--overwrite", action="store_true",
+                    help="replace the results -o holds (without it a results file that is "
+                         "not empty is refused)")
     mg.add_argument("--junit", help="write a JUnit XML report here")
     mg.add_argument("--coverage", help="write the op x dtype coverage matrix here")
     mg.add_argument("--html", metavar="FILE", help="write a self-contained HTML report here")
@@ -202,6 +213,9 @@ def add_parser(sub) -> None:
                     help="probe only with the cases matching this glob (repeatable)")
     pr.add_argument("--jsonl", default="tilefoundry-probe.jsonl",
                     help="the probe cases' results (default tilefoundry-probe.jsonl)")
+    pr.add_argument("--overwrite", action="store_true",
+                    help="replace what --out and --jsonl hold (without it a file that is not "
+                         "empty is refused)")
     pr.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     pr.set_defaults(func=_probe)
     cv = csub.add_parser("coverage", help="what a tier exercises and what it leaves out",
@@ -310,9 +324,9 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
     if rt:
         print()
         print(rt)
-    from tilefoundry.conformance.report_groups import grouped_failures, reason_lines
+    from tilefoundry.conformance.report_groups import grouped_failures, op_table, reason_lines
 
-    for block in (grouped_failures(recs), reason_lines(recs)):
+    for block in (op_table(recs), grouped_failures(recs), reason_lines(recs)):
         if block:
             print()
             print(block)
@@ -407,7 +421,7 @@ def _run(args: argparse.Namespace) -> int:
                             shard=shard, baseline=baseline,
                             flake_retries=args.flake_retries, caps_override=_caps_file(args),
                             executor=args.executor, ray_address=args.address,
-                            overwrite=args.overwrite)
+                            overwrite=args.overwrite, start_method=args.start_method)
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:
@@ -439,6 +453,8 @@ def _merge(args: argparse.Namespace) -> int:
         if any(os.path.realpath(f) == os.path.realpath(out) for f in args.files):
             raise campaign.CampaignError(f"merge: -o {out} is one of the input files")
         runner._check_writable(out, "-o")
+        if not args.overwrite:
+            refuse_existing_results(out, campaign.CampaignError, resume=False, flag="-o")
         merged = campaign.merge_results(args.files)
         baseline = _load_baseline(args)
         if baseline is not None:
@@ -504,6 +520,8 @@ def _fuzz(args: argparse.Namespace) -> int:
         if not args.minutes > 0:
             raise runner.ConformanceError(f"--minutes: expected a positive number, got "
                                           f"{args.minutes}")
+        if not args.overwrite:  # a fuzz run is not resumed: only --overwrite replaces it
+            refuse_existing_results(Path(args.jsonl), runner.ConformanceError, resume=False)
         manifest, progress = _prepare(args)
         override = _caps_file(args)
         _, caps = runner._load_backend_checked(args.backend, override)  # names checked first
@@ -517,7 +535,8 @@ def _fuzz(args: argparse.Namespace) -> int:
                             repro_dir=args.repro_dir, progress=progress,
                             reduce_s=args.reduce,
                             budget_s=60.0 * args.minutes, caps_override=override,
-                            executor=args.executor, ray_address=args.address)
+                            executor=args.executor, ray_address=args.address,
+                            start_method=args.start_method)
     except TilefoundryError as e:
         return _err(str(e))
     except KeyboardInterrupt:
@@ -556,6 +575,10 @@ def _probe(args: argparse.Namespace) -> int:
     from tilefoundry.conformance import probe, runner
 
     try:
+        if not args.overwrite:  # before --out is touched: a refusal leaves nothing behind
+            refuse_existing_results(Path(args.out), runner.ConformanceError, resume=False,
+                                    flag="--out")
+            refuse_existing_results(Path(args.jsonl), runner.ConformanceError, resume=False)
         runner._check_writable(Path(args.out), "--out")
         progress = sys.stderr.isatty() if args.progress is None else args.progress
         res = probe.probe(args.backend, tier=args.tier, seed=args.seed, jobs=args.jobs,
@@ -567,21 +590,12 @@ def _probe(args: argparse.Namespace) -> int:
         print(f"\n{PROG}: interrupted; nothing written", file=sys.stderr)
         return 130
     probe.write(args.out, res)
-    caps = res.caps
-    rej = res.rejected
+    claiming, rej = res.claiming, res.rejected
     print(f"{PROG} probe: backend {args.backend!r}: {len(res.cases)} probe case(s) from tier "
-          f"{args.tier!r}, {len(res.cases) - len(rej)} accepted, {len(rej)} rejected")
-    print(f"claims: {len(caps.ops or ())} op(s), dtypes "
-          f"{sorted(d.value for d in caps.dtypes)}, policies {sorted(caps.policies)}, "
-          f"overflow {sorted(caps.overflow_modes)}, rounding {sorted(caps.rounding_modes)}, "
-          f"features {sorted(caps.features)}, mesh shapes "
-          f"{sorted(caps.mesh_shapes) if caps.mesh_shapes else 'none'}")
-    for p, r in rej[:40]:
-        print(f"rejected {r.get('verdict', '?'):8} {p.case.id} (probes {p.key[1]}"
-              f"{' on ' + ','.join(p.key[2]) if p.key[0] == 'op' else ''}): "
-              f"{r.get('message', '')[:160]}")
-    if len(rej) > 40:
-        print(f"... and {len(rej) - 40} more (see {args.jsonl})")
+          f"{args.tier!r}: {len(claiming)} deciding the claims ({len(claiming) - len(rej)} "
+          f"accepted, {len(rej)} rejected), {len(res.cases) - len(claiming)} edge case(s) "
+          f"for the findings")
+    print("\n".join(probe.report_lines(res)))
     print(f"\nwrote {args.out}; judge with: tilefoundry conformance run --backend "
           f"{args.backend} --capabilities {args.out}")
     return 0

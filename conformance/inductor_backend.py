@@ -32,10 +32,13 @@ graph, which Inductor compiles. What differs from the eager run:
   any other exception propagates: an **ERROR** of the stack. Inductor's own aten fallback
   kernels inside the compiled graph (``topk``, for one) are part of the default settings.
 
-Compilation happens in ``compile`` where the entry's parameter shapes are static: the compiled
-function is called once on inputs of ones of the parameter types (that call traces and
-compiles; its values are discarded), so ``run`` only runs it (Dynamo's guards pass: same
-shapes, dtypes and strides). With a DimVar in a parameter shape the first ``run`` compiles.
+Compilation happens in ``compile``: the compiled function is called once on inputs of ones of
+the case's input shapes and dtypes (the protocol's ``input_specs``, ``protocol.py``; without
+them, of the parameter types where those are static) — that call traces and compiles, its
+values are discarded — so ``run`` only runs it (Dynamo's guards pass: same shapes, dtypes and
+strides). Only without input specs and with a DimVar in a parameter shape does the first
+``run`` compile; inputs outside a DimVar's envelope are left to ``run`` (its
+``dispatch_envelope`` check).
 ``compile`` starts from a fresh Dynamo state (``torch._dynamo.reset()``: every case would
 otherwise recompile the same code object until the recompile limit). ``stats`` holds the
 last case's figures: ``graphs`` (FX graphs Dynamo captured), ``inductor_graphs`` (graphs
@@ -222,6 +225,24 @@ def _graph_counts() -> tuple[int, int]:
                 + ind["fxgraph_cache_bypass"]))
 
 
+def _spec_inputs(fn: Function, specs: tuple) -> list[Any] | None:
+    """Inputs of ones of the case's input specs (None: a spec is not a plain or scalar array,
+    or the shapes fail the entry's ``dispatch_envelope`` check, which ``run`` reports)."""
+    from tilefoundry.errors import RunTimeCheckError
+
+    torch = _torch()
+    if len(specs) != len(fn.params) or any(s.kind not in ("array", "scalar") for s in specs):
+        return None
+    try:
+        _check_envelopes(fn, [s.shape for s in specs])
+    except RunTimeCheckError:
+        return None
+    try:
+        return [torch.ones(s.shape, dtype=torch_dtype(s.dtype)) for s in specs]
+    except Exception:  # a dtype torch cannot fill: the first run compiles, on the inputs
+        return None
+
+
 def _static_inputs(fn: Function) -> list[Any] | None:
     """Inputs of ones of the entry's parameter types (None: a shape is symbolic, or a
     parameter is not a tensor)."""
@@ -274,7 +295,7 @@ class InductorBackend:
     def capabilities(self) -> Capabilities:
         return self._eager.capabilities()
 
-    def compile(self, module: Module, entry: str) -> _Compiled:
+    def compile(self, module: Module, entry: str, input_specs: tuple = ()) -> _Compiled:
         torch = _torch()
         base = self._eager.compile(module, entry)  # type inference, as the eager backend
         constants = _constants(base.module, base.session)
@@ -288,7 +309,8 @@ class InductorBackend:
         torch._dynamo.reset()  # a fresh Dynamo state per case (same code object each time)
         compiled = _Compiled(base.entry, torch.compile(program, fullgraph=True))
         self.stats = compiled.stats
-        ones = _static_inputs(base.entry)
+        ones = _spec_inputs(base.entry, input_specs) if input_specs else \
+            _static_inputs(base.entry)
         if ones is not None:
             from torch._dynamo.exc import TorchDynamoException
 

@@ -2,6 +2,7 @@
 offending thing and the fix (issue 33, "Bad input" and Deliver 6):
 
 * a results file that already holds a run, given to ``run --jsonl`` without ``--resume`` or
+  ``--overwrite``, or to ``fuzz --jsonl``, ``merge -o``, ``probe --jsonl`` / ``--out`` without
   ``--overwrite`` (``refuse_existing_results``): results are never replaced silently;
 * a ``--cases`` glob that matches no case (``check_globs``): the closest case ids and id
   prefixes, and the other tier when the glob matches there;
@@ -44,9 +45,11 @@ def count_case_records(path: Path) -> int:
     return n
 
 
-def refuse_existing_results(path: Path, error: type[TilefoundryError]) -> None:
+def refuse_existing_results(path: Path, error: type[TilefoundryError], *, resume: bool = True,
+                            flag: str = "--jsonl") -> None:
     """An ``error`` when ``path`` exists and is not empty: a run without ``--resume`` would
-    replace what it holds."""
+    replace what it holds. ``resume=False``: a command that cannot continue a run (``fuzz``,
+    ``merge -o``, ``probe``) names only ``--overwrite``; ``flag`` is the option naming it."""
     try:
         size = path.stat().st_size
     except OSError:
@@ -54,9 +57,11 @@ def refuse_existing_results(path: Path, error: type[TilefoundryError]) -> None:
     if size == 0:
         return
     n = count_case_records(path)
-    held = f"{n:,} case result(s)" if n else "a run header and no case result yet"
-    raise error(f"--jsonl {path} already holds {held}; add --resume to continue that run or "
-                f"--overwrite to replace it (or give another --jsonl)")
+    held = f"{n:,} case result(s)" if n else "a run header and no case result yet" \
+        if path.suffix == ".jsonl" else f"{size:,} byte(s)"
+    how = "add --resume to continue that run or --overwrite to replace it" if resume else \
+        "add --overwrite to replace it"
+    raise error(f"{flag} {path} already holds {held}; {how} (or give another {flag})")
 
 
 def _suggest(glob: str, ids: Sequence[str]) -> list[str]:

@@ -5,6 +5,8 @@
   cases and elements and its first case;
 * ``collapsed_failures``: one line per FAIL / CRASH / TIMEOUT / ERROR / XPASS / FLAKY record,
   except that records of one verdict with the same message are one line with their count;
+* ``op_table``: per op × verdict counts of the cases that ran (a case counts under each op it
+  uses), the ops with failures first;
 * ``reason_lines``: NOT_SUPPORTED by reason (what is not claimed, counted per item) and
   UNJUDGED by reason, every UNJUDGED case named.
 """
@@ -16,7 +18,7 @@ import re
 from collections import Counter
 from typing import Any
 
-__all__ = ["collapsed_failures", "grouped_failures", "reason_lines"]
+__all__ = ["collapsed_failures", "grouped_failures", "op_table", "reason_lines"]
 
 SHOWN_GROUPS = 30
 
@@ -124,7 +126,7 @@ def collapsed_failures(records: list[dict], limit: int = 50) -> str:
     return "\n".join(out)
 
 
-_NS = re.compile(r"^(op|dtype|feature|policy|overflow|rounding|mesh)\w*\(s\) \[(.*?)\]")
+_NS = re.compile(r"^(op|dtype|feature|policy|overflow|rounding|mesh|cast pair)\w*\(s\) \[(.*?)\]")
 _UNJ_WHY = re.compile(r"their enclosure admits every value: (.*)\)$")
 
 
@@ -147,7 +149,7 @@ def _unj_reason(msg: str) -> str:
     return msg.split(" — ", 1)[1] if " — " in msg else msg[:120]
 
 
-def reason_lines(records: list[dict], names: int = 12) -> str:
+def reason_lines(records: list[dict], names: int = 50) -> str:
     """NOT_SUPPORTED by reason (each reason's items with their case counts) and UNJUDGED by
     reason with every case named (up to ``names`` per reason). Empty when there is neither."""
     out: list[str] = []
@@ -179,4 +181,49 @@ def reason_lines(records: list[dict], names: int = 12) -> str:
             shown = ", ".join(ids[:names]) + (f", +{len(ids) - names} more" if len(ids) > names
                                                else "")
             out.append(f"  {len(ids)} case(s): {why}: {shown}")
+    return "\n".join(out)
+
+
+SHOWN_OPS = 40
+_OP_BAD = ("FAIL", "ERROR", "CRASH", "TIMEOUT", "XPASS", "FLAKY")
+
+
+def op_table(records: list[dict], limit: int = SHOWN_OPS) -> str:
+    """Per op (the records' ``ops``) × verdict counts over the cases that ran (NOT_SUPPORTED
+    cases are left out: ``reason_lines`` breaks them down); a case counts under each op it
+    uses. Ops with FAIL / ERROR / CRASH / TIMEOUT / XPASS / FLAKY cases first, most first; a
+    column only for a verdict that occurs. Empty when no case ran."""
+    from tilefoundry.conformance.cases import VERDICTS
+    from tilefoundry.conformance.report import ABBR
+
+    rows: dict[str, Counter] = {}
+    for r in records:
+        v = r.get("verdict")
+        if v == "NOT_SUPPORTED" or v not in VERDICTS:
+            continue
+        ops = [str(o) for o in r.get("ops") or () if isinstance(o, str)] or ["?"]
+        for o in dict.fromkeys(ops):
+            rows.setdefault(o, Counter())[v] += 1
+    if not rows:
+        return ""
+    total = Counter()
+    for c in rows.values():
+        total.update(c)
+    cols = [v for v in VERDICTS if total[v]]
+    order = sorted(rows.items(), key=lambda kv: (-sum(kv[1][v] for v in _OP_BAD),
+                                                 -sum(kv[1].values()), kv[0]))
+    head = ["op", "cases", *(ABBR.get(v, v) for v in cols)]
+    body = [[o, str(sum(c.values())), *(str(c[v]) if c[v] else "-" for v in cols)]
+            for o, c in order[:limit]]
+    w = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+
+    def fmt(x: list[str]) -> str:
+        return "  ".join(s.ljust(w[0]) if i == 0 else s.rjust(w[i]) for i, s in enumerate(x))
+
+    out = [f"per op ({len(rows)} op(s) in the cases that ran; a case counts under each op it "
+           f"uses):", fmt(head), "  ".join("-" * n for n in w), *(fmt(x) for x in body)]
+    if len(order) > limit:
+        out.append(f"... and {len(order) - limit} more op(s), none with a failure"
+                   if not any(sum(c[v] for v in _OP_BAD) for _, c in order[limit:])
+                   else f"... and {len(order) - limit} more op(s)")
     return "\n".join(out)

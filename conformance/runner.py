@@ -8,7 +8,9 @@
    reproducer directory and a resumed file written for another backend or seed.
 2. ``jobs`` long-lived worker processes are forked (the ``fork`` start method: the cases, with
    their builder closures, are inherited, never pickled). Each worker loads the backend itself,
-   once, by its spec string, then takes case indices from the runner one at a time.
+   once, by its spec string, then takes case indices from the runner one at a time. ``spawn`` /
+   ``forkserver`` (``start_method``, or the backend's attribute) start fresh workers that
+   rebuild the cases instead (``start_method.py``).
 3. Per case the worker builds ``(module, entry, inputs)``, computes ``requirements(module)`` and
    answers **NOT_SUPPORTED** naming what is missing when ``unsupported_reason`` says so — the
    backend is not called. Otherwise it evaluates the reference, calls ``backend.compile`` and
@@ -91,7 +93,15 @@ from tilefoundry.conformance.input_checks import (
     refuse_existing_results,
 )
 from tilefoundry.conformance.manifest import Manifest, ManifestEntry, ManifestError
+from tilefoundry.conformance.protocol import compile_for
+from tilefoundry.conformance.reduction_orders import check_reduction_claims, judged_module
 from tilefoundry.conformance.repro_nonpass import NONPASS_REPRO, write_nonpass_reproducer
+from tilefoundry.conformance.start_method import (
+    choose_start_method,
+    resolve_cases,
+    wait_ready,
+    worker_cases,
+)
 from tilefoundry.errors import BackendUnsupportedError, RunTimeCheckError, TilefoundryError
 
 __all__ = [
@@ -161,7 +171,15 @@ def validate_capabilities(caps: Any, spec: str) -> Capabilities:
                  for a, x in mapping(v, f"op_attrs[{k!r}]").items()}
              for k, v in mapping(caps.op_attrs, "op_attrs").items()}
     # every unknown name, each with the closest valid name
-    bad_name = capability_name_error(ops, d, pols, ovf, rnd, feats, op_dt, op_at)
+    pairs = caps.cast_pairs
+    if pairs is not None:
+        if isinstance(pairs, str) or not isinstance(pairs, set | frozenset | list | tuple) or \
+                not all(isinstance(x, tuple | list) and len(x) == 2 and
+                        all(isinstance(y, DType | str) for y in x) for x in pairs):
+            raise ConformanceError(f"{where}: cast_pairs must be None or a set of (source, "
+                                   f"destination) dtype pairs, got {pairs!r}")
+        pairs = frozenset(tuple(x) for x in pairs)
+    bad_name = capability_name_error(ops, d, pols, ovf, rnd, feats, op_dt, op_at, pairs)
     if bad_name is not None:
         raise ConformanceError(f"{where}: {bad_name}")
 
@@ -184,7 +202,11 @@ def validate_capabilities(caps: Any, spec: str) -> Capabilities:
                         op_dtypes=MappingProxyType({k: dts(v) for k, v in op_dt.items()}),
                         op_attrs=MappingProxyType({k: MappingProxyType(v)
                                                    for k, v in op_at.items()}),
-                        mesh_shapes=shapes)
+                        mesh_shapes=shapes,
+                        cast_pairs=None if pairs is None else frozenset(
+                            tuple(x if isinstance(x, DType) else DType(x) for x in p)
+                            for p in pairs),
+                        **check_reduction_claims(caps, where, ConformanceError))
 
 
 def _load_backend_checked(spec: str, caps_override: Capabilities | None = None
@@ -454,7 +476,7 @@ def _rss_mb() -> float:
 
 
 def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, seed: int,
-                 fault_path: str, phase, close_fds: tuple = ()) -> None:
+                 fault_path: str, phase, close_fds: tuple = (), announce: bool = False) -> None:
     for fd in close_fds:  # the runner's locked results file: a worker must not hold the lock
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -472,6 +494,9 @@ def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, see
         backend = load_backend(spec)
     except Exception as e:
         load_error = f"loading the backend in the worker raised {type(e).__name__}: {_text(e)}"
+    if announce:  # spawn / forkserver: the cases come as a recipe (start_method.py)
+        cases = resolve_cases(cases)
+        conn.send(("ready", os.getpid()))
     while True:
         try:
             task = conn.recv()
@@ -696,6 +721,7 @@ def _program_text(module: Any) -> str:
 
 def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed: int,
              opts: dict, phase, conn, idx: int) -> dict:
+    from tilefoundry.conformance.fail_rules import fail_message
     from tilefoundry.oracle.compare import check
     from tilefoundry.oracle.enclosure_eval import evaluate_enclosed
 
@@ -733,8 +759,11 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
     if case.expect_error is not None:
         rec["expect_error"] = case.expect_error
     ref_error: BaseException | None = None
-    try:
-        ev, _ = evaluate_enclosed(module, entry, inputs)
+    try:  # judged: under the backend's declared reduction order (reduction_orders.py)
+        judged = judged_module(caps, module)
+        if judged is not module:
+            rec["judged_order"] = caps.reduction_order
+        ev, _ = evaluate_enclosed(judged, entry, inputs)
     except Exception as e:
         if case.expect_error is None or reference_check(e) != case.expect_error:
             return done("ERROR", "harness: " + _expected_mismatch(case, e), harness=True)
@@ -744,7 +773,7 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
             return done("ERROR", "harness: " + _expected_mismatch(case, None), harness=True)
     phase.value = _COMPILE
     try:
-        compiled = backend.compile(module, entry)
+        compiled = compile_for(backend, module, entry, inputs)  # input_specs: protocol.py
     except BackendUnsupportedError as e:
         return done("NOT_SUPPORTED", f"backend.compile: {_text(e)}")
     except Exception as e:
@@ -768,7 +797,7 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
                                    f"returned values instead of raising RunTimeCheckError"))
     phase.value = _CHECK
     try:
-        v = check(module, entry, inputs, observed, reference=ev)
+        v = check(judged, entry, inputs, observed, reference=ev)
     except Exception as e:  # malformed output that slipped through the oracle's validation
         return done("ERROR", _raised("judging the backend's output", e))
     if v.status == "ERROR":
@@ -782,7 +811,7 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
         unj = [o for o in v.outputs if o.status == "UNJUDGED"]
         return done("UNJUDGED", f"{rec['unjudged']} of {rec['elements']} element(s) unjudged "
                                 f"in {len(unj)} output(s): {unj[0].line()}")
-    v = _diagnosed(module, entry, inputs, observed, v)
+    v = _diagnosed(judged, entry, inputs, observed, v)
     fails = [o for o in v.outputs if o.status == "FAIL"]
     if v.diagnosis is not None:
         rec["diagnosis"] = v.diagnosis.to_json()
@@ -791,7 +820,7 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
         from tilefoundry.oracle.diagnose import judge_under
 
         try:
-            under = judge_under(module, entry, inputs, observed, v, admit)
+            under = judge_under(judged, entry, inputs, observed, v, admit)
         except Exception:
             under = False
         if under:
@@ -805,8 +834,9 @@ def _execute(backend: Any, load_error: str, caps: Capabilities, case: Case, seed
             return done("PASS", f"accepted by the manifest's tolerance override (<= {tol[0]} "
                                 f"ulp; worst {worst:g} ulp): {tol[1]}", tolerance=tol[0])
     why = f"; {v.diagnosis.line()}" if v.diagnosis is not None else ""
-    done("FAIL", fails[0].line() + (f" (+{len(fails) - 1} more failing output(s))"
-                                    if len(fails) > 1 else "") + why,
+    if "judged_order" in rec:
+        why += f" (judged as the declared reduction_order {rec['judged_order']!r})"
+    done("FAIL", fail_message(v, fails) + why,
          outputs=[_output_detail(o) for o in fails])
     repro = opts.get("repro")
     if repro:
@@ -842,7 +872,7 @@ def _reduce_into(path: Path, backend: Any, case: Case, seed: int, opts: dict, mo
 
     def still_fails(m: Any, e: str, ins: list) -> bool:
         try:
-            out = backend.run(backend.compile(m, e), [_copy(x) for x in ins])
+            out = backend.run(compile_for(backend, m, e, ins), [_copy(x) for x in ins])
             return check(m, e, ins, out).status == "FAIL"
         except Exception:
             return False
@@ -850,7 +880,7 @@ def _reduce_into(path: Path, backend: Any, case: Case, seed: int, opts: dict, mo
     try:
         r = reduce_failure(module, entry, inputs, still_fails, budget_s=float(opts["reduce_s"]))
         ins = list(r.inputs)
-        out = backend.run(backend.compile(r.module, r.entry), [_copy(x) for x in ins])
+        out = backend.run(compile_for(backend, r.module, r.entry, ins), [_copy(x) for x in ins])
         v = check(r.module, r.entry, ins, out)
         if v.status != "FAIL":
             return
@@ -911,8 +941,13 @@ def _frames(fault: Path | None) -> str:
 
 class _Pool:
     def __init__(self, spec: str, cases: Sequence[Case], caps: Capabilities, seed: int,
-                 jobs: int, tmp: Path, close_fds: tuple = ()):
-        self.ctx = multiprocessing.get_context("fork")
+                 jobs: int, tmp: Path, close_fds: tuple = (), start: tuple = ("fork", None)):
+        self.method = start[0]  # fork / spawn / forkserver (start_method.py)
+        self.ctx = multiprocessing.get_context(self.method)
+        if self.method != "fork":  # a fresh process holds none of the runner's descriptors
+            close_fds, cases = (), start[1]  # the cases as start_method.worker_cases sends them
+        if self.method == "forkserver":
+            self.ctx.set_forkserver_preload(["tilefoundry.conformance.runner"])
         self.close_fds = tuple(close_fds)
         self.spec, self.cases, self.caps, self.seed, self.tmp = spec, cases, caps, seed, tmp
         self.slots = [_Slot(n) for n in range(jobs)]
@@ -928,10 +963,12 @@ class _Pool:
         slot.proc = self.ctx.Process(
             target=_worker_main, name=f"tilefoundry-conformance-{self.spawned}",
             args=(child, self.spec, self.cases, self.caps, self.seed, str(slot.fault),
-                  slot.phase, self.close_fds))
+                  slot.phase, self.close_fds, self.method != "fork"))
         slot.proc.start()
         child.close()
         slot.conn = parent
+        if self.method != "fork":
+            wait_ready(parent, slot.proc)  # its start-up is not its first case's time
 
     def kill(self, slot: _Slot) -> None:
         if slot.proc is not None:
@@ -963,7 +1000,9 @@ class _Pool:
                     continue
                 try:  # exited? left unreaped, so its process group is still its own to kill
                     st = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-                except OSError:
+                except OSError:  # not our child (forkserver's): wait on its sentinel
+                    slot.proc.join(max(0.0, wait_s - (time.monotonic() - t0)))
+                    code = slot.proc.exitcode
                     break
                 if st is not None:
                     code = st.si_status if st.si_code == os.CLD_EXITED else -st.si_status
@@ -1524,7 +1563,7 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         baseline: Any = None, flake_retries: int = 0,
         budget_s: float | None = None, caps_override: Capabilities | None = None,
         executor: str = "local", ray_address: str | None = None,
-        overwrite: bool = True) -> RunResult:
+        overwrite: bool = True, start_method: str | None = None) -> RunResult:
     """Run ``cases`` (a list, a Catalog, a lazy sequence such as ``GeneratedCases``, or a tier
     name of the catalog ``catalog``) against the backend ``backend_spec``; see the module
     docstring. ``deadline`` (a ``time.monotonic()`` value) stops handing out new cases; so
@@ -1545,7 +1584,11 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     both.
 
     ``overwrite=False`` (the command line without ``--overwrite``) refuses a results file that
-    already holds something unless ``resume``: a run never replaces results silently."""
+    already holds something unless ``resume``: a run never replaces results silently.
+
+    ``start_method`` (``--start-method``): how local workers start, ``fork`` / ``spawn`` /
+    ``forkserver``; None takes the backend's ``start_method`` attribute, else ``fork``
+    (``start_method.py``)."""
 
     t_start = time.monotonic()
     if jobs < 1:
@@ -1563,10 +1606,9 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     if ray_address is not None and executor != "ray":
         raise ConformanceError("--address is the Ray cluster of --executor ray; add "
                                "--executor ray or drop --address")
-    if executor == "local" and "fork" not in multiprocessing.get_all_start_methods():
-        raise ConformanceError("the conformance runner needs the 'fork' start method "
-                               "(Linux, macOS); it is not available here")
     backend, caps = _load_backend_checked(backend_spec, caps_override)
+    method = choose_start_method(start_method, backend, backend_spec, executor)
+    origin = (catalog, seed, caps) if isinstance(cases, str) else None  # spawn: rebuild it
     del backend  # the runner only validates it; workers load their own
     check_claims(caps, backend_spec, ConformanceError,
                  source="capabilities()" if caps_override is None else "the capability set")
@@ -1601,10 +1643,11 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     repro_dir = Path(repro_dir) if repro_dir is not None else None
     if repro_dir is not None:
         _check_writable(repro_dir, "--repro-dir", directory=True)
+    start = (method, worker_cases(cases, method, origin))  # before the results file is touched
     return _run_driver(backend_spec, cases, caps, finite, t_start, out_jsonl, resume, seed,
                        manifest, repro_dir, progress, catalog, reduce_s, deadline,
                        worker_rss_mb, stream, shard, baseline, flake_retries, budget_s, jobs,
-                       timeout_s, executor, ray_address, overwrite)
+                       timeout_s, executor, ray_address, overwrite, start)
 
 
 #: tests only: called after the cases ran, before the run reads its results back (a test
@@ -1619,7 +1662,7 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
                 worker_rss_mb: float, stream: Any, shard: tuple[int, int] | None,
                 baseline: Any, flake_retries: int, budget_s: float | None, jobs: int,
                 timeout_s: float, executor: str, ray_address: str | None,
-                overwrite: bool = True) -> RunResult:
+                overwrite: bool = True, start: tuple = ("fork", None)) -> RunResult:
     """``run`` once its arguments are checked: lock the results file, write the header, run
     the cases on the executor (the forked pool, or a Ray session), write the summary."""
     from tilefoundry.conformance.report import Progress, read_jsonl
@@ -1657,7 +1700,7 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
     try:
         if ray_session is None:
             pool = _Pool(backend_spec, cases, caps, seed, min(jobs, max(1, len(cases))), tmp,
-                         close_fds=(f.fileno(),))
+                         close_fds=(f.fileno(),), start=start)
     except BaseException:
         f.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -5,7 +5,9 @@ and judges every output under the contract the semantics defines for it
 (ARCHITECTURE.md, Numeric contracts; ``CONTRACTS_VERSION``):
 
 * **exact** — bit-identical; every NaN equals every NaN (payload and sign are no contract,
-  D14); ``-0`` and ``+0`` are different values. Integers and bools compare by value.
+  D14); ``-0`` and ``+0`` are different values. Integers and bools compare by value. An output
+  made only of copies (``_copied``: ``COPIES_BITS`` ops, parameters, constants) is judged
+  **exact bits** — NaN payload and sign too (D298).
 * **ulp** — within ``ulp`` units in the last place of the result dtype of the reference (the
   ULP budget table, ``semantics/ulp.py``); the distance is measured on the format's ordered
   integer line (``-0`` and ``+0`` are the same point there; ``+inf`` is one step past max
@@ -116,6 +118,15 @@ def compare_exact(expected: np.ndarray, observed: np.ndarray) -> np.ndarray:
     return same | (_is_nan(e) & _is_nan(o))
 
 
+def compare_bits(expected: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """Per-element acceptance of a copied value: the same encoding, NaN payload and sign
+    included (D298: load / store copying preserves the encoded value)."""
+    e, o = np.asarray(expected), np.asarray(observed)
+    if not dtype_of(e).is_float:
+        return np.asarray(e == o)
+    return to_bits(_c(e)) == to_bits(_c(o))
+
+
 def _multiset_key(x: np.ndarray) -> np.ndarray:
     """An injective sort key on the exact contract's classes: the bit pattern, every NaN one
     key (sorting two arrays by it and comparing exactly tests multiset equality)."""
@@ -158,7 +169,8 @@ def _dec(x: np.ndarray, idx: tuple) -> str:
     v = x[idx]
     dt = dtype_of(x)
     if dt.is_float:
-        f = float(np.asarray(v).astype(np.float64))
+        with np.errstate(invalid="ignore"):  # a signalling NaN quiets on widening: still NaN
+            f = float(np.asarray(v).astype(np.float64))
         return repr(f) if not (f == 0 and np.signbit(f)) else "-0.0"
     return str(v.item() if hasattr(v, "item") else v)
 
@@ -246,7 +258,8 @@ def _float_kinds(x: np.ndarray) -> np.ndarray:
     """Per element, an index into ``_KINDS`` (vectorized)."""
     from tilefoundry.semantics.formats import FORMATS
 
-    f = np.asarray(x).astype(np.float64)
+    with np.errstate(invalid="ignore"):  # a signalling NaN quiets on widening: still NaN
+        f = np.asarray(x).astype(np.float64)
     tiny = float(FORMATS[dtype_of(x)].min_normal)
     k = np.full(f.shape, 6, np.int64)
     k[np.abs(f) < tiny] = 5
@@ -429,6 +442,33 @@ def _outputs(fn) -> list[tuple[Expr, int | None]]:
         return [(node, None)]
 
     return of(fn.body)
+
+
+def _copied(node: Expr) -> bool:
+    """True when ``node``'s value is made only of copies (D298): following float-typed edges
+    back from it reaches only ops with ``COPIES_BITS`` (a move, a selection, a bit
+    reinterpretation), the entry's parameters and constants. Bool / integer operands (a select's
+    condition, an index) carry no NaN and are not followed; anything else (arithmetic, a call, a
+    loop, a tuple) computes, and a computed NaN's payload is no contract (D21)."""
+    from tilefoundry.semantics.ir import Constant, Var
+    from tilefoundry.semantics.types import TensorType
+
+    def float_typed(x: Expr) -> bool:
+        t = x.checked_type if x.has_type else None
+        return isinstance(t, TensorType) and DType(t.dtype).is_float
+
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Var | Constant):
+            continue
+        if not (isinstance(n, Call) and getattr(n.op, "COPIES_BITS", False)):
+            return False
+        stack.extend(a for a in n.args if float_typed(a))
+    return True
 
 
 def _producer(node: Expr, index: int | None) -> tuple[Expr, int | None]:
@@ -639,6 +679,10 @@ def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
             verdicts.append(_judge_enclosure(i, encs[i], e, o))
             continue
         ov = _apply(i, own, prod, e, o)
+        if ov.status == PASS and ov.contract == "exact" and not hidden and \
+                dtype_of(e).is_float and field_ is None and _copied(prod):
+            ov = _judge(i, "exact bits (a copy: NaN payload and sign kept)",
+                        compare_bits(e, o), e, o, budget=0)
         if own and own[-1].kind == "permutation" and field_ is not None:
             fields.setdefault(id(prod), {})[field_] = (i, own[-1].axis)
         if ov.status == UNJUDGED and encs is not None and not isinstance(encs[i], str | None):
@@ -683,8 +727,14 @@ def _judge_enclosure(i: int, enc: Any, e: np.ndarray, o: np.ndarray) -> OutputVe
         bad = v.worst_index or ()
         lo, hi = enc.lo.reshape(e.shape), enc.hi.reshape(e.shape)
         nan = enc.nan.reshape(e.shape)
+        try:  # the error and the admitted interval as numbers, as for exact / ulp
+            err = _interval(e, o, bad, 0)[0]
+        except Exception:  # a format the interval cannot be read in: the detail says it
+            err = None
         return replace(v, detail=(f"enclosure at {list(bad)}: [{_dec(lo, bad)}, {_dec(hi, bad)}]"
-                                  f"{' or NaN' if nan[bad] else ''}"))
+                                  f"{' or NaN' if nan[bad] else ''}"), error=err,
+                       admitted=f"[{_dec(lo, bad)}, {_dec(hi, bad)}]"
+                       + (" or NaN" if nan[bad] else ""))
     if unb.any():
         return OutputVerdict(i, UNJUDGED, name, total=total, unjudged=int(unb.sum()),
                              detail=f"{int(unb.sum())} of {total} element(s) unjudged (their "

@@ -61,8 +61,10 @@ def load_candidate(spec: str):
         obj = load_object(spec, "candidate")
         if not isinstance(obj, type) and callable(obj) and _arity(obj) == 3:
             return obj
+    from tilefoundry.conformance.protocol import compile_for
+
     backend = load_backend(spec)
-    return lambda m, e, xs: backend.run(backend.compile(m, e), xs)
+    return lambda m, e, xs: backend.run(compile_for(backend, m, e, xs), xs)
 
 
 def _arity(obj: Any) -> int:

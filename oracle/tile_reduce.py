@@ -140,12 +140,32 @@ def _custom_enclosure(s: Site):
                                                 "CustomReduce enclosure")
     n = leaves.shape[-2]
     if n + 1 > (6 if op.policy == "ordered_tree" else 5):
+        if op.reducer == "welford":
+            return _welford_bound(s, leaves, seed, v, op)
         return _full_like(v, f"CustomReduce({op.reducer}, {op.policy}) over {n + 1} leaves: "
                              f"beyond enumeration")
     cols = [seed] + [leaves[..., i, :] for i in range(n)]
     cands = [c.reshape(v.shape) for c in _trees(cols, r, op.policy == "unordered_tree")]
     return from_candidates(cands, np.zeros(v.shape, bool), dtype_of(v),
                            f"CustomReduce({op.reducer}, {op.policy}) merge trees", s.name)
+
+
+def _welford_bound(s: Site, leaves, seed, v: np.ndarray, op) -> Enc:
+    """Welford beyond enumeration: the sound bound of every f32 merge tree, rounded outward to
+    f32 (``reducer_bounds``); fibers it cannot bound admit everything (unjudged)."""
+    from tilefoundry.semantics.reducer_bounds import welford_tree_bounds
+
+    try:
+        _, lo, hi = welford_tree_bounds(leaves, seed)
+    except InvalidArgumentError as e:
+        return _full_like(v, f"CustomReduce(welford, {op.policy}): {e}")
+    lo32 = lo.astype(np.float32)
+    lo32 = np.where(lo32.astype(np.float64) > lo, np.nextafter(lo32, np.float32(-np.inf)), lo32)
+    hi32 = hi.astype(np.float32)
+    hi32 = np.where(hi32.astype(np.float64) < hi, np.nextafter(hi32, np.float32(np.inf)), hi32)
+    shape = v.shape
+    return Enc(lo32.reshape(shape), hi32.reshape(shape), np.zeros(shape, bool),
+               np.ones(shape, bool), f"CustomReduce(welford, {op.policy}) merge-tree bound")
 
 
 __all__ = ["ADMITTED"]

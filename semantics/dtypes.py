@@ -57,6 +57,7 @@ __all__ = [
     "cast_ex",
     "dtype_of",
     "from_bits",
+    "positive_nan",
     "to_bits",
     "widen_to_f32",
 ]
@@ -522,6 +523,22 @@ def widen_to_f32(x: np.ndarray) -> np.ndarray:
         require_evaluable(src, "cast source")
         return _widen_bf16(np.asarray(x))
     return cast(x, DType.F32)
+
+
+def positive_nan(x: np.ndarray) -> np.ndarray:
+    """``x`` with every NaN of a float dtype made the dtype's positive quiet NaN (D21: a NaN an
+    arithmetic operation returns, reductions and scans included, does not inherit numpy's
+    propagated payload or sign). Other arrays are returned as they are."""
+    if not isinstance(x, np.ndarray) or x.dtype.kind in "biuO":
+        return x
+    dt = dtype_of(x)
+    if not dt.is_float:
+        return x
+    with np.errstate(invalid="ignore"):
+        nan = np.isnan(x.astype(np.float32))
+    if not nan.any():
+        return x
+    return np.where(nan, cast(_POS_QNAN_F32, dt), x).astype(x.dtype)
 
 
 def apply_lowp(fn: Callable[..., np.ndarray], *xs: np.ndarray,

@@ -191,6 +191,10 @@ class Op:
     FAMILY: ClassVar[str] = ""
     #: True when the trailing inputs are variadic (Concat, Stack, ShapeCompose)
     VARIADIC: ClassVar[bool] = False
+    #: True when the op moves its float operands' encodings unchanged (a load / store copy, a
+    #: selection, a bit reinterpretation): NaN payloads and signs survive it, and the oracle
+    #: judges an output made only of such moves bit for bit (D298)
+    COPIES_BITS: ClassVar[bool] = False
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -28,8 +28,9 @@ edge cases"; docs/decisions.md D231–D235):
   admitted set of a tree policy is every ordered bracketing (ordered_tree) or every tree of
   every permutation (unordered_tree) of the leaves ``[seed, lift(x0), ...]``, each node one f32
   ``merge`` — enumerated up to ``ENUMERATE_MAX`` leaves (Welford's f32 merge is not
-  associative, so no cheaper bound is sound); the product reducer's sum component beyond that
-  uses the rigorous sum bound of ``reductions``.
+  associative, so no cheaper bound is sound); beyond that Welford's state is judged by the sound
+  bound of every merge tree (``reducer_bounds``) and the product reducer's sum component by the
+  rigorous sum bound of ``reductions``.
 """
 
 from __future__ import annotations
@@ -491,6 +492,16 @@ def custom_admits(result: np.ndarray, x: np.ndarray, seed: np.ndarray,
             ok |= _same_state(rr, c)
         method = "enumeration"
         how = f"every f32 merge tree over the seed and {n} lifted contributions enumerated"
+    elif r.name == "welford":  # any length: the sound bound of every merge tree
+        from tilefoundry.semantics.reducer_bounds import welford_tree_bounds
+
+        _, lo, hi = welford_tree_bounds(leaves, s)
+        with np.errstate(invalid="ignore"):
+            v = rr.astype(np.float64)
+            ok = np.all((v >= lo) & (v <= hi), -1)
+        method = "bound"
+        how = (f"every f32 merge tree over the seed and {n} lifted contributions, bounded from "
+               f"the pooled statistics (reducer_bounds; the merge expressions are not read)")
     elif r.name == "sum_max":
         v = np.concatenate([s[..., :1], leaves[..., 0]], -1)
         ok_sum, _, _ = _tree_admits(v, rr[..., 0], DType.F32, policy == "unordered_tree", None,

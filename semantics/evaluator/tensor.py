@@ -61,7 +61,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from tilefoundry.errors import EmptyReductionError, InvalidArgumentError
-from tilefoundry.semantics.dtypes import cast, cast_ex, from_bits
+from tilefoundry.semantics.dtypes import cast, cast_ex, from_bits, positive_nan
 from tilefoundry.semantics.evaluator.registry import EvalCtx, OpContract, register_eval
 from tilefoundry.semantics.formats import DType, bits_dtype, dtype_of, require_evaluable
 from tilefoundry.semantics.ops.tensor import (
@@ -430,7 +430,9 @@ def eval_reduce(ctx: EvalCtx, args: tuple) -> np.ndarray:
             op=f"Reduce({kind})", kind="admitted_set", dtype=dt, policy=op.policy,
             detail=f"axes {tuple(sorted(axes))}, {n} element(s) per result; the reference value "
                    f"is the balanced pairwise tree in source order, one member of the set"))
-    return _out(out)
+    # D21: a reduced NaN is the positive quiet NaN, not numpy's propagated operand (reducing
+    # no axis is the identity: a copy)
+    return _out(positive_nan(out) if axes else out)
 
 
 # ---------------------------------------------------------------------------------------------

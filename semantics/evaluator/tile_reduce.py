@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilefoundry.errors import InvalidArgumentError
+from tilefoundry.semantics.dtypes import positive_nan
 from tilefoundry.semantics.evaluator.registry import EvalCtx, OpContract, register_eval
 from tilefoundry.semantics.evaluator.tensor import _out, _tensor
 from tilefoundry.semantics.formats import dtype_of
@@ -32,7 +33,7 @@ def eval_seeded_reduce(ctx: EvalCtx, args: tuple) -> np.ndarray:
             op=f"{ctx.name}(sum)", kind="admitted_set", dtype=dt, policy=op.policy,
             detail=f"axes {tuple(op.axes)}: every tree over the seed and the active "
                    f"contributions ({'any order' if op.policy == 'unordered_tree' else 'the seed leftmost, source order'}); the reference is merge(seed, pairwise tree)"))
-    return _out(out)
+    return _out(positive_nan(out))  # D21: not numpy's propagated payload
 
 
 @register_eval(CustomReduce)
@@ -50,4 +51,4 @@ def eval_custom_reduce(ctx: EvalCtx, args: tuple) -> np.ndarray:
             policy=op.policy,
             detail=f"axes {tuple(op.axes)}: every f32 merge tree over the seed and the lifted "
                    f"contributions; the reference is merge(seed, pairwise tree)"))
-    return _out(out)
+    return _out(positive_nan(out))  # D21: not numpy's propagated payload

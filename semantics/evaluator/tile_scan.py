@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilefoundry.errors import InvalidArgumentError
+from tilefoundry.semantics.dtypes import positive_nan
 from tilefoundry.semantics.evaluator.registry import EvalCtx, OpContract, register_eval
 from tilefoundry.semantics.formats import dtype_of
 from tilefoundry.semantics.ops.tile_scan import Scan
@@ -51,4 +52,4 @@ def eval_scan(ctx: EvalCtx, args: tuple) -> np.ndarray:
         ctx.note(OpContract(op="Scan(add)", kind="admitted_set", dtype=dtype_of(x),
                             policy="ordered_tree",
                             detail="each prefix: an order-preserving regrouping of its leaves"))
-    return np.array(r, order="C", copy=True)
+    return np.array(positive_nan(np.asarray(r)), order="C", copy=True)  # D21

@@ -46,6 +46,7 @@ class _Tensor(Op):
 
 @dataclass(frozen=True)
 class Reshape(_Tensor):
+    COPIES_BITS: ClassVar[bool] = True
     new_shape: tuple
     INPUTS: ClassVar[tuple[str, ...]] = ("x",)
 
@@ -76,6 +77,7 @@ class Cast(_Tensor):
 
 @dataclass(frozen=True)
 class Gather(_Tensor):
+    COPIES_BITS: ClassVar[bool] = True
     axis: int
     batch_dims: int = 0
     INPUTS: ClassVar[tuple[str, ...]] = ("x", "indices")
@@ -123,6 +125,7 @@ class Reduce(_Tensor):
 @dataclass(frozen=True)
 class InsertSlice(_Tensor):
     """Inputs (dst, update, *offsets): one rank-0 integer offset per axis of dst."""
+    COPIES_BITS: ClassVar[bool] = True
 
     INPUTS: ClassVar[tuple[str, ...]] = ("dst", "update", "offsets")
     VARIADIC: ClassVar[bool] = True
@@ -130,6 +133,7 @@ class InsertSlice(_Tensor):
 
 @dataclass(frozen=True)
 class CacheUpdate(_Tensor):
+    COPIES_BITS: ClassVar[bool] = True
     INPUTS: ClassVar[tuple[str, ...]] = ("cache", "cur_pos", "s", "new")
 
 
@@ -151,6 +155,7 @@ class TopK(_Tensor):
 
 @dataclass(frozen=True)
 class Transpose(_Tensor):
+    COPIES_BITS: ClassVar[bool] = True
     perm: tuple
     INPUTS: ClassVar[tuple[str, ...]] = ("x",)
 
@@ -160,6 +165,7 @@ class Transpose(_Tensor):
 
 @dataclass(frozen=True)
 class Slice(_Tensor):
+    COPIES_BITS: ClassVar[bool] = True
     begin: tuple
     end: tuple
     strides: tuple | None = None
@@ -174,6 +180,7 @@ class Slice(_Tensor):
 
 @dataclass(frozen=True)
 class Concat(_Tensor):
+    COPIES_BITS: ClassVar[bool] = True
     axis: int = 0
     INPUTS: ClassVar[tuple[str, ...]] = ("xs",)
     VARIADIC: ClassVar[bool] = True
@@ -184,6 +191,7 @@ class Concat(_Tensor):
 
 @dataclass(frozen=True)
 class Stack(_Tensor):
+    COPIES_BITS: ClassVar[bool] = True
     axis: int = 0
     INPUTS: ClassVar[tuple[str, ...]] = ("xs",)
     VARIADIC: ClassVar[bool] = True

@@ -26,6 +26,7 @@ class _Tile(Op):
 @dataclass(frozen=True)
 class Select(_Tile):
     """``ite(cond, t, f)``: ``t`` where ``cond`` holds, else ``f`` (torch.where order)."""
+    COPIES_BITS: ClassVar[bool] = True
 
     INPUTS: ClassVar[tuple[str, ...]] = ("cond", "t", "f")
 
@@ -33,6 +34,7 @@ class Select(_Tile):
 @dataclass(frozen=True)
 class Bitcast(_Tile):
     """Reinterpret x's 32-bit storage as ``dtype`` (f32 -> u32 or u32 -> f32 only)."""
+    COPIES_BITS: ClassVar[bool] = True
 
     dtype: DType
     INPUTS: ClassVar[tuple[str, ...]] = ("x",)

@@ -136,3 +136,16 @@ def test_cli_compile_prints_the_fused_kernel(capsys):
     assert rc == 0 and "// ----- after fuse -----" in out and out.count("  kernel ") == 1
     rc = main(["compile", "tilefoundry.compiler.examples:EXAMPLES", "rmsnorm", "--shape", "4"])
     assert rc == 2 and "error" in capsys.readouterr().err
+
+
+def test_a_second_lowering_of_an_op_is_refused():
+    """One place per fact: a second ``register`` for an op class would silently replace the
+    first (issue 36); it is a LoweringError naming the op and the rule it already has."""
+    from tilefoundry.compiler import lower
+    from tilefoundry.compiler.errors import LoweringError
+    from tilefoundry.semantics.ops import Transpose
+
+    before = LOWERINGS[Transpose]
+    with pytest.raises(LoweringError, match="Transpose already lowers through"):
+        lower.register(Transpose)(lambda *a: None)
+    assert LOWERINGS[Transpose] is before

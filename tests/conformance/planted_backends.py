@@ -375,7 +375,8 @@ BUGS = {"matmul_first_product_seed": ("MatMul",), "stale_partial_consumer": ("Re
         "reshape_local_fortran": ("Reshape",), "cast_ties_away_bf16": ("Cast",),
         "fold_as_pairwise": ("Reduce",), "ordered_as_lanes": ("Reduce",),
         "accumulate_in_bf16": ("Reduce",), "scan_exclusive_off_by_one": ("Scan",),
-        "scan_permuting": ("Scan",)}
+        "scan_permuting": ("Scan",),
+        "nan_quieting_copies": ("Transpose", "Reshape", "Slice", "Concat")}
 LEGAL = {"topk_index_order": ("TopK",), "partial_reverse_order": ("Reshard",),
          "matmul_fma_zeros": ("MatMul",), "scan_ordered_tree_pairwise": ("Scan",)}
 
@@ -509,3 +510,32 @@ def compare_as_not_complement() -> Planted:
                 return np.logical_not(op(cast(a, DType.F32), cast(b, DType.F32)))
         return bad
     return Planted("compare-as-not-complement", lambda: _wrap_eval(Binary, make))
+
+
+def _quieted(r):
+    """``r`` with every float NaN made the format's canonical quiet NaN of positive sign (what a
+    copy through an f32 register and the integer narrowing algorithm produces)."""
+    if not (isinstance(r, np.ndarray) and dtype_of(r).is_float):
+        return r
+    dt = dtype_of(r)
+    with np.errstate(invalid="ignore"):
+        nan = np.isnan(cast(r, DType.F32))
+    if not nan.any():
+        return r
+    return np.where(nan, cast(np.array(np.nan, np.float32), dt), r).astype(r.dtype)
+
+
+def nan_quieting_copies() -> Planted:
+    """Transpose / Reshape / Slice / Concat that return every NaN as the canonical quiet NaN:
+    the copy loses the payload and sign, which "load/store copying preserve the encoded value
+    ... preserve NaN payloads" forbids (issue 37: such a backend used to PASS)."""
+    from tilefoundry.semantics.ops import Concat, Slice, Transpose
+
+    @contextlib.contextmanager
+    def patch():
+        with contextlib.ExitStack() as st:
+            for cls in (Transpose, Reshape, Slice, Concat):
+                st.enter_context(_wrap_eval(cls, lambda good: lambda ctx, args:
+                                            _quieted(good(ctx, args))))
+            yield
+    return Planted("nan-quieting-copies", patch)

@@ -129,8 +129,50 @@ def welford_left_fold() -> Planted:
     return Planted("welford-left-fold", lambda: _wrap_eval(CustomReduce, make))
 
 
+def welford_mean_99() -> Planted:
+    """A Welford reduction over 8 or more contributions that returns a mean of 99 (issue 37:
+    beyond enumeration such a state was UNJUDGED, never FAIL)."""
+    def make(good):
+        def bad(ctx, args):
+            r = good(ctx, args)
+            op = ctx.op
+            n = int(np.prod([np.shape(args[0])[a] for a in op.axes]))
+            if op.reducer != "welford" or n < 8:
+                return r
+            r = np.array(r, copy=True)
+            r[..., 1] = np.float32(99.0)
+            return r
+        return bad
+    return Planted("welford-mean-99", lambda: _wrap_eval(CustomReduce, make))
+
+
+def welford_unweighted_merge() -> Planted:
+    """Welford's merge with the unweighted mean ``(ma + mb) / 2`` — a wrong formula in the
+    reducer definition the backend runs (the reference's bound never reads it, issue 37)."""
+    import contextlib
+
+    from tilefoundry.semantics import reducers
+
+    good = reducers.REDUCERS["welford"]
+    wrong = dataclasses.replace(good, merge=(
+        good.merge[0], ("ifzero", "b.count", "a.mean",
+                        ("ifzero", "a.count", "b.mean", ("mul", ("add", "a.mean", "b.mean"), 0.5))),
+        good.merge[2]))
+
+    @contextlib.contextmanager
+    def patch():
+        reducers.REDUCERS["welford"] = wrong
+        try:
+            yield
+        finally:
+            reducers.REDUCERS["welford"] = good
+    return Planted("welford-unweighted-merge", patch)
+
+
 BUGS = {"seed_per_tree_leaf": ("SeededReduce", "MaskedReduce"),
-        "masked_lane_plus_zero": ("MaskedReduce",)}
+        "masked_lane_plus_zero": ("MaskedReduce",),
+        "welford_mean_99": ("CustomReduce",),
+        "welford_unweighted_merge": ("CustomReduce",)}
 LEGAL = {"masked_lane_minus_zero": ("MaskedReduce",),
          "seed_merged_last": ("SeededReduce", "MaskedReduce"),
          "welford_left_fold": ("CustomReduce",)}

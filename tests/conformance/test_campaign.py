@@ -213,7 +213,8 @@ def test_flake_retries_mark_a_case_that_passes_later_flaky(tmp_path, monkeypatch
     assert recs["flaky/flip"]["verdict"] == "FLAKY"
     assert recs["flaky/flip"]["attempts"] == ["FAIL", "PASS"]
     assert recs["flaky/flip"]["message"].startswith("flaky: FAIL on attempt 1, PASS on attempt "
-                                                    "2: output 0: FAIL")
+                                                    "2: Binary(add) f32: ")
+    assert " — output 0: FAIL" in recs["flaky/flip"]["message"]
     assert recs["flaky/garbage"]["verdict"] == "FAIL"
     assert recs["flaky/garbage"]["attempts"] == ["FAIL", "FAIL", "FAIL"]
     assert "attempts" not in recs["elementwise/add/f32"]  # a pass runs once

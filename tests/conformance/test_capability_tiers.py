@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -117,6 +118,40 @@ def test_stable_across_processes_and_hash_seeds():
         runs.append(json.loads(r.stdout))
     assert runs[0] == runs[1]
     assert [x[0] for x in runs[0]] == [c.id for c in capability_cases(NARROW, 0)[:6]]
+
+
+def test_the_generator_gets_its_op_classes_in_name_order(monkeypatch):
+    """The composer passed the program generator its op classes in a frozenset's order, which
+    the classes' id-based hashes — their addresses — decide: programs differed between processes
+    with the same PYTHONHASHSEED (the cross-process test above failed intermittently). Whatever
+    order the claim's class set iterates in, the generator sees the classes sorted by name."""
+    from tilefoundry.conformance import catalog_capability as cc
+    from tilefoundry.oracle import programs as gen
+
+    seen = []
+    real_limit = gen.capability_limit
+
+    class Reordered:  # the same limit, its classes iterating in reverse name order
+        def __init__(self, limit):
+            self._limit = limit
+            self.classes = _ReversedSet(limit.classes)
+
+        def __getattr__(self, name):
+            return getattr(self._limit, name)
+
+    def record(seed, **kw):
+        seen.append(tuple(c.__name__ for c in kw["ops"]))
+        raise ValueError("recorded")
+
+    monkeypatch.setattr(gen, "capability_limit", lambda caps: Reordered(real_limit(caps)))
+    monkeypatch.setattr(gen, "generate_program", record)
+    cc._generated(NARROW, "Binary.add", random.Random(0))
+    assert seen and all(list(ops[1:]) == sorted(ops[1:]) for ops in seen), seen
+
+
+class _ReversedSet(frozenset):
+    def __iter__(self):
+        return iter(sorted(frozenset.__iter__(self), key=lambda c: c.__name__, reverse=True))
 
 
 def test_a_claim_with_nothing_to_compose_adds_no_case():

@@ -129,6 +129,26 @@ def test_a_symbolic_shape_compiles_on_the_first_run(inductor):
     assert out.shape == (7,) and np.all(np.isfinite(out))
 
 
+def test_a_symbolic_shape_compiles_in_compile_given_the_input_specs(inductor):
+    """With the protocol's input specs (what the runner passes) ``compile`` traces and
+    compiles for the case's shapes, so ``run`` compiles nothing; an extent outside the DimVar's
+    envelope is left to ``run``'s dispatch_envelope check."""
+    from tilefoundry.conformance.protocol import compile_for
+
+    x = np.linspace(-3, 3, 7, dtype=np.float32)
+    compiled = compile_for(inductor, module(sym), "sym", [x])
+    assert compiled.warm and compiled.stats["graphs"] == 1
+    assert compiled.stats["inductor_graphs"] == 1 and compiled.stats["compile_s"] > 0
+    out = inductor.run(compiled, [x])
+    assert compiled.stats["graphs"] == 1 and compiled.stats["inductor_graphs"] == 1
+    assert "run_s" in compiled.stats and np.array_equal(out, x * x + x)
+    big = np.zeros(70, np.float32)  # outside M's envelope [1, 65)
+    outside = compile_for(inductor, module(sym), "sym", [big])
+    assert not outside.warm and outside.stats == {}
+    with pytest.raises(RunTimeCheckError, match="outside the envelope of M"):
+        inductor.run(outside, [big])
+
+
 # ---------------------------------------------------------------------------------------------
 # the two torch paths, told apart by the strict contract
 # ---------------------------------------------------------------------------------------------

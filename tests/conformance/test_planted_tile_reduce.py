@@ -19,7 +19,9 @@ from tilefoundry.semantics.evaluator.core import evaluate
 
 #: the case each bug exists for
 CATCHES = {"seed_per_tree_leaf": "spec/tile/seeded-reduce/seed-once-",
-           "masked_lane_plus_zero": "spec/tile/masked-reduce/skip-not-plus-zero-"}
+           "masked_lane_plus_zero": "spec/tile/masked-reduce/skip-not-plus-zero-",
+           "welford_mean_99": "spec/tile/custom-reduce/welford-ordered_tree-len8/",
+           "welford_unweighted_merge": "spec/tile/custom-reduce/welford-unordered_tree-len1000/"}
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +62,11 @@ def test_each_legal_tile_freedom_passes(tile_quick, name):
     assert not failed and set(verdicts) == {PASS}, (name, dict(verdicts), failed)
     if name != "masked_lane_minus_zero":  # -0 padding is bit-identical by design (D234)
         assert differs >= 1, f"{name}: no case's output differs from the reference's"
+
+
+def test_a_wrong_welford_mean_fails_over_8_and_1000_contributions(tile_quick):
+    """Issue 37, "Must show": wrong-mean Welford over 8 and 1,000 elements FAILs in the quick
+    tier (both were UNJUDGED: beyond enumeration no bound existed)."""
+    _, failed, _ = _judge("welford_mean_99", pt.BUGS["welford_mean_99"], tile_quick)
+    assert {"spec/tile/custom-reduce/welford-ordered_tree-len8/f32",
+            "spec/tile/custom-reduce/welford-unordered_tree-len1000/f32"} <= set(failed), failed

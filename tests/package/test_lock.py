@@ -117,3 +117,58 @@ def test_without_the_optional_extra_installed_its_marked_pins_pass(project, monk
         f.write("six==1.17.0\n")
     problems = lockfile.check(project / "lock.txt")
     assert len(problems) == 1 and problems[0].startswith("six: pinned in lock.txt but")
+
+
+def test_make_test_installs_the_test_extras_ray_included():
+    """The Makefile's install rule ($(STAMP), what `make test` and CI run) installs exactly the
+    extras the lock check holds to their pins: ray among them, so the Ray executor's tests run
+    in CI instead of skipping."""
+    make = (ROOT / "Makefile").read_text()
+    rule = make[make.index("$(STAMP):"):make.index("\ninstall:")]
+    assert re.findall(r"-e '\.\[([^]]+)\]'", rule) == ["$(EXTRAS)"], rule
+    extras = re.findall(r"^EXTRAS := ([A-Za-z0-9_,-]+)$", make, re.M)
+    assert len(extras) == 1 and set(extras[0].split(",")) == set(lockfile.TEST_EXTRAS)
+    stamp = next(ln for ln in make.splitlines() if ln.startswith("STAMP :="))
+    assert "$(EXTRAS)" in stamp  # changing the extras reinstalls an existing .venv
+    assert "ray" in lockfile.TEST_EXTRAS and "ray" in lockfile.OPTIONAL_EXTRAS
+
+
+def test_a_missing_ray_pin_is_named_where_make_test_installs_it(monkeypatch):
+    """`make test` installs the ray extra, so its pins (ray's own and the ones marked
+    '# extra: ray') must be installed at their versions there."""
+    real = lockfile.metadata.version
+
+    def version(name: str) -> str:
+        if lockfile.canonicalize_name(name) in ("ray", "msgpack"):
+            raise lockfile.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(lockfile.metadata, "version", version)
+    problems = lockfile.check(installed_must_match=True)
+    pins = lockfile.read_lock()
+    for name in ("ray", "msgpack"):
+        assert f"{name}: pinned {pins[name]} in lock.txt but not installed; reinstall with " \
+               f"`make install`" in problems
+
+
+def test_the_ray_tests_fail_instead_of_skipping_under_make_test(tmp_path):
+    """Without ray, tests/conformance/test_ray_executor.py skips in a plain pytest run but is a
+    collection error (a failing run) under TILEFOUNDRY_LOCKED=1, what `make test` sets."""
+    import subprocess
+    import sys
+
+    fake = tmp_path / "ray"
+    fake.mkdir()
+    (fake / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'ray'\", name='ray')\n")
+    target = str(ROOT / "tests" / "conformance" / "test_ray_executor.py")
+    outs = {}
+    for locked in ("0", "1"):
+        env = {**os.environ, "PYTHONPATH": str(tmp_path), "TILEFOUNDRY_LOCKED": locked}
+        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p",
+                            "no:cacheprovider", target], capture_output=True, text=True,
+                           env=env, cwd=ROOT, timeout=300)
+        outs[locked] = (p.returncode, p.stdout + p.stderr)
+    assert outs["0"][0] in (0, 5) and "SKIPPED" in outs["0"][1], outs["0"]
+    assert outs["1"][0] not in (0, 5), outs["1"]
+    assert "TILEFOUNDRY_LOCKED=1 (make test) but ray is not importable" in outs["1"][1]
