@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Union
 
@@ -192,10 +192,14 @@ def simplify(d: ShapeDim) -> ShapeDim:
     """Constant-fold with Python floor semantics and drop identities (x+0, x*1, x//1, x*0)."""
     if not isinstance(d, DimExpr):
         return d
-    a, b = simplify(d.lhs), simplify(d.rhs)
+    return _simplified(type(d), simplify(d.lhs), simplify(d.rhs))
+
+
+def _simplified(t: type[DimExpr], a: ShapeDim, b: ShapeDim) -> ShapeDim:
+    """``simplify(t(a, b))`` for operands ``a``, ``b`` that are simplified already: one step,
+    no walk of the operands."""
     if isinstance(a, int) and isinstance(b, int):
-        return d.FN(a, b)
-    t = type(d)
+        return t.FN(a, b)
     if (t is DimAdd and b == 0) or (t is DimSub and b == 0) or (t is DimMul and b == 1) \
             or (t is DimFloorDiv and b == 1):
         return a
@@ -208,6 +212,17 @@ def simplify(d: ShapeDim) -> ShapeDim:
     if t is DimSub and a == b:
         return 0
     return t(a, b)
+
+
+def dim_sum(dims: Iterable[ShapeDim]) -> ShapeDim:
+    """``simplify(d0 + d1 + ...)`` (the left-deep sum, as a loop of ``+`` builds it) in time
+    linear in the number of terms: each step simplifies only the new node (``simplify`` of the
+    growing sum at every step is quadratic; Concat of K operands sums K extents)."""
+    it = iter(dims)
+    total = simplify(next(it))
+    for d in it:
+        total = _simplified(DimAdd, total, simplify(_dim(d, "+")))
+    return total
 
 
 def evaluate_dim(d: ShapeDim, env: Mapping[str, int]) -> int:
