@@ -1,0 +1,103 @@
+"""Compiled programs run within the evaluator's limits (issue 34, item 3): the loop-iteration
+limit (counted as ``evaluate`` counts it: trips at loop entry, nested loops multiply) and the
+value-size limits in force at the call, with the evaluator's ``LimitError``, on every target
+whose host runs the loops."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tilefoundry.compiler.simd_backend  # noqa: F401  (registers the simd target)
+from tilefoundry.compiler.kir import HostLoop
+from tilefoundry.compiler.pipeline import compile
+from tilefoundry.compiler.run_limits import loop_iterations
+from tilefoundry.limits import LimitError, use_limits
+from tilefoundry.semantics.evaluator.core import evaluate
+from tilefoundry.semantics.formats import DType
+from tilefoundry.semantics.ir import Call, Function, GridRegionExpr, Module, Var
+from tilefoundry.semantics.ops import Binary, BinaryKind
+from tilefoundry.semantics.types import TensorType
+
+ADD = Binary(BinaryKind.ADD)
+T = TensorType((2,), DType.F32)
+ONE = np.ones(2, np.float32)
+
+
+def _counted_loops(outer: int, inner: int, then: int = 0) -> Module:
+    """x + outer * inner * x (+ then * x): an outer loop of ``outer`` trips around an inner
+    one of ``inner`` trips adding x to its carry, then (``then`` > 0) a loop of ``then``
+    trips: outer + outer * inner + then iterations."""
+    x, c0, c1, c2 = Var("x", T), Var("c0", T), Var("c1", T), Var("c2", T)
+    step = Call(ADD, (c1, x))
+    inner_loop = GridRegionExpr(Var("j", None), (c1,), (c0,), step, (step,), inner)
+    body = GridRegionExpr(Var("i", None), (c0,), (x,), inner_loop, (inner_loop,), outer)
+    if then:
+        s2 = Call(ADD, (c2, x))
+        body = GridRegionExpr(Var("k", None), (c2,), (body,), s2, (s2,), then)
+    return Module((Function("f", (x,), body, T),))
+
+
+def _count(msg: str) -> str:
+    return re.search(r"would bring the loop iterations to ([\d,]+)", msg).group(1)
+
+
+@pytest.mark.parametrize("target", ["interp", "simd"])
+def test_a_2_62_trip_loop_is_refused_at_the_call(target):
+    """The probe's loop: 2^62 trips; the compiled program is refused before it starts, with
+    the evaluator's limit and count."""
+    m = _counted_loops(1 << 62, 1)
+    c = compile(m, "f", [(2,)], target)
+    with pytest.raises(LimitError) as ref:
+        evaluate(m, "f", [ONE])
+    with pytest.raises(LimitError, match=r"compiled @f: host loop loop\d+ over range\(0, "
+                                         r"4611686018427387904, 1\) would bring the loop "
+                                         r"iterations to 4,611,686,018,427,387,904, more than "
+                                         r"the limit max_loop_iterations \(nested loops "
+                                         r"multiply\); raise it with") as got:
+        c([ONE])
+    assert ref.value.limit == got.value.limit == "max_loop_iterations"
+    assert _count(str(ref.value)) == _count(str(got.value))
+
+
+@pytest.mark.parametrize("target", ["interp", "simd"])
+@pytest.mark.parametrize("outer, inner, then", [(4, 249, 0), (4, 250, 0), (3, 300, 100),
+                                                (3, 300, 97), (1, 0, 5000)])
+def test_the_compiled_limit_is_the_evaluators_at_the_boundary(target, outer, inner, then):
+    """Within 1,000 iterations both run and agree; past it both refuse, at the same loop with
+    the same running count."""
+    m = _counted_loops(outer, inner, then)
+    c = compile(m, "f", [(2,)], target)
+    with use_limits(max_loop_iterations=1000):
+        try:
+            want = evaluate(m, "f", [ONE])
+        except LimitError as e:
+            with pytest.raises(LimitError) as got:
+                c([ONE])
+            assert got.value.limit == e.limit == "max_loop_iterations"
+            assert _count(str(got.value)) == _count(str(e))
+            assert outer + outer * inner + then > 1000
+        else:
+            assert outer + outer * inner + then <= 1000
+            assert np.array_equal(c([ONE]), want)
+
+
+def test_loop_iterations_counts_as_the_evaluator():
+    c = compile(_counted_loops(3, 5, 7), "f", [(2,)])
+    assert sum(isinstance(s, HostLoop) for s in c.program.steps) == 2
+    assert loop_iterations(c.program.steps) == 3 + 3 * 5 + 7
+
+
+def test_value_sizes_are_checked_at_the_call():
+    """Compiled under the default limits, called under lower ones: refused, naming the
+    buffer and the limit, as evaluate refuses the same inputs' results."""
+    m = _counted_loops(2, 2)
+    c = compile(m, "f", [(2,)])
+    with use_limits(max_elements=1):
+        with pytest.raises(LimitError, match=r"compiled @f: buffer .*2 elements.*max_elements"):
+            c([ONE])
+        with pytest.raises(LimitError, match="max_elements"):
+            evaluate(m, "f", [ONE])
+    assert c([ONE]).tolist() == [5.0, 5.0]
