@@ -170,6 +170,7 @@ class Reaper:
         self.me = os.getpid()
         self.pgid = os.getpgrp()
         self.workers: set[int] = set()  # every worker of the run, live or gone
+        self.live: set[int] = set()  # the workers not yet ended
         self.started = _now_ticks()
         self.killed = 0  # processes this reaper killed (for tests and the report)
         self._seen_pid = None
@@ -190,21 +191,25 @@ class Reaper:
     def worker_started(self, pid: int | None) -> None:
         if pid is not None:
             self.workers.add(pid)
+            self.live.add(pid)
 
     # --- the sweeps ------------------------------------------------------------------------
-    def _adopted(self, procs: dict[int, _Proc], marks: set[str] | None) -> set[int]:
-        """Processes re-parented to the runner during the run (not its workers): those with
-        the mark of a worker in ``marks``; ``marks`` None: also any outside the runner's
-        process group started after the run began (a cleared environment)."""
+    def _adopted(self, procs: dict[int, _Proc], worker: int | None) -> set[int]:
+        """Processes re-parented to the runner during the run (not its workers): outside the
+        runner's process group or with a worker's mark, started after the run began. With
+        ``worker``: those that are its — its mark (a process that exec'd keeps the environment
+        it was given), its process group (a double fork without ``setsid``), or, while it is
+        the only live worker, any."""
+        marks = {str(w) for w in self.workers}
         out = set()
         for p in procs.values():
-            if p.ppid != self.me or p.pid in self.workers:
+            if p.ppid != self.me or p.pid in self.workers or p.start < self.started:
                 continue
             mark = _mark(p.pid)
-            if mark is not None and mark in (marks if marks is not None else
-                                             {str(w) for w in self.workers}):
-                out.add(p.pid)
-            elif marks is None and p.pgid != self.pgid and p.start >= self.started:
+            if p.pgid == self.pgid and mark not in marks:
+                continue  # the runner's own (multiprocessing's helpers)
+            if worker is None or mark == str(worker) or p.pgid == worker or \
+                    (self.live == {worker} and mark not in marks - {str(worker)}):
                 out.add(p.pid)
         return out
 
@@ -249,7 +254,7 @@ class Reaper:
         self._seen_pid = last
         below = _subtree(procs, {worker}) - {worker}
         detached = {p for p in below if procs[p].pgid != worker}
-        roots = detached | self._adopted(procs, {str(worker)})
+        roots = detached | self._adopted(procs, worker)
         zombies = {p.pid for p in procs.values() if p.ppid == self.me and p.state == "Z"
                    and p.pid not in self.workers and p.pgid != self.pgid}
         self._kill(procs, _subtree(procs, roots))
@@ -262,8 +267,9 @@ class Reaper:
             return
         procs = _snapshot()
         self._seen_pid = _last_pid()
-        roots = (_subtree(procs, {worker}) - {worker}) | self._adopted(procs, {str(worker)})
+        roots = (_subtree(procs, {worker}) - {worker}) | self._adopted(procs, worker)
         self._kill(procs, _subtree(procs, roots))
+        self.live.discard(worker)
 
     def close(self) -> None:
         """The run ended (its workers are gone): kill and reap every process re-parented to
