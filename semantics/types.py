@@ -82,7 +82,7 @@ class DimVar(_DimArith):
         return self.name
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # ==, hash: below, without recursion
 class DimExpr(_DimArith):
     lhs: ShapeDim
     rhs: ShapeDim
@@ -95,10 +95,45 @@ class DimExpr(_DimArith):
                 raise IRError(f"{type(self).__name__}.{f} must be a ShapeDim (int, DimVar or "
                               f"dim expression), got {getattr(self, f)!r}")
 
+    # str, == and hash walk the left operands in a loop, not by recursion: Concat of K
+    # operands sums K extents into a left-deep chain K levels deep (issue 34)
     def __str__(self) -> str:
-        if self.SYMBOL.isidentifier():
-            return f"{self.SYMBOL}({dim_str(self.lhs)}, {dim_str(self.rhs)})"
-        return f"({dim_str(self.lhs)} {self.SYMBOL} {dim_str(self.rhs)})"
+        spine, leaf = _left_spine(self)
+        text = dim_str(leaf)
+        for d in reversed(spine):
+            rhs = dim_str(d.rhs)
+            text = f"{d.SYMBOL}({text}, {rhs})" if d.SYMBOL.isidentifier() else \
+                f"({text} {d.SYMBOL} {rhs})"
+        return text
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        a, b = self, other
+        while isinstance(a, DimExpr):
+            if a is b:
+                return True
+            if type(a) is not type(b) or a.rhs != b.rhs:
+                return False
+            a, b = a.lhs, b.lhs
+        return type(a) is type(b) and a == b
+
+    def __hash__(self) -> int:
+        spine, leaf = _left_spine(self)
+        h = hash(leaf)
+        for d in reversed(spine):
+            h = hash((d.SYMBOL, h, d.rhs))
+        return h
+
+
+def _left_spine(d: DimExpr) -> tuple[list[DimExpr], ShapeDim]:
+    """The chain ``d, d.lhs, d.lhs.lhs, ...`` of dim expressions, and the operand below it."""
+    spine = []
+    x: ShapeDim = d
+    while isinstance(x, DimExpr):
+        spine.append(x)
+        x = x.lhs
+    return spine, x
 
 
 def _floordiv(a: int, b: int) -> int:
@@ -113,43 +148,43 @@ def _mod(a: int, b: int) -> int:
     return a % b
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimAdd(DimExpr):
     SYMBOL = "+"
     FN = staticmethod(lambda a, b: a + b)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimSub(DimExpr):
     SYMBOL = "-"
     FN = staticmethod(lambda a, b: a - b)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimMul(DimExpr):
     SYMBOL = "*"
     FN = staticmethod(lambda a, b: a * b)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimFloorDiv(DimExpr):
     SYMBOL = "//"
     FN = staticmethod(_floordiv)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimMod(DimExpr):
     SYMBOL = "%"
     FN = staticmethod(_mod)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimMin(DimExpr):
     SYMBOL = "dim_min"
     FN = staticmethod(min)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimMax(DimExpr):
     SYMBOL = "dim_max"
     FN = staticmethod(max)

@@ -168,3 +168,24 @@ def test_fusion_makes_the_old_scans_programs(monkeypatch):
         unfused = compile(m, "f", shapes, fuse=False)
         merged += len(unfused.kernels) - len(new.kernels)
     assert merged > 40  # the programs do fuse (the comparison is not of unfused programs)
+
+
+def test_a_deep_concat_extent_prints_hashes_and_compares():
+    """The left-deep sum of 3,000 extents is 3,000 levels deep: str, hash and == walk it in a
+    loop (they recursed past Python's stack)."""
+    t1 = infer_module(_concat(3000, True)).functions[0].body.checked_type
+    t2 = infer_module(_concat(3000, True)).functions[0].body.checked_type
+    assert t1 is not t2 and t1 == t2 and hash(t1) == hash(t2)
+    text = str(t1.shape[0])
+    assert text.startswith("(" * 2999 + "N0 + N1) + N2)") and text.endswith(" + N2999)")
+    t3 = infer_module(_concat(2999, True)).functions[0].body.checked_type
+    assert t1 != t3
+
+
+def test_dim_expression_equality_and_hash_are_structural():
+    n, m = DimVar("N", 1, 9), DimVar("M", 1, 9)
+    assert (n + 1) == (n + 1) and hash(n + 1) == hash(n + 1)
+    assert (n + 1) != (1 + n) and (n + 1) != (n - 1) and (n + 1) != (n + 2)
+    assert T.dim_min(n, m) != T.dim_max(n, m) and (n + 1) != 3
+    assert str(T.dim_min(n + 1, m * 2) // 3) == "(dim_min((N + 1), (M * 2)) // 3)"
+    assert len({n + m, n + m, m + n}) == 2

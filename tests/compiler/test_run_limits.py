@@ -5,7 +5,10 @@ whose host runs the loops."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -20,6 +23,23 @@ from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call, Function, GridRegionExpr, Module, Var
 from tilefoundry.semantics.ops import Binary, BinaryKind
 from tilefoundry.semantics.types import TensorType
+
+# Triton's interpreter is chosen when triton is first imported (as in test_triton_backend.py)
+if "triton" not in sys.modules:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def _has(*mods: str) -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in mods)
+
+
+#: every target whose host runs the loops: the interpreter, SIMD C, Triton (its interpreter
+#: here) and the CUDA program on the host (the same executable as on a GPU, run on the CPU)
+TARGETS = ["interp", "simd",
+           pytest.param("triton", marks=pytest.mark.skipif(not _has("triton", "torch"),
+                                                           reason="needs triton and torch")),
+           pytest.param("cuda-host", marks=pytest.mark.skipif(
+               not _has("cuda"), reason="needs cuda-bindings"))]
 
 ADD = Binary(BinaryKind.ADD)
 T = TensorType((2,), DType.F32)
@@ -44,7 +64,7 @@ def _count(msg: str) -> str:
     return re.search(r"would bring the loop iterations to ([\d,]+)", msg).group(1)
 
 
-@pytest.mark.parametrize("target", ["interp", "simd"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_a_2_62_trip_loop_is_refused_at_the_call(target):
     """The probe's loop: 2^62 trips; the compiled program is refused before it starts, with
     the evaluator's limit and count."""
@@ -62,7 +82,7 @@ def test_a_2_62_trip_loop_is_refused_at_the_call(target):
     assert _count(str(ref.value)) == _count(str(got.value))
 
 
-@pytest.mark.parametrize("target", ["interp", "simd"])
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("outer, inner, then", [(4, 249, 0), (4, 250, 0), (3, 300, 100),
                                                 (3, 300, 97), (1, 0, 5000)])
 def test_the_compiled_limit_is_the_evaluators_at_the_boundary(target, outer, inner, then):
