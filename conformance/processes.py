@@ -23,9 +23,10 @@ reading the runner's pipes waited for them). ``Reaper`` closes that (D330):
   runner's process group and started after the run began — and reaped; the subreaper mark is
   restored.
 
-Processes are found by walking ``/proc`` (pid, parent, process group, state, start time), and
-only when the system's last assigned pid moved since the last walk (``/proc/loadavg``): a
-case that started nothing costs one small read. Elsewhere than Linux it all is a no-op (the
+Processes are found by reading ``/proc`` (pid, parent, process group, state, start time); at a
+case's end only the processes created since the case began are read (pids are handed out in
+increasing order until they wrap, ``/proc/loadavg`` has the last one), and none when the
+counter did not move. Elsewhere than Linux it all is a no-op (the
 process-group kill remains).
 
 **Memory.** ``rss_mb(pid)`` is a process's resident set in MB (``/proc/<pid>/statm``); the
@@ -94,25 +95,32 @@ class _Proc:
     start: int  # clock ticks after boot
 
 
-def _snapshot() -> dict[int, _Proc]:
+def _stat(pid: int) -> _Proc | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read().decode("ascii", "replace")
+    except OSError:
+        return None  # gone meanwhile
+    rest = text.rpartition(")")[2].split()  # the command name may hold spaces and parens
+    try:
+        return _Proc(pid, int(rest[1]), int(rest[2]), rest[0], int(rest[19]))
+    except (IndexError, ValueError):
+        return None
+
+
+def _snapshot(above: int | None = None) -> dict[int, _Proc]:
+    """Every process, or (``above``) those with a larger pid: the ones created since the pid
+    counter stood at ``above`` (pids are handed out increasing until they wrap)."""
     out: dict[int, _Proc] = {}
     try:
         names = os.listdir("/proc")
     except OSError:
         return out
     for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                text = f.read().decode("ascii", "replace")
-        except OSError:
-            continue  # gone meanwhile
-        rest = text.rpartition(")")[2].split()  # the command name may hold spaces and parens
-        try:
-            out[int(name)] = _Proc(int(name), int(rest[1]), int(rest[2]), rest[0], int(rest[19]))
-        except (IndexError, ValueError):
-            continue
+        if name.isdigit() and (above is None or int(name) > above):
+            p = _stat(int(name))
+            if p is not None:
+                out[p.pid] = p
     return out
 
 
@@ -130,12 +138,13 @@ def _mark(pid: int) -> str | None:
     return None
 
 
-def _last_pid() -> str:
+def _last_pid() -> int | None:
+    """The pid last handed out in this pid namespace (``/proc/loadavg``)."""
     try:
         with open("/proc/loadavg", "rb") as f:
-            return f.read().split()[-1].decode()
-    except (OSError, IndexError):
-        return ""
+            return int(f.read().split()[-1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _now_ticks() -> int:
@@ -173,7 +182,8 @@ class Reaper:
         self.live: set[int] = set()  # the workers not yet ended
         self.started = _now_ticks()
         self.killed = 0  # processes this reaper killed (for tests and the report)
-        self._seen_pid = None
+        #: worker -> the pid counter before its current case began (its spawn, its last case)
+        self._marks: dict[int, int | None] = {}
         self._was = 0
         self.enabled = False
         if not _LINUX:
@@ -192,6 +202,7 @@ class Reaper:
         if pid is not None:
             self.workers.add(pid)
             self.live.add(pid)
+            self._marks[pid] = _last_pid()
 
     # --- the sweeps ------------------------------------------------------------------------
     def _adopted(self, procs: dict[int, _Proc], worker: int | None) -> set[int]:
@@ -247,13 +258,31 @@ class Reaper:
         processes."""
         if not self.enabled or worker is None:
             return
-        last = _last_pid()
-        if last and last == self._seen_pid:
-            return  # no process was created anywhere since the last walk
-        procs = _snapshot()
-        self._seen_pid = last
-        below = _subtree(procs, {worker}) - {worker}
-        detached = {p for p in below if procs[p].pgid != worker}
+        mark, now = self._marks.get(worker), _last_pid()
+        self._marks[worker] = now
+        if mark is not None and now == mark:
+            return  # no process was created anywhere during the case
+        # only the processes created since the case began (all of them after a wrap)
+        procs = _snapshot(mark if mark is not None and now is not None and now > mark
+                          else None)
+        older: dict[int, _Proc | None] = {}
+
+        def below_worker(pid: int) -> bool:  # up the parents, through older processes too
+            seen = set()
+            while pid not in seen and pid not in (0, 1, self.me):
+                if pid == worker:
+                    return True
+                seen.add(pid)
+                p = procs.get(pid)
+                if p is None:
+                    p = older[pid] if pid in older else older.setdefault(pid, _stat(pid))
+                if p is None:
+                    return False
+                pid = p.ppid
+            return False
+
+        detached = {p.pid for p in procs.values() if p.pid != worker and p.pgid != worker
+                    and below_worker(p.pid)}
         roots = detached | self._adopted(procs, worker)
         zombies = {p.pid for p in procs.values() if p.ppid == self.me and p.state == "Z"
                    and p.pid not in self.workers and p.pgid != self.pgid}
@@ -266,7 +295,6 @@ class Reaper:
         if not self.enabled or worker is None:
             return
         procs = _snapshot()
-        self._seen_pid = _last_pid()
         roots = (_subtree(procs, {worker}) - {worker}) | self._adopted(procs, worker)
         self._kill(procs, _subtree(procs, roots))
         self.live.discard(worker)
