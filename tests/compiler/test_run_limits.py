@@ -61,7 +61,7 @@ def _counted_loops(outer: int, inner: int, then: int = 0) -> Module:
 
 
 def _count(msg: str) -> str:
-    return re.search(r"would bring the loop iterations to ([\d,]+)", msg).group(1)
+    return re.search(r"would bring the loop iterations to ([\d,]+)", msg).group(1).rstrip(",")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -121,3 +121,34 @@ def test_value_sizes_are_checked_at_the_call():
         with pytest.raises(LimitError, match="max_elements"):
             evaluate(m, "f", [ONE])
     assert c([ONE]).tolist() == [5.0, 5.0]
+
+
+def test_a_loop_inside_a_mesh_launch_counts_too():
+    """A collective-free loop over sharded values stays inside its launch (no host loop):
+    its trips count against the limit at the call as the reference counts them."""
+    from tilefoundry.compiler.lower_mesh import compile_mesh
+    from tilefoundry.conformance.catalog import _call, _mesh, _module, _sl, _var
+    from tilefoundry.semantics.ops.sharding import Reshard
+    from tilefoundry.semantics.types import Broadcast, Split
+
+    mesh, topo = _mesh((2,))
+    x = _var("x", (4,), DType.F32, _sl(mesh, (Split(0),), (4,)))
+    iv, carry = Var("i", TensorType((), DType.I32)), Var("c", None)
+    step = _call(ADD, carry, x)
+    loop = GridRegionExpr(iv, (carry,), (x,), step, (step,), extent=3)
+    m = _module([x], _call(Reshard(layout=_sl(mesh, (Broadcast(),), (4,))), loop), topo)
+    c = compile_mesh(m, "f", [(4,)])
+    assert c.program.loops() == []  # the loop is in a launch, not on the host
+    xs = np.array([1, 2, 3, 4], np.float32)
+    with use_limits(max_loop_iterations=3):  # x + 3 x: both run
+        evaluate(m, "f", [xs])
+        assert c([xs]).tolist() == [4.0, 8.0, 12.0, 16.0]
+    with use_limits(max_loop_iterations=2):
+        with pytest.raises(LimitError) as ref:
+            evaluate(m, "f", [xs])
+        with pytest.raises(LimitError, match=r"mesh program: launch \S+: host loop \S+ over "
+                                             r"range\(0, 3, 1\) would bring the loop "
+                                             r"iterations to 3") as got:
+            c([xs])
+    assert ref.value.limit == got.value.limit == "max_loop_iterations"
+    assert _count(str(ref.value)) == _count(str(got.value)) == "3"
