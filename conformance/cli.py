@@ -17,7 +17,12 @@ import sys
 from pathlib import Path
 
 from tilefoundry.conformance.input_checks import refuse_existing_results
-from tilefoundry.conformance.terminal import results_write_error, terminal_records, writing
+from tilefoundry.conformance.terminal import (
+    printable,
+    results_write_error,
+    terminal_records,
+    writing,
+)
 from tilefoundry.errors import TilefoundryError
 
 PROG = "tilefoundry conformance"
@@ -507,7 +512,7 @@ def _diff(args: argparse.Namespace) -> int:
     for k in ("backend", "seed"):
         if ha.get(k) != hb.get(k):
             print(f"note: {k} differs: {ha.get(k)!r} in A, {hb.get(k)!r} in B")
-    msgs = {cid: r.get("message", "") for cid, r in b.items()}
+    msgs = {cid: printable(str(r.get("message", ""))) for cid, r in b.items()}
     print("\n".join(d.lines("A", "B", msgs)))
     return 1 if d.regressed else 0
 
