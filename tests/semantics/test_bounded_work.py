@@ -77,6 +77,8 @@ _HEAD = "from tilefoundry.semantics.dsl import *\n"
     ("T = ('x' * 1000,) * 60\nU = (T, T)\n", r"the tuple has .* items.*max_static_items"),
     ("S = b'ab' * 10 ** 9\n", "max_static_items"),
     ("S = f'{1:2000000000}'\n", "not supported"),
+    ("S = ','.join(('ab',) * 10)\n", "attribute access on str is not supported"),
+    ("S = format(1, '2000000000')\n", "'format' is not bound"),
 ])
 def test_every_static_operator_is_bounded(src, match):
     with pytest.raises(DSLError, match=match):
