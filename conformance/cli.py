@@ -624,7 +624,7 @@ def _probe(args: argparse.Namespace) -> int:
           f"{args.tier!r}: {len(claiming)} deciding the claims ({len(claiming) - len(rej)} "
           f"accepted, {len(rej)} rejected), {len(res.cases) - len(claiming)} edge case(s) "
           f"for the findings")
-    print("\n".join(probe.report_lines(res)))
+    print(printable("\n".join(probe.report_lines(res))))
     print(f"\nwrote {args.out}; judge with: tilefoundry conformance run --backend "
           f"{args.backend} --capabilities {args.out}")
     return 0
