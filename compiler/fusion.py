@@ -508,26 +508,38 @@ def _fuse_list(fz: _Fuser, steps: Sequence) -> tuple:
             s = replace(s, body=_fuse_list(fz, s.body))
         out.append(s)
     work = list(out)
-    changed = True
-    while changed:
-        changed = False
-        for j, C in enumerate(work):
-            if not isinstance(C, Kernel):
-                continue
+    # Each consumer C (in order) merges with the nearest earlier kernel P that writes what C
+    # reads and can merge, scanning back; after a merge the scan resumes at the merged
+    # producer's old position: nothing before it changed, so the consumers there would find
+    # the same nothing again (a restart from 0 after every merge, and a scan over every
+    # earlier step per consumer, made Concat of K operands quadratic). ``writers`` indexes
+    # the kernels before j by the roots they write.
+    j = 0
+    writers: dict[str, list[int]] = {}
+    log: list[tuple[int, str]] = []  # (position, root) in the order entered in ``writers``
+    while j < len(work):
+        C = work[j]
+        merged_at = None
+        if isinstance(C, Kernel):
             reads = fz.io(C)[0]
-            for i in range(j - 1, -1, -1):
-                P = work[i]
-                if not isinstance(P, Kernel) or not (fz.io(P)[1] & reads):
-                    continue
+            cands = sorted({i for r in reads for i in writers.get(r, ())}, reverse=True)
+            for i in cands:
                 merged = fz.try_merge(work, i, j)
-                if merged is None:
-                    continue
-                work[j] = merged
-                del work[i]
-                changed = True
-                break
-            if changed:
-                break
+                if merged is not None:
+                    work[j] = merged
+                    del work[i]
+                    merged_at = i
+                    break
+        if merged_at is None:
+            if isinstance(C, Kernel):
+                for r in sorted(fz.io(C)[1]):
+                    writers.setdefault(r, []).append(j)
+                    log.append((j, r))
+            j += 1
+            continue
+        j = merged_at
+        while log and log[-1][0] >= j:  # forget the kernels from the resume point on
+            writers[log.pop()[1]].pop()
     return tuple(work)
 
 

@@ -1319,6 +1319,7 @@ class MeshCompiled:
 
     def __call__(self, inputs: Sequence[Any]) -> Any:
         from tilefoundry.arguments import input_list
+        from tilefoundry.compiler.run_limits import count_loops
         from tilefoundry.errors import InvalidArgumentError
         from tilefoundry.semantics.evaluator.mesh import Sharded, shard
 
@@ -1340,8 +1341,10 @@ class MeshCompiled:
                                                                     (*ext, *np.shape(x))))
         exes = dict(zip((ln.name for ln in mp.launches()), self.executables, strict=True))
         coords = list(itertools.product(*(range(m) for m in ext)))
+        counted = [0]  # the run's loop iterations: host loops and the launches' own loops
 
         def launch(st: DeviceLaunch, values: dict[str, np.ndarray]) -> None:
+            count_loops(st.program.steps, counted, f"mesh program: launch {st.name}")
             exe = exes[st.name]
             per: list[list[np.ndarray]] = [[] for _ in st.outputs]
             for coord in coords:
@@ -1354,7 +1357,7 @@ class MeshCompiled:
                 values[n] = np.stack(per[j]).reshape((*ext, *sm[n].shape))
 
         run_steps(mp.steps, values, sm, ext, launch,
-                  lambda st, vals: run_collective(st, sm, vals, mp.mesh))
+                  lambda st, vals: run_collective(st, sm, vals, mp.mesh), counted)
         outs = []
         for n in mp.outputs:
             outs.append(_replica(sm[n], values[n], len(ext)))

@@ -43,6 +43,7 @@ from tilefoundry.compiler.hir_passes import canonicalize, elaborate, typeinfer
 from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Program, to_text, verify
 from tilefoundry.compiler.lower import RunChecks, lower_checked
+from tilefoundry.compiler.run_limits import check_run
 from tilefoundry.compiler.schedule import TileConfig
 from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.limits import LimitError, check_value_size, deep_recursion, limits
@@ -227,7 +228,10 @@ class Compiled:
     def __call__(self, inputs: Sequence[Any]) -> Any:
         from tilefoundry.arguments import input_list
 
-        return self.executable.run(input_list(inputs, f"compiled {self.entry}"))
+        inputs = input_list(inputs, f"compiled {self.entry}")
+        # the evaluator's loop-iteration and value-size limits, before anything runs
+        check_run(self.program, f"compiled @{self.entry}")
+        return self.executable.run(inputs)
 
     @property
     def kernels(self) -> list:

@@ -18,9 +18,16 @@ import sys
 from pathlib import Path
 
 from tilefoundry.conformance.input_checks import refuse_existing_results
+from tilefoundry.conformance.terminal import (
+    printable,
+    results_write_error,
+    terminal_records,
+    writing,
+)
 from tilefoundry.errors import TilefoundryError
 
 PROG = "tilefoundry conformance"
+DEFAULT_MEMORY_LIMIT_MB = 8192.0  # processes.DEFAULT_MEMORY_LIMIT_MB (checked by a test)
 RAW = argparse.RawDescriptionHelpFormatter
 DEFAULT_FUZZ_DB = ".tilefoundry/fuzz-db"
 DEFAULT_GENERATOR = "tilefoundry.oracle.programs:generate_program"
@@ -45,6 +52,10 @@ def _common(p: argparse.ArgumentParser, *, jsonl: str, timeout: float) -> None:
                         "started")
     p.add_argument("--timeout", type=float, default=timeout,
                    help=f"per-case time limit in seconds (default {timeout:g})")
+    p.add_argument("--memory-limit", type=float, default=DEFAULT_MEMORY_LIMIT_MB, metavar="MB",
+                   help=f"per-case memory limit: a worker whose resident set grows past it is "
+                        f"killed and the case is CRASH 'memory limit N MB exceeded' (default "
+                        f"{DEFAULT_MEMORY_LIMIT_MB:g}; 0: none)")
     p.add_argument("--seed", type=int, default=0, help="seed of the cases (default 0)")
     p.add_argument("--jsonl", default=jsonl,
                    help=f"results, one JSON object per case, appended as cases finish "
@@ -302,6 +313,17 @@ def _caps_file(args: argparse.Namespace):
 
 
 def _report(args: argparse.Namespace, result, what: str) -> int:
+    """The terminal report and the outputs (JUnit, coverage, baseline, HTML); an output that
+    cannot be written is one line and exit status 2 (the results file is complete)."""
+    from tilefoundry.conformance.terminal import OutputError
+
+    try:
+        return _report_outputs(args, result, what)
+    except OutputError as e:
+        return _err(str(e))
+
+
+def _report_outputs(args: argparse.Namespace, result, what: str) -> int:
     from tilefoundry.conformance.report import (
         failure_lines,
         judged_line,
@@ -311,7 +333,8 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
         write_junit,
     )
 
-    recs = result.records
+    raw = result.records
+    recs = terminal_records(raw)  # what a backend wrote, printable (terminal.py)
     if what == "merge":
         print(f"{PROG} merge: backend {result.backend!r}, seed {result.seed}, {len(recs)} "
               f"case(s) from {len(args.files)} file(s)")
@@ -331,7 +354,7 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
             print()
             print(block)
     bl = result.baseline
-    bad = failure_lines(bl.new if bl is not None else recs)
+    bad = failure_lines(terminal_records(bl.new) if bl is not None else recs)
     if bad:
         print()
         if bl is not None:
@@ -353,14 +376,18 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
         print(f"{PROG}: {result.recycled} worker(s) replaced after growing beyond the memory "
               f"limit (a leaking backend?)", file=sys.stderr)
     if args.junit:
-        write_junit(recs, args.junit, properties={"backend": args.backend, "seed": args.seed})
+        with writing("--junit", args.junit):
+            write_junit(raw, args.junit, properties={"backend": args.backend,
+                                                     "seed": args.seed})
     if args.coverage:
-        write_coverage(recs, args.coverage)
+        with writing("--coverage", args.coverage):
+            write_coverage(raw, args.coverage)
     if getattr(args, "write_baseline", None):
         from tilefoundry.conformance.campaign import Baseline, write_baseline
 
         old = Baseline.load(args.baseline) if getattr(args, "baseline", None) else None
-        n = write_baseline(args.write_baseline, recs, result.backend, old)
+        with writing("--write-baseline", args.write_baseline):
+            n = write_baseline(args.write_baseline, raw, result.backend, old)
         print(f"{PROG}: wrote {n} known failure(s) to {args.write_baseline} (edit each "
               f"'reason')", file=sys.stderr)
     c = result.counts()
@@ -399,10 +426,12 @@ def _report(args: argparse.Namespace, result, what: str) -> int:
     if getattr(args, "html", None):
         from tilefoundry.conformance.html_report import write_html
 
-        write_html(recs, args.html, title=f"tilefoundry conformance {what}: {result.backend}",
-                   meta=f"backend {result.backend!r}, seed {result.seed}, {len(recs)} case(s)"
-                        + (f", {result.wall_s:.1f} s" if result.wall_s else ""),
-                   result=verdict)
+        with writing("--html", args.html):
+            write_html(raw, args.html,
+                       title=f"tilefoundry conformance {what}: {result.backend}",
+                       meta=f"backend {result.backend!r}, seed {result.seed}, {len(recs)} "
+                            f"case(s)" + (f", {result.wall_s:.1f} s" if result.wall_s else ""),
+                       result=verdict)
         print(f"HTML report: {args.html}")
     return result.exit_code
 
@@ -421,9 +450,12 @@ def _run(args: argparse.Namespace) -> int:
                             shard=shard, baseline=baseline,
                             flake_retries=args.flake_retries, caps_override=_caps_file(args),
                             executor=args.executor, ray_address=args.address,
-                            overwrite=args.overwrite, start_method=args.start_method)
+                            overwrite=args.overwrite, start_method=args.start_method,
+                            memory_limit_mb=args.memory_limit)
     except TilefoundryError as e:
         return _err(str(e))
+    except OSError as e:  # a full disk, a removed directory: one line (terminal.py)
+        return _err(str(results_write_error(e, args.jsonl)))
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted; the finished cases are in {args.jsonl}; continue with "
               f"--resume", file=sys.stderr)
@@ -485,7 +517,7 @@ def _diff(args: argparse.Namespace) -> int:
     for k in ("backend", "seed"):
         if ha.get(k) != hb.get(k):
             print(f"note: {k} differs: {ha.get(k)!r} in A, {hb.get(k)!r} in B")
-    msgs = {cid: r.get("message", "") for cid, r in b.items()}
+    msgs = {cid: printable(str(r.get("message", ""))) for cid, r in b.items()}
     print("\n".join(d.lines("A", "B", msgs)))
     return 1 if d.regressed else 0
 
@@ -536,9 +568,12 @@ def _fuzz(args: argparse.Namespace) -> int:
                             reduce_s=args.reduce,
                             budget_s=60.0 * args.minutes, caps_override=override,
                             executor=args.executor, ray_address=args.address,
-                            start_method=args.start_method)
+                            start_method=args.start_method,
+                            memory_limit_mb=args.memory_limit)
     except TilefoundryError as e:
         return _err(str(e))
+    except OSError as e:  # a full disk, a removed directory: one line (terminal.py)
+        return _err(str(results_write_error(e, args.jsonl)))
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted; the finished cases are in {args.jsonl}",
               file=sys.stderr)
@@ -595,7 +630,7 @@ def _probe(args: argparse.Namespace) -> int:
           f"{args.tier!r}: {len(claiming)} deciding the claims ({len(claiming) - len(rej)} "
           f"accepted, {len(rej)} rejected), {len(res.cases) - len(claiming)} edge case(s) "
           f"for the findings")
-    print("\n".join(probe.report_lines(res)))
+    print(printable("\n".join(probe.report_lines(res))))
     print(f"\nwrote {args.out}; judge with: tilefoundry conformance run --backend "
           f"{args.backend} --capabilities {args.out}")
     return 0

@@ -93,6 +93,13 @@ from tilefoundry.conformance.input_checks import (
     refuse_existing_results,
 )
 from tilefoundry.conformance.manifest import Manifest, ManifestEntry, ManifestError
+from tilefoundry.conformance.processes import (
+    DEFAULT_MEMORY_LIMIT_MB,
+    Reaper,
+    check_memory_limit,
+    mark_worker,
+    over_memory_limit,
+)
 from tilefoundry.conformance.protocol import compile_for
 from tilefoundry.conformance.reduction_orders import check_reduction_claims, judged_module
 from tilefoundry.conformance.repro_nonpass import NONPASS_REPRO, write_nonpass_reproducer
@@ -101,6 +108,11 @@ from tilefoundry.conformance.start_method import (
     resolve_cases,
     wait_ready,
     worker_cases,
+)
+from tilefoundry.conformance.terminal import (
+    OutputForwarder,
+    capture_worker_output,
+    check_results_path,
 )
 from tilefoundry.errors import BackendUnsupportedError, RunTimeCheckError, TilefoundryError
 
@@ -484,6 +496,8 @@ def _worker_main(conn, spec: str, cases: Sequence[Case], caps: Capabilities, see
     _die_with_parent()
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # its own process group: what the backend forks goes with it
+    mark_worker()  # processes.py: what the backend starts is found and killed (D330)
+    capture_worker_output(fault_path)  # terminal.py: to the runner, printable (D332)
     fh = open(fault_path, "w")  # kept open for faulthandler
     _default_fatal_signals()
     faulthandler.enable(file=fh, all_threads=False)
@@ -953,6 +967,9 @@ class _Pool:
         self.slots = [_Slot(n) for n in range(jobs)]
         self.spawned = 0
         self.recycled = 0
+        self.reaper = Reaper()  # processes.py: no process of a case outlives it (D330)
+        self.forward = OutputForwarder(sys.stderr)  # terminal.py: workers' output (D332)
+        self.memory_limit_mb = 0.0  # processes.py: a case's resident-set limit (D331)
 
     def spawn(self, slot: _Slot) -> None:
         self.spawned += 1
@@ -965,6 +982,7 @@ class _Pool:
             args=(child, self.spec, self.cases, self.caps, self.seed, str(slot.fault),
                   slot.phase, self.close_fds, self.method != "fork"))
         slot.proc.start()
+        self.reaper.worker_started(slot.proc.pid)
         child.close()
         slot.conn = parent
         if self.method != "fork":
@@ -972,6 +990,7 @@ class _Pool:
 
     def kill(self, slot: _Slot) -> None:
         if slot.proc is not None:
+            self.reaper.end_worker(slot.proc.pid)  # every descendant, whatever its group
             _kill_group(slot.proc.pid)
             with contextlib.suppress(Exception):
                 slot.proc.kill()
@@ -982,6 +1001,7 @@ class _Pool:
             with contextlib.suppress(Exception):
                 slot.conn.close()
         slot.proc = slot.conn = None
+        self.forward.pump(slot.fault, f"worker {slot.n}", final=True)
 
     def retire(self, slot: _Slot, wait_s: float = 2.0) -> int | None:
         """Ask an idle worker to exit (its backend's non-daemon threads finish first), then
@@ -1021,6 +1041,7 @@ class _Pool:
                 if s.task is None:
                     s.proc.join(2)
                 self.kill(s)
+        self.reaper.close()
 
 
 def _kill_group(pid: int | None) -> None:
@@ -1429,9 +1450,11 @@ def _run_local(d: _Dispatch, pool: _Pool, timeout_s: float, worker_rss_mb: float
             continue
         now = time.monotonic()
         wait_s = max(0.0, min(s.task[3] for s in busy) - now)
-        wait([x for s in busy for x in (s.conn, s.proc.sentinel)], min(wait_s, 0.5))
+        wait([x for s in busy for x in (s.conn, s.proc.sentinel)],
+             min(wait_s, 0.05 if pool.memory_limit_mb else 0.5))
         for slot in busy:
             i, case, started, dl = slot.task
+            pool.forward.pump(slot.fault, f"worker {slot.n}")
             msg = None
             dead_pipe = False
             try:
@@ -1456,6 +1479,7 @@ def _run_local(d: _Dispatch, pool: _Pool, timeout_s: float, worker_rss_mb: float
                 resolve(i, False)
                 slot.held.append((now, slot.flake, case, i, out))
                 slot.runs += 1
+                pool.reaper.end_case(slot.proc.pid)  # the case's detached processes (D330)
                 if msg[3] > worker_rss_mb:
                     pool.recycled += 1
                     retire(slot)
@@ -1489,6 +1513,19 @@ def _run_local(d: _Dispatch, pool: _Pool, timeout_s: float, worker_rss_mb: float
                     out = crash_record(case, elapsed, f"{what} during {phase}"
                                        + (f"; innermost frames: {where}" if where else ""),
                                        slot.meta)
+                if slot.rerun is not None:
+                    out["rerun"] = slot.rerun
+                slot.task = None
+                pool.kill(slot)
+                d.conclude(slot.flake, case, i, out)
+            elif (rss := over_memory_limit(slot.proc.pid, pool.memory_limit_mb)) is not None:
+                release(slot, None)  # alive at the limit: it outlived the held cases
+                resolve(i, False)
+                out = crash_record(case, elapsed, f"memory limit {pool.memory_limit_mb:g} MB "
+                                   f"exceeded (resident {rss:,.0f} MB during "
+                                   f"{_PHASES[slot.phase.value]}); the worker was killed",
+                                   slot.meta)
+                out["memory_limit_mb"] = pool.memory_limit_mb
                 if slot.rerun is not None:
                     out["rerun"] = slot.rerun
                 slot.task = None
@@ -1563,7 +1600,8 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
         baseline: Any = None, flake_retries: int = 0,
         budget_s: float | None = None, caps_override: Capabilities | None = None,
         executor: str = "local", ray_address: str | None = None,
-        overwrite: bool = True, start_method: str | None = None) -> RunResult:
+        overwrite: bool = True, start_method: str | None = None,
+        memory_limit_mb: float = DEFAULT_MEMORY_LIMIT_MB) -> RunResult:
     """Run ``cases`` (a list, a Catalog, a lazy sequence such as ``GeneratedCases``, or a tier
     name of the catalog ``catalog``) against the backend ``backend_spec``; see the module
     docstring. ``deadline`` (a ``time.monotonic()`` value) stops handing out new cases; so
@@ -1588,7 +1626,11 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
 
     ``start_method`` (``--start-method``): how local workers start, ``fork`` / ``spawn`` /
     ``forkserver``; None takes the backend's ``start_method`` attribute, else ``fork``
-    (``start_method.py``)."""
+    (``start_method.py``).
+
+    ``memory_limit_mb``: a case whose worker's resident set grows past it is CRASH "memory
+    limit N MB exceeded" and the run goes on in a fresh worker (0: no limit; the local
+    executor; ``processes``)."""
 
     t_start = time.monotonic()
     if jobs < 1:
@@ -1603,6 +1645,7 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     if executor not in EXECUTORS:
         raise ConformanceError(f"--executor: expected one of {list(EXECUTORS)}, got "
                                f"{executor!r}")
+    check_memory_limit(memory_limit_mb, ConformanceError)
     if ray_address is not None and executor != "ray":
         raise ConformanceError("--address is the Ray cluster of --executor ray; add "
                                "--executor ray or drop --address")
@@ -1639,6 +1682,7 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
             raise ConformanceError(f"case id {dup!r} appears twice; case ids must be unique "
                                    f"(results and --resume are keyed by them)")
     out_jsonl = Path(out_jsonl)
+    check_results_path(out_jsonl, ConformanceError)  # terminal.py: not a device or a FIFO
     _check_writable(out_jsonl, "--jsonl")
     repro_dir = Path(repro_dir) if repro_dir is not None else None
     if repro_dir is not None:
@@ -1647,7 +1691,7 @@ def run(backend_spec: str, cases: Sequence[Case] | Catalog | str, *, jobs: int =
     return _run_driver(backend_spec, cases, caps, finite, t_start, out_jsonl, resume, seed,
                        manifest, repro_dir, progress, catalog, reduce_s, deadline,
                        worker_rss_mb, stream, shard, baseline, flake_retries, budget_s, jobs,
-                       timeout_s, executor, ray_address, overwrite, start)
+                       timeout_s, executor, ray_address, overwrite, start, memory_limit_mb)
 
 
 #: tests only: called after the cases ran, before the run reads its results back (a test
@@ -1662,7 +1706,8 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
                 worker_rss_mb: float, stream: Any, shard: tuple[int, int] | None,
                 baseline: Any, flake_retries: int, budget_s: float | None, jobs: int,
                 timeout_s: float, executor: str, ray_address: str | None,
-                overwrite: bool = True, start: tuple = ("fork", None)) -> RunResult:
+                overwrite: bool = True, start: tuple = ("fork", None),
+                memory_limit_mb: float = 0.0) -> RunResult:
     """``run`` once its arguments are checked: lock the results file, write the header, run
     the cases on the executor (the forked pool, or a Ray session), write the summary."""
     from tilefoundry.conformance.report import Progress, read_jsonl
@@ -1701,6 +1746,7 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
         if ray_session is None:
             pool = _Pool(backend_spec, cases, caps, seed, min(jobs, max(1, len(cases))), tmp,
                          close_fds=(f.fileno(),), start=start)
+            pool.memory_limit_mb = memory_limit_mb
     except BaseException:
         f.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -180,6 +180,12 @@ class Constant(Expr):
             dtype_of(self.value)  # raises for storage types that are not IR dtypes
         except TilefoundryError as e:
             raise IRError(f"Constant.value: {e}") from e
+        # within the element limits at construction: a broadcast view of 2^32 elements costs
+        # nothing here but everything in the printer, hash and check (issue 34)
+        from tilefoundry.limits import check_value_size
+
+        check_value_size(self.value.shape, self.value.itemsize,
+                         lambda: f"Constant of dtype {self.value.dtype}")
         self.value.setflags(write=False)
 
 

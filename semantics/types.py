@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Union
 
@@ -82,7 +82,7 @@ class DimVar(_DimArith):
         return self.name
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # ==, hash: below, without recursion
 class DimExpr(_DimArith):
     lhs: ShapeDim
     rhs: ShapeDim
@@ -95,10 +95,45 @@ class DimExpr(_DimArith):
                 raise IRError(f"{type(self).__name__}.{f} must be a ShapeDim (int, DimVar or "
                               f"dim expression), got {getattr(self, f)!r}")
 
+    # str, == and hash walk the left operands in a loop, not by recursion: Concat of K
+    # operands sums K extents into a left-deep chain K levels deep (issue 34)
     def __str__(self) -> str:
-        if self.SYMBOL.isidentifier():
-            return f"{self.SYMBOL}({dim_str(self.lhs)}, {dim_str(self.rhs)})"
-        return f"({dim_str(self.lhs)} {self.SYMBOL} {dim_str(self.rhs)})"
+        spine, leaf = _left_spine(self)
+        text = dim_str(leaf)
+        for d in reversed(spine):
+            rhs = dim_str(d.rhs)
+            text = f"{d.SYMBOL}({text}, {rhs})" if d.SYMBOL.isidentifier() else \
+                f"({text} {d.SYMBOL} {rhs})"
+        return text
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        a, b = self, other
+        while isinstance(a, DimExpr):
+            if a is b:
+                return True
+            if type(a) is not type(b) or a.rhs != b.rhs:
+                return False
+            a, b = a.lhs, b.lhs
+        return type(a) is type(b) and a == b
+
+    def __hash__(self) -> int:
+        spine, leaf = _left_spine(self)
+        h = hash(leaf)
+        for d in reversed(spine):
+            h = hash((d.SYMBOL, h, d.rhs))
+        return h
+
+
+def _left_spine(d: DimExpr) -> tuple[list[DimExpr], ShapeDim]:
+    """The chain ``d, d.lhs, d.lhs.lhs, ...`` of dim expressions, and the operand below it."""
+    spine = []
+    x: ShapeDim = d
+    while isinstance(x, DimExpr):
+        spine.append(x)
+        x = x.lhs
+    return spine, x
 
 
 def _floordiv(a: int, b: int) -> int:
@@ -113,43 +148,43 @@ def _mod(a: int, b: int) -> int:
     return a % b
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimAdd(DimExpr):
     SYMBOL = "+"
     FN = staticmethod(lambda a, b: a + b)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimSub(DimExpr):
     SYMBOL = "-"
     FN = staticmethod(lambda a, b: a - b)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimMul(DimExpr):
     SYMBOL = "*"
     FN = staticmethod(lambda a, b: a * b)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimFloorDiv(DimExpr):
     SYMBOL = "//"
     FN = staticmethod(_floordiv)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimMod(DimExpr):
     SYMBOL = "%"
     FN = staticmethod(_mod)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimMin(DimExpr):
     SYMBOL = "dim_min"
     FN = staticmethod(min)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)  # DimExpr's ==, hash
 class DimMax(DimExpr):
     SYMBOL = "dim_max"
     FN = staticmethod(max)
@@ -192,10 +227,14 @@ def simplify(d: ShapeDim) -> ShapeDim:
     """Constant-fold with Python floor semantics and drop identities (x+0, x*1, x//1, x*0)."""
     if not isinstance(d, DimExpr):
         return d
-    a, b = simplify(d.lhs), simplify(d.rhs)
+    return _simplified(type(d), simplify(d.lhs), simplify(d.rhs))
+
+
+def _simplified(t: type[DimExpr], a: ShapeDim, b: ShapeDim) -> ShapeDim:
+    """``simplify(t(a, b))`` for operands ``a``, ``b`` that are simplified already: one step,
+    no walk of the operands."""
     if isinstance(a, int) and isinstance(b, int):
-        return d.FN(a, b)
-    t = type(d)
+        return t.FN(a, b)
     if (t is DimAdd and b == 0) or (t is DimSub and b == 0) or (t is DimMul and b == 1) \
             or (t is DimFloorDiv and b == 1):
         return a
@@ -208,6 +247,17 @@ def simplify(d: ShapeDim) -> ShapeDim:
     if t is DimSub and a == b:
         return 0
     return t(a, b)
+
+
+def dim_sum(dims: Iterable[ShapeDim]) -> ShapeDim:
+    """``simplify(d0 + d1 + ...)`` (the left-deep sum, as a loop of ``+`` builds it) in time
+    linear in the number of terms: each step simplifies only the new node (``simplify`` of the
+    growing sum at every step is quadratic; Concat of K operands sums K extents)."""
+    it = iter(dims)
+    total = simplify(next(it))
+    for d in it:
+        total = _simplified(DimAdd, total, simplify(_dim(d, "+")))
+    return total
 
 
 def evaluate_dim(d: ShapeDim, env: Mapping[str, int]) -> int:

@@ -87,6 +87,17 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE
+    except OSError as e:
+        # an output nothing above named (stdout on a full disk, > /dev/full): one line, and
+        # stdout pointed at devnull so the interpreter's final flush cannot raise again
+        import os
+
+        where = f"{e.filename}: " if e.filename else "writing the output: "
+        print(f"tilefoundry: error: {where}{e.strerror or e} (errno {e.errno}); free space or "
+              f"write it elsewhere", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

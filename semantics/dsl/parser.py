@@ -34,6 +34,7 @@ import numpy as np
 from tilefoundry.errors import TilefoundryError
 from tilefoundry.limits import limits
 from tilefoundry.semantics.dsl.errors import DSLError, SourceInfo, located
+from tilefoundry.semantics.dsl.static_bounds import FormatRefused, percent_format_bound, static_size
 from tilefoundry.semantics.dsl.surface import (
     BUILTINS,
     BY_NAME,
@@ -186,7 +187,7 @@ def _short(v: Any) -> str:
     """A bounded repr of a static value (a huge int or tuple prints by its size)."""
     if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 64:
         return f"<an int of {v.bit_length():,} bits>"
-    if isinstance(v, tuple | str | bytes | list) and len(v) > 16:
+    if isinstance(v, tuple | str | bytes | list) and (len(v) > 16 or static_size(v) > 64):
         return f"<a {type(v).__name__} of {len(v):,} items>"
     try:
         r = repr(v)
@@ -274,7 +275,12 @@ class StaticEvaluator:
         vals = [self.expr(e) for e in node.elts]
         if any(isinstance(e, ast.Starred) for e in node.elts):
             raise self.error(node, "starred expression", "*x in a tuple is not supported")
-        return tuple(vals)
+        out = tuple(vals)
+        if static_size(out) > limits().max_static_items:  # (t, t, t) of a large t
+            raise self.error(node, "tuple", f"the tuple has {static_size(out):,} items (nested "
+                             f"items counted), more than the limit max_static_items; "
+                             f"{limits().how('max_static_items')}")
+        return out
 
     def attribute(self, node: ast.Attribute) -> Any:
         base = self.expr(node.value)
@@ -341,22 +347,37 @@ class StaticEvaluator:
                 abs(left).bit_length() + right > lim.max_static_int_bits:
             raise self._limit(node, f"{_short(left)} << {_short(right)} has "
                               f"{abs(left).bit_length() + right:,} bits", "max_static_int_bits")
+        # sizes count nested items (static_bounds.static_size): ((t,) * 1000,) * 1000 is a
+        # million of t, whatever its top-level length
         if op is ast.Mult:
             for seq, n in ((left, right), (right, left)):
                 if isinstance(seq, tuple | str | bytes | list) and isinstance(n, int) and \
-                        len(seq) * max(n, 0) > lim.max_static_items:
-                    raise self._limit(node, f"repeating {len(seq):,} items {n:,} times makes "
-                                      f"{len(seq) * n:,}", "max_static_items")
-        if op is ast.Add and all(isinstance(v, tuple | str) for v in (left, right)) and \
-                len(left) + len(right) > lim.max_static_items:
-            raise self._limit(node, f"the concatenation has {len(left) + len(right):,} items",
+                        static_size(seq) * max(n, 0) > lim.max_static_items:
+                    raise self._limit(node, f"repeating {static_size(seq):,} items {n:,} "
+                                      f"times makes {static_size(seq) * n:,}",
+                                      "max_static_items")
+        if op is ast.Add and all(isinstance(v, tuple | str | bytes) for v in (left, right)) and \
+                static_size(left) + static_size(right) > lim.max_static_items:
+            raise self._limit(node, f"the concatenation has "
+                              f"{static_size(left) + static_size(right):,} items",
                               "max_static_items")
+        if op is ast.Mod and isinstance(left, str | bytes):
+            try:
+                n = percent_format_bound(left, right)
+            except FormatRefused as e:
+                raise self.error(node, "operator %", f"{e}; write the string out") from None
+            if n > lim.max_static_items:
+                raise self._limit(node, f"the formatted string has up to {n:,} characters",
+                                  "max_static_items")
 
     def _bound_result(self, node: ast.AST, v: Any) -> None:
         lim = limits()
         if isinstance(v, int) and v.bit_length() > lim.max_static_int_bits:
             raise self._limit(node, f"the result has {v.bit_length():,} bits",
                               "max_static_int_bits")
+        if isinstance(v, tuple | str | bytes) and static_size(v) > lim.max_static_items:
+            raise self._limit(node, f"the result has {static_size(v):,} items",
+                              "max_static_items")
 
     def tick(self, node: ast.AST) -> None:
         """The time bound of one parse (``max_parse_seconds``)."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tilefoundry.limits import check_value_size
 from tilefoundry.semantics.dtypes import to_bits
 from tilefoundry.semantics.evaluator.registry import EvaluationError
 from tilefoundry.semantics.formats import FORMATS, DType, dtype_of
@@ -98,6 +99,8 @@ class Sharded:
                 f"Sharded: per-device data must have shape mesh extents + local extents "
                 f"{want} for {self.layout.attrs} over {self.layout.layout.shape}, got {got}")
         dtype_of(self.data)  # an IR storage dtype
+        check_value_size(self.data.shape, self.data.itemsize,
+                         "Sharded (per-device data, mesh axes first)")
 
     @staticmethod
     def from_devices(layout: ShardLayout, data: np.ndarray) -> Sharded:
@@ -137,6 +140,17 @@ class PerDevice:
 
     mesh: Mesh
     data: np.ndarray
+
+    def __post_init__(self):
+        if not isinstance(self.mesh, Mesh):
+            raise EvaluationError(f"PerDevice: mesh must be a Mesh, got {self.mesh!r}")
+        lead = tuple(self.mesh.axis_extents)
+        if not isinstance(self.data, np.ndarray) or tuple(self.data.shape[:len(lead)]) != lead:
+            got = getattr(self.data, "shape", type(self.data).__name__)
+            raise EvaluationError(f"PerDevice: data must be a numpy array whose leading axes "
+                                  f"are the mesh extents {lead}, got {got}")
+        check_value_size(self.data.shape, self.data.itemsize,
+                         "PerDevice (per-device data, mesh axes first)")
 
     @property
     def shape(self) -> tuple[int, ...]:

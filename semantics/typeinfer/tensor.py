@@ -83,6 +83,7 @@ from tilefoundry.semantics.types import (
     TensorType,
     TupleType,
     dim_str,
+    dim_sum,
     evaluate_dim,
     free_dimvars,
     is_shape_dim,
@@ -812,9 +813,8 @@ def infer_concat(ctx: Ctx, types: tuple):
                           rule="Concat: every axis but the concatenated one matches",
                           fix="slice or pad the inputs to matching shapes")
     _same_storage(ctx, ts)
-    total: ShapeDim = ts[0].shape[axis]
-    for t in ts[1:]:
-        total = simplify(total + t.shape[axis])
+    # linear in the operands (a simplify of the growing sum per operand was quadratic)
+    total: ShapeDim = ts[0].shape[axis] if len(ts) == 1 else dim_sum(t.shape[axis] for t in ts)
     shape = tuple(total if a == axis else d for a, d in enumerate(ts[0].shape))
     shard = _joint_shard(ctx, ts, axis, "Concat")
     if shard is None:
