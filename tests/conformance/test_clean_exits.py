@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import synthetic_catalog as syn
+from pids import alive
 
 from tilefoundry.conformance.cases import Case
 from tilefoundry.conformance.processes import DEFAULT_MEMORY_LIMIT_MB
@@ -36,14 +37,6 @@ def _case(entry: str, k: int = 0) -> Case:
                                                         entry))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 # --- leftover processes ---------------------------------------------------------------------
 @linux
 @pytest.mark.parametrize("jobs", [1, 2])
@@ -58,7 +51,7 @@ def test_no_process_a_case_starts_outlives_it_or_the_run(tmp_path, monkeypatch, 
     assert [r["verdict"] for r in res.records] == ["PASS"] * 3
     started = [line.split() for line in (tmp_path / "pids.txt").read_text().splitlines()]
     assert sorted(k for k, _ in started) == ["attached"] * 3 + ["daemon"] * 3 + ["setsid"] * 3
-    survivors = [(k, p) for k, p in started if _alive(int(p))]
+    survivors = [(k, p) for k, p in started if alive(int(p))]
     assert survivors == [], survivors
     if jobs == 1:  # one worker ran them in order: what each case saw of the earlier ones
         for k in (1, 2):
@@ -76,7 +69,7 @@ def test_a_killed_workers_processes_go_with_it(tmp_path, monkeypatch):
               memory_limit_mb=0)
     assert [r["verdict"] for r in res.records] == ["PASS", "TIMEOUT"]
     started = [line.split() for line in (tmp_path / "pids.txt").read_text().splitlines()]
-    assert len(started) == 3 and not [p for _, p in started if _alive(int(p))]
+    assert len(started) == 3 and not [p for _, p in started if alive(int(p))]
 
 
 def test_the_subreaper_mark_is_given_back(tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pids as pids_mod
 import pytest
 import synthetic_catalog as syn
 
@@ -593,18 +594,7 @@ def test_processes_a_backend_forks_do_not_outlive_the_run(tmp_path, monkeypatch)
     assert [r["verdict"] for r in res.records] == ["PASS", "PASS"]
     children = [int(x) for x in pids.read_text().split()]
     assert len(children) == 2
-
-    def alive(pid: int) -> bool:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().split(")")[-1].split()[0] != "Z"
-        except FileNotFoundError:
-            return False
-
-    t0 = time.monotonic()
-    while any(alive(p) for p in children) and time.monotonic() - t0 < 5:
-        time.sleep(0.05)
-    assert not [p for p in children if alive(p)]
+    assert not pids_mod.survivors(children)
 
 
 def test_workers_do_not_hold_the_results_files_lock(tmp_path, monkeypatch):

@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import fork_unsafe_backend as fub
+import pids as pids_mod
 import pytest
 import synthetic_catalog as syn
 
@@ -123,18 +123,7 @@ def test_a_timeout_under_spawn_kills_the_worker_and_what_it_forked(tmp_path, mon
     assert _verdicts(left) == ["PASS", "PASS"]
     children = [int(x) for x in pids.read_text().split()]
     assert len(children) == 2
-
-    def alive(pid: int) -> bool:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().split(")")[-1].split()[0] != "Z"
-        except FileNotFoundError:
-            return False
-
-    t0 = time.monotonic()
-    while any(alive(p) for p in children) and time.monotonic() - t0 < 5:
-        time.sleep(0.05)
-    assert not [p for p in children if alive(p)]
+    assert not pids_mod.survivors(children)
 
 
 def test_start_methods_are_the_platforms():

@@ -21,20 +21,13 @@ import sys
 import time
 
 import numpy as np
+from pids import alive
 
 from tilefoundry.conformance.backend import Capabilities
 from tilefoundry.semantics.evaluator.core import evaluate
 from tilefoundry.semantics.formats import DType
 
 NOISE = "\x1b[2J\x1b[31mred\x07bell\u202eevil"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _leave(case: str) -> None:
@@ -44,7 +37,7 @@ def _leave(case: str) -> None:
     if os.path.exists(pids):
         earlier = [line.split() for line in open(pids).read().splitlines() if line]
     with open(os.path.join(d, f"alive-{case}.txt"), "w") as f:
-        f.write("".join(f"{k} {p}\n" for k, p in earlier if _alive(int(p))))
+        f.write("".join(f"{k} {p}\n" for k, p in earlier if alive(int(p))))
     out = []
     s = subprocess.Popen(["sleep", "300"], start_new_session=True)  # its own session
     out.append(("setsid", s.pid))
