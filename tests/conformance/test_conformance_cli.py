@@ -105,7 +105,7 @@ def test_resume_of_a_file_from_another_run_is_refused(tmp_path, monkeypatch, cap
 
 def test_fuzz_runs_generated_programs_until_the_deadline(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    rc = cli("fuzz", "--backend", "flaky_backend:truncating", "--minutes", "0.03",
+    rc = cli("fuzz", "--backend", "flaky_backend:truncating", "--minutes", "0.1",
              "--generator", "synthetic_catalog:generate", "--repro-dir", "repro", "--seed", "5")
     out = capsys.readouterr().out
     recs = [r for r in (json.loads(x) for x in (tmp_path / "tilefoundry-fuzz.jsonl")

@@ -57,7 +57,7 @@ def test_reproducer_error_is_a_tilefoundry_error():
 def test_error_crash_and_timeout_get_a_reproducer_too(tmp_path):
     ids = ["flaky/segv", "flaky/hang", "flaky/raise", "flaky/garbage", "elementwise/add/f32"]
     cat = syn.build_catalog(0)
-    res = run("flaky_backend:factory", [cat[i] for i in ids], jobs=2, timeout_s=3.0,
+    res = run("flaky_backend:factory", [cat[i] for i in ids], jobs=2, timeout_s=8.0,
               out_jsonl=tmp_path / "r.jsonl", repro_dir=tmp_path / "repro")
     v = res.verdicts()
     assert v == {"flaky/segv": "CRASH", "flaky/hang": "TIMEOUT", "flaky/raise": "ERROR",
