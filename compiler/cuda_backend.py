@@ -21,7 +21,8 @@ constructing it raises a one-line ``InvalidArgumentError`` naming the missing de
 to run it. There is never a fallback to another backend.
 
 Capabilities: the lowering's ops, dtypes, policies and overflow modes (those of
-``kernel-interp``; no mesh), as for SIMD C, whose renderer this one is; whatever the renderer
+``kernel-interp``, sharded programs and ``Local`` included: the per-device lowering runs
+every device's launches on the one device, collectives on the host between them, D347), as for SIMD C, whose renderer this one is; whatever the renderer
 cannot handle raises ``NotSupportedError`` naming the construct in the render pass, before any
 NVRTC compile. An NVRTC error is ``CudaCompileError`` with NVRTC's log and the kept source.
 """
@@ -436,12 +437,10 @@ class CudaBackend(KernelInterpBackend):
         self.target = "cuda" if device == "cuda" else "cuda-host"
 
     def capabilities(self):
-        """The lowering's, without sharded programs: the per-device lowering
-        (``compiler/lower_mesh.py``) runs on ``kernel-interp`` and ``simd`` only."""
-        import dataclasses
-
-        caps = super().capabilities()
-        return dataclasses.replace(caps, ops=caps.ops - {"Local"}, mesh=False)
+        """The lowering's, sharded programs included: the per-device lowering
+        (``compiler/lower_mesh.py``) runs every device's launches on this one device, the
+        collectives simulated on the host between them (D347)."""
+        return super().capabilities()
 
 
 def host_backend(**kw) -> CudaBackend:

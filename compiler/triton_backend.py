@@ -25,7 +25,8 @@ Where it runs (``TritonBackend(device=...)``; by default from the environment):
   run it. There is never a fallback to another backend.
 
 Capabilities: the lowering's ops, dtypes, policies and overflow modes (those of
-``kernel-interp``; no mesh); whatever the renderer cannot handle
+``kernel-interp``, sharded programs and ``Local`` included: the per-device lowering runs
+every device's launches on the one device, collectives on the host between them, D347); whatever the renderer cannot handle
 for a particular program raises ``NotSupportedError`` naming the kernel-IR construct during
 the render pass, before any kernel is built or launched. A Triton compile error becomes
 ``TritonCompileError`` with the generated source kept on disk (``source_path``).
@@ -50,19 +51,13 @@ from tilefoundry.compiler.c_runtime.build import _private_dir, _write_atomic, ca
 from tilefoundry.compiler.errors import CompilerError
 from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Kernel, Program
-from tilefoundry.compiler.lower import LOWERINGS
 from tilefoundry.compiler.pipeline import TARGETS, source_target
 from tilefoundry.compiler.render_triton import render, storage_view
 from tilefoundry.compiler.schedule import TileConfig
 from tilefoundry.conformance.backend import (
-    ALL_FEATURES,
-    ALL_OVERFLOW,
-    ALL_POLICIES,
-    ALL_ROUNDING,
     Capabilities,
 )
 from tilefoundry.errors import InvalidArgumentError
-from tilefoundry.semantics.formats import FORMATS, DType
 
 __all__ = ["DEVICES", "TRITON_TILES", "DeviceRun", "TritonBackend", "TritonCompileError", "TritonExecutable",
            "load_module", "triton_device"]
@@ -268,8 +263,7 @@ class TritonBackend(KernelInterpBackend):
         self.target = "triton" if self.device == "interpret" else "triton-cuda"
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(
-            ops=frozenset(op.__name__ for op in LOWERINGS),
-            dtypes=frozenset(d for d in DType if FORMATS[d].evaluable),
-            policies=ALL_POLICIES, overflow_modes=ALL_OVERFLOW, mesh=False,
-            rounding_modes=ALL_ROUNDING, features=ALL_FEATURES)
+        """The lowering's, sharded programs included: a mesh program runs as the per-device
+        lowering (``lower_mesh.compile_mesh``) with every device's launches on this one device
+        and the collectives simulated on the host between them (D347)."""
+        return KernelInterpBackend.capabilities(self)

@@ -208,8 +208,7 @@ def test_f32_to_integer_truncates_in_range(conv, dt: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # the quick tier, a bounded subset, through the conformance runner
 # ---------------------------------------------------------------------------------------------
-_ALLOWED_NS = ("not supported by the Triton renderer", "sharded programs",
-               "not in the backend's capabilities")
+_ALLOWED_NS = ("not supported by the Triton renderer", "not in the backend's capabilities")
 
 
 def test_quick_tier_subset_in_the_interpreter(tmp_path, monkeypatch) -> None:
