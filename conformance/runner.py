@@ -620,10 +620,16 @@ def _seed_rngs(seed: int, case_id: str) -> None:
 
 
 def _ops_dtypes(case: Case, req: Any) -> tuple[list[str], list[str]]:
+    # kind-level names where the op has kinds, class names otherwise; a case's own op list
+    # (the ops it tests) names classes, each expanded to the kinds the program uses, so a
+    # report counts ``Binary.add`` once, never beside a bare ``Binary``
+    kinds: dict[str, list[str]] = {}
+    for o in sorted(req.ops):
+        if "." in o:
+            kinds.setdefault(o.split(".")[0], []).append(o)
     if case.ops:
-        ops = list(case.ops)
-    else:  # kind-level names where the op has kinds, class names otherwise
-        kinds = {o.split(".")[0] for o in req.ops if "." in o}
+        ops = list(dict.fromkeys(k for o in case.ops for k in kinds.get(o, [o])))
+    else:
         ops = sorted(o for o in req.ops if "." in o or o not in kinds)
     dts = list(case.dtypes) if case.dtypes else sorted(d.value for d in req.dtypes)
     return ops, dts

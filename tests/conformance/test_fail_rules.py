@@ -160,3 +160,17 @@ def test_every_unjudged_case_of_a_selfcheck_sized_run_is_named():
     line = reason_lines(recs).splitlines()[1]
     assert line.startswith("  13 case(s): enclosure admits every value: Conv2D: u/0, u/1")
     assert line.rsplit(": ", 1)[1].split(", ") == [f"u/{i}" for i in range(13)], line
+
+
+def test_a_case_listing_an_op_class_is_counted_under_the_kinds_its_program_uses(tmp_path):
+    """A catalog case whose op list names a class (``Reduce``) beside a kind (``Reduce.sum``)
+    is recorded under ``Reduce.sum`` once: the per-op table never shows a bare class beside
+    its kinds (it used to count the case under both)."""
+    from tilefoundry.conformance import runner
+
+    cid = "spec/reduce/empty-sum-identity/f32"
+    (case,) = runner.select_cases(runner.load_catalog(0), "quick", [cid])
+    assert "Reduce" in case.ops  # the catalog names the class
+    res = runner.run("reference", [case], jobs=1, out_jsonl=tmp_path / "r.jsonl")
+    (rec,) = res.records
+    assert rec["verdict"] == "PASS" and rec["ops"] == ["Reduce.sum"], rec
