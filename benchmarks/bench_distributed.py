@@ -122,7 +122,7 @@ def gloo_semantics(world: int) -> dict:
 
 def _two_device_cases(n: int):
     from tilefoundry.conformance.distributed_backend import _meshes
-    from tilefoundry.conformance.runner import load_catalog, select_cases
+    from tilefoundry.conformance.selection import load_catalog, select_cases
     from tilefoundry.semantics.typeinfer.core import Session
     from tilefoundry.semantics.typeinfer.functions import infer_module
 

@@ -39,7 +39,8 @@ from tilefoundry.conformance.backend import (  # noqa: E402
     requirements,
     unsupported_reason,
 )
-from tilefoundry.conformance.runner import GeneratedCases, load_generator, run  # noqa: E402
+from tilefoundry.conformance.runner import run  # noqa: E402
+from tilefoundry.conformance.selection import GeneratedCases, load_generator  # noqa: E402
 from tilefoundry.oracle.programs import generate_program  # noqa: E402
 from tilefoundry.semantics.formats import DType  # noqa: E402
 

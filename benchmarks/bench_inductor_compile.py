@@ -20,7 +20,7 @@ import time
 
 from tilefoundry.conformance.backend import requirements, unsupported_reason
 from tilefoundry.conformance.inductor_backend import InductorBackend
-from tilefoundry.conformance.runner import load_catalog
+from tilefoundry.conformance.selection import load_catalog
 from tilefoundry.semantics.types import DimVar, TensorType
 
 try:

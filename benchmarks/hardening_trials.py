@@ -20,7 +20,7 @@ from pathlib import Path
 
 
 def _expected_ids(glob: str) -> set[str]:
-    from tilefoundry.conformance.runner import load_catalog, select_cases
+    from tilefoundry.conformance.selection import load_catalog, select_cases
 
     return {c.id for c in select_cases(load_catalog(0), "quick", [glob])}
 

@@ -360,7 +360,7 @@ def in_results(rng: random.Random, work: Path):
         how = "lines"
 
     def run() -> Any:
-        from tilefoundry.conformance.runner import _read_resume
+        from tilefoundry.conformance.results import _read_resume
 
         out = work / "out"
         out.mkdir(exist_ok=True)
@@ -421,7 +421,7 @@ def in_capabilities(rng: random.Random, work: Path):
 
     def run() -> Any:
         from tilefoundry.conformance.backend import Capabilities
-        from tilefoundry.conformance.runner import validate_capabilities
+        from tilefoundry.conformance.selection import validate_capabilities
 
         return validate_capabilities(Capabilities.load(str(p)), "--capabilities")
     return run, how

@@ -277,7 +277,8 @@ def _err(msg: str) -> int:
 
 def _prepare(args: argparse.Namespace):
     from tilefoundry.conformance.manifest import MAX_GLOB, Manifest
-    from tilefoundry.conformance.runner import ConformanceError, _check_writable
+    from tilefoundry.conformance.results import _check_writable
+    from tilefoundry.conformance.selection import ConformanceError
 
     long = next((g for g in getattr(args, "cases", None) or () if len(g) > MAX_GLOB), None)
     if long is not None:  # fnmatch's translation grows past linear in its brackets
@@ -437,11 +438,11 @@ def _report_outputs(args: argparse.Namespace, result, what: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tilefoundry.conformance import runner
+    from tilefoundry.conformance import runner, selection
 
     try:
         manifest, progress = _prepare(args)
-        shard = runner.parse_shard(args.shard) if args.shard else None
+        shard = selection.parse_shard(args.shard) if args.shard else None
         baseline = _load_baseline(args)
         result = runner.run(args.backend, args.tier, jobs=args.jobs, timeout_s=args.timeout,
                             seed=args.seed, out_jsonl=Path(args.jsonl), resume=args.resume,
@@ -470,21 +471,21 @@ def _load_baseline(args: argparse.Namespace):
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from tilefoundry.conformance import campaign, runner
+    from tilefoundry.conformance import campaign, results
 
     try:
         if args.junit:
-            runner._check_writable(Path(args.junit), "--junit")
+            results._check_writable(Path(args.junit), "--junit")
         if args.coverage:
-            runner._check_writable(Path(args.coverage), "--coverage")
+            results._check_writable(Path(args.coverage), "--coverage")
         if args.write_baseline:
-            runner._check_writable(Path(args.write_baseline), "--write-baseline")
+            results._check_writable(Path(args.write_baseline), "--write-baseline")
         if args.html:
-            runner._check_writable(Path(args.html), "--html")
+            results._check_writable(Path(args.html), "--html")
         out = Path(args.jsonl)
         if any(os.path.realpath(f) == os.path.realpath(out) for f in args.files):
             raise campaign.CampaignError(f"merge: -o {out} is one of the input files")
-        runner._check_writable(out, "-o")
+        results._check_writable(out, "-o")
         if not args.overwrite:
             refuse_existing_results(out, campaign.CampaignError, resume=False, flag="-o")
         merged = campaign.merge_results(args.files)
@@ -493,7 +494,7 @@ def _merge(args: argparse.Namespace) -> int:
             baseline.check_ids(r["id"] for r in merged.records)
     except TilefoundryError as e:
         return _err(str(e))
-    result = runner.RunResult(merged.header.get("backend", "?"), merged.header.get("seed", 0),
+    result = results.RunResult(merged.header.get("backend", "?"), merged.header.get("seed", 0),
                               merged.records, out, merged.header,
                               baseline=baseline.apply(merged.records) if baseline else None)
     campaign.write_merged(out, merged, {
@@ -536,7 +537,7 @@ def fuzz_db_key(backend_spec: str, generator: str | None, caps) -> bytes:
 def _open_fuzz_db(args: argparse.Namespace):
     from hypothesis.database import DirectoryBasedExampleDatabase
 
-    from tilefoundry.conformance.runner import _check_writable
+    from tilefoundry.conformance.results import _check_writable
 
     if args.no_db:
         return None
@@ -545,23 +546,23 @@ def _open_fuzz_db(args: argparse.Namespace):
 
 
 def _fuzz(args: argparse.Namespace) -> int:
-    from tilefoundry.conformance import runner
+    from tilefoundry.conformance import runner, selection
     from tilefoundry.conformance.loaders import fuzz_db_seeds
 
     try:
         if not args.minutes > 0:
-            raise runner.ConformanceError(f"--minutes: expected a positive number, got "
+            raise selection.ConformanceError(f"--minutes: expected a positive number, got "
                                           f"{args.minutes}")
         if not args.overwrite:  # a fuzz run is not resumed: only --overwrite replaces it
-            refuse_existing_results(Path(args.jsonl), runner.ConformanceError, resume=False)
+            refuse_existing_results(Path(args.jsonl), selection.ConformanceError, resume=False)
         manifest, progress = _prepare(args)
         override = _caps_file(args)
-        _, caps = runner._load_backend_checked(args.backend, override)  # names checked first
-        gen = runner.load_generator(args.generator, caps=caps)
+        _, caps = selection._load_backend_checked(args.backend, override)  # names checked first
+        gen = selection.load_generator(args.generator, caps=caps)
         db = _open_fuzz_db(args)
         key = fuzz_db_key(args.backend, args.generator, caps)
         replay = fuzz_db_seeds(db, key) if db is not None else []  # a bad entry: a warning
-        cases = runner.GeneratedCases(gen, args.seed, replay=replay)
+        cases = selection.GeneratedCases(gen, args.seed, replay=replay)
         result = runner.run(args.backend, cases, jobs=args.jobs, timeout_s=args.timeout,
                             seed=args.seed, out_jsonl=Path(args.jsonl), manifest=manifest,
                             repro_dir=args.repro_dir, progress=progress,
@@ -607,14 +608,14 @@ def _fuzz(args: argparse.Namespace) -> int:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from tilefoundry.conformance import probe, runner
+    from tilefoundry.conformance import probe, results, selection
 
     try:
         if not args.overwrite:  # before --out is touched: a refusal leaves nothing behind
-            refuse_existing_results(Path(args.out), runner.ConformanceError, resume=False,
+            refuse_existing_results(Path(args.out), selection.ConformanceError, resume=False,
                                     flag="--out")
-            refuse_existing_results(Path(args.jsonl), runner.ConformanceError, resume=False)
-        runner._check_writable(Path(args.out), "--out")
+            refuse_existing_results(Path(args.jsonl), selection.ConformanceError, resume=False)
+        results._check_writable(Path(args.out), "--out")
         progress = sys.stderr.isatty() if args.progress is None else args.progress
         res = probe.probe(args.backend, tier=args.tier, seed=args.seed, jobs=args.jobs,
                           timeout_s=args.timeout, work_jsonl=args.jsonl, catalog=args.catalog,
@@ -639,17 +640,17 @@ def _probe(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     from collections import Counter
 
-    from tilefoundry.conformance import runner
+    from tilefoundry.conformance import selection
 
     try:
         caps = None
         if args.backend or args.capabilities:
             over = _caps_file(args)
-            caps = runner._load_backend_checked(args.backend, over)[1] if args.backend else \
-                runner.validate_capabilities(over, "--capabilities")
+            caps = selection._load_backend_checked(args.backend, over)[1] if args.backend else \
+                selection.validate_capabilities(over, "--capabilities")
         elif args.runnable:
             return _err("--runnable: name the capabilities (--backend or --capabilities)")
-        cases = runner.select_cases(runner.load_catalog(args.seed, catalog=args.catalog,
+        cases = selection.select_cases(selection.load_catalog(args.seed, catalog=args.catalog,
                                                         backend_caps=caps),
                                     args.tier, args.cases)
     except TilefoundryError as e:

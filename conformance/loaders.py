@@ -340,7 +340,7 @@ _OUTPUT: dict[str, tuple[tuple[type, ...], str | None]] = {
 _CLASS = {"class": ((str, type(None)), None), "count": ((int,), None),
           "index": ((list,), None), "expected_hex": ((str,), None),
           "observed_hex": ((str,), None)}
-#: the keys every class of an output carries (``runner._output_detail``; the HTML report reads
+#: the keys every class of an output carries (``judge._output_detail``; the HTML report reads
 #: them all)
 _CLASS_KEYS = ("class", "count", "index", "expected", "expected_hex", "observed", "observed_hex")
 _WARNING = {"message": ((str,), None), "count": ((int,), None), "where": ((str,), None),

@@ -231,16 +231,16 @@ def probe(backend_spec: str, *, tier: str = "quick", seed: int = 0, jobs: int = 
           case_globs: list[str] | None = None, progress: bool = False) -> ProbeResult:
     """Pick the probe cases of ``tier``, run them against ``backend_spec`` claiming everything,
     and derive the capability set (see the module docstring)."""
-    from tilefoundry.conformance import runner
+    from tilefoundry.conformance import runner, selection
     from tilefoundry.conformance.report import read_jsonl
 
     everything = Capabilities.everything(mesh=True)
-    cat = runner.load_catalog(seed, catalog=catalog, backend_caps=everything)
+    cat = selection.load_catalog(seed, catalog=catalog, backend_caps=everything)
     # the capability-directed cases compose what a claim holds; the probe derives the claim
-    probes = probe_cases([c for c in runner.select_cases(cat, tier, case_globs)
+    probes = probe_cases([c for c in selection.select_cases(cat, tier, case_globs)
                           if c.family != "capability"])
     if not probes:
-        raise runner.ConformanceError(f"probe: tier {tier!r} has no case to probe with")
+        raise selection.ConformanceError(f"probe: tier {tier!r} has no case to probe with")
     runner.run(backend_spec, [p.case for p in probes], jobs=jobs, timeout_s=timeout_s,
                seed=seed, out_jsonl=work_jsonl, progress=progress, caps_override=everything)
     _, recs = read_jsonl(work_jsonl)

@@ -123,11 +123,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     spec = config.getoption("--tilefoundry-backend")
     if not spec:
         return
-    from tilefoundry.conformance.runner import (
-        _load_backend_checked,
-        load_catalog,
-        select_cases,
-    )
+    from tilefoundry.conformance.selection import _load_backend_checked, load_catalog, select_cases
     from tilefoundry.errors import TilefoundryError
 
     try:

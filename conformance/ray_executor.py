@@ -1,14 +1,14 @@
 """``--executor ray``: the conformance runner's cases as Ray tasks (docs/conformance.md, D267).
 
 The driver (``runner.run``) is the same as for the forked pool: it picks the next case
-(``runner._Dispatch``: resume, shard, manifest, --flake-retries, the fuzz deadline), and it alone
+(``workers._Dispatch``: resume, shard, manifest, --flake-retries, the fuzz deadline), and it alone
 writes the JSON-lines file, under its lock. This module only replaces the pool:
 
 * **One Ray task per case** (not an actor per slot): a task's worker process can be killed on a
   timeout with ``ray.cancel(ref, force=True)``, which Ray does not offer for actor methods, and
   Ray replaces a dead worker by itself. Each Ray worker process loads the backend and the cases
   (one ``ray.put`` of the driver's cases) once, on its first task of the run, and keeps them in
-  ``_STATE`` for the tasks after; the case runs through ``runner._run_one`` — the forked worker's
+  ``_STATE`` for the tasks after; the case runs through ``judge._run_one`` — the forked worker's
   own per-case path (warnings, phases, harness errors, reproducers).
 * The task is a streaming generator: it yields ``("started", pid, host)`` once its worker has the
   backend and the cases, then ``("done", record)``. The case's time limit counts from
@@ -52,19 +52,10 @@ from typing import Any
 
 from tilefoundry.conformance.backend import Capabilities, load_backend
 from tilefoundry.conformance.cases import Case
-from tilefoundry.conformance.runner import (
-    _IDLE,
-    _PHASES,
-    ConformanceError,
-    _Dispatch,
-    _frames,
-    _run_one,
-    _short,
-    _Task,
-    _text,
-    crash_record,
-    timeout_record,
-)
+from tilefoundry.conformance.judge import _IDLE, _PHASES, _run_one, _short, _text
+from tilefoundry.conformance.results import crash_record, timeout_record
+from tilefoundry.conformance.selection import ConformanceError
+from tilefoundry.conformance.workers import _Dispatch, _frames, _Task
 
 #: how long a task may wait for a Ray worker (start-up, loading the backend) beyond its limit
 START_GRACE_S = 120.0
@@ -79,7 +70,7 @@ _STATE: dict[str, tuple] = {}
 
 
 class _Phase:
-    """What the case is doing (``runner._PHASES``), as the forked worker's shared int: also
+    """What the case is doing (``judge._PHASES``), as the forked worker's shared int: also
     written (one byte) to this worker's status file of the run when it has one, so the driver
     can name the phase of a death."""
 

@@ -444,7 +444,7 @@ def _load_program(d: Path, meta: dict, catalog: str | None = None):
         except TilefoundryError as e:
             raise ReproducerError(f"{src}: {e}") from None
     if meta.get("program") == "catalog":
-        from tilefoundry.conformance.runner import load_catalog
+        from tilefoundry.conformance.selection import load_catalog
 
         recorded = meta.get("catalog")
         shown = f" (the run's: --catalog {recorded})" if isinstance(recorded, str) and \

@@ -60,7 +60,7 @@ START_LIMIT_S = 300.0
 
 
 def _error(msg: str) -> TilefoundryError:
-    from tilefoundry.conformance.runner import ConformanceError
+    from tilefoundry.conformance.selection import ConformanceError
 
     return ConformanceError(msg)
 
@@ -166,7 +166,7 @@ def resolve_cases(source: Any) -> Sequence:
     """In the worker: the cases ``worker_cases`` described."""
     try:
         if isinstance(source, _FromCatalog):
-            from tilefoundry.conformance.runner import load_catalog
+            from tilefoundry.conformance.selection import load_catalog
 
             cat = load_catalog(source.seed, catalog=source.catalog, backend_caps=source.caps)
             return [cat[i] for i in source.ids]

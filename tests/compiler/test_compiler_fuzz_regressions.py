@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tilefoundry.compiler.backends import KernelInterpBackend
-from tilefoundry.conformance.runner import GeneratedCases, load_generator
+from tilefoundry.conformance.selection import GeneratedCases, load_generator
 from tilefoundry.oracle.compare import check
 
 FOUND = [

@@ -122,7 +122,7 @@ def test_shared_intermediates_stay_materialized_only_when_needed():
 
 
 def test_fusion_never_changes_values_on_random_programs():
-    from tilefoundry.conformance.runner import GeneratedCases, load_generator
+    from tilefoundry.conformance.selection import GeneratedCases, load_generator
     from tilefoundry.oracle.compare import compare_exact
 
     gen = GeneratedCases(load_generator(), 5)

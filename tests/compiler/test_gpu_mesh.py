@@ -10,7 +10,8 @@ import pytest
 
 from tilefoundry.compiler import cuda_backend
 from tilefoundry.compiler.backends import KernelInterpBackend
-from tilefoundry.conformance.runner import load_catalog, run, select_cases
+from tilefoundry.conformance.runner import run
+from tilefoundry.conformance.selection import load_catalog, select_cases
 
 # one case per kind of mesh step: a Partial(sum) / Partial(max) completion, a split-K matmul
 # all-reduce, a reshard between split axes (all-to-all), a gather along a split axis with its

@@ -212,7 +212,8 @@ _ALLOWED_NS = ("not supported by the Triton renderer", "not in the backend's cap
 
 
 def test_quick_tier_subset_in_the_interpreter(tmp_path, monkeypatch) -> None:
-    from tilefoundry.conformance.runner import load_catalog, run, select_cases
+    from tilefoundry.conformance.runner import run
+    from tilefoundry.conformance.selection import load_catalog, select_cases
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     cases = list(select_cases(load_catalog(0), "quick"))[::8]

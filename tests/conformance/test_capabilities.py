@@ -22,7 +22,7 @@ from tilefoundry.conformance.backend import (
     requirements,
     unsupported_reason,
 )
-from tilefoundry.conformance.runner import ConformanceError, validate_capabilities
+from tilefoundry.conformance.selection import ConformanceError, validate_capabilities
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call, Function, Module, Tuple, Var
 from tilefoundry.semantics.ops import Binary, BinaryKind
@@ -186,7 +186,7 @@ def test_json_round_trip_and_capabilities_file(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("name", ["reference", "kernel-interp", "simd", "distributed"])
 def test_every_builtin_backend_states_valid_capabilities(name):
     """The built-in backends declare what they run explicitly (nothing comes from defaults)."""
-    from tilefoundry.conformance.runner import _load_backend_checked
+    from tilefoundry.conformance.selection import _load_backend_checked
 
     try:
         _, caps = _load_backend_checked(name)

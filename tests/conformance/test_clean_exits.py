@@ -21,7 +21,8 @@ from pids import alive
 from tilefoundry.conformance.cases import Case
 from tilefoundry.conformance.processes import DEFAULT_MEMORY_LIMIT_MB
 from tilefoundry.conformance.report import read_jsonl
-from tilefoundry.conformance.runner import ConformanceError, run
+from tilefoundry.conformance.runner import run
+from tilefoundry.conformance.selection import ConformanceError
 from tilefoundry.conformance.terminal import printable, terminal_records
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ops import BinaryKind

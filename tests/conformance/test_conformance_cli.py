@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from tilefoundry.cli import main
-from tilefoundry.conformance.runner import ConformanceError, load_generator
+from tilefoundry.conformance.selection import ConformanceError, load_generator
 
 CAT = ["--catalog", "synthetic_catalog:build_no_hang"]
 
@@ -141,7 +141,8 @@ def test_fuzz_against_a_narrow_backend_stays_inside_it_and_finds_the_truncating_
     FAILs within them; the correct narrow backend passes every one."""
     from narrow_backend import NARROW
 
-    from tilefoundry.conformance.runner import GeneratedCases, run
+    from tilefoundry.conformance.runner import run
+    from tilefoundry.conformance.selection import GeneratedCases
 
     n = 40
     verdicts = {}
@@ -172,14 +173,14 @@ def test_fuzz_draws_sharded_programs_only_when_a_mesh_is_declared():
         return sum(any(isinstance(p.type, TensorType) and p.type.layout is not None
                        for p in cases[i].build()[0].functions[0].params) for i in range(30))
 
-    from tilefoundry.conformance.runner import GeneratedCases
+    from tilefoundry.conformance.selection import GeneratedCases
 
     assert ReferenceBackend().capabilities().mesh and sharded(ReferenceBackend().capabilities())
     assert not NARROW.mesh and sharded(NARROW) == 0
 
 
 def test_a_second_fuzz_run_replays_the_saved_failure_first(tmp_path, monkeypatch, capsys):
-    from tilefoundry.conformance.runner import GeneratedCases
+    from tilefoundry.conformance.selection import GeneratedCases
 
     monkeypatch.chdir(tmp_path)
     args = ["fuzz", "--backend", "narrow_backend:truncating", "--seed", "2", "--no-progress"]
@@ -246,7 +247,7 @@ def test_a_replayed_seed_that_passes_now_is_dropped_from_the_database(tmp_path, 
     from narrow_backend import NARROW
 
     from tilefoundry.conformance.cli import fuzz_db_key
-    from tilefoundry.conformance.runner import GeneratedCases
+    from tilefoundry.conformance.selection import GeneratedCases
 
     monkeypatch.chdir(tmp_path)
     spec = "narrow_backend:correct"
@@ -281,7 +282,7 @@ def test_shards_partition_the_tier(tmp_path, monkeypatch, capsys):
     """Issue 22: --shard I/N runs a stable partition of the selected cases: the shards'
     union is the selection, no case twice; a malformed shard is one line, exit 2."""
     from tilefoundry.conformance.catalog import build_catalog
-    from tilefoundry.conformance.runner import parse_shard, select_cases, shard_cases
+    from tilefoundry.conformance.selection import parse_shard, select_cases, shard_cases
 
     quick = select_cases(build_catalog(0), "quick")
     parts = [shard_cases(quick, i, 4) for i in range(1, 5)]

@@ -228,7 +228,7 @@ def test_a_record_without_id_or_verdict_is_refused(tmp_path):
 
 
 def test_resume_skips_a_bad_record_and_runs_its_case_again(tmp_path, capsys):
-    from tilefoundry.conformance.runner import _read_resume
+    from tilefoundry.conformance.results import _read_resume
 
     good = _record(id="a/1")
     r = _results(tmp_path, good, _record(id="a/2", seconds="slow"), _record(id="a/3"))

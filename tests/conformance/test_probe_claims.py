@@ -19,7 +19,7 @@ from tilefoundry.conformance.probe_edges import (
     ordinary_variant,
     result_edge,
 )
-from tilefoundry.conformance.runner import ConformanceError, validate_capabilities
+from tilefoundry.conformance.selection import ConformanceError, validate_capabilities
 from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call, Function, Module, Var

@@ -18,7 +18,8 @@ from tilefoundry.conformance.protocol import (
     compile_for,
     input_specs,
 )
-from tilefoundry.conformance.runner import load_catalog, run
+from tilefoundry.conformance.runner import run
+from tilefoundry.conformance.selection import load_catalog
 from tilefoundry.semantics.formats import FORMATS
 
 #: a plain array, a scalar (CacheUpdate's cur_pos / s), DimVar-shaped dispatch entries and
@@ -34,7 +35,7 @@ def _nonzero(res) -> dict:
 
 @pytest.fixture(scope="module")
 def cases():
-    from tilefoundry.conformance.runner import select_cases
+    from tilefoundry.conformance.selection import select_cases
 
     return select_cases(load_catalog(0), "quick", GLOBS)
 

@@ -31,7 +31,8 @@ else:
 import synthetic_catalog as syn
 
 from tilefoundry.conformance.report import read_jsonl, strip_timing
-from tilefoundry.conformance.runner import ConformanceError, GeneratedCases, run
+from tilefoundry.conformance.runner import run
+from tilefoundry.conformance.selection import ConformanceError, GeneratedCases
 
 HERE = Path(__file__).resolve().parent
 FLAKY = "flaky_backend:factory"
@@ -229,7 +230,7 @@ def test_fuzz_cli_on_ray_with_a_shared_example_db(tmp_path):
     from hypothesis.database import DirectoryBasedExampleDatabase
 
     from tilefoundry.conformance.cli import fuzz_db_key
-    from tilefoundry.conformance.runner import _load_backend_checked
+    from tilefoundry.conformance.selection import _load_backend_checked
 
     _, caps = _load_backend_checked("flaky_backend:truncating")
     saved = DirectoryBasedExampleDatabase(str(db)).fetch(
@@ -291,7 +292,7 @@ print(run("flaky_backend:factory", cases, timeout_s=30, out_jsonl=sys.argv[1]).r
 
 def test_the_local_executor_after_ray_still_names_a_crashs_frames(tmp_path):
     # Ray leaves C++ failure handlers in the process; forked workers reset them
-    # (runner._default_fatal_signals), or faulthandler wrote no frames
+    # (workers._default_fatal_signals), or faulthandler wrote no frames
     env = {**os.environ, "PYTHONPATH": _pythonpath()}
     p = subprocess.run([sys.executable, "-c", _AFTER_RAY, str(tmp_path / "r.jsonl")],
                        capture_output=True, text=True, env=env, timeout=120)

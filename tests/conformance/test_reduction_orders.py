@@ -10,7 +10,8 @@ import dataclasses
 import pytest
 
 from tilefoundry.conformance.backend import Capabilities, requirements, unsupported_reason
-from tilefoundry.conformance.runner import ConformanceError, run, validate_capabilities
+from tilefoundry.conformance.runner import run
+from tilefoundry.conformance.selection import ConformanceError, validate_capabilities
 from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call, Function, Module, Var

@@ -26,12 +26,9 @@ import synthetic_catalog as syn
 
 from tilefoundry.conformance.manifest import Manifest
 from tilefoundry.conformance.report import read_jsonl, strip_timing
-from tilefoundry.conformance.runner import (
-    ConformanceError,
-    GeneratedCases,
-    _read_resume,
-    run,
-)
+from tilefoundry.conformance.results import _read_resume
+from tilefoundry.conformance.runner import run
+from tilefoundry.conformance.selection import ConformanceError, GeneratedCases
 
 HERE = Path(__file__).resolve().parent
 FLAKY = "flaky_backend:factory"
@@ -629,7 +626,7 @@ def test_an_error_names_the_backends_own_line_and_where_it_was_raised():
     backend's line. Now: the innermost frame in the backend's file, then where it raised."""
     import inspect
 
-    from tilefoundry.conformance.runner import _raised
+    from tilefoundry.conformance.judge import _raised
 
     b = _DeepBackend()
     try:

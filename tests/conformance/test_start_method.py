@@ -18,7 +18,8 @@ import synthetic_catalog as syn
 
 from tilefoundry.conformance.cases import Case
 from tilefoundry.conformance.report import strip_timing
-from tilefoundry.conformance.runner import ConformanceError, GeneratedCases, run
+from tilefoundry.conformance.runner import run
+from tilefoundry.conformance.selection import ConformanceError, GeneratedCases
 from tilefoundry.conformance.start_method import START_METHODS
 
 HERE = Path(__file__).resolve().parent
