@@ -13,14 +13,17 @@ import numpy as np
 import pytest
 import z3
 
-import tilefoundry.smt.obligations.commutation as C  # registers the obligations
+import tilefoundry.smt.obligations.commutation_coverage as CC
+import tilefoundry.smt.obligations.commutation_formats as CF
+import tilefoundry.smt.obligations.commutation_models as CM
+import tilefoundry.smt.obligations.commutation_reals as CR
 from tilefoundry.semantics.dtypes import cast, widen_to_f32
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.typeinfer.commutation import TABLE, Row, lookup
 from tilefoundry.smt.framework import REGISTRY, ProveCtx, run_obligations, unexpected
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = [*(f"commutation.{g}" for g in C.GROUPS), "commutation.sound_but_rejected",
+NAMES = [*(f"commutation.{g}" for g in CR.GROUPS), "commutation.sound_but_rejected",
          "commutation.float_formats", "commutation.coverage", "gather.migration"]
 
 #: allow rows that do not hold over the reals. None now: the one this proof found — Conv2D
@@ -48,17 +51,17 @@ def test_obligations_are_registered():
     assert set(NAMES) <= set(REGISTRY)
 
 
-@pytest.mark.parametrize("group", C.GROUPS)
+@pytest.mark.parametrize("group", CR.GROUPS)
 def test_every_row_has_its_own_result(outcomes, group):
     """One sub-result per row; allow rows proved (except the known unsound one), reject rows
     refuted or sound-but-rejected; the group is proved exactly when its allow rows are."""
     _, out = outcomes[f"commutation.{group}"]
-    rows = [r for r in TABLE if C._group_of(r) == group]
+    rows = [r for r in TABLE if CR._group_of(r) == group]
     by_id = dict(out.sub)
     assert len(out.sub) == len(rows) == len(by_id)
     failing_allow = []
     for row in rows:
-        st = by_id[C.row_id(row)]
+        st = by_id[CM.row_id(row)]
         if row.allow:
             if _key(row) in KNOWN_UNSOUND_ALLOW:
                 assert st == "counterexample", row
@@ -69,18 +72,18 @@ def test_every_row_has_its_own_result(outcomes, group):
             assert st in ("counterexample", "sound-but-rejected"), (row, st)
     assert out.status == ("counterexample" if failing_allow else "proved"), out.detail
     if failing_allow:
-        assert out.counterexample and out.counterexample["row"] == C.row_id(failing_allow[0])
+        assert out.counterexample and out.counterexample["row"] == CM.row_id(failing_allow[0])
         assert out.counterexample["devices"] == "2"
 
 
 def test_counts(outcomes):
     allow = [r for r in TABLE if r.allow]
     reject = [r for r in TABLE if not r.allow]
-    subs = {k: v for g in C.GROUPS for k, v in outcomes[f"commutation.{g}"][1].sub}
-    proved = [r for r in allow if subs[C.row_id(r)] == "proved"]
+    subs = {k: v for g in CR.GROUPS for k, v in outcomes[f"commutation.{g}"][1].sub}
+    proved = [r for r in allow if subs[CM.row_id(r)] == "proved"]
     assert len(proved) == len(allow) - len([r for r in allow if _key(r) in KNOWN_UNSOUND_ALLOW])
-    refuted = [r for r in reject if subs[C.row_id(r)] == "counterexample"]
-    sbr = [r for r in reject if subs[C.row_id(r)] == "sound-but-rejected"]
+    refuted = [r for r in reject if subs[CM.row_id(r)] == "counterexample"]
+    sbr = [r for r in reject if subs[CM.row_id(r)] == "sound-but-rejected"]
     assert len(refuted) + len(sbr) == len(reject)
     assert len(refuted) > len(reject) // 2
 
@@ -93,7 +96,7 @@ def test_reject_rows_carry_values():
                 ("Gather", "-", "indices", "sum"), ("SoftMax", "-", "x", "sum"),
                 ("LayerNorm", "-", "x", "sum"), ("RoPE", "-", "cos_cache", "sum"),
                 ("Binary", "add", "lhs+rhs", "mixed")):
-        res = C.prove_row(ctx, lookup(*key))
+        res = CR.prove_row(ctx, lookup(*key))
         assert res.status == "counterexample", (key, res.detail)
         assert res.values["devices"] == "2"
         assert any(k.startswith("op(reduce)") for k in res.values), res.values
@@ -106,9 +109,9 @@ def test_sound_but_rejected_rows_are_reported(outcomes):
     for key in SOUND_BUT_REJECTED:
         row = lookup(*key)
         assert not row.allow
-        assert C.row_id(row) in listed, key
+        assert CM.row_id(row) in listed, key
     # a row that is genuinely unsound is never listed
-    assert C.row_id(lookup("Binary", "add", "lhs", "sum")) not in listed
+    assert CM.row_id(lookup("Binary", "add", "lhs", "sum")) not in listed
 
 
 # ---- planted wrong rows -------------------------------------------------------------------
@@ -116,7 +119,7 @@ def test_planted_allow_binary_add_one_partial_sum():
     """Row("Binary", "add", "lhs", "sum") flipped to allow: the constant is added per device."""
     row = lookup("Binary", "add", "lhs", "sum")
     planted = replace(row, allow=True)
-    res = C.prove_row(ProveCtx(), planted)
+    res = CR.prove_row(ProveCtx(), planted)
     assert res.status == "counterexample"
     v = res.values
     assert v["devices"] == "2"
@@ -129,7 +132,7 @@ def test_planted_allow_unary_exp_sum():
     """Unary exp under sum flipped to allow: a concrete witness, verified for every function
     with exp's recorded facts (so for exp itself)."""
     planted = replace(lookup("Unary", "exp", "x", "sum"), allow=True)
-    res = C.prove_row(ProveCtx(), planted)
+    res = CR.prove_row(ProveCtx(), planted)
     assert res.status == "counterexample"
     assert "verified" in res.detail
     v = res.values
@@ -143,12 +146,12 @@ def test_planted_allow_unary_exp_sum():
 
 def test_planted_allow_of_a_non_monotone_kind():
     """abs has no monotone property (UNARY_PROPERTIES), so an allow under max fails."""
-    res = C.prove_row(ProveCtx(), Row("Unary", "abs", "x", "max", True, "planted"))
+    res = CR.prove_row(ProveCtx(), Row("Unary", "abs", "x", "max", True, "planted"))
     assert res.status == "counterexample" and res.values
 
 
 def test_planted_reject_of_a_true_row_is_sound_but_rejected():
-    res = C.prove_row(ProveCtx(), replace(lookup("Binary", "add", "lhs+rhs", "sum"),
+    res = CR.prove_row(ProveCtx(), replace(lookup("Binary", "add", "lhs+rhs", "sum"),
                                           allow=False))
     assert res.status == "sound-but-rejected"
 
@@ -156,8 +159,8 @@ def test_planted_reject_of_a_true_row_is_sound_but_rejected():
 def test_monotone_allow_rests_on_the_property_only():
     """The allow proof of a monotone kind holds for an uninterpreted monotone function: a kind
     without the property (square) is not provable under max."""
-    assert C.prove_row(ProveCtx(), lookup("Unary", "exp", "x", "max")).status == "proved"
-    res = C.prove_row(ProveCtx(), Row("Unary", "square", "x", "max", True, "planted"))
+    assert CR.prove_row(ProveCtx(), lookup("Unary", "exp", "x", "max")).status == "proved"
+    res = CR.prove_row(ProveCtx(), Row("Unary", "square", "x", "max", True, "planted"))
     assert res.status == "counterexample"
 
 
@@ -165,7 +168,7 @@ def test_monotone_allow_rests_on_the_property_only():
 def test_float_classification(outcomes):
     ob, out = outcomes["commutation.float_formats"]
     assert out.status == "report" and not unexpected(ob, out), out.detail
-    cls = C.classify_formats()
+    cls = CF.classify_formats()
     assert set(cls) == {r for r in TABLE if r.allow}
     got = {(_key(r), f): c.cls for r, per in cls.items() for f, c in per.items()}
     expect = {
@@ -187,7 +190,7 @@ def test_float_classification(outcomes):
         assert got[k] == c, (k, got[k])
     for per in cls.values():
         for c in per.values():
-            assert c.cls in C.CLASSES and c.cls != "unproven"
+            assert c.cls in CF.CLASSES and c.cls != "unproven"
             if c.cls in ("rounding", "NaN", "±0"):
                 assert c.witness  # a concrete witness, re-checked in Z3
 
@@ -196,7 +199,7 @@ def test_bf16_distributivity_witness_by_the_reference():
     """The bf16 witness of (a1+a2)·c vs a1·c+a2·c recomputed with the reference arithmetic."""
     from tilefoundry.semantics.dtypes import apply_lowp
 
-    c = C._classify(ProveCtx(), "mul_lhs_sum", "bf16", None)
+    c = CF._classify(ProveCtx(), "mul_lhs_sum", "bf16", None)
     vals = dict(part.split(" = ") for part in c.witness.split(": ")[0].split(", "))
     a1, a2, k = (cast(np.array([float(vals[n])], np.float32), DType.BF16)
                  for n in ("a1", "a2", "c"))
@@ -221,9 +224,9 @@ def test_e4m3fn_rounding_matches_the_reference():
                              [448.0, 463.99, 464.0, 464.01, 480.0, -464.0, 1e30, 2.0 ** -10,
                               2.0 ** -10 * 1.5, np.inf, -np.inf, np.nan]]).astype(np.float32)
     ref = widen_to_f32(cast(probes, DType.FP8E4M3))
-    B = C._Z3FP("fp8e4m3")
+    B = CF._Z3FP("fp8e4m3")
     for p, r in zip(probes.tolist(), ref.tolist(), strict=True):
-        got = z3.simplify(B.round(z3.FPVal(p, C._F32)))
+        got = z3.simplify(B.round(z3.FPVal(p, CF._F32)))
         if np.isnan(r):
             assert z3.is_true(z3.simplify(z3.fpIsNaN(got))), p
         else:
@@ -232,7 +235,7 @@ def test_e4m3fn_rounding_matches_the_reference():
 
 def test_e4m3fn_values_are_the_fixed_points():
     """valid() holds exactly on E4M3FN's values inside the FPSort(5, 4) carrier."""
-    B = C._Z3FP("fp8e4m3")
+    B = CF._Z3FP("fp8e4m3")
     vals = _e4m3_values()
     ok = {float(v) for v in vals if not np.isnan(v)}
     for bits in range(1 << 9):  # every pattern of the carrier
@@ -256,7 +259,7 @@ def test_coverage(outcomes):
     _, out = outcomes["commutation.coverage"]
     keys = {_key(r) for r in TABLE}
     missing = {f"{c[0]}.{c[1]}({c[2]}; {c[3]})" for op in {r.op for r in TABLE}
-               for c in C._combos(op) if c not in keys}
+               for c in CC._combos(op) if c not in keys}
     gaps = {case: st for case, st in out.sub if st.startswith("gap")}
     notes = {case for case, st in out.sub if st.startswith("rejected before")}
     assert set(gaps) | notes == missing
@@ -273,7 +276,7 @@ def test_gather_migration(outcomes):
 
 def test_doc_is_current(outcomes):
     doc = (ROOT / "docs" / "commutation-proofs.md").read_text()
-    assert C.classification_table() in doc
+    assert CF.classification_table() in doc
 
 
 def test_an_unknown_real_proof_is_unproven_never_n_a(monkeypatch):
@@ -282,17 +285,17 @@ def test_an_unknown_real_proof_is_unproven_never_n_a(monkeypatch):
     exited 0. Only a counterexample makes a row n/a; an unfinished proof is "unproven" and the
     obligation fails."""
     def gave_up(ctx, row):
-        return C.RowResult(row, "failed", "solver gave up (planted)")
+        return CR.RowResult(row, "failed", "solver gave up (planted)")
 
-    monkeypatch.setattr(C, "prove_row", gave_up)
-    monkeypatch.setattr(C, "_classify", lambda *a: C.FPClass("exact", "", "planted"))
-    cls = C.classify_formats(ProveCtx())
+    monkeypatch.setattr(CF, "prove_row", gave_up)
+    monkeypatch.setattr(CF, "_classify", lambda *a: CF.FPClass("exact", "", "planted"))
+    cls = CF.classify_formats(ProveCtx())
     assert cls and all(c.cls == "unproven" for per in cls.values() for c in per.values())
-    assert C.float_formats(ProveCtx()).status == "failed"
+    assert CF.float_formats(ProveCtx()).status == "failed"
 
     def refuted(ctx, row):
-        return C.RowResult(row, "counterexample", "planted", {"x": "1"})
+        return CR.RowResult(row, "counterexample", "planted", {"x": "1"})
 
-    monkeypatch.setattr(C, "prove_row", refuted)
-    cls = C.classify_formats(ProveCtx())
+    monkeypatch.setattr(CF, "prove_row", refuted)
+    cls = CF.classify_formats(ProveCtx())
     assert all(c.cls == "n/a" for per in cls.values() for c in per.values())

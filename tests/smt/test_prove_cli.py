@@ -216,7 +216,7 @@ def test_every_obligation_fails_when_every_query_is_unknown(monkeypatch):
     that asks no query, still holds; commutation.sound_but_rejected is left out for time)."""
     import z3
 
-    import tilefoundry.smt.obligations.commutation as C
+    import tilefoundry.smt.obligations.commutation_reals as CR
     from tilefoundry.smt.framework import run_obligations, unexpected
 
     asked = {"n": 0}
@@ -227,7 +227,7 @@ def test_every_obligation_fails_when_every_query_is_unknown(monkeypatch):
 
     monkeypatch.setattr(z3.Solver, "check", unknown)
     monkeypatch.setattr(z3.Optimize, "check", unknown)
-    monkeypatch.setattr(C, "_ROW_CACHE", {})  # no answer from an earlier, real solve
+    monkeypatch.setattr(CR, "_ROW_CACHE", {})  # no answer from an earlier, real solve
     for name in FORCED_UNKNOWN:
         before = asked["n"]
         ((ob, out),) = run_obligations([name])
