@@ -90,11 +90,14 @@ def _library_file(path: str) -> bool:
     """A frame outside the backend author's code: the standard library, an installed
     third-party package, or this runner."""
     p = os.path.abspath(path)
-    return p == os.path.abspath(__file__) or p.startswith(_STDLIB) or \
+    return p in _RUNNER_FILES or p.startswith(_STDLIB) or \
         any(part in ("site-packages", "dist-packages") for part in p.split(os.sep))
 
 
 _STDLIB = os.path.abspath(os.path.dirname(os.__file__)) + os.sep
+#: the runner's own files (``runner.py`` before D380 split it)
+_RUNNER_FILES = frozenset(os.path.join(os.path.dirname(os.path.abspath(__file__)), f) for f in (
+    "runner.py", "selection.py", "judge.py", "workers.py", "results.py"))
 
 
 def _where(e: BaseException, origin: Any = None) -> str:
