@@ -15,9 +15,9 @@ import sys
 import ml_dtypes
 import numpy as np
 
-from tilefoundry.oracle import enclosure_rules
 from tilefoundry.oracle.compare import FAIL, check
 from tilefoundry.oracle.diagnose import diagnose
+from tilefoundry.oracle.enclosures import core as enclosure_core
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call, Function, Module, Var
 from tilefoundry.semantics.ops import Binary, BinaryKind, Unary, UnaryKind
@@ -79,12 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         v = check(m, "f", ins, obs)
         after = v.outputs[0].mismatches if v.status == FAIL else 0
         label = diagnose(m, "f", ins, obs, v).diagnosis.line() if v.status == FAIL else "-"
-        saved = enclosure_rules.CANDIDATES_MAX
-        enclosure_rules.CANDIDATES_MAX = 0
+        saved = enclosure_core.CANDIDATES_MAX
+        enclosure_core.CANDIDATES_MAX = 0
         try:
             vb = check(m, "f", ins, obs)
         finally:
-            enclosure_rules.CANDIDATES_MAX = saved
+            enclosure_core.CANDIDATES_MAX = saved
         before = vb.outputs[0].mismatches if vb.status == FAIL else 0
         ve = check(m, "f", ins, eager)
         print(f"  {name:24} inductor: {v.status} {after}/{obs.size} rejected (hull alone: "

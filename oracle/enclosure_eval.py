@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from tilefoundry.oracle import enclosure_rules as _rules
+from tilefoundry.oracle import enclosure_rules as _registers  # noqa: F401  (registers every rule)
 from tilefoundry.oracle import enclosure_tile_mma as _tile_mma  # noqa: F401  (registers)
 from tilefoundry.oracle import enclosure_tile_sort as _tile_sort  # noqa: F401  (registers)
 from tilefoundry.oracle.enclosure import ENCLOSURES, Enc, nan_bits_of
+from tilefoundry.oracle.enclosures import core as _rules
 from tilefoundry.semantics.evaluator.core import Evaluation, _Evaluator, run
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded
 from tilefoundry.semantics.ir import Call, Function, Module
@@ -221,7 +222,7 @@ def _mesh_enclosure(node, env, args, encs, v, new) -> Any:
     write into a split destination) move each enclosure component through that path. What none
     of these covers (a completion of a max / min / integer Partial, a call with tuple operands)
     is not enclosed: SHARDED."""
-    from tilefoundry.oracle.enclosure_rules import _flag, _unflag
+    from tilefoundry.oracle.enclosures.tensor import _flag, _unflag
     from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
     from tilefoundry.semantics.ops.sharding import Local, Reshard
     from tilefoundry.semantics.types import Partial
@@ -284,7 +285,7 @@ def _identity_rows_exact(site: _MeshSite, r: Enc, vdata: np.ndarray) -> Enc:
     rule cannot tell them apart: it moves the ``nan`` / ``real`` masks as 1 / 0 flags, and the
     identity written over a flag reads as False in both: an empty enclosure, whose Partial(sum)
     completion is empty and rejects every result."""
-    from tilefoundry.oracle.enclosure_rules import _flag, _unflag
+    from tilefoundry.oracle.enclosures.tensor import _flag, _unflag
 
     x = np.asarray(site.args[0])
     ones = np.asarray(_flag(np.ones(x.shape, bool), x), order="C")
@@ -417,8 +418,8 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
     order of the devices' partials (the admitted set: the hull of every tree for at most
     ``ENUMERATE_MAX`` devices, the bound beyond), at the partials' lower and upper ends,
     replicated on the completed axes. Other completions are not enclosed (SHARDED)."""
-    from tilefoundry.oracle.enclosure import as_enc, with_nan
-    from tilefoundry.oracle.enclosure_rules import _enumerated_trees, _f64, _tree_bounds
+    from tilefoundry.oracle.enclosure import _f64, as_enc, with_nan
+    from tilefoundry.oracle.enclosures.tensor import _enumerated_trees, _tree_bounds
     from tilefoundry.semantics.dtypes import dtype_of
     from tilefoundry.semantics.evaluator.core import _same_sharding
     from tilefoundry.semantics.types import Broadcast, Partial, ShardLayout
@@ -460,7 +461,7 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
         return done
     # the rest is data movement (gather / scatter / all-to-all): the Reshard kernel moves each
     # part of the enclosure from the completed layout
-    from tilefoundry.oracle.enclosure_rules import _flag, _unflag
+    from tilefoundry.oracle.enclosures.tensor import _flag, _unflag
     from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
 
     parts = {}
@@ -485,7 +486,7 @@ def _mesh_of(v: Any):
 
 def _gather_enc(v: Any, e: Any) -> Any:
     """An output's enclosure as the compared (gathered) value's."""
-    from tilefoundry.oracle.enclosure_rules import _flag, _unflag
+    from tilefoundry.oracle.enclosures.tensor import _flag, _unflag
     from tilefoundry.semantics.evaluator.mesh import unshard
     from tilefoundry.semantics.types import Partial
 

@@ -2,7 +2,7 @@
 
 ``mma(a, b, acc)`` is a sum over K + 1 leaves — the K products and the accumulator — in any
 order when ``allow_reassociation`` (and the K order otherwise, one member of the same set): the
-products' intervals (``enclosure_rules._products``) and acc's interval as one more leaf go
+products' intervals (``enclosures.nn._products``) and acc's interval as one more leaf go
 through the same tree bound as MatMul's (``_tree_bounds``). A possibly-NaN acc or product admits
 NaN; a certainly-NaN one makes the element NaN.
 """
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilefoundry.oracle.enclosure import Enc, register_enclosure, with_nan
-from tilefoundry.oracle.enclosure_rules import Site, _f64, _products, _tree_bounds
+from tilefoundry.oracle.enclosure import Enc, _f64, register_enclosure, with_nan
+from tilefoundry.oracle.enclosures.core import Site
+from tilefoundry.oracle.enclosures.nn import _products
+from tilefoundry.oracle.enclosures.tensor import _tree_bounds
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ops.tile_mma import Mma
 

@@ -1,7 +1,7 @@
 """Enclosure rule of the tile-family ``Sort`` (an extension of the HIR catalog).
 
 The r-th sorted value is an order statistic: monotone in every element, so TopK's rule
-(``enclosure_rules._topk_sorted``, with ``largest`` = ``descending``) encloses it; the indices are
+(``enclosures.tensor._topk_sorted``, with ``largest`` = ``descending``) encloses it; the indices are
 the reference's wherever a fiber's intervals are pairwise disjoint. ``nan="first"`` moves a
 possibly-NaN element to the front, which breaks that monotonicity, and ``nan="error"`` has no
 result for a NaN: where an operand may be NaN those two give the full enclosure (sound; never
@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from tilefoundry.oracle.enclosure import register_enclosure
-from tilefoundry.oracle.enclosure_rules import Site, _full_like, _topk_sorted, index_range
+from tilefoundry.oracle.enclosures.core import Site, _full_like
+from tilefoundry.oracle.enclosures.tensor import _topk_sorted, index_range
 from tilefoundry.semantics.ops.tile_sort import Sort
 
 

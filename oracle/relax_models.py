@@ -104,7 +104,7 @@ def _box(site: Any, i: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _outward(lo: np.ndarray, hi: np.ndarray, dt: DType) -> Enc:
-    from tilefoundry.oracle.enclosure_rules import _outward as ow
+    from tilefoundry.oracle.enclosures.core import _outward as ow
 
     lo = np.asarray(lo, np.float64)
     shape = lo.shape
@@ -344,7 +344,7 @@ def wp_rope(site: Any, e: Any) -> Any:
 
 
 def _iv(site: Any, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    from tilefoundry.oracle.enclosure_rules import _iv as iv
+    from tilefoundry.oracle.enclosures.nn import _iv as iv
 
     return iv(as_enc(site.encs[i] if isinstance(site.encs[i], Enc) else None,
                      np.asarray(site.args[i])))
@@ -356,7 +356,7 @@ def _rel(lo: np.ndarray, hi: np.ndarray, k: float | np.ndarray) -> tuple[np.ndar
 
 
 def _norm(site: Any, e: Enc | None, centered: bool) -> Enc | None:
-    from tilefoundry.oracle.enclosure_rules import _imul, _isq
+    from tilefoundry.oracle.enclosures.nn import _imul, _isq
 
     v = np.asarray(site.value)
     dt = dtype_of(v)
@@ -408,7 +408,7 @@ def _norm(site: Any, e: Enc | None, centered: bool) -> Enc | None:
 
 
 def _softmax(site: Any, e: Enc | None, afn: bool) -> Enc | None:
-    from tilefoundry.oracle.enclosure_rules import _exclusive_sum
+    from tilefoundry.oracle.enclosures.nn import _exclusive_sum
 
     v = np.asarray(site.value)
     dt = dtype_of(v)

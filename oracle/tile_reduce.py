@@ -27,13 +27,8 @@ from tilefoundry.oracle.enclosure import (
     register_enclosure,
     with_nan,
 )
-from tilefoundry.oracle.enclosure_rules import (
-    Site,
-    _fiber_last,
-    _full_like,
-    _tree_bounds,
-    mixed_inf_full,
-)
+from tilefoundry.oracle.enclosures.core import Site, _full_like
+from tilefoundry.oracle.enclosures.tensor import _fiber_last, _tree_bounds, mixed_inf_full
 from tilefoundry.semantics.dtypes import cast, dtype_of
 from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
 from tilefoundry.semantics.reducers import (

@@ -400,7 +400,7 @@ def test_a_skipped_rounding_behind_an_inexact_op_fails_and_reads_excess(chain):
     """Inductor's fused kernel: the inexact op's f32 value is never rounded to bf16 before the
     exact op that follows. The interval hull admitted all of it (0 rejected); the finite set
     of the op's 3 admitted bf16 results, carried through the exact op, rejects hundreds."""
-    from tilefoundry.oracle import enclosure_rules as rules
+    from tilefoundry.oracle.enclosures import core as rules
 
     _, m, xs, inexact, then = chain
     obs = _bf(then(inexact.astype(np.float32)))
