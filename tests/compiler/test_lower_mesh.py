@@ -21,7 +21,7 @@ from tilefoundry.compiler.lower_mesh import (
     plan_reshard,
     run_collective,
 )
-from tilefoundry.conformance.catalog import _call, _mesh, _module, _sl, _var
+from tilefoundry.conformance.catalog.build import _call, _mesh, _module, _sl, _var
 from tilefoundry.errors import RunTimeCheckError
 from tilefoundry.semantics.evaluator.mesh import Sharded
 from tilefoundry.semantics.formats import DType

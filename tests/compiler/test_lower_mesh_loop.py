@@ -21,15 +21,8 @@ from tilefoundry.compiler.lower_mesh import (
     mesh_text,
     verify_mesh,
 )
-from tilefoundry.conformance.catalog import (
-    SHARDED_LOOP_KINDS,
-    _call,
-    _mesh,
-    _module,
-    _sl,
-    _var,
-    sharded_loop,
-)
+from tilefoundry.conformance.catalog.build import _call, _mesh, _module, _sl, _var
+from tilefoundry.conformance.catalog.sharded import SHARDED_LOOP_KINDS, sharded_loop
 from tilefoundry.limits import LimitError, use_limits
 from tilefoundry.oracle.compare import PASS, check
 from tilefoundry.semantics.evaluator.core import evaluate

@@ -127,7 +127,7 @@ def test_a_loop_inside_a_mesh_launch_counts_too():
     """A collective-free loop over sharded values stays inside its launch (no host loop):
     its trips count against the limit at the call as the reference counts them."""
     from tilefoundry.compiler.lower_mesh import compile_mesh
-    from tilefoundry.conformance.catalog import _call, _mesh, _module, _sl, _var
+    from tilefoundry.conformance.catalog.build import _call, _mesh, _module, _sl, _var
     from tilefoundry.semantics.ops.sharding import Reshard
     from tilefoundry.semantics.types import Broadcast, Split
 

@@ -18,7 +18,8 @@ from tilefoundry.compiler.backends import KernelInterpBackend
 from tilefoundry.compiler.pipeline import compile
 from tilefoundry.compiler.simd_backend import SimdBackend
 from tilefoundry.conformance.backend import ReferenceBackend
-from tilefoundry.conformance.catalog import ENTRY, _call, _module, _scalar, _var, build_catalog
+from tilefoundry.conformance.catalog import build_catalog
+from tilefoundry.conformance.catalog.build import ENTRY, _call, _module, _scalar, _var
 from tilefoundry.conformance.runner import run
 from tilefoundry.errors import RunTimeCheckError
 from tilefoundry.oracle.compare import check

@@ -1,4 +1,4 @@
-"""Small synthetic catalogs for the runner's tests (the real catalog is conformance/catalog.py).
+"""Small synthetic catalogs for the runner's tests (the real catalog is the conformance/catalog/ package).
 
 ``build_catalog(seed)``: tier ``quick`` holds passing elementwise / cast / reduce programs plus
 three cases the flaky backend breaks (``flaky/segv``, ``flaky/hang``, ``flaky/garbage``); tier

@@ -1,7 +1,7 @@
 """Capability-directed programs in every tier (issue 33, deliverable 1).
 
 For the capability set being judged, both tiers hold programs composed only of the claimed ops,
-dtypes and modes (``conformance/catalog_capability.py``): stable ids derived from the set and
+dtypes and modes (``conformance/catalog/capability.py``): stable ids derived from the set and
 the seed, each program inside the claim with >= 3 ops, every claimed op in compositions, narrow
 rounding points in the middle. Must show: the planted backend that keeps bf16 intermediates in
 f32 FAILs the quick tier (grouped under the ``excess`` relaxation: the skipped rounding), its
@@ -31,7 +31,7 @@ from tilefoundry.conformance.backend import (
     unsupported_reason,
 )
 from tilefoundry.conformance.catalog import build_catalog
-from tilefoundry.conformance.catalog_capability import (
+from tilefoundry.conformance.catalog.capability import (
     CAPABILITY_PER_TIER,
     capability_cases,
     capability_key,
@@ -97,7 +97,7 @@ _CHILD = """
 import json, sys
 sys.path.insert(0, {root!r})
 from tests.conformance.narrow_backend import NARROW
-from tilefoundry.conformance.catalog_capability import capability_cases
+from tilefoundry.conformance.catalog.capability import capability_cases
 from tilefoundry.semantics.printer import to_text
 from tilefoundry.semantics.dtypes import to_bits
 out = []
@@ -125,7 +125,7 @@ def test_the_generator_gets_its_op_classes_in_name_order(monkeypatch):
     the classes' id-based hashes — their addresses — decide: programs differed between processes
     with the same PYTHONHASHSEED (the cross-process test above failed intermittently). Whatever
     order the claim's class set iterates in, the generator sees the classes sorted by name."""
-    from tilefoundry.conformance import catalog_capability as cc
+    from tilefoundry.conformance.catalog import capability as cc
     from tilefoundry.oracle import programs as gen
 
     seen = []

@@ -1,4 +1,4 @@
-"""The conformance case catalog (conformance/catalog.py).
+"""The conformance case catalog (the conformance/catalog/ package).
 
 Issue 'conformance runner', Deliver 3: spec-derived cases citing their sentence, exhaustive
 numerics sweeps, per-op special-value cases, generated programs, sharded programs; tiers
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from tilefoundry.conformance.backend import ReferenceBackend, requirements
-from tilefoundry.conformance.catalog import (
+from tilefoundry.conformance.catalog import build_catalog
+from tilefoundry.conformance.catalog.build import (
     GENERATED_PER_TIER,
-    build_catalog,
     int_special_values,
     special_values,
 )

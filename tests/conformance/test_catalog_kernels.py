@@ -17,7 +17,7 @@ from tests.conformance import planted_backends as pb
 from tests.conformance import planted_kernel_backends as pk
 from tilefoundry.conformance.backend import Capabilities, requirements, unsupported_reason
 from tilefoundry.conformance.catalog import build_catalog
-from tilefoundry.conformance.catalog_kernels import PATTERNS, ROW_CLASSES
+from tilefoundry.conformance.catalog.kernels import PATTERNS, ROW_CLASSES
 from tilefoundry.oracle.compare import FAIL, PASS, check
 from tilefoundry.semantics.evaluator.core import evaluate
 from tilefoundry.semantics.formats import DType

@@ -21,7 +21,7 @@ def test_conformance_doc_python_blocks_run():
 def test_conformance_doc_tier_counts_are_the_catalogs():
     """The tier sizes and the capability-directed counts the page states are the catalog's."""
     from tilefoundry.conformance.catalog import build_catalog
-    from tilefoundry.conformance.catalog_capability import CAPABILITY_PER_TIER
+    from tilefoundry.conformance.catalog.capability import CAPABILITY_PER_TIER
 
     text = (ROOT / "docs" / "conformance.md").read_text()
     m = re.search(r"The quick tier has ([\d,]+) cases and the full tier ([\d,]+)", text)

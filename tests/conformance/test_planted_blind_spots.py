@@ -24,7 +24,7 @@ from tilefoundry.semantics.dtypes import to_bits
 from tilefoundry.semantics.evaluator.core import evaluate
 from tilefoundry.semantics.evaluator.registry import EvaluationError
 
-#: the cases that fill each blind spot (catalog_coverage.py): the bugs they exist for must be
+#: the cases that fill each blind spot (catalog/coverage.py): the bugs they exist for must be
 #: caught there (before them, the quick tier passed these bugs)
 BLIND_SPOT = {
     "matmul_first_product_seed": "spec/matmul/",

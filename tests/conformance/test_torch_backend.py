@@ -43,7 +43,8 @@ import torch  # required: a missing torch must fail, not skip
 
 from tilefoundry.conformance import peers
 from tilefoundry.conformance.backend import load_backend, requirements, unsupported_reason
-from tilefoundry.conformance.catalog import build_catalog, special_values
+from tilefoundry.conformance.catalog import build_catalog
+from tilefoundry.conformance.catalog.build import special_values
 from tilefoundry.conformance.numerics_sweep import all_patterns
 from tilefoundry.conformance.torch_backend import TorchBackend, from_torch, to_torch
 from tilefoundry.errors import InvalidArgumentError

@@ -81,7 +81,8 @@ _SPECIAL = ("ARCHITECTURE.md, Numeric contracts (special values: NaN class, ±0 
 
 
 def tile_cases(acc) -> None:
-    from tilefoundry.conformance import catalog as c
+    from tilefoundry.conformance.catalog import build as c
+    from tilefoundry.conformance.catalog.special import _REDUCE_ROWS
 
     add = acc.add
     ENTRY = c.ENTRY
@@ -272,11 +273,11 @@ def tile_cases(acc) -> None:
             ops=("Scan",), dtypes=(dt,), spec=_S_SCAN_VALID, tier="quick")
         add(f"special/tile/scan/{dt}", "tile",
             scan_case(Scan(1, "max", inclusive=False, seed=-1.0), dt,
-                      lambda d=dt: c._rows(d, c._REDUCE_ROWS)),
+                      lambda d=dt: c._rows(d, _REDUCE_ROWS)),
             ops=("Scan",), dtypes=(dt,), spec=_SPECIAL.format(op="Scan"), tier="quick")
         add(f"special/tile/scan-add-fold-left/{dt}", "tile",
             scan_case(Scan(1, "add", policy="fold_left"), dt,
-                      lambda d=dt: c._rows(d, c._REDUCE_ROWS)),
+                      lambda d=dt: c._rows(d, _REDUCE_ROWS)),
             ops=("Scan",), dtypes=(dt,), spec=_SPECIAL.format(op="Scan"), tier="quick")
 
     # --- fold_right orientation on x - state ------------------------------------------------

@@ -27,8 +27,7 @@ S_MMA_ACC = ("Tile design: \"mma(a, b, acc) is one fused update, so acc += mma(a
 
 
 def spec_tile_mma(acc) -> None:
-    from tilefoundry.conformance.catalog import (
-        _SPECIAL_SPEC,
+    from tilefoundry.conformance.catalog.build import (
         BF16,
         E4M3,
         E5M2,
@@ -42,6 +41,7 @@ def spec_tile_mma(acc) -> None:
         _var,
         special_values,
     )
+    from tilefoundry.conformance.catalog.special import _SPECIAL_SPEC
 
     add = acc.add
 

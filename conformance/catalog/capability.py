@@ -674,7 +674,7 @@ def capability_cases(caps: Capabilities, seed: int) -> list[Case]:
             f"capability/{key}/{n}", "capability", build, (), (),
             f"Composition of the backend's claimed ops around {focus} (or the next claimed op "
             f"where no program inside the claim holds it; capability set {key}, "
-            f"catalog seed {seed}, program {n}; conformance/catalog_capability.py): every op "
+            f"catalog seed {seed}, program {n}; conformance/catalog/capability.py): every op "
             f"rounds to its own dtype (docs/contracts.md, Elementwise arithmetic: \"widen, "
             f"operate, round once\"), so a chain kept in a wider format differs",
             "quick" if n < CAPABILITY_PER_TIER["quick"] else "full"))

@@ -74,7 +74,7 @@ def _custom(name: str, policy: str, dt: DType, x, s, axes=(1,)) -> Callable:
 
 
 def _special(dt: DType) -> np.ndarray:
-    from tilefoundry.conformance.catalog import special_values
+    from tilefoundry.conformance.catalog.build import special_values
 
     return special_values(dt)
 

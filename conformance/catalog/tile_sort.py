@@ -26,8 +26,7 @@ S_SORT_PACKED = ("Tile design: \"SortAlgorithm::PACKED_FP32 ... selects a revers
 
 
 def spec_tile_sort(acc) -> None:
-    from tilefoundry.conformance.catalog import (
-        _SPECIAL_SPEC,
+    from tilefoundry.conformance.catalog.build import (
         BF16,
         E4M3,
         E5M2,
@@ -43,6 +42,7 @@ def spec_tile_sort(acc) -> None:
         _var,
         special_values,
     )
+    from tilefoundry.conformance.catalog.special import _SPECIAL_SPEC
 
     add = acc.add
 

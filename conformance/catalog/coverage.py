@@ -64,7 +64,7 @@ F32, BF16 = DType.F32, DType.BF16
 
 
 def coverage_cases(acc) -> None:
-    from tilefoundry.conformance import catalog as c
+    from tilefoundry.conformance.catalog import build as c
 
     add = acc.add
 
