@@ -233,7 +233,7 @@ def build_motif(g: Any, sc: Any) -> bool:
 def _fresh_or_pool(g: Any, sc: Any, dts: Sequence[DType], like: Any = None) -> Any:
     """A pool tensor of one of ``dts`` (the shape of ``like``'s type, broadcastable to it, when
     given), or a fresh leaf."""
-    from tilefoundry.oracle.programs import _bshape
+    from tilefoundry.oracle.generator.engine import _bshape
 
     def ok(v: Any) -> bool:
         if v.type.dtype not in dts or v.type.shard is not None:
@@ -302,8 +302,9 @@ def _sharded_leaf(g: Any, sc: Any, shape: tuple, attrs: tuple, layout_shape: tup
     sharded leaf of the generator: the mesh simulation then equals the erased program)."""
     from functools import partial as bind_args
 
-    from tilefoundry.oracle.programs import _TAME, _exact_limit, _partial_input, _split_input
-    from tilefoundry.oracle.programs import _Val as Val
+    from tilefoundry.oracle.generator.config import _TAME
+    from tilefoundry.oracle.generator.engine import _exact_limit, _partial_input, _split_input
+    from tilefoundry.oracle.generator.engine import _Val as Val
     from tilefoundry.semantics.ir import Var
     from tilefoundry.semantics.typeinfer.functions import materialize_type
     from tilefoundry.semantics.types import Layout, ShardLayout
@@ -331,7 +332,7 @@ def _sharded_leaf(g: Any, sc: Any, shape: tuple, attrs: tuple, layout_shape: tup
 
 
 def _sharded_dtypes(g: Any) -> list[DType]:
-    from tilefoundry.oracle.programs import _SHARDED_DTYPES
+    from tilefoundry.oracle.generator.config import _SHARDED_DTYPES
 
     return sorted(set(g.only(_SHARDED_DTYPES)), key=lambda d: d.value)
 

@@ -1,10 +1,10 @@
-"""The case-building helpers every catalog family uses (split from ``conformance/catalog.py``, D383).
+"""The case-building helpers every catalog family uses (split from ``conformance/catalog.py``,
+D383).
 
-Types, variables, calls and
-modules of the IR in a line each; the dtype groups; special and random input values seeded
-from the case id (``_rng``: a SHA-256 of the id); the mesh and shard-layout helpers; ``_Acc``,
-which collects the cases. ``ENTRY``, ``special_values`` and ``int_special_values`` are also
-re-exported by ``tilefoundry.conformance.catalog``.
+Types, variables, calls and modules of the IR in a line each; the dtype groups; special and random
+input values seeded from the case id (``_rng``: a SHA-256 of the id); the mesh and shard-layout
+helpers; ``_Acc``, which collects the cases. ``ENTRY``, ``special_values`` and
+``int_special_values`` are also re-exported by ``tilefoundry.conformance.catalog``.
 """
 
 from __future__ import annotations

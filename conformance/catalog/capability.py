@@ -637,7 +637,7 @@ def _judged(module: Module, entry: str, inputs: list) -> bool:
 
 
 def _op_count(module: Module) -> int:
-    from tilefoundry.oracle.programs import count_ops
+    from tilefoundry.oracle.generator.config import count_ops
 
     return sum(count_ops(module)[0].values())
 

@@ -1,7 +1,7 @@
-"""The generated-program cases (``program/seed<S>/<i>``) (split from ``conformance/catalog.py``, D383).
+"""The generated-program cases (``program/seed<S>/<i>``) (split from ``conformance/catalog.py``,
+D383).
 
-Hypothesis-drawn programs
-from ``tilefoundry.oracle.programs``, when it is importable.
+Hypothesis-drawn programs from ``tilefoundry.oracle.programs``, when it is importable.
 """
 
 from __future__ import annotations

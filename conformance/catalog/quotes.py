@@ -1,8 +1,8 @@
-"""The spec sentences the catalog's cases quote in ``Case.spec`` (split from ``conformance/catalog.py``, D383).
+"""The spec sentences the catalog's cases quote in ``Case.spec`` (split from
+``conformance/catalog.py``, D383).
 
-The HIR spec, the
-Tile design, ARCHITECTURE.md's numeric contracts and the decisions, each quoted once and
-cited by the spec-derived, special-value and sharded cases.
+The HIR spec, the Tile design, ARCHITECTURE.md's numeric contracts and the decisions, each quoted
+once and cited by the spec-derived, special-value and sharded cases.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The expected-error cases (``spec/run-time-check/<check>/...``) (split from ``conformance/catalog.py``, D383).
+"""The expected-error cases (``spec/run-time-check/<check>/...``) (split from
+``conformance/catalog.py``, D383).
 
-Inputs that fail a
-run-time check of the spec; a backend passes by raising ``RunTimeCheckError``.
+Inputs that fail a run-time check of the spec; a backend passes by raising ``RunTimeCheckError``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The spec-derived cases of the casts, the tensor and nn ops, functions and the mesh (split from ``conformance/catalog.py``, D383).
+"""The spec-derived cases of the casts, the tensor and nn ops, functions and the mesh (split from
+``conformance/catalog.py``, D383).
 
 Each cites the sentence it tests (``quotes.py``); ``spec._spec_cases`` adds them.
 """

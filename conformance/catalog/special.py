@@ -1,8 +1,8 @@
-"""The special-value cases (``special/<family>/<op>/<dtype>``) (split from ``conformance/catalog.py``, D383).
+"""The special-value cases (``special/<family>/<op>/<dtype>``) (split from
+``conformance/catalog.py``, D383).
 
-Every op of
-``ALL_OPS`` over NaN, ±inf, ±0, subnormals, max finite, rounding ties and half-integers in
-every float dtype it takes.
+Every op of ``ALL_OPS`` over NaN, ±inf, ±0, subnormals, max finite, rounding ties and half-integers
+in every float dtype it takes.
 """
 
 from __future__ import annotations

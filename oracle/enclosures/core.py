@@ -1,10 +1,10 @@
-"""What every enclosure rule works with (split from ``oracle/enclosure_rules.py``, D382; the package mirrors
-``semantics/evaluator/``). A rule gets a ``Site`` (the op, a fresh
-evaluation context to run the reference's own kernel at box corners, the operand enclosures —
-``None`` for an exact operand —, the operand values, the reference result and the contracts
-this call noted) and returns the result's enclosure: an ``Enc``, ``None`` (the result is
-exact), or a tuple of them for tuple results. Also the outward rounding of a float64 box to a
-dtype and the ULP-budget enclosure of a source op (at most ``CANDIDATES_MAX`` values).
+"""What every enclosure rule works with (split from ``oracle/enclosure_rules.py``, D382; the
+package mirrors ``semantics/evaluator/``). A rule gets a ``Site`` (the op, a fresh evaluation
+context to run the reference's own kernel at box corners, the operand enclosures — ``None`` for an
+exact operand —, the operand values, the reference result and the contracts this call noted) and
+returns the result's enclosure: an ``Enc``, ``None`` (the result is exact), or a tuple of them for
+tuple results. Also the outward rounding of a float64 box to a dtype and the ULP-budget enclosure
+of a source op (at most ``CANDIDATES_MAX`` values).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Enclosure rules of the math family: ``Binary`` and ``Unary`` (split from ``oracle/enclosure_rules.py``, D382; the package mirrors
-``semantics/evaluator/``).
+"""Enclosure rules of the math family: ``Binary`` and ``Unary`` (split from
+``oracle/enclosure_rules.py``, D382; the package mirrors ``semantics/evaluator/``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Enclosure rules of the nn family (split from ``oracle/enclosure_rules.py``, D382; the package mirrors
-``semantics/evaluator/``). The monotone and
-critical-point activations, MatMul and Conv2D (interval products), the row ops (SoftMax,
-RMSNorm, LayerNorm) and RoPE.
+"""Enclosure rules of the nn family (split from ``oracle/enclosure_rules.py``, D382; the package
+mirrors ``semantics/evaluator/``). The monotone and critical-point activations, MatMul and Conv2D
+(interval products), the row ops (SoftMax, RMSNorm, LayerNorm) and RoPE.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Enclosure rule of the shape ops and the other ops whose result is exact (split from ``oracle/enclosure_rules.py``, D382; the package mirrors
-``semantics/evaluator/``).
+"""Enclosure rule of the shape ops and the other ops whose result is exact (split from
+``oracle/enclosure_rules.py``, D382; the package mirrors ``semantics/evaluator/``).
 """
 
 from __future__ import annotations

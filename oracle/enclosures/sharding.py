@@ -1,5 +1,5 @@
-"""Enclosure rule of ``Reshard`` and ``Local`` (split from ``oracle/enclosure_rules.py``, D382; the package mirrors
-``semantics/evaluator/``).
+"""Enclosure rule of ``Reshard`` and ``Local`` (split from ``oracle/enclosure_rules.py``, D382; the
+package mirrors ``semantics/evaluator/``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Enclosure rules of the tensor family (split from ``oracle/enclosure_rules.py``, D382; the package mirrors
-``semantics/evaluator/``). Cast, Reduce (every
-summation tree of the reduced fiber), the data-movement ops (flags carried through the
-reference's own kernel) and TopK.
+"""Enclosure rules of the tensor family (split from ``oracle/enclosure_rules.py``, D382; the
+package mirrors ``semantics/evaluator/``). Cast, Reduce (every summation tree of the reduced
+fiber), the data-movement ops (flags carried through the reference's own kernel) and TopK.
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ from tilefoundry.conformance.catalog.capability import (
 )
 from tilefoundry.conformance.runner import run
 from tilefoundry.oracle.compare import PASS, check
+from tilefoundry.oracle.generator.config import count_ops
 from tilefoundry.oracle.program_motifs import motifs_in
-from tilefoundry.oracle.programs import count_ops
 from tilefoundry.semantics.dtypes import to_bits
 from tilefoundry.semantics.evaluator.core import evaluate
 from tilefoundry.semantics.formats import DType

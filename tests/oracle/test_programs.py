@@ -19,14 +19,8 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from tilefoundry.oracle.programs import (
-    BUILDERS,
-    GeneratedProgram,
-    count_ops,
-    generate_program,
-    iter_programs,
-    programs,
-)
+from tilefoundry.oracle.generator.config import GeneratedProgram, count_ops
+from tilefoundry.oracle.programs import BUILDERS, generate_program, iter_programs, programs
 from tilefoundry.semantics.dtypes import cast_ex, to_bits
 from tilefoundry.semantics.evaluator import registry
 from tilefoundry.semantics.evaluator.core import evaluate
