@@ -171,31 +171,29 @@ def _cast_classes(x: np.ndarray, dst: DType, overflow: str, rounding: str) -> se
 
 
 def _recorder():
-    from tilefoundry.semantics.evaluator.core import _Evaluator
+    from tilefoundry.semantics.evaluator.core import Evaluator
     from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded
-    from tilefoundry.semantics.ir import Call, Function
     from tilefoundry.semantics.ops import Cast
 
-    class Recording(_Evaluator):
+    class Recording(Evaluator):
         seen: collections.Counter
         casts: collections.Counter
 
-        def eval_node(self, node, values, env):
-            v = super().eval_node(node, values, env)
-            if isinstance(node, Call) and not isinstance(node.op, Function):
-                args = tuple(values[id(a)] for a in node.args)
-                op = node.op
-                name = type(op).__name__
-                kind = getattr(op, "kind", None)
-                if isinstance(kind, enum.Enum):
-                    name += f".{kind.value}"
-                dt = _dtype(args[0]) if args else _dtype(v)
-                self.seen[("op", name, dt, _attrs(op), _sharding(args))] += 1
-                if isinstance(op, Cast) and args:
-                    x = args[0].data if isinstance(args[0], Sharded | PerDevice) else args[0]
-                    key = ("cast", _dtype(x), str(op.dtype), op.overflow, op.rounding)
-                    for c in cast_classes(np.asarray(x), op.dtype, op.overflow, op.rounding):
-                        self.casts[(*key, c)] += 1
+        def eval_call(self, node, values, env):
+            v = super().eval_call(node, values, env)
+            args = tuple(values[id(a)] for a in node.args)
+            op = node.op
+            name = type(op).__name__
+            kind = getattr(op, "kind", None)
+            if isinstance(kind, enum.Enum):
+                name += f".{kind.value}"
+            dt = _dtype(args[0]) if args else _dtype(v)
+            self.seen[("op", name, dt, _attrs(op), _sharding(args))] += 1
+            if isinstance(op, Cast) and args:
+                x = args[0].data if isinstance(args[0], Sharded | PerDevice) else args[0]
+                key = ("cast", _dtype(x), str(op.dtype), op.overflow, op.rounding)
+                for c in cast_classes(np.asarray(x), op.dtype, op.overflow, op.rounding):
+                    self.casts[(*key, c)] += 1
             return v
 
     return Recording

@@ -12,7 +12,7 @@ from tilefoundry.oracle import enclosure_rules as _rules
 from tilefoundry.oracle import enclosure_tile_mma as _tile_mma  # noqa: F401  (registers)
 from tilefoundry.oracle import enclosure_tile_sort as _tile_sort  # noqa: F401  (registers)
 from tilefoundry.oracle.enclosure import ENCLOSURES, Enc, nan_bits_of
-from tilefoundry.semantics.evaluator.core import Evaluation, _Evaluator, run
+from tilefoundry.semantics.evaluator.core import Evaluation, Evaluator, run
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded
 from tilefoundry.semantics.ir import Call, Function, Module
 from tilefoundry.semantics.ops.tile_select import Bitcast
@@ -27,7 +27,7 @@ SHARDED = "sharded"
 RULES_ON_EXACT: frozenset = frozenset({Bitcast})
 
 
-class EnclosingEvaluator(_Evaluator):
+class EnclosingEvaluator(Evaluator):
     def __init__(self, session: Session):
         super().__init__(session)
         self._encs: dict[int, tuple[Any, Any]] = {}  # id(value) -> (value, enclosure)
@@ -60,11 +60,9 @@ class EnclosingEvaluator(_Evaluator):
         if e is not None:
             self._encs[id(v)] = (v, e)
 
-    def eval_node(self, node, values, env):
-        if not isinstance(node, Call) or isinstance(node.op, Function):
-            return super().eval_node(node, values, env)
+    def eval_call(self, node, values, env):
         n0 = len(self.contracts)
-        v = super().eval_node(node, values, env)
+        v = super().eval_call(node, values, env)
         new = [c for _, c in self.contracts[n0:]]
         args = tuple(values[id(a)] for a in node.args)
         encs = [e.for_operand() if isinstance(e, Enc) else e for e in map(self.enc_of, args)]
@@ -278,7 +276,7 @@ def _mesh_enclosure(node, env, args, encs, v, new) -> Any:
 
 
 def _identity_rows_exact(site: _MeshSite, r: Enc, vdata: np.ndarray) -> Enc:
-    """A Gather along a split axis (a Partial(sum), ``sharding._gather_split``): each device
+    """A Gather along a split axis (a Partial(sum), ``mesh_driver._gather_split``): each device
     writes the sum's identity (``-0``, 0) at the rows it does not own. Those elements are exact
     (no freedom reaches them), so their enclosure is the point of the value there. The movement
     rule cannot tell them apart: it moves the ``nan`` / ``real`` masks as 1 / 0 flags, and the
@@ -301,17 +299,18 @@ def _identity_rows_exact(site: _MeshSite, r: Enc, vdata: np.ndarray) -> Enc:
 
 
 def _special_on_mesh(node, args) -> bool:
-    """Whether ``eval_on_mesh`` takes a path of its own for this call (not one kernel run per
-    device on the device's local data)."""
-    from tilefoundry.semantics.ops.tensor import CacheUpdate, Gather, InsertSlice, Reshape
+    """Whether the per-device driver takes a path of its own for this call by the op's mesh
+    rule (not one kernel run per device on the device's local data)."""
+    from tilefoundry.semantics.evaluator.mesh_rules import MeshRule, mesh_rule
     from tilefoundry.semantics.types import Split, TensorType
 
     op, out_t = node.op, node.checked_type
-    if isinstance(op, Reshape):
+    rule = mesh_rule(op)
+    if rule is MeshRule.LOCAL_RESHAPE:
         return isinstance(out_t, TensorType) and out_t.shard is not None
-    if isinstance(op, InsertSlice | CacheUpdate):
+    if rule is MeshRule.WRITE_SPLIT:
         return isinstance(args[0], Sharded)
-    if isinstance(op, Gather) and isinstance(args[0], Sharded):
+    if rule is MeshRule.GATHER_SPLIT and isinstance(args[0], Sharded):
         lay = args[0].layout
         axis = op.axis % len(lay.layout.shape)
         return any(isinstance(t, Split) and lay.layout.axis_of_position[t.position] == axis
@@ -338,15 +337,13 @@ def _device_hull(e: Enc, mesh_rank: int) -> Enc:
 
 def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
     """The enclosure of a call the mesh simulation runs once per device on local data
-    (``sharding._per_device``): the same pre-movements (the all-gather of a reduced split
+    (``mesh_driver.run_on_mesh``): the same pre-movements (the all-gather of a reduced split
     axis, the alignment of elementwise operands to the result's layout) applied to every
     enclosure component, then the op's plain rule on each device's local operands, local
     enclosures and local result, stacked over the mesh (a plain result: the devices' hull)."""
     from tilefoundry.oracle.enclosure import as_enc
-    from tilefoundry.semantics.evaluator.sharding import _gather_reduced, align, local_type
-    from tilefoundry.semantics.ops.math import Binary
-    from tilefoundry.semantics.ops.tensor import Reduce
-    from tilefoundry.semantics.ops.tile_select import Select
+    from tilefoundry.semantics.evaluator.mesh_rules import MeshRule, mesh_rule
+    from tilefoundry.semantics.evaluator.sharding import align, gather_reduced, local_type
     from tilefoundry.semantics.types import TensorType
 
     op, out_t = node.op, node.checked_type
@@ -360,10 +357,10 @@ def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
         comps = [fn(_rewrap(a, np.asarray(getattr(e, k)))) for k in ("lo", "hi", "nan", "real")]
         return fn(a), Enc(*(np.asarray(_data(c)) for c in comps), e.cause)
 
-    if isinstance(op, Reduce) and isinstance(args[0], Sharded):
-        args[0], encs[0] = moved(lambda s: _gather_reduced(s, op), args[0], encs[0])
-    if isinstance(op, Binary | Select) and isinstance(out_t, TensorType) and \
-            out_t.shard is not None:
+    rule = mesh_rule(op)
+    if rule is MeshRule.GATHER_REDUCED and isinstance(args[0], Sharded):
+        args[0], encs[0] = moved(lambda s: gather_reduced(s, op), args[0], encs[0])
+    if rule is MeshRule.ALIGN and isinstance(out_t, TensorType) and out_t.shard is not None:
         lay = out_t.shard
         for i, a in enumerate(args):
             a2, e2 = moved(lambda s: Sharded(lay, align(s, lay)), a, encs[i])
@@ -371,7 +368,7 @@ def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
     mesh = _mesh_of(next(a for a in args if isinstance(a, Sharded | PerDevice)))
     ext = tuple(mesh.axis_extents)
     lt = local_type(out_t)
-    rule = ENCLOSURES[type(op)]
+    enclose = ENCLOSURES[type(op)]
 
     def local(x, coord):
         return np.array(x.data[coord], order="C") if isinstance(x, Sharded | PerDevice) else x
@@ -388,7 +385,7 @@ def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
         la = tuple(local(a, coord) for a in args)
         le = [local_enc(a, e, coord) for a, e in zip(args, encs, strict=True)]
         lv = tuple(local(f, coord) for f in v) if fields else local(v, coord)
-        r = rule(_rules.Site(op, node, lt, env, le, la, lv, list(new)))
+        r = enclose(_rules.Site(op, node, lt, env, le, la, lv, list(new)))
         if isinstance(r, str) or (fields and isinstance(r, tuple) and
                                   any(isinstance(x, str) for x in r)):
             return SHARDED
@@ -561,32 +558,30 @@ class RelaxedEvaluator(EnclosingEvaluator):
             out = m if out is False else (out | m)
         return out
 
-    def eval_node(self, node, values, env):
-        from tilefoundry.oracle.relax import relax_operands, relax_result
-        from tilefoundry.semantics.ir import GridRegionExpr, Tuple, TupleGetItem
+    def after_node(self, node, values, v):
+        from tilefoundry.semantics.ir import GridRegionExpr, TupleGetItem
 
-        call = isinstance(node, Call) and not isinstance(node.op, Function)
-        active = self.admit.at(node.op) if call else frozenset()
+        if isinstance(node, GridRegionExpr):
+            self.loops = True
+        if isinstance(node, TupleGetItem):
+            if self.touched(v) is False and \
+                    self.touched(values[id(node.tuple_value)]) is not False:
+                self._mark(v, True)
+        elif isinstance(node, Call) and isinstance(node.op, Function):
+            if any(self.touched(values[id(a)]) is not False for a in node.args):
+                self._mark(v, True)
+        return v  # a Tuple's fields carry their own marks; an op Call is marked in eval_call
+
+    def eval_call(self, node, values, env):
+        from tilefoundry.oracle.relax import relax_operands, relax_result
+
+        active = self.admit.at(node.op)
         if not active:
-            v = super().eval_node(node, values, env)
-            if isinstance(node, GridRegionExpr):
-                self.loops = True
-            if isinstance(node, TupleGetItem):
-                if self.touched(v) is False and \
-                        self.touched(values[id(node.tuple_value)]) is not False:
-                    self._mark(v, True)
-            elif isinstance(node, Tuple):
-                pass  # its fields carry their own marks
-            elif isinstance(node, Call):
-                args = tuple(values[id(a)] for a in node.args)
-                if isinstance(node.op, Function):
-                    if any(self.touched(a) is not False for a in args):
-                        self._mark(v, True)
-                else:
-                    self._mark(v, self._reach(args, v))
+            v = super().eval_call(node, values, env)
+            self._mark(v, self._reach(tuple(values[id(a)] for a in node.args), v))
             return v
         n0 = len(self.contracts)
-        v = _Evaluator.eval_node(self, node, values, env)
+        v = Evaluator.eval_call(self, node, values, env)
         new = [c for _, c in self.contracts[n0:]]
         args = tuple(values[id(a)] for a in node.args)
         encs = [e.for_operand() if isinstance(e, Enc) else e for e in map(self.enc_of, args)]

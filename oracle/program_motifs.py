@@ -181,9 +181,9 @@ def _mixed_pieces(module: Module, entry: str, inputs: Sequence[Any], completions
     want = {id(c) for c in completions}
     hit: list[bool] = []
 
-    class _Hook(core._Evaluator):
-        def eval_node(self, node, values, env):
-            if isinstance(node, Call) and id(node) in want and not hit:
+    class _Hook(core.Evaluator):
+        def eval_call(self, node, values, env):
+            if id(node) in want and not hit:
                 x = values[id(node.args[0])]
                 if isinstance(x, Sharded):
                     axes = tuple(i for i, a in enumerate(x.layout.attrs)
@@ -193,7 +193,7 @@ def _mixed_pieces(module: Module, entry: str, inputs: Sequence[Any], completions
                         d = x.data.astype(np.float64)
                     if axes and bool(((d < 0).any(axis=axes) & (d > 0).any(axis=axes)).any()):
                         hit.append(True)
-            return super().eval_node(node, values, env)
+            return super().eval_call(node, values, env)
 
     try:
         core.run(typed, entry, list(inputs), evaluator=_Hook)
