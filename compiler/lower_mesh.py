@@ -89,7 +89,10 @@ from tilefoundry.semantics.ir import (
     Tuple,
     TupleGetItem,
     Var,
+    loop_children,
     operands,
+    postorder,
+    reachable,
 )
 from tilefoundry.semantics.types import (
     Broadcast,
@@ -876,39 +879,11 @@ def _has_shard(t: Any) -> bool:
 def _post_order_of(roots: Sequence[Expr], known: dict[int, int]) -> list[Expr]:
     """The nodes under ``roots`` not in ``known`` (a loop body's own nodes: the outer values
     and the loop's bound variables are known), operands first."""
-    out: list[Expr] = []
-    seen: set[int] = set(known)
-    for r in roots:
-        stack: list[tuple[Expr, bool]] = [(r, False)]
-        while stack:
-            node, ready = stack.pop()
-            if ready:
-                out.append(node)
-                continue
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((c, False) for c in reversed(operands(node)) if id(c) not in seen)
-    return out
+    return postorder(roots, operands, known)
 
 
 def _post_order(root: Expr) -> list[Expr]:
-    out: list[Expr] = []
-    seen: set[int] = set()
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        node, ready = stack.pop()
-        if ready:
-            if id(node) not in seen:
-                seen.add(id(node))
-                out.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        stack.append((node, True))
-        stack.extend((c, False) for c in reversed(operands(node)) if id(c) not in seen)
-    return out
+    return postorder(root)
 
 
 # =============================================================================================
@@ -995,20 +970,8 @@ def _storage(t: Any) -> tuple[Any, tuple[int, ...]]:
 
 def _loop_nodes(g: GridRegionExpr) -> list[Expr]:
     """The nodes of a loop's body (nested loops' bodies included), not the outer values."""
-    inside: list[Expr] = []
-    seen: set[int] = set()
-    stack = [g.body, *g.yield_values]
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        inside.append(e)
-        kids = list(operands(e))
-        if isinstance(e, GridRegionExpr):
-            kids += [e.body, *e.yield_values]
-        stack.extend(kids)
-    return inside
+    # the roots in reverse: the last yield is entered first, as a work list of them pops it
+    return list(reachable([*g.yield_values[::-1], g.body], loop_children))
 
 
 def _collective_reason(e: Call) -> str | None:

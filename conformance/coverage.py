@@ -97,7 +97,7 @@ def cast_classes(x: np.ndarray, dst: DType, overflow: str = "nonfinite",
 
 
 def _cast_classes(x: np.ndarray, dst: DType, overflow: str, rounding: str) -> set[str]:
-    from tilefoundry.oracle.enclosure import _f64, from_ordered
+    from tilefoundry.oracle.enclosure import as_f64, from_ordered
     from tilefoundry.semantics.dtypes import cast
     from tilefoundry.semantics.formats import FORMATS
 
@@ -107,7 +107,7 @@ def _cast_classes(x: np.ndarray, dst: DType, overflow: str, rounding: str) -> se
     out: set[str] = set()
     if src is DType.BOOL or dst is DType.BOOL:
         return {"bool"}
-    xw = _f64(x)
+    xw = as_f64(x)
     if dst.is_int:
         info = np.iinfo(FORMATS[dst].storage)
         if src.is_float:
@@ -133,7 +133,7 @@ def _cast_classes(x: np.ndarray, dst: DType, overflow: str, rounding: str) -> se
             out.add(name)
     with np.errstate(all="ignore"):
         y = cast(x, dst, overflow=overflow, rounding=rounding)
-    yw = _f64(y)
+    yw = as_f64(y)
     nz = fin & (xw != 0)
     info = FORMATS[dst]
     maxf = float(info.code_value(info.max_code))
@@ -141,7 +141,7 @@ def _cast_classes(x: np.ndarray, dst: DType, overflow: str, rounding: str) -> se
     # value (a nonfinite cast says so in every format) — "overflow"; above it but rounding
     # back to it — "above-max"
     y_nf = y if overflow == "nonfinite" else cast(x, dst, rounding=rounding)
-    beyond = nz & ~np.isfinite(_f64(y_nf))
+    beyond = nz & ~np.isfinite(as_f64(y_nf))
     over = nz & (np.abs(xw) > maxf)
     for name, m in (("overflow", beyond), ("above-max", over & ~beyond)):
         if m.any():
@@ -151,13 +151,13 @@ def _cast_classes(x: np.ndarray, dst: DType, overflow: str, rounding: str) -> se
         from tilefoundry.oracle.compare import ordered
 
         o = ordered(y)
-        lo_n = _f64(from_ordered(o - 1, dst))
-        hi_n = _f64(from_ordered(o + 1, dst))
+        lo_n = as_f64(from_ordered(o - 1, dst))
+        hi_n = as_f64(from_ordered(o + 1, dst))
         mids = ((yw + lo_n) / 2, (yw + hi_n) / 2)
         exact = inside & (xw == yw)
         tie = inside & ((xw == mids[0]) | (xw == mids[1]))
         ox = ordered(x)
-        xl, xh = _f64(from_ordered(ox - 1, src)), _f64(from_ordered(ox + 1, src)) \
+        xl, xh = as_f64(from_ordered(ox - 1, src)), as_f64(from_ordered(ox + 1, src)) \
             if src.is_float else (xw - 1, xw + 1)
         near = inside & ~tie & ~exact & (((xl <= mids[0]) & (mids[0] <= xh)) |
                                           ((xl <= mids[1]) & (mids[1] <= xh)))

@@ -1014,7 +1014,7 @@ class DistributedBackend:
     # -- a case ------------------------------------------------------------------------------------
     def run(self, compiled: Any, inputs: list[np.ndarray]) -> Any:
         from tilefoundry.semantics.evaluator import families  # noqa: F401
-        from tilefoundry.semantics.evaluator.core import _check_inputs, shape_of
+        from tilefoundry.semantics.evaluator.core import check_inputs, shape_of
         from tilefoundry.semantics.evaluator.mesh import Sharded
         from tilefoundry.semantics.evaluator.registry import EvaluationError
         from tilefoundry.semantics.typeinfer.core import Session, TypeInferError
@@ -1029,7 +1029,7 @@ class DistributedBackend:
                     fn = select_variant(fn, [shape_of(x) for x in inputs])
                 except TypeInferError as e:
                     raise EvaluationError(f"dispatch of @{fn.name}: {e}") from None
-            args = _check_inputs(fn, list(inputs))
+            args = check_inputs(fn, list(inputs))
         except EvaluationError as e:
             check = reference_check(e)
             if check is None:
@@ -1157,8 +1157,7 @@ def _as_list(v: Any) -> list:
 
 def _meshes(m) -> list:
     """Every mesh of the typed module's ShardLayouts."""
-    from tilefoundry.oracle.reduce import nodes
-    from tilefoundry.semantics.ir import GridRegionExpr
+    from tilefoundry.semantics.ir import reachable, yield_children
     from tilefoundry.semantics.types import TensorType, TupleType
 
     found: dict[tuple, Any] = {}
@@ -1177,15 +1176,7 @@ def _meshes(m) -> list:
                 see(p.type)
             if fn.body is None:
                 continue
-            stack = [fn.body]
-            seen: set[int] = set()
-            while stack:
-                for n in nodes(stack.pop()):
-                    if id(n) in seen:
-                        continue
-                    seen.add(id(n))
-                    if n.has_type:
-                        see(n.checked_type)
-                    if isinstance(n, GridRegionExpr):
-                        stack.extend(n.yield_values)
+            for n in reachable(fn.body, yield_children):
+                if n.has_type:
+                    see(n.checked_type)
     return list(found.values())

@@ -415,9 +415,9 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
     ``ENUMERATE_MAX`` devices, the bound beyond), at the partials' lower and upper ends,
     replicated on the completed axes. Other completions are not enclosed (SHARDED)."""
     from tilefoundry.oracle.enclosure import as_enc, with_nan
-    from tilefoundry.oracle.enclosure_rules import _enumerated_trees, _f64, _tree_bounds
+    from tilefoundry.oracle.enclosure_rules import _enumerated_trees, _tree_bounds, as_f64
     from tilefoundry.semantics.dtypes import dtype_of
-    from tilefoundry.semantics.evaluator.core import _same_sharding
+    from tilefoundry.semantics.evaluator.core import same_sharding
     from tilefoundry.semantics.types import Broadcast, Partial, ShardLayout
 
     src = a.layout
@@ -436,8 +436,8 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
         y = np.transpose(t, order)
         return y.reshape(*y.shape[:a.data.ndim - len(pax)], -1)
 
-    lo = np.where(fibers(x.real), fibers(_f64(x.lo)), np.nan)
-    hi = np.where(fibers(x.real), fibers(_f64(x.hi)), np.nan)
+    lo = np.where(fibers(x.real), fibers(as_f64(x.lo)), np.nan)
+    hi = np.where(fibers(x.real), fibers(as_f64(x.hi)), np.nan)
     n = lo.shape[-1]
     policy = next((c.policy for c in new if c.policy), None) or "unordered_tree"
     dt = dtype_of(a.data)
@@ -453,7 +453,7 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
         return np.ascontiguousarray(np.broadcast_to(np.transpose(t, inv), a.data.shape))
 
     done = Enc(back(r.lo), back(r.hi), back(r.nan), back(r.real), r.cause)
-    if isinstance(v, Sharded) and _same_sharding(mid, v.layout):
+    if isinstance(v, Sharded) and same_sharding(mid, v.layout):
         return done
     # the rest is data movement (gather / scatter / all-to-all): the Reshard kernel moves each
     # part of the enclosure from the completed layout
@@ -621,7 +621,7 @@ class RelaxedEvaluator(EnclosingEvaluator):
 def _changed(e: Any, strict: Any, v: Any) -> Any:
     """Per element, where the relaxed enclosure ``e`` differs from the strict one (True for a
     tuple value or one whose shapes do not line up)."""
-    from tilefoundry.oracle.enclosure import _f64
+    from tilefoundry.oracle.enclosure import as_f64
 
     if isinstance(v, tuple) or not isinstance(v, np.ndarray):
         return True
@@ -634,7 +634,7 @@ def _changed(e: Any, strict: Any, v: Any) -> Any:
     if a.cands is None and b.cands is not None:
         return True  # a finite set became an interval: every element may admit more
     with np.errstate(all="ignore"):
-        alo, ahi, blo, bhi = _f64(a.lo), _f64(a.hi), _f64(b.lo), _f64(b.hi)
+        alo, ahi, blo, bhi = as_f64(a.lo), as_f64(a.hi), as_f64(b.lo), as_f64(b.hi)
         d = (a.nan != b.nan) | (a.real != b.real) | (
             a.real & ((alo != blo) | (ahi != bhi) | (np.signbit(alo) != np.signbit(blo)) |
                       (np.signbit(ahi) != np.signbit(bhi))))
@@ -655,7 +655,7 @@ def _only_where_widened(e: Any, base: Any, v: Any, widened: list, args: tuple) -
     operand element was widened, the strict one (``base``; None: the exact value) elsewhere
     (a rule evaluated on point boxes reads a NaN from overflow as a box crossing the
     domain). Elementwise results only."""
-    from tilefoundry.oracle.enclosure import _f64
+    from tilefoundry.oracle.enclosure import as_f64
 
     if not isinstance(e, Enc) or not isinstance(v, np.ndarray):
         return e
@@ -664,10 +664,10 @@ def _only_where_widened(e: Any, base: Any, v: Any, widened: list, args: tuple) -
         if not isinstance(w, Enc):
             continue
         with np.errstate(all="ignore"):
-            a64 = _f64(np.asarray(a))
-            m = w.real & ((_f64(w.lo) != a64) | (_f64(w.hi) != a64) |
-                          (np.signbit(_f64(w.lo)) != np.signbit(a64)) |
-                          (np.signbit(_f64(w.hi)) != np.signbit(a64)))
+            a64 = as_f64(np.asarray(a))
+            m = w.real & ((as_f64(w.lo) != a64) | (as_f64(w.hi) != a64) |
+                          (np.signbit(as_f64(w.lo)) != np.signbit(a64)) |
+                          (np.signbit(as_f64(w.hi)) != np.signbit(a64)))
         try:
             moved = moved | np.broadcast_to(m, v.shape)
         except ValueError:  # not elementwise: the rule's enclosure stands
@@ -684,11 +684,11 @@ def evaluate_relaxed(module: Module, entry: str, inputs: Sequence[np.ndarray], a
     """Per output: its enclosure under ``admit`` and, per element, whether a relaxation's
     widening reached it (loop carries are the yielded values themselves, so their marks
     carry through iterations)."""
-    from tilefoundry.oracle.compare import _as_outputs
+    from tilefoundry.oracle.compare import as_outputs
 
     cls = type("Relaxed", (RelaxedEvaluator,), {"admit": admit})
     value, ev = run(module, entry, inputs, cls)
-    outs = _as_outputs(value)
+    outs = as_outputs(value)
     encs = [_gather_enc(o, ev.enc_of(o)) for o in outs]
     reached = []
     for o in outs:
@@ -707,10 +707,10 @@ def evaluate_enclosed(module: Module, entry: str, inputs: Sequence[np.ndarray]
                       ) -> tuple[Evaluation, list[Any]]:
     """``evaluate(..., report=True)`` plus, per output (as ``compare`` lists them), its
     enclosure: None (exact), an ``Enc``, or ``SHARDED``."""
-    from tilefoundry.oracle.compare import _as_outputs
+    from tilefoundry.oracle.compare import as_outputs
 
     value, ev = run(module, entry, inputs, EnclosingEvaluator)
-    outs = _as_outputs(value)  # the leaves, a nested tuple flattened
+    outs = as_outputs(value)  # the leaves, a nested tuple flattened
     encs = [_gather_enc(o, ev.enc_of(o)) for o in outs]
     return Evaluation(value, tuple(ev.contracts), encs, ev.entry_fn), encs
 

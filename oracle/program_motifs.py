@@ -107,29 +107,10 @@ def _inner_split_merge(x: Any, r: Any) -> bool:
 
 def _calls(module: Module) -> list[Call]:
     """Every Call of the typed module's functions (each node once)."""
-    from tilefoundry.oracle.reduce import nodes
-    from tilefoundry.semantics.ir import GridRegionExpr
+    from tilefoundry.semantics.ir import function_nodes, yield_children
 
-    out: list[Call] = []
-    seen: set[int] = set()
-    fns: list[Function] = []
-    for f in module.functions:
-        fns.append(f)
-        fns.extend(f.variants)
-    for f in fns:
-        if f.body is None:
-            continue
-        stack = [f.body]
-        while stack:
-            for n in nodes(stack.pop()):
-                if id(n) in seen:
-                    continue
-                seen.add(id(n))
-                if isinstance(n, Call) and not isinstance(n.op, Function):
-                    out.append(n)
-                if isinstance(n, GridRegionExpr):
-                    stack.extend(n.yield_values)
-    return out
+    return [n for n in function_nodes(module.functions, yield_children)
+            if isinstance(n, Call) and not isinstance(n.op, Function)]
 
 
 def motifs_in(module: Module, entry: str | None = None,

@@ -55,11 +55,11 @@ def shape_of(v: Any) -> tuple:
     return ()
 
 
-def _same_sharding(a: ShardLayout, b: ShardLayout) -> bool:
+def same_sharding(a: ShardLayout, b: ShardLayout) -> bool:
     return a.mesh == b.mesh and a.attrs == b.attrs and a.layout.shape == b.layout.shape
 
 
-def _check_inputs(fn: Function, inputs: Sequence[Any]) -> list[Any]:
+def check_inputs(fn: Function, inputs: Sequence[Any]) -> list[Any]:
     """Validate inputs against the signature; the error names the parameter and the fix.
 
     A parameter whose type carries a ShardLayout takes a ``Sharded`` value of that sharding, or
@@ -77,7 +77,7 @@ def _check_inputs(fn: Function, inputs: Sequence[Any]) -> list[Any]:
             if sharding is None:
                 raise EvaluationError(f"{where}: got a sharded value {x!r} but the parameter "
                                       f"is unsharded; pass unshard(value)")
-            if not _same_sharding(x.layout, sharding):
+            if not same_sharding(x.layout, sharding):
                 raise EvaluationError(f"{where}: the value's sharding {x.layout.attrs} over "
                                       f"{x.layout.layout.shape} does not match the declared "
                                       f"{sharding.attrs} over {sharding.layout.shape}; "
@@ -361,7 +361,7 @@ def _run(module: Module, entry: str, inputs: Sequence[np.ndarray],
         except TypeInferError as e:
             raise EvaluationError(f"dispatch of @{fn.name}: {e}") from None
         fn = chosen
-    args = _check_inputs(fn, list(inputs))
+    args = check_inputs(fn, list(inputs))
     ev = evaluator(session)
     ev.entry_fn = fn  # the typed entry (the chosen variant of a dispatch) the value came from
     return ev.call_function(fn, args), ev
