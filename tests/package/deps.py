@@ -4,7 +4,9 @@ checks it (D372).
 
 A *package* is a top-level folder (``semantics``, ``smt``, ``oracle``, ``compiler``,
 ``conformance``) or a module of ``tilefoundry/`` (``tilefoundry.cli`` sits above everything;
-``errors`` / ``limits`` / ... below everything).
+``errors`` / ``limits`` / ... below everything). The backend protocol — ``conformance/backend.py``
+and the modules it imports (``PROTOCOL``) — is a layer of its own, ``conformance.protocol``:
+the compiler's backends implement it, and the rest of ``conformance`` runs the compiler.
 """
 
 from __future__ import annotations
@@ -16,6 +18,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("semantics", "smt", "oracle", "compiler", "conformance")
+#: the backend protocol's modules (``conformance.protocol``)
+PROTOCOL = ("backend", "reduction_orders", "loaders", "input_checks", "cases")
+#: the layers, bottom first: a package may import only packages of lower layers (D372)
+LAYERS = (
+    ("tilefoundry.errors",),
+    ("tilefoundry.limits", "tilefoundry.arguments", "tilefoundry.loading", "tilefoundry.versions"),
+    ("semantics",),
+    ("smt", "oracle"),
+    ("conformance.protocol",),
+    ("compiler",),
+    ("conformance",),
+    ("tilefoundry", "tilefoundry.cli"),
+    ("tilefoundry.__main__",),
+)
 
 
 def package_of_module(name: str) -> str | None:
@@ -23,6 +39,8 @@ def package_of_module(name: str) -> str | None:
     parts = name.split(".")
     if parts[0] != "tilefoundry" or len(parts) < 2:
         return None
+    if parts[1] == "conformance" and len(parts) > 2 and parts[2] in PROTOCOL:
+        return "conformance.protocol"
     if parts[1] in FOLDERS:
         return parts[1]
     return f"tilefoundry.{parts[1]}"
@@ -33,6 +51,9 @@ def source_files(root: Path = ROOT):
         for p in sorted((root / folder).rglob("*.py")):
             rel = p.relative_to(root)
             pkg = folder if folder != "tilefoundry" else f"tilefoundry.{p.stem}"
+            if folder == "conformance" and rel.parent == Path("conformance") and \
+                    p.stem in PROTOCOL:
+                pkg = "conformance.protocol"
             if folder == "tilefoundry" and p.stem == "__init__":
                 pkg = "tilefoundry"
             yield pkg, rel, p
@@ -104,6 +125,19 @@ def cycles(edges) -> list[list[str]]:
     return out
 
 
+def layer_of(pkg: str) -> int:
+    for i, names in enumerate(LAYERS):
+        if pkg in names:
+            return i
+    raise KeyError(f"{pkg} is in no layer of tests/package/deps.py LAYERS")
+
+
+def upward(edges) -> list[str]:
+    """Edges that do not go to a strictly lower layer."""
+    return [f"{src} -> {dst} ({edges[src][dst][0]})" for src in sorted(edges)
+            for dst in sorted(edges[src]) if layer_of(dst) >= layer_of(src)]
+
+
 def render(edges) -> str:
     lines = []
     for src in sorted(edges):
@@ -118,6 +152,7 @@ if __name__ == "__main__":
     e, priv = scan(root)
     print(render(e))
     print("cycles:", cycles(e))
+    print("edges not going down the layers:", upward(e))
     print(f"cross-package private imports: {len(priv)}")
     for where, mod, name in priv:
         print(f"  {where}: from {mod} import {name}")
