@@ -414,8 +414,8 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
     order of the devices' partials (the admitted set: the hull of every tree for at most
     ``ENUMERATE_MAX`` devices, the bound beyond), at the partials' lower and upper ends,
     replicated on the completed axes. Other completions are not enclosed (SHARDED)."""
-    from tilefoundry.oracle.enclosure import as_enc, with_nan
-    from tilefoundry.oracle.enclosure_rules import _enumerated_trees, _tree_bounds, as_f64
+    from tilefoundry.oracle.enclosure import as_enc, as_f64, with_nan
+    from tilefoundry.oracle.enclosure_rules import _enumerated_trees, _tree_bounds
     from tilefoundry.semantics.dtypes import dtype_of
     from tilefoundry.semantics.evaluator.core import same_sharding
     from tilefoundry.semantics.types import Broadcast, Partial, ShardLayout
