@@ -151,7 +151,7 @@ def _mesh_inputs(prog: _Program, inputs: list) -> list:
     parameter distributed (``mesh.shard`` of a global array, or a ``Sharded`` value of the
     declared layout): the evaluator's input check, its run-time checks reported as such."""
     from tilefoundry.conformance.backend import reference_check
-    from tilefoundry.semantics.evaluator.core import _check_inputs, shape_of
+    from tilefoundry.semantics.evaluator.core import check_inputs, shape_of
     from tilefoundry.semantics.evaluator.registry import EvaluationError
     from tilefoundry.semantics.typeinfer.functions import select_variant
 
@@ -162,7 +162,7 @@ def _mesh_inputs(prog: _Program, inputs: list) -> list:
                 fn = select_variant(fn, [shape_of(x) for x in inputs])
             except TypeInferError as e:
                 raise EvaluationError(f"dispatch of @{fn.name}: {e}") from None
-        return _check_inputs(fn, list(inputs))
+        return check_inputs(fn, list(inputs))
     except EvaluationError as e:
         check = reference_check(e)
         if check is None:

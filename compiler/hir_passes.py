@@ -39,6 +39,7 @@ from tilefoundry.semantics.ir import (
     TupleGetItem,
     Var,
     operands,
+    run_dag,
 )
 from tilefoundry.semantics.ops.shape import ShapeCompose, ShapeExtract
 from tilefoundry.semantics.ops.sharding import Reshard
@@ -86,21 +87,13 @@ class _Rewriter:
         self.loop = loop
 
     def expr(self, root: Expr, values: dict[int, Expr], ctx: Any) -> Expr:
-        stack: list[tuple[Expr, bool]] = [(root, False)]
-        while stack:
-            node, ready = stack.pop()
-            if id(node) in values:
-                continue
-            if not ready:
-                stack.append((node, True))
-                stack.extend((c, False) for c in operands(node) if id(c) not in values)
-                continue
+        def step(node: Expr) -> Expr:
             new_ops = [values[id(c)] for c in operands(node)]
             if isinstance(node, GridRegionExpr):
-                values[id(node)] = self.loop(node, new_ops, values, ctx)
-            else:
-                values[id(node)] = self.visit(node, new_ops, values, ctx)
-        return values[id(root)]
+                return self.loop(node, new_ops, values, ctx)
+            return self.visit(node, new_ops, values, ctx)
+
+        return run_dag(root, values, step)
 
 
 def _stamped(node: Expr, t: Any) -> Expr:

@@ -10,11 +10,11 @@ The numerics are the reference evaluator's own helpers, never a re-implementatio
 (ARCHITECTURE.md, "Numeric contracts"): ``Widen`` / ``Round`` / ``Cast`` are
 ``semantics.dtypes`` (``widen_to_f32``, ``cast``; f64 → dtype is ``round_f64_once``, the one
 rounding of the evaluator's float64 paths); f32 arithmetic uses the evaluator's tables
-(``_FLOAT_BINARY``, ``_FLOAT_UNARY``: NaN-propagating min / max with -0 < +0, relu(-0) = -0);
+(``FLOAT_BINARY``, ``FLOAT_UNARY``: NaN-propagating min / max with -0 < +0, relu(-0) = -0);
 ``Math`` is the evaluator's implementation of the op (the correctly rounded value the ULP
 contract is measured from); reductions over f32 and integers use ``semantics.reductions``
-(``_pairwise`` — the reference's balanced tree for the tree policies —, ``_fold``,
-``_reduce_fibers``); ``Dot`` is the reference K-order fold. Where the kernel IR is exact the
+(``pairwise`` — the reference's balanced tree for the tree policies —, ``fold``,
+``reduce_fibers``); ``Dot`` is the reference K-order fold. Where the kernel IR is exact the
 interpreter is therefore bit-exact with the evaluator; where it follows a ULP contract (the
 wide f64 row kernels) it differs only by the f64 summation order.
 """
@@ -33,17 +33,17 @@ from tilefoundry.compiler.lower import RunChecks
 from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.semantics.dtypes import DType, cast, widen_to_f32
 from tilefoundry.semantics.evaluator.math import (
-    _COMPARE,
-    _FLOAT_BINARY,
-    _FLOAT_UNARY,
-    _INT_UNARY,
-    _TRANSCENDENTAL,
-    _f64_to_f32_odd,
-    _transcendental,
+    COMPARE,
+    FLOAT_BINARY,
+    FLOAT_UNARY,
+    INT_UNARY,
+    TRANSCENDENTAL,
+    f64_to_f32_odd,
     round_f64_once,
+    transcendental,
 )
 from tilefoundry.semantics.evaluator.nn import (
-    _dd_row_sum,
+    dd_row_sum,
     eval_gelu,
     eval_sigmoid,
     eval_silu,
@@ -53,10 +53,10 @@ from tilefoundry.semantics.evaluator.registry import EvalCtx
 from tilefoundry.semantics.ops.math import BinaryKind, UnaryKind
 from tilefoundry.semantics.ops.nn import Gelu, Sigmoid, Silu, Tanh
 from tilefoundry.semantics.reductions import (
-    _extreme_index,
-    _fold,
-    _pairwise,
-    _reduce_fibers,
+    extreme_index,
+    fold,
+    pairwise,
+    reduce_fibers,
 )
 
 __all__ = ["Interpreter", "run_program"]
@@ -120,7 +120,7 @@ def _reduce_lanes(f: np.ndarray, dt: str, kind: str, policy: str,
         return np.full(rows, _identity(kind, dt), npdt)
     with np.errstate(all="ignore"):
         if kind in ("sum_hi", "sum_lo"):
-            hi, lo = _dd_row_sum(f)
+            hi, lo = dd_row_sum(f)
             return (hi if kind == "sum_hi" else lo)[:, 0]
         if kind == "sum":
             if policy in ("unordered_tree", "ordered_tree"):
@@ -128,11 +128,11 @@ def _reduce_lanes(f: np.ndarray, dt: str, kind: str, policy: str,
                 # (reductions.reduce), numpy's pairwise order for the float64 paths (nn)
                 # (numpy's unrolled pairwise sum permutes lanes: unordered_tree only)
                 s = np.sum(f, axis=-1) if dt == "f64" and policy == "unordered_tree" else \
-                    _pairwise(f, np.add)
+                    pairwise(f, np.add)
                 if init is not None:
                     s = np.add(init, s)
             else:
-                s = _fold(f, np.add, policy == "fold_left", init)
+                s = fold(f, np.add, policy == "fold_left", init)
             return np.asarray(s).astype(npdt)
         if dt == "f64":
             v = np.abs(f) if kind == "abs_max" else f
@@ -142,7 +142,7 @@ def _reduce_lanes(f: np.ndarray, dt: str, kind: str, policy: str,
             return r
         if dt == "f32":
             v = np.abs(f) if kind == "abs_max" else f
-            idx = _extreme_index(v, kind != "min")
+            idx = extreme_index(v, kind != "min")
             r = np.take_along_axis(v, idx[:, None], -1)[:, 0]
             if init is not None:
                 r = _fminmax(init, r, kind != "min")
@@ -150,7 +150,7 @@ def _reduce_lanes(f: np.ndarray, dt: str, kind: str, policy: str,
         if kind == "prod":  # the wrapping integer product (numpy integer products wrap)
             r = np.multiply.reduce(f, axis=-1, dtype=npdt)
             return (r if init is None else np.multiply(np.asarray(init, npdt), r)).astype(npdt)
-        r = np.asarray(_reduce_fibers(f, DType(dt), kind, policy)).astype(npdt)
+        r = np.asarray(reduce_fibers(f, DType(dt), kind, policy)).astype(npdt)
         if init is not None:
             if kind == "abs_max" and dt != "bool":  # magnitudes: |INT_MIN| wraps to INT_MIN
                 u = np.dtype(f"u{npdt.itemsize}")
@@ -407,7 +407,7 @@ class _KernelRun:
             return cast(r, "f32", overflow=ins.overflow) if ins.overflow != "nonfinite" else r
         if ins.overflow == "nonfinite":
             return round_f64_once(x, DType(ins.to))
-        r = _f64_to_f32_odd(x)
+        r = f64_to_f32_odd(x)
         r = np.where(np.isnan(r), _F32(np.nan), r).astype(_F32)
         return cast(r, ins.to, overflow=ins.overflow)
 
@@ -418,7 +418,7 @@ class _KernelRun:
         a, b = self.values[ins.a], self.values[ins.b]
         k = ins.kind
         if k in kir.COMPARISONS:
-            return np.asarray(_COMPARE[BinaryKind(k)](a, b), bool)
+            return np.asarray(COMPARE[BinaryKind(k)](a, b), bool)
         if k == "and":
             return np.logical_and(a, b)
         if k == "or":
@@ -426,7 +426,7 @@ class _KernelRun:
         if k == "xor":
             return np.logical_xor(a, b)
         if a.dtype == _F32:
-            return np.asarray(_FLOAT_BINARY[BinaryKind(k)](a, b), _F32)
+            return np.asarray(FLOAT_BINARY[BinaryKind(k)](a, b), _F32)
         if a.dtype == _F64:
             if k in ("min", "max"):
                 return _fminmax(*np.broadcast_arrays(a, b), k == "max")
@@ -442,12 +442,12 @@ class _KernelRun:
             return np.logical_not(x)
         kind = _UNARY_KIND[ins.kind]
         if x.dtype == _F32:
-            return np.asarray(_FLOAT_UNARY[kind](x), _F32)
+            return np.asarray(FLOAT_UNARY[kind](x), _F32)
         if x.dtype == _F64:
             if ins.kind == "relu":
                 return np.where(x < 0, 0.0, x)
-            return np.asarray(_FLOAT_UNARY[kind](x), _F64)
-        return np.asarray(_INT_UNARY[kind](x)).astype(x.dtype, copy=False)
+            return np.asarray(FLOAT_UNARY[kind](x), _F64)
+        return np.asarray(INT_UNARY[kind](x)).astype(x.dtype, copy=False)
 
     def i_Select(self, ins: kir.Select) -> np.ndarray:
         a = self.values[ins.a]
@@ -461,7 +461,7 @@ class _KernelRun:
         if x.dtype == _F64:
             return _LIBM64[ins.fn](x)
         if ins.fn in _MATH_KIND:
-            return _transcendental(_TRANSCENDENTAL[_MATH_KIND[ins.fn]], x)
+            return transcendental(TRANSCENDENTAL[_MATH_KIND[ins.fn]], x)
         impl, op = _NN_FN[ins.fn]
         return np.asarray(impl(EvalCtx(op, None, None), (x,)))
 

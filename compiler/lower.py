@@ -60,7 +60,7 @@ from tilefoundry.semantics.ir import (
     Tuple,
     TupleGetItem,
     Var,
-    operands,
+    run_dag,
 )
 from tilefoundry.semantics.ops import CacheUpdate, Gather, InsertSlice, Local, RoPE, Sort
 from tilefoundry.semantics.run_time_checks import (
@@ -551,17 +551,7 @@ class _Lowerer:
                        out, tuple(self.steps[0]))
 
     def expr(self, root: Expr, values: dict[int, Any]) -> Any:
-        stack: list[tuple[Expr, bool]] = [(root, False)]
-        while stack:
-            node, ready = stack.pop()
-            if id(node) in values:
-                continue
-            if not ready:
-                stack.append((node, True))
-                stack.extend((c, False) for c in operands(node) if id(c) not in values)
-                continue
-            values[id(node)] = self.node(node, values)
-        return values[id(root)]
+        return run_dag(root, values, lambda node: self.node(node, values))
 
     def node(self, node: Expr, values: dict[int, Any]) -> Any:
         if isinstance(node, Var):

@@ -89,7 +89,10 @@ from tilefoundry.semantics.ir import (
     Tuple,
     TupleGetItem,
     Var,
+    loop_children,
     operands,
+    postorder,
+    reachable,
 )
 from tilefoundry.semantics.types import (
     Broadcast,
@@ -452,7 +455,7 @@ def run_collective(c: Collective, slots: dict[str, Slot], values: dict[str, np.n
         li = np.where(own, iv - lo, 0).astype(data.dtype)
         return np.ascontiguousarray(np.broadcast_to(li, full))
     if c.kind == "gather_mask":
-        from tilefoundry.semantics.evaluator.mesh import _neutral_sum
+        from tilefoundry.semantics.evaluator.mesh import neutral_sum
         from tilefoundry.semantics.formats import dtype_of
 
         (n_glob, blk, axis) = c.attrs
@@ -464,7 +467,7 @@ def run_collective(c: Collective, slots: dict[str, Slot], values: dict[str, np.n
         rank = data.ndim - nm
         own = own.reshape((*own.shape[:nm], *([1] * axis), *own.shape[nm:],
                            *([1] * (rank - axis - iv.ndim))))
-        return np.ascontiguousarray(np.where(own, data, _neutral_sum(dtype_of(data)))
+        return np.ascontiguousarray(np.where(own, data, neutral_sum(dtype_of(data)))
                                     .astype(data.dtype))
     raise KernelIRError(f"unknown collective kind {c.kind!r}")
 
@@ -756,18 +759,11 @@ class _Partitioner:
         return mid
 
     def visit(self, node: Expr) -> int:
-        from tilefoundry.semantics.ops.math import Binary
+        """One node as planned steps, by the op's mesh rule (``mesh_rules.py``)."""
+        from tilefoundry.semantics.evaluator.mesh_rules import MeshRule as R
+        from tilefoundry.semantics.evaluator.mesh_rules import mesh_rule
         from tilefoundry.semantics.ops.sharding import Local, Reshard
-        from tilefoundry.semantics.ops.tensor import (
-            CacheUpdate,
-            Gather,
-            InsertSlice,
-            Rank,
-            Reduce,
-            Reshape,
-            ShapeOf,
-        )
-        from tilefoundry.semantics.ops.tile_select import Select
+        from tilefoundry.semantics.ops.tensor import InsertSlice, Reshape
 
         if isinstance(node, GridRegionExpr):
             return self.loop(node)
@@ -790,7 +786,8 @@ class _Partitioner:
         t = node.checked_type
         out_lay = t.shard if isinstance(t, TensorType) else None
         self._mesh(out_lay)
-        if isinstance(op, Reshard):
+        rule = mesh_rule(op)
+        if rule is R.COLLECTIVE and isinstance(op, Reshard):
             (x,) = ids
             if mvs[0].varying:
                 raise NotSupportedError("Reshard of a device-varying value", "it has no "
@@ -801,7 +798,7 @@ class _Partitioner:
             if mid == x:  # an identity Reshard
                 return x
             return mid
-        if isinstance(op, Local):
+        if rule is R.COLLECTIVE and isinstance(op, Local):
             (x,) = mvs
             if x.layout is None:
                 raise NotSupportedError("Local of an unsharded value", "",
@@ -815,10 +812,10 @@ class _Partitioner:
         if any(m.varying for m in meshy) and any(m.layout is not None for m in meshy):
             raise NotSupportedError(type(op).__name__, "a device-varying value meets a "
                                     "ShardLayout-typed one", stage=_STAGE)
-        if isinstance(op, ShapeOf | Rank):
+        if rule is R.GLOBAL_SHAPE:
             raise NotSupportedError(type(op).__name__, "a shape query left after "
                                     "canonicalize", stage=_STAGE)
-        if isinstance(op, Reduce) and mvs[0].layout is not None:
+        if rule is R.GATHER_REDUCED and mvs[0].layout is not None:
             lay = mvs[0].layout
             rank = len(lay.layout.shape)
             red = {a % rank for a in op.axes}
@@ -830,7 +827,7 @@ class _Partitioner:
                 glay = ShardLayout(lay.mesh, attrs, lay.layout)
                 ids[0] = self.coll("all_gather", (ids[0],), axes, (), glay)
             return self.loc(node, ids)
-        if isinstance(op, Binary | Select) and out_lay is not None:
+        if rule is R.ALIGN and out_lay is not None:
             new_ids = []
             for i, m in zip(ids, mvs, strict=True):
                 if m.layout is not None and m.layout.layout.shape == out_lay.layout.shape \
@@ -840,7 +837,7 @@ class _Partitioner:
                 tgt = ShardLayout(out_lay.mesh, out_lay.attrs, out_lay.layout)
                 new_ids.append(self.coll("align", (i,), (), (out_lay.attrs,), tgt))
             return self.loc(node, new_ids)
-        if isinstance(op, Gather) and mvs[0].layout is not None:
+        if rule is R.GATHER_SPLIT and mvs[0].layout is not None:
             lay = mvs[0].layout
             rank = len(lay.layout.shape)
             axis = op.axis % rank
@@ -860,9 +857,9 @@ class _Partitioner:
                 return self.coll("gather_mask", (g, ids[1]), (i,), attrs, out_lay,
                                  self.mvs[g].type)
             return self.loc(node, ids)
-        if isinstance(op, Reshape) and out_lay is not None:
+        if rule is R.LOCAL_RESHAPE and out_lay is not None:
             return self.loc(node, ids, Reshape(tuple(out_lay.local_axis_extents())))
-        if isinstance(op, InsertSlice | CacheUpdate) and mvs[0].layout is not None and \
+        if rule is R.WRITE_SPLIT and mvs[0].layout is not None and \
                 mvs[0].layout.split_positions:
             upd = mvs[1 if isinstance(op, InsertSlice) else 3]
             splits = [i for i, a in enumerate(mvs[0].layout.attrs) if isinstance(a, Split)]
@@ -882,39 +879,11 @@ def _has_shard(t: Any) -> bool:
 def _post_order_of(roots: Sequence[Expr], known: dict[int, int]) -> list[Expr]:
     """The nodes under ``roots`` not in ``known`` (a loop body's own nodes: the outer values
     and the loop's bound variables are known), operands first."""
-    out: list[Expr] = []
-    seen: set[int] = set(known)
-    for r in roots:
-        stack: list[tuple[Expr, bool]] = [(r, False)]
-        while stack:
-            node, ready = stack.pop()
-            if ready:
-                out.append(node)
-                continue
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((c, False) for c in reversed(operands(node)) if id(c) not in seen)
-    return out
+    return postorder(roots, operands, known)
 
 
 def _post_order(root: Expr) -> list[Expr]:
-    out: list[Expr] = []
-    seen: set[int] = set()
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        node, ready = stack.pop()
-        if ready:
-            if id(node) not in seen:
-                seen.add(id(node))
-                out.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        stack.append((node, True))
-        stack.extend((c, False) for c in reversed(operands(node)) if id(c) not in seen)
-    return out
+    return postorder(root)
 
 
 # =============================================================================================
@@ -1001,56 +970,37 @@ def _storage(t: Any) -> tuple[Any, tuple[int, ...]]:
 
 def _loop_nodes(g: GridRegionExpr) -> list[Expr]:
     """The nodes of a loop's body (nested loops' bodies included), not the outer values."""
-    inside: list[Expr] = []
-    seen: set[int] = set()
-    stack = [g.body, *g.yield_values]
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        inside.append(e)
-        kids = list(operands(e))
-        if isinstance(e, GridRegionExpr):
-            kids += [e.body, *e.yield_values]
-        stack.extend(kids)
-    return inside
+    # the roots in reverse: the last yield is entered first, as a work list of them pops it
+    return list(reachable([*g.yield_values[::-1], g.body], loop_children))
 
 
 def _collective_reason(e: Call) -> str | None:
     """Why the Call ``e`` (typed, in a loop body) needs a collective step — a reason naming
-    it — or None when the mesh simulation runs it on each device's local block alone."""
-    from tilefoundry.semantics.ops.math import Binary
-    from tilefoundry.semantics.ops.sharding import Local, Reshard
-    from tilefoundry.semantics.ops.tensor import (
-        CacheUpdate,
-        Gather,
-        InsertSlice,
-        Rank,
-        Reduce,
-        ShapeOf,
-    )
-    from tilefoundry.semantics.ops.tile_select import Select
+    it — or None when the mesh simulation runs it on each device's local block alone (by the
+    op's mesh rule)."""
+    from tilefoundry.semantics.evaluator.mesh_rules import MeshRule as R
+    from tilefoundry.semantics.evaluator.mesh_rules import mesh_rule
 
     op = e.op
+    rule = mesh_rule(op)
     t = e.checked_type
     out = t.shard if isinstance(t, TensorType) else None
     ins = [a.checked_type for a in e.args]
     lays = [x.shard if isinstance(x, TensorType) else None for x in ins]
     meshy = out is not None or any(lay is not None for lay in lays)
-    if isinstance(op, Reshard | Local | ShapeOf | Rank) and meshy:
+    if rule in (R.COLLECTIVE, R.GLOBAL_SHAPE) and meshy:
         return "a collective or a layout query"
-    if isinstance(op, Reduce) and lays[0] is not None and any(
+    if rule is R.GATHER_REDUCED and lays[0] is not None and any(
             isinstance(a, Split) and lays[0].layout.axis_of_position[a.position] in
             {x % len(lays[0].layout.shape) for x in op.axes} for a in lays[0].attrs):
         return "a reduction over a split axis (an all-gather)"
-    if isinstance(op, Binary | Select) and out is not None and any(
+    if rule is R.ALIGN and out is not None and any(
             lay is None or lay.attrs != out.attrs or lay.layout.shape != out.layout.shape
             for lay in lays):
         return "an operand read through another layout (a local slice)"
-    if isinstance(op, Gather) and lays[0] is not None and lays[0].split_positions:
+    if rule is R.GATHER_SPLIT and lays[0] is not None and lays[0].split_positions:
         return "a gather from a split value"
-    if isinstance(op, InsertSlice | CacheUpdate) and lays[0] is not None and \
+    if rule is R.WRITE_SPLIT and lays[0] is not None and \
             lays[0].split_positions:
         return "a write into a split value"
     return None
@@ -1060,7 +1010,7 @@ def _local_call(e: Call, ops: list) -> Call:
     """A Call of a collective-free loop body on the devices' local values: only ops that the
     mesh simulation runs on the local blocks alone (a loop whose body needs a collective is a
     host loop, ``_Partitioner.host_loop``; reaching one here is NOT_SUPPORTED)."""
-    from tilefoundry.semantics.ops.tensor import Reshape
+    from tilefoundry.semantics.evaluator.mesh_rules import MeshRule, mesh_rule
 
     why = _collective_reason(e)
     if why is not None:
@@ -1069,8 +1019,8 @@ def _local_call(e: Call, ops: list) -> Call:
     op = e.op
     t = e.checked_type
     out = t.shard if isinstance(t, TensorType) else None
-    if isinstance(op, Reshape) and out is not None:
-        op = Reshape(tuple(out.local_axis_extents()))
+    if mesh_rule(op) is MeshRule.LOCAL_RESHAPE and out is not None:
+        op = type(op)(tuple(out.local_axis_extents()))
     return Call(op, tuple(ops))
 
 

@@ -23,7 +23,7 @@ run being C scalars. Reductions, dots and tile loops are rendered on their own:
   loop; integer sums wrap (unsigned arithmetic) and are exact in any order. A float sum starts
   from -0 (the exact identity of IEEE addition), masked lanes add nothing, and a row with no
   valid lane is +0 (the interpreter's identity). ``sum_hi`` / ``sum_lo`` are the compensated
-  (TwoSum) left fold of f64 lanes, as ``semantics.evaluator.nn._dd_row_sum``.
+  (TwoSum) left fold of f64 lanes, as ``semantics.evaluator.nn.dd_row_sum``.
 * ``Dot`` folds K in order (the reference's order, admitted whether or not ``reassociate``),
   vectorized across the output lanes; the f32 products are not contracted into FMAs.
 * ``TileLoop`` is a C loop over the tiles of its axis with the carried tiles in scratch arrays.

@@ -28,7 +28,7 @@ array (``TF_SHARED``); there is no global scratch. Reductions keep their policy:
 one-fiber reductions (``unordered_tree`` sums, max / min / abs_max, integers, bool) combine
 each thread's slots and then the threads' partials by balanced trees in shared memory;
 ``ordered_tree`` stages the lanes in source order and runs the reference's pairwise tree
-(``semantics.reductions._pairwise``); ``fold_left`` / ``fold_right`` and the compensated sums
+(``semantics.reductions.pairwise``); ``fold_left`` / ``fold_right`` and the compensated sums
 stage the lanes and walk each fiber in order, one thread per output lane. The body is phases
 (``TF_PHASE_BEGIN`` / ``TF_PHASE_END``) separated by ``__syncthreads`` / ``__syncwarp``
 (``TF_SYNC`` / ``TF_SYNCWARP``) that a hazard tracker over the shared arrays places; the host

@@ -395,8 +395,7 @@ def requirements(module: Module) -> Requirements:
     """Every op (with the dtypes of its operands and result and its policy / overflow /
     rounding attributes), dtype, structural feature and mesh shape ``module`` uses."""
     from tilefoundry.conformance.reduction_orders import reduction_needs
-    from tilefoundry.oracle.reduce import nodes
-    from tilefoundry.semantics.ir import GridRegionExpr, TupleGetItem
+    from tilefoundry.semantics.ir import GridRegionExpr, TupleGetItem, reachable, yield_children
     from tilefoundry.semantics.ir import Tuple as TupleExpr
     from tilefoundry.semantics.typeinfer.core import Session
     from tilefoundry.semantics.typeinfer.functions import infer_module
@@ -435,49 +434,41 @@ def requirements(module: Module) -> Requirements:
             see_type(p.type)
         if f.body is None:
             continue
-        stack = [f.body]
-        seen: set[int] = set()
-        while stack:
-            root = stack.pop()
-            for n in nodes(root):
-                if id(n) in seen:
-                    continue
-                seen.add(id(n))
+        for n in reachable(f.body, yield_children):
+            if n.has_type:
+                see_type(n.checked_type)
+            if isinstance(n, TupleExpr | TupleGetItem):
+                feats.add("tuples")
+            if isinstance(n, Call) and isinstance(n.op, Function):
+                feats.add("calls")
+            elif isinstance(n, Call):
+                name = type(n.op).__name__
+                names = [name]
+                kind = getattr(n.op, "kind", None)
+                if hasattr(kind, "value"):
+                    names.append(f"{name}.{kind.value}")
+                ops.update(names)
+                touched = [d for a in n.args if a.has_type
+                           for d in _dtypes_of(a.checked_type)]
                 if n.has_type:
-                    see_type(n.checked_type)
-                if isinstance(n, TupleExpr | TupleGetItem):
-                    feats.add("tuples")
-                if isinstance(n, Call) and isinstance(n.op, Function):
-                    feats.add("calls")
-                elif isinstance(n, Call):
-                    name = type(n.op).__name__
-                    names = [name]
-                    kind = getattr(n.op, "kind", None)
-                    if hasattr(kind, "value"):
-                        names.append(f"{name}.{kind.value}")
-                    ops.update(names)
-                    touched = [d for a in n.args if a.has_type
-                               for d in _dtypes_of(a.checked_type)]
-                    if n.has_type:
-                        touched += _dtypes_of(n.checked_type)
-                    if isinstance(getattr(n.op, "dtype", None), DType):
-                        dts.add(n.op.dtype)
-                        touched.append(n.op.dtype)
-                    op_dts.update((o, d) for o in names for d in touched)
-                    if name == "Cast" and n.args and n.args[0].has_type and \
-                            isinstance(n.op.dtype, DType):
-                        pairs.update((d, n.op.dtype) for d in _dtypes_of(n.args[0].checked_type))
-                    o, em = reduction_needs(n)
-                    red_orders |= o
-                    red_empty |= em
-                    for a in attrs:
-                        v = getattr(n.op, a, None)
-                        if isinstance(v, str) and v:
-                            attrs[a].add(v)
-                            op_attrs.update((o, a, v) for o in names)
-                if isinstance(n, GridRegionExpr):
-                    feats.add("loops")
-                    stack.extend(n.yield_values)
+                    touched += _dtypes_of(n.checked_type)
+                if isinstance(getattr(n.op, "dtype", None), DType):
+                    dts.add(n.op.dtype)
+                    touched.append(n.op.dtype)
+                op_dts.update((o, d) for o in names for d in touched)
+                if name == "Cast" and n.args and n.args[0].has_type and \
+                        isinstance(n.op.dtype, DType):
+                    pairs.update((d, n.op.dtype) for d in _dtypes_of(n.args[0].checked_type))
+                o, em = reduction_needs(n)
+                red_orders |= o
+                red_empty |= em
+                for a in attrs:
+                    v = getattr(n.op, a, None)
+                    if isinstance(v, str) and v:
+                        attrs[a].add(v)
+                        op_attrs.update((o, a, v) for o in names)
+            if isinstance(n, GridRegionExpr):
+                feats.add("loops")
     return Requirements(frozenset(ops), frozenset(dts), frozenset(attrs["policy"]),
                         frozenset(attrs["overflow"]), bool(shapes),
                         frozenset(attrs["rounding"]), frozenset(feats), frozenset(op_dts),

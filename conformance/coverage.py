@@ -97,7 +97,7 @@ def cast_classes(x: np.ndarray, dst: DType, overflow: str = "nonfinite",
 
 
 def _cast_classes(x: np.ndarray, dst: DType, overflow: str, rounding: str) -> set[str]:
-    from tilefoundry.oracle.enclosure import _f64, from_ordered
+    from tilefoundry.oracle.enclosure import as_f64, from_ordered
     from tilefoundry.semantics.dtypes import cast
     from tilefoundry.semantics.formats import FORMATS
 
@@ -107,7 +107,7 @@ def _cast_classes(x: np.ndarray, dst: DType, overflow: str, rounding: str) -> se
     out: set[str] = set()
     if src is DType.BOOL or dst is DType.BOOL:
         return {"bool"}
-    xw = _f64(x)
+    xw = as_f64(x)
     if dst.is_int:
         info = np.iinfo(FORMATS[dst].storage)
         if src.is_float:
@@ -133,7 +133,7 @@ def _cast_classes(x: np.ndarray, dst: DType, overflow: str, rounding: str) -> se
             out.add(name)
     with np.errstate(all="ignore"):
         y = cast(x, dst, overflow=overflow, rounding=rounding)
-    yw = _f64(y)
+    yw = as_f64(y)
     nz = fin & (xw != 0)
     info = FORMATS[dst]
     maxf = float(info.code_value(info.max_code))
@@ -141,7 +141,7 @@ def _cast_classes(x: np.ndarray, dst: DType, overflow: str, rounding: str) -> se
     # value (a nonfinite cast says so in every format) — "overflow"; above it but rounding
     # back to it — "above-max"
     y_nf = y if overflow == "nonfinite" else cast(x, dst, rounding=rounding)
-    beyond = nz & ~np.isfinite(_f64(y_nf))
+    beyond = nz & ~np.isfinite(as_f64(y_nf))
     over = nz & (np.abs(xw) > maxf)
     for name, m in (("overflow", beyond), ("above-max", over & ~beyond)):
         if m.any():
@@ -151,13 +151,13 @@ def _cast_classes(x: np.ndarray, dst: DType, overflow: str, rounding: str) -> se
         from tilefoundry.oracle.compare import ordered
 
         o = ordered(y)
-        lo_n = _f64(from_ordered(o - 1, dst))
-        hi_n = _f64(from_ordered(o + 1, dst))
+        lo_n = as_f64(from_ordered(o - 1, dst))
+        hi_n = as_f64(from_ordered(o + 1, dst))
         mids = ((yw + lo_n) / 2, (yw + hi_n) / 2)
         exact = inside & (xw == yw)
         tie = inside & ((xw == mids[0]) | (xw == mids[1]))
         ox = ordered(x)
-        xl, xh = _f64(from_ordered(ox - 1, src)), _f64(from_ordered(ox + 1, src)) \
+        xl, xh = as_f64(from_ordered(ox - 1, src)), as_f64(from_ordered(ox + 1, src)) \
             if src.is_float else (xw - 1, xw + 1)
         near = inside & ~tie & ~exact & (((xl <= mids[0]) & (mids[0] <= xh)) |
                                           ((xl <= mids[1]) & (mids[1] <= xh)))
@@ -171,31 +171,29 @@ def _cast_classes(x: np.ndarray, dst: DType, overflow: str, rounding: str) -> se
 
 
 def _recorder():
-    from tilefoundry.semantics.evaluator.core import _Evaluator
+    from tilefoundry.semantics.evaluator.core import Evaluator
     from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded
-    from tilefoundry.semantics.ir import Call, Function
     from tilefoundry.semantics.ops import Cast
 
-    class Recording(_Evaluator):
+    class Recording(Evaluator):
         seen: collections.Counter
         casts: collections.Counter
 
-        def eval_node(self, node, values, env):
-            v = super().eval_node(node, values, env)
-            if isinstance(node, Call) and not isinstance(node.op, Function):
-                args = tuple(values[id(a)] for a in node.args)
-                op = node.op
-                name = type(op).__name__
-                kind = getattr(op, "kind", None)
-                if isinstance(kind, enum.Enum):
-                    name += f".{kind.value}"
-                dt = _dtype(args[0]) if args else _dtype(v)
-                self.seen[("op", name, dt, _attrs(op), _sharding(args))] += 1
-                if isinstance(op, Cast) and args:
-                    x = args[0].data if isinstance(args[0], Sharded | PerDevice) else args[0]
-                    key = ("cast", _dtype(x), str(op.dtype), op.overflow, op.rounding)
-                    for c in cast_classes(np.asarray(x), op.dtype, op.overflow, op.rounding):
-                        self.casts[(*key, c)] += 1
+        def eval_call(self, node, values, env):
+            v = super().eval_call(node, values, env)
+            args = tuple(values[id(a)] for a in node.args)
+            op = node.op
+            name = type(op).__name__
+            kind = getattr(op, "kind", None)
+            if isinstance(kind, enum.Enum):
+                name += f".{kind.value}"
+            dt = _dtype(args[0]) if args else _dtype(v)
+            self.seen[("op", name, dt, _attrs(op), _sharding(args))] += 1
+            if isinstance(op, Cast) and args:
+                x = args[0].data if isinstance(args[0], Sharded | PerDevice) else args[0]
+                key = ("cast", _dtype(x), str(op.dtype), op.overflow, op.rounding)
+                for c in cast_classes(np.asarray(x), op.dtype, op.overflow, op.rounding):
+                    self.casts[(*key, c)] += 1
             return v
 
     return Recording

@@ -13,10 +13,11 @@ What runs where:
   inputs against the entry's signature, distributes each sharded parameter (``mesh.shard``: every
   rank receives only its own local block) and sends each rank the program and its blocks.
 * Every **rank** evaluates the whole typed entry function on its local data with
-  ``_RankEvaluator``: an op on mesh values runs the reference evaluator's implementation of that
-  op on the rank's local block (``--local-target reference``, the only local target so far), the
-  same local computation ``semantics/evaluator/sharding.py``'s mesh simulation gives that device;
-  the steps that cross devices are the library's collectives:
+  ``RankEvaluator``: an op on mesh values runs the reference evaluator's per-device driver
+  (``semantics/evaluator/mesh_driver.py``, by the op's mesh rule) for the rank's own device with
+  the rank's collectives (``RankDevices``) — the op's implementation on the rank's local block
+  (``--local-target reference``, the only local target so far), the same local computation the
+  mesh simulation (``sharding.AllDevices``) gives that device; the steps that cross devices are the library's collectives:
 
   - ``Reshard`` completing ``Partial(r)``: ``all_reduce`` with SUM / MAX / MIN in the value's
     own dtype (gloo reduces f32 / f64 / f16 / bf16 / integers itself). A dtype the library does
@@ -67,7 +68,6 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,7 @@ from tilefoundry.errors import (
     RunTimeCheckError,
     TilefoundryError,
 )
+from tilefoundry.semantics.evaluator.mesh_driver import MeshDevices
 from tilefoundry.semantics.formats import DType
 
 __all__ = ["DistributedBackend", "DistributedRankError"]
@@ -403,60 +404,76 @@ def reshard_local(comm: _Comm, x: Any, target: Any, coord: tuple) -> Any:
 # =============================================================================================
 # the per-rank evaluator
 # =============================================================================================
-def _rank_evaluator_class():
-    from tilefoundry.semantics.evaluator.core import _Evaluator
-    from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx, EvaluationError
-    from tilefoundry.semantics.ir import Call, Function
-    from tilefoundry.semantics.typeinfer.core import TypeInferError
-    from tilefoundry.semantics.typeinfer.functions import (
-        dim_env,
-        resolved_target,
-        select_variant,
-    )
+class RankDevices(MeshDevices):
+    """The collectives of one ``torch.distributed`` rank (``mesh_driver.MeshDevices``): the rank
+    computes its own device; values are ``LocalShard`` / ``LocalVarying``; all-gathers run in
+    the rank's process group along the mesh axes (``_Comm``)."""
 
-    class _RankEvaluator(_Evaluator):
-        """The reference evaluator on one rank's local data; cross-device steps are
-        collectives."""
+    def __init__(self, comm: _Comm, coord_for):
+        self.comm = comm
+        self.coord_for = coord_for
+
+    def is_sharded(self, v: object) -> bool:
+        return isinstance(v, LocalShard)
+
+    def is_varying(self, v: object) -> bool:
+        return isinstance(v, LocalVarying)
+
+    def layout(self, v: LocalShard):
+        return v.layout
+
+    def mesh_of(self, v: LocalShard | LocalVarying):
+        return v.layout.mesh if isinstance(v, LocalShard) else v.mesh
+
+    def coords(self, mesh) -> list[tuple[int, ...]]:
+        return [self.coord_for(mesh)]
+
+    def block(self, v: LocalShard | LocalVarying, coord: tuple[int, ...]) -> np.ndarray:
+        return np.array(v.block, order="C")
+
+    def assemble(self, t, mesh, results: list, varying: bool) -> Any:
+        (r,) = results
+        return _wrap(t, r, mesh, varying)
+
+    def all_gather(self, v: LocalShard, axes: list[int]) -> LocalShard:
+        out, block = _gather_axes(self.comm, v.layout, v.block, axes)
+        return LocalShard(out, block)
+
+    def to_global(self, v: LocalShard) -> np.ndarray:
+        return _to_global(self.comm, v)
+
+    def align(self, v: Any, out) -> LocalShard:
+        return LocalShard(out, _align(v, out, self.coord_for(out.mesh)))
+
+
+def _rank_evaluator_class():
+    from tilefoundry.semantics.evaluator.core import Evaluator, op_hook
+    from tilefoundry.semantics.evaluator.mesh_driver import run_on_mesh
+    from tilefoundry.semantics.ops.sharding import Local, Reshard
+
+    class RankEvaluator(Evaluator):
+        """The reference evaluator on one rank's local data: the per-device driver with this
+        rank's collectives (``RankDevices``); Reshard and Local are the rank's own."""
 
         def __init__(self, session, comm: _Comm, extents_to_coord):
             super().__init__(session)
             self.comm = comm
             self.coord_for = extents_to_coord
+            self.devices = RankDevices(comm, extents_to_coord)
 
-        def call_function(self, fn: Function, args: list[Any]) -> Any:
-            if fn.body is None:
-                try:
-                    fn = select_variant(fn, [_shape_of(a) for a in args])
-                except TypeInferError as e:
-                    raise EvaluationError(f"dispatch of @{fn.name} on argument shapes "
-                                          f"{[_shape_of(a) for a in args]}: {e}") from None
-            env = dim_env(fn.params, [_shape_of(a) for a in args])
-            values: dict[int, Any] = {id(p): a for p, a in zip(fn.params, args, strict=True)}
-            return self.eval_expr(fn.body, values, env)
+        def shape_of(self, v: Any) -> tuple:
+            return _shape_of(v)
 
-        def eval_node(self, node, values: dict[int, Any], env: Mapping[str, int]) -> Any:
-            if not isinstance(node, Call) or isinstance(node.op, Function):
-                if isinstance(node, Call):
-                    args = [values[id(a)] for a in node.args]
-                    return self.call_function(resolved_target(node, self.session), args)
-                return super().eval_node(node, values, env)
-            args = tuple(values[id(a)] for a in node.args)
-            impl = EVALUATORS.get(type(node.op))
-            if impl is None:
-                raise EvaluationError(f"{type(node.op).__name__}: the reference evaluator has "
-                                      f"no implementation of this op yet")
-            ctx = EvalCtx(node.op, node, node.checked_type, [], args, env)
-            from tilefoundry.semantics.ops.sharding import Local, Reshard
+        def is_mesh_value(self, v: Any) -> bool:
+            return _is_local_mesh(v)
 
-            if isinstance(node.op, Reshard):
-                return self.reshard(ctx, args)
-            if isinstance(node.op, Local):
-                return self.local(ctx, args)
-            if any(_is_local_mesh(a) for a in args):
-                return self.on_mesh(ctx, impl, args)
-            return impl(ctx, args)
+        def check_result_size(self, node, env) -> None:
+            pass  # the driver's reference run checked the global sizes already
 
-        # -- sharding ops ------------------------------------------------------------------------
+        def on_mesh(self, ctx, impl, args):
+            return run_on_mesh(ctx, impl, args, self.devices)
+
+        @op_hook(Reshard)
         def reshard(self, ctx, args):
             from tilefoundry.semantics.types import ShardLayout, TensorType
 
@@ -470,6 +487,7 @@ def _rank_evaluator_class():
             coord = self.coord_for(mesh) if mesh is not None else ()
             return reshard_local(self.comm, x, target, coord)
 
+        @op_hook(Local)
         def local(self, ctx, args):
             (x,) = args
             if not isinstance(x, LocalShard):
@@ -479,127 +497,7 @@ def _rank_evaluator_class():
                 return np.array(x.block, copy=True, order="C")
             return LocalVarying(x.layout.mesh, np.array(x.block, copy=True, order="C"))
 
-        # -- the per-device driver, for this rank's device ---------------------------------------
-        def on_mesh(self, ctx, impl, args):
-            from tilefoundry.semantics.evaluator.sharding import local_type
-            from tilefoundry.semantics.ops.math import Binary
-            from tilefoundry.semantics.ops.tensor import (
-                CacheUpdate,
-                Gather,
-                InsertSlice,
-                Rank,
-                Reduce,
-                Reshape,
-                ShapeOf,
-            )
-            from tilefoundry.semantics.types import TensorType
-
-            op = ctx.op
-            flat = list(_flatten(args))
-            if any(isinstance(a, LocalVarying) for a in flat) and \
-                    any(isinstance(a, LocalShard) for a in flat):
-                ctx.error("a device-varying value (from Local) meets a ShardLayout-typed value "
-                          "in one op")
-            mesh = next(a.layout.mesh if isinstance(a, LocalShard) else a.mesh for a in flat
-                        if isinstance(a, LocalShard | LocalVarying))
-            coord = self.coord_for(mesh)
-            if isinstance(op, ShapeOf | Rank):
-                glob = tuple(np.zeros(a.shape, np.int8) if isinstance(a, LocalShard) else
-                             (a.block if isinstance(a, LocalVarying) else a) for a in args)
-                return impl(ctx, glob)
-            out_t = ctx.out_type
-            if isinstance(op, Reduce) and isinstance(args[0], LocalShard):
-                args = (self._gather_reduced(args[0], op),)
-            if isinstance(op, Binary) and isinstance(out_t, TensorType) and \
-                    out_t.shard is not None:
-                args = tuple(LocalShard(out_t.shard, _align(a, out_t.shard, coord))
-                             for a in args)
-            if isinstance(op, Gather) and isinstance(args[0], LocalShard):
-                r = self._gather_split(ctx, impl, args, coord)
-                if r is not None:
-                    return r
-            if isinstance(op, Reshape) and isinstance(out_t, TensorType) and \
-                    out_t.shard is not None:
-                local = Reshape(tuple(out_t.shard.local_axis_extents()))
-                ctx = EvalCtx(local, ctx.call, out_t, ctx.contracts, ctx.args, ctx.dims)
-            if isinstance(op, InsertSlice | CacheUpdate) and isinstance(args[0], LocalShard):
-                args = _write_split_args(op, args, coord)
-            local = _local_args(args)
-            lctx = EvalCtx(ctx.op, ctx.call, local_type(ctx.out_type), [], local, ctx.dims)
-            r = impl(lctx, local)
-            varying = any(isinstance(a, LocalVarying) for a in flat)
-            return _wrap(ctx.out_type, r, mesh, varying)
-
-        def _gather_reduced(self, x: LocalShard, op):
-            from tilefoundry.semantics.types import Split
-
-            lay = x.layout
-            rank = len(lay.layout.shape)
-            red = {a % rank for a in op.axes}
-            aop = lay.layout.axis_of_position
-            axes = [i for i, a in enumerate(lay.attrs)
-                    if isinstance(a, Split) and aop[a.position] in red]
-            if not axes:
-                return x
-            out, block = _gather_axes(self.comm, lay, x.block, axes)
-            return LocalShard(out, block)
-
-        def _gather_split(self, ctx, impl, args, coord):
-            from tilefoundry.semantics.evaluator.mesh import _neutral_sum
-            from tilefoundry.semantics.evaluator.sharding import global_indices, local_type
-            from tilefoundry.semantics.formats import dtype_of
-            from tilefoundry.semantics.types import Split
-
-            x, idx = args
-            lay = x.layout
-            rank = len(lay.layout.shape)
-            axis = ctx.op.axis % rank
-            on = [(i, a) for i, a in enumerate(lay.attrs)
-                  if isinstance(a, Split) and lay.layout.axis_of_position[a.position] == axis]
-            if not on:
-                return None
-            if isinstance(idx, LocalShard):
-                idx = _to_global(self.comm, idx)
-            if isinstance(idx, LocalVarying):
-                ctx.error("indices vary by device (from Local); gather needs replicated "
-                          "indices")
-            ((i, _),) = on
-            n_glob = lay.layout.axis_extents[axis]
-            blk = n_glob // lay.mesh.axis_extents[i]
-            iv = global_indices(ctx, idx, n_glob, axis)
-            dt = dtype_of(x.block)
-            neutral = _neutral_sum(dt) if dt is not DType.F8E8M0 else None
-            lo = coord[i] * blk
-            own = (iv >= lo) & (iv < lo + blk)
-            li = np.where(own, iv - lo, 0).astype(np.asarray(idx).dtype)
-            local = (np.array(x.block, order="C"), li)
-            lctx = EvalCtx(ctx.op, ctx.call, local_type(ctx.out_type), [], local, ctx.dims)
-            r = impl(lctx, local)
-            mask = own.reshape((1,) * axis + own.shape + (1,) * (r.ndim - axis - own.ndim))
-            return _wrap(ctx.out_type, np.where(mask, r, neutral).astype(r.dtype), lay.mesh,
-                         False)
-
-    return _RankEvaluator
-
-
-def _flatten(args):
-    for a in args:
-        if isinstance(a, tuple):
-            yield from _flatten(a)
-        else:
-            yield a
-
-
-def _local_args(args: tuple) -> tuple:
-    out = []
-    for a in args:
-        if isinstance(a, LocalShard | LocalVarying):
-            out.append(np.array(a.block, order="C"))
-        elif isinstance(a, tuple):
-            out.append(_local_args(a))
-        else:
-            out.append(a)
-    return tuple(out)
+    return RankEvaluator
 
 
 def _wrap(t, r, mesh, varying: bool):
@@ -621,12 +519,12 @@ def _align(v: Any, out, coord: tuple) -> np.ndarray:
     (the rank-local version of ``sharding.align``)."""
     from tilefoundry.semantics.evaluator.mesh import shard
     from tilefoundry.semantics.evaluator.registry import EvaluationError
-    from tilefoundry.semantics.evaluator.sharding import _replicated
+    from tilefoundry.semantics.evaluator.sharding import replicated
     from tilefoundry.semantics.types import Broadcast, Partial, Split
 
     if isinstance(v, np.ndarray):
         full = np.broadcast_to(v, tuple(out.layout.axis_extents))
-        return _contig(shard(np.array(full, order="C"), _replicated(out)).data[coord])
+        return _contig(shard(np.array(full, order="C"), replicated(out)).data[coord])
     if not isinstance(v, LocalShard):
         raise EvaluationError(f"cannot combine a {type(v).__name__} value with a sharded one")
     if v.layout.mesh != out.mesh:
@@ -650,36 +548,6 @@ def _align(v: Any, out, coord: tuple) -> np.ndarray:
                 raise EvaluationError(f"an operand's {a} on mesh axis {out.mesh.axis_names[i]} "
                                       f"cannot be read through the result's {b}")
     return _contig(data).reshape(out.local_axis_extents())
-
-
-def _write_split_args(op, args: tuple, coord: tuple) -> tuple:
-    """InsertSlice / CacheUpdate into a destination with Splits: a replicated update covers a
-    split axis whole, so this device writes its own block of it (``sharding._write_split``)."""
-    from tilefoundry.semantics.evaluator.sharding import _natural_axis
-    from tilefoundry.semantics.ops.tensor import InsertSlice
-    from tilefoundry.semantics.types import Split
-
-    dst = args[0]
-    upd_i = 1 if isinstance(op, InsertSlice) else 3
-    splits = [(i, a.position) for i, a in enumerate(dst.layout.attrs) if isinstance(a, Split)]
-    upd = args[upd_i]
-    own = isinstance(upd, LocalShard) and all(
-        isinstance(upd.layout.attrs[i], Split) for i, _ in splits)
-    if own or not splits:
-        return args
-    u = upd.block if isinstance(upd, LocalShard) else np.asarray(upd)
-    mesh = dst.layout.mesh
-    for i, p in splits:
-        if isinstance(upd, LocalShard) and isinstance(upd.layout.attrs[i], Split):
-            continue
-        a = _natural_axis(dst.layout, p)
-        blk = u.shape[a] // mesh.axis_extents[i]
-        sl = [slice(None)] * u.ndim
-        sl[a] = slice(coord[i] * blk, (coord[i] + 1) * blk)
-        u = u[tuple(sl)]
-    out = list(args)
-    out[upd_i] = np.array(u, order="C")
-    return tuple(out)
 
 
 # =============================================================================================
@@ -850,7 +718,7 @@ def _rank_run_compiled(comm: _Comm, module, entry: str, shapes, blocks, target: 
 def _rank_collective(comm: _Comm, st, sm, values, coord: tuple) -> np.ndarray:
     """This rank's value of a ``MeshProgram`` collective step (``lower_mesh.run_collective``
     is the simulation of all devices at once; this is one device of it)."""
-    from tilefoundry.semantics.evaluator.mesh import _neutral_sum
+    from tilefoundry.semantics.evaluator.mesh import neutral_sum
     from tilefoundry.semantics.formats import dtype_of
     from tilefoundry.semantics.types import Broadcast, Partial, ShardLayout, Split
 
@@ -886,7 +754,7 @@ def _rank_collective(comm: _Comm, st, sm, values, coord: tuple) -> np.ndarray:
                 sl[b.position] = slice(coord[i] * blk, (coord[i] + 1) * blk)
                 data = data[tuple(sl)]
             elif isinstance(b, Partial) and b.reduction == "sum" and coord[i] != 0:
-                data = np.full_like(data, _neutral_sum(dtype_of(data)))
+                data = np.full_like(data, neutral_sum(dtype_of(data)))
             elif not isinstance(b, Partial | Broadcast):
                 raise TilefoundryError(f"slice to {b} on mesh axis {i}")
         return _contig(data).reshape(tgt.local_axis_extents())
@@ -912,7 +780,7 @@ def _rank_collective(comm: _Comm, st, sm, values, coord: tuple) -> np.ndarray:
             return _contig(np.where(own, iv - lo, 0).astype(x.dtype))
         r = x
         mask = own.reshape((1,) * axis + own.shape + (1,) * (r.ndim - axis - own.ndim))
-        return _contig(np.where(mask, r, _neutral_sum(dtype_of(r))).astype(r.dtype))
+        return _contig(np.where(mask, r, neutral_sum(dtype_of(r))).astype(r.dtype))
     raise TilefoundryError(f"unknown collective step {st.kind!r}")
 
 
@@ -1105,14 +973,13 @@ class DistributedBackend:
         self._case_no = 0
 
     def capabilities(self) -> Capabilities:
-        # the ranks evaluate through the reference's op rules with this backend's own sharded
-        # dispatch (operand alignment, split-axis gathers), written for ops whose operands
-        # share the result's shape: the tile family's Select, which broadcasts its operands,
-        # is not claimed
+        # the ranks evaluate every op through the reference's op rules and the shared
+        # per-device driver (its mesh rules: operand alignment, split-axis gathers, ...), the
+        # tile family's Select (operands broadcast to the result) included
         from tilefoundry.semantics.ops import ALL_OPS
 
         return Capabilities.everything(
-            ops=frozenset(c.__name__ for c in ALL_OPS if c.__name__ != "Select"),
+            ops=frozenset(c.__name__ for c in ALL_OPS),
             dtypes=frozenset(d for d in DType if d is not DType.F4E2M1), mesh=True)
 
     def compile(self, module: Any, entry: str) -> Any:
@@ -1147,7 +1014,7 @@ class DistributedBackend:
     # -- a case ------------------------------------------------------------------------------------
     def run(self, compiled: Any, inputs: list[np.ndarray]) -> Any:
         from tilefoundry.semantics.evaluator import families  # noqa: F401
-        from tilefoundry.semantics.evaluator.core import _check_inputs, shape_of
+        from tilefoundry.semantics.evaluator.core import check_inputs, shape_of
         from tilefoundry.semantics.evaluator.mesh import Sharded
         from tilefoundry.semantics.evaluator.registry import EvaluationError
         from tilefoundry.semantics.typeinfer.core import Session, TypeInferError
@@ -1162,7 +1029,7 @@ class DistributedBackend:
                     fn = select_variant(fn, [shape_of(x) for x in inputs])
                 except TypeInferError as e:
                     raise EvaluationError(f"dispatch of @{fn.name}: {e}") from None
-            args = _check_inputs(fn, list(inputs))
+            args = check_inputs(fn, list(inputs))
         except EvaluationError as e:
             check = reference_check(e)
             if check is None:
@@ -1290,8 +1157,7 @@ def _as_list(v: Any) -> list:
 
 def _meshes(m) -> list:
     """Every mesh of the typed module's ShardLayouts."""
-    from tilefoundry.oracle.reduce import nodes
-    from tilefoundry.semantics.ir import GridRegionExpr
+    from tilefoundry.semantics.ir import reachable, yield_children
     from tilefoundry.semantics.types import TensorType, TupleType
 
     found: dict[tuple, Any] = {}
@@ -1310,15 +1176,7 @@ def _meshes(m) -> list:
                 see(p.type)
             if fn.body is None:
                 continue
-            stack = [fn.body]
-            seen: set[int] = set()
-            while stack:
-                for n in nodes(stack.pop()):
-                    if id(n) in seen:
-                        continue
-                    seen.add(id(n))
-                    if n.has_type:
-                        see(n.checked_type)
-                    if isinstance(n, GridRegionExpr):
-                        stack.extend(n.yield_values)
+            for n in reachable(fn.body, yield_children):
+                if n.has_type:
+                    see(n.checked_type)
     return list(found.values())

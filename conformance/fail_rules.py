@@ -126,15 +126,15 @@ def rule_for(contract: str, op_label: str, dtype: str) -> tuple[str, str]:
 
 def _labels(verdict: Any) -> tuple[list[str], list[str]]:
     """The producing op label and the dtype of each output of ``verdict``."""
-    from tilefoundry.oracle.compare import _as_outputs, _gather
-    from tilefoundry.oracle.diagnose import _producer_label
+    from tilefoundry.oracle.compare import as_outputs, gather_outputs
+    from tilefoundry.oracle.diagnose import producer_label
     from tilefoundry.semantics.formats import dtype_of
 
     ev = verdict.reference
     n = len(verdict.outputs)
     ops, dts = ["?"] * n, ["?"] * n
     try:
-        values = [_gather(x) for x in _as_outputs(ev.value)]
+        values = [gather_outputs(x) for x in as_outputs(ev.value)]
     except Exception:  # no reference value to read: the dtype stays unnamed
         values = []
     for o in verdict.outputs:
@@ -142,7 +142,7 @@ def _labels(verdict: Any) -> tuple[list[str], list[str]]:
         d = getattr(o, "diagnosis", None)
         label = getattr(d, "op", "") if d is not None else ""
         if not label and getattr(ev, "entry_fn", None) is not None:
-            label = _producer_label(ev.entry_fn, i)
+            label = producer_label(ev.entry_fn, i)
         if i < n:
             ops[i] = label or "?"
             try:

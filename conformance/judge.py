@@ -200,7 +200,9 @@ def _diagnosed(module: Any, entry: str, inputs: list, observed: Any, v: Any) -> 
 def _tolerance(verdict: Any, observed: Any, ulp: int) -> tuple[bool, float]:
     """Whether every FAIL output of ``verdict`` is a float output within ``ulp`` of the
     reference (see manifest.py), and the worst distance."""
-    from tilefoundry.oracle.compare import _as_outputs, _gather, ulp_distance
+    from tilefoundry.oracle.compare import as_outputs as _as_outputs
+    from tilefoundry.oracle.compare import gather_outputs as _gather
+    from tilefoundry.oracle.compare import ulp_distance
     from tilefoundry.semantics.formats import dtype_of
 
     exp = [_gather(x) for x in _as_outputs(verdict.reference.value)]

@@ -610,7 +610,7 @@ def write_reproducer(path: str | Path, *, case_id: str, family: str, seed: int, 
     backend, dtypes and shapes) and ``repro.py``, which re-runs the comparison with only
     tilefoundry and the backend installed: ``python repro.py --backend SPEC``. Nothing in it is
     a pickle and nothing in it runs when it is loaded (``load_reproducer``)."""
-    from tilefoundry.oracle.compare import _as_outputs, _gather
+    from tilefoundry.oracle.compare import as_outputs, gather_outputs
 
     p = Path(path)
     p.mkdir(parents=True, exist_ok=True)
@@ -633,8 +633,8 @@ def write_reproducer(path: str | Path, *, case_id: str, family: str, seed: int, 
     (p / "inputs.hex.txt").write_text("\n".join(hexes) + "\n")
     ref = verdict.reference.value if verdict.reference is not None else None
     tuple_result = isinstance(ref, tuple | list)
-    expected = [_gather(x) for x in _as_outputs(ref)] if ref is not None else []
-    got = [_gather(x) for x in _as_outputs(observed)]
+    expected = [gather_outputs(x) for x in as_outputs(ref)] if ref is not None else []
+    got = [gather_outputs(x) for x in as_outputs(observed)]
     ex_meta, ob_meta = [], []
     for i, e in enumerate(expected):
         bits, dt = _bits(e)

@@ -107,7 +107,7 @@ def _importable_hint(d: Path, spec: str) -> str:
 
 def _load(d: Path, spec: str):
     """The candidate callable of ``spec``, or a one-line reason it cannot be loaded."""
-    from tilefoundry.oracle.repro import load_candidate
+    from tilefoundry.conformance.repro import load_candidate
 
     try:
         return load_candidate(spec), None

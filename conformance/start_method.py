@@ -171,11 +171,11 @@ def resolve_cases(source: Any) -> Sequence:
             cat = load_catalog(source.seed, catalog=source.catalog, backend_caps=source.caps)
             return [cat[i] for i in source.ids]
         if isinstance(source, _Pickled):
-            from tilefoundry.loading import _load_file
+            from tilefoundry.loading import load_file
 
             for _name, path in source.files:
                 with contextlib.suppress(TilefoundryError):
-                    _load_file(path, "a case module", path)
+                    load_file(path, "a case module", path)
             return pickle.loads(source.data)
     except Exception as e:
         return _Unbuildable(f"the worker could not rebuild the cases ({type(e).__name__}: "

@@ -425,7 +425,7 @@ def _upstream(root: Expr) -> list[Expr]:
 
 def _outputs(fn) -> list[tuple[Expr, int | None]]:
     """(producing node, tuple index or None) per output of ``fn``: the leaves of its result in
-    order, as ``_as_outputs`` lists them (a leaf of a nested tuple field of a node that is no
+    order, as ``as_outputs`` lists them (a leaf of a nested tuple field of a node that is no
     ``Tuple`` has that node as its producer, index None)."""
     from tilefoundry.semantics.types import TupleType
 
@@ -557,24 +557,24 @@ class _NotCheckable(Exception):
 # ---------------------------------------------------------------------------------------------
 # the entry points
 # ---------------------------------------------------------------------------------------------
-def _as_outputs(v: Any, top: bool = True) -> list:
+def as_outputs(v: Any, top: bool = True) -> list:
     """The outputs of a result (a value, or a tuple / list of them): its leaves in order, a
     nested tuple flattened (a list inside is a value: not an array, an ERROR)."""
     if isinstance(v, tuple) or (top and isinstance(v, list)):
-        return [x for f in v for x in _as_outputs(f, False)]
+        return [x for f in v for x in as_outputs(f, False)]
     return [v]
 
 
-def _gather(v: Any) -> Any:
+def gather_outputs(v: Any) -> Any:
     if isinstance(v, Sharded):
         return unshard(v)
     if isinstance(v, tuple | list):
-        return type(v)(_gather(f) for f in v)
+        return type(v)(gather_outputs(f) for f in v)
     return v
 
 
 def _validate(expected: list, observed: Any) -> tuple[list | None, str]:
-    got = _as_outputs(observed)
+    got = as_outputs(observed)
     if len(got) != len(expected):
         return None, (f"the candidate returned {len(got)} output(s), the program has "
                       f"{len(expected)}")
@@ -628,7 +628,7 @@ def check(module: Module, entry: str, inputs: Sequence[Any], observed: Any, *,
         ev = evaluate(module, entry, inputs, report=True)
     if not enclose:
         encs = None
-    expected = [_gather(x) for x in _as_outputs(ev.value)]
+    expected = [gather_outputs(x) for x in as_outputs(ev.value)]
     got, why = _validate(expected, observed)
     if got is None:
         return Verdict(ERROR, (), why, reference=ev)

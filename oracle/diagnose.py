@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tilefoundry.oracle.compare import FAIL, Verdict, _as_outputs, _gather, class_codes
+from tilefoundry.oracle.compare import FAIL, Verdict, as_outputs, class_codes, gather_outputs
 from tilefoundry.oracle.relax import NAMES, NARROW, Admit, applicable
 from tilefoundry.semantics.formats import dtype_of
 
@@ -93,30 +93,21 @@ class Diagnosis:
 def program_relaxations(fn: Any) -> tuple[str, ...]:
     """The relaxations that apply to some op reachable from ``fn`` (callee bodies included),
     in table order."""
-    from tilefoundry.semantics.ir import Call, Function, GridRegionExpr, Tuple, TupleGetItem
+    from tilefoundry.semantics.ir import Call, Function, loop_children, reachable
 
-    seen: set[int] = set()
     found: set[str] = set()
     narrow = False
-    stack = [fn.body] if getattr(fn, "body", None) is not None else []
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, Call):
-            stack.extend(e.args)
-            if isinstance(e.op, Function):
-                if e.op.body is not None:
-                    stack.append(e.op.body)
-            else:
-                found |= applicable(e.op)
-        elif isinstance(e, Tuple):
-            stack.extend(e.fields)
-        elif isinstance(e, TupleGetItem):
-            stack.append(e.tuple_value)
-        elif isinstance(e, GridRegionExpr):
-            stack.extend([*e.init_args, *e.yield_values, e.body])
+
+    def children(e: Any) -> list:  # callee bodies are entered too
+        kids = loop_children(e)
+        if isinstance(e, Call) and isinstance(e.op, Function) and e.op.body is not None:
+            kids.append(e.op.body)
+        return kids
+
+    body = getattr(fn, "body", None)
+    for e in reachable(body, children) if body is not None else ():
+        if isinstance(e, Call) and not isinstance(e.op, Function):
+            found |= applicable(e.op)
         t = getattr(e, "checked_type", None) if getattr(e, "has_type", False) else None
         if getattr(t, "dtype", None) in NARROW:
             narrow = True
@@ -128,16 +119,16 @@ def program_relaxations(fn: Any) -> tuple[str, ...]:
 def contains_signed(enc: Any, o: np.ndarray, nsz: bool) -> np.ndarray:
     """``enc.contains(o)``, with a zero's sign judged unless ``nsz``: -0 needs the enclosure
     to reach below 0 (or to -0), +0 above (or to +0)."""
-    from tilefoundry.oracle.enclosure import _f64
+    from tilefoundry.oracle.enclosure import as_f64
 
     base = np.asarray(enc.contains(o), bool)
     if nsz or not dtype_of(o).is_float:
         return base
-    ow = _f64(o)
+    ow = as_f64(o)
     zero = ow == 0
     if not zero.any():
         return base
-    lo, hi = _f64(enc.lo), _f64(enc.hi)
+    lo, hi = as_f64(enc.lo), as_f64(enc.hi)
     lo_neg = (lo < 0) | ((lo == 0) & np.signbit(lo))
     hi_pos = (hi > 0) | ((hi == 0) & ~np.signbit(hi))
     return np.where(zero, base & np.where(np.signbit(ow), lo_neg, hi_pos), base)
@@ -229,8 +220,8 @@ def diagnose(module: Any, entry: str, inputs: Sequence[Any], observed: Any, verd
     if not fails or verdict.reference is None:
         return verdict
     ev = verdict.reference
-    expected = [_gather(x) for x in _as_outputs(ev.value)]
-    got = [np.asarray(_gather(x)) for x in _as_outputs(observed)]
+    expected = [gather_outputs(x) for x in as_outputs(ev.value)]
+    got = [np.asarray(gather_outputs(x)) for x in as_outputs(observed)]
     fn = ev.entry_fn
     names = program_relaxations(fn) if fn is not None else NAMES
     search = _Search(module, entry, inputs, fails, expected, got)
@@ -270,7 +261,7 @@ def diagnose(module: Any, entry: str, inputs: Sequence[Any], observed: Any, verd
         n_none = int(nones[j].sum())
         total_none += n_none
         d = Diagnosis(least(("out", j)) if not n_none else (), n_none, int(bad.sum()), names,
-                      len(search.cache), tuple(cls), greedy, _producer_label(fn, o.output))
+                      len(search.cache), tuple(cls), greedy, producer_label(fn, o.output))
         outs[outs.index(o)] = replace(o, diagnosis=d)
     case = Diagnosis(least("case") if not total_none else (), total_none,
                      int(sum(int(b.sum()) for b in bads)), names, len(search.cache), (),
@@ -278,7 +269,7 @@ def diagnose(module: Any, entry: str, inputs: Sequence[Any], observed: Any, verd
     return replace(verdict, outputs=tuple(outs), diagnosis=case)
 
 
-def _producer_label(fn: Any, i: int) -> str:
+def producer_label(fn: Any, i: int) -> str:
     from tilefoundry.oracle.compare import _outputs, _producer
     from tilefoundry.oracle.relax import op_label
     from tilefoundry.semantics.ir import Call
@@ -302,8 +293,8 @@ def judge_under(module: Any, entry: str, inputs: Sequence[Any], observed: Any,
     from tilefoundry.oracle.enclosure import Enc
     from tilefoundry.oracle.enclosure_eval import evaluate_relaxed
 
-    expected = [_gather(x) for x in _as_outputs(verdict.reference.value)]
-    got = [np.asarray(_gather(x)) for x in _as_outputs(observed)]
+    expected = [gather_outputs(x) for x in as_outputs(verdict.reference.value)]
+    got = [np.asarray(gather_outputs(x)) for x in as_outputs(observed)]
     encs, reached = evaluate_relaxed(module, entry, inputs, admit)
     nsz = "nsz" in admit.names
     for o in fails:

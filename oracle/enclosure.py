@@ -57,7 +57,7 @@ def register_enclosure(*op_classes: type):
 # ---------------------------------------------------------------------------------------------
 # the enclosure type
 # ---------------------------------------------------------------------------------------------
-def _f64(x: np.ndarray) -> np.ndarray:
+def as_f64(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     dt = dtype_of(x)
     with np.errstate(all="ignore"):
@@ -68,7 +68,7 @@ def _f64(x: np.ndarray) -> np.ndarray:
 
 def _isnan(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
-    return np.isnan(_f64(x)) if dtype_of(x).is_float else np.zeros(x.shape, bool)
+    return np.isnan(as_f64(x)) if dtype_of(x).is_float else np.zeros(x.shape, bool)
 
 
 @functools.cache
@@ -169,16 +169,16 @@ class Enc:
         if dt is DType.BOOL:
             return self.real & (self.lo != self.hi)
         lo_e, hi_e = _extreme(dt, -1), _extreme(dt, 1)
-        full = self.real & (_f64(self.lo) <= _f64(lo_e)) & (_f64(self.hi) >= _f64(hi_e))
+        full = self.real & (as_f64(self.lo) <= as_f64(lo_e)) & (as_f64(self.hi) >= as_f64(hi_e))
         return full & (self.nan | (not dt.is_float))
 
     def contains(self, o: np.ndarray) -> np.ndarray:
         o = np.asarray(o)
         on = _isnan(o)
-        ow = _f64(o)
-        inside = self.real & (_f64(self.lo) <= ow) & (ow <= _f64(self.hi))
+        ow = as_f64(o)
+        inside = self.real & (as_f64(self.lo) <= ow) & (ow <= as_f64(self.hi))
         if self.cands is not None:
-            inside = inside & np.any(_f64(self.cands) == ow, axis=0)
+            inside = inside & np.any(as_f64(self.cands) == ow, axis=0)
         if self.nan_bits is not None:
             inside = inside | (self.nan_bits & is_f32_nan_pattern(o))
         return np.where(on, self.nan, inside)
@@ -197,7 +197,7 @@ class Enc:
     def width_ulps(self) -> np.ndarray:
         """Per element, the real part's width in ulps of the dtype (0 for a point; float)."""
         if not self.dtype.is_float:
-            return np.where(self.real, _f64(self.hi) - _f64(self.lo), 0.0)
+            return np.where(self.real, as_f64(self.hi) - as_f64(self.lo), 0.0)
         return np.where(self.real, (ordered(self.hi) - ordered(self.lo)).astype(np.float64), 0.0)
 
     def widen_ulps(self, k: float) -> Enc:
@@ -220,8 +220,8 @@ def is_f32_nan_pattern(o: np.ndarray) -> np.ndarray:
 
 
 def hull(a: Enc, b: Enc) -> Enc:
-    lo = np.where(~a.real, b.lo, np.where(~b.real | (_f64(a.lo) <= _f64(b.lo)), a.lo, b.lo))
-    hi = np.where(~a.real, b.hi, np.where(~b.real | (_f64(a.hi) >= _f64(b.hi)), a.hi, b.hi))
+    lo = np.where(~a.real, b.lo, np.where(~b.real | (as_f64(a.lo) <= as_f64(b.lo)), a.lo, b.lo))
+    hi = np.where(~a.real, b.hi, np.where(~b.real | (as_f64(a.hi) >= as_f64(b.hi)), a.hi, b.hi))
     nb = None if a.nan_bits is None and b.nan_bits is None else \
         nan_bits_of(a) | nan_bits_of(b)
     return Enc(lo, hi, a.nan | b.nan, a.real | b.real, a.cause or b.cause, nb)
@@ -240,7 +240,7 @@ def from_candidates(cands: list[np.ndarray], nan_in: np.ndarray, dt: DType,
                     cause: str = "", where: str = "") -> Enc:
     """The hull of corner evaluations ``cands`` (arrays of ``dt``). A NaN candidate where the
     operands were not NaN (``nan_in`` false) crosses the domain: that element is everything."""
-    vals = np.stack([_f64(c) for c in cands])
+    vals = np.stack([as_f64(c) for c in cands])
     isn = np.isnan(vals)
     with np.errstate(all="ignore"):
         lo_w = np.where(isn, np.inf, vals).min(0)
@@ -283,7 +283,7 @@ def corners(fn: Callable[..., np.ndarray], encs: list[Enc], extra: list[list[np.
         if dt.is_float and FORMATS[dt].has_sign:
             # an interval does not know the sign of its zeros: where it reaches 0, evaluate at
             # -0 and +0 both (rsqrt(-0) = -inf, rsqrt(+0) = +inf; 1/x alike)
-            lw, hw = _f64(lo), _f64(hi)
+            lw, hw = as_f64(lo), as_f64(hi)
             at0 = e.real & (lw <= 0) & (hw >= 0)
             if np.any(at0):
                 z = cast(np.zeros((), np.float32), dt)

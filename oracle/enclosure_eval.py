@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 
 from tilefoundry.oracle import enclosure_rules as _registers  # noqa: F401  (registers every rule)
+from tilefoundry.oracle.enclosures import core as _rules
 from tilefoundry.oracle import enclosure_tile_mma as _tile_mma  # noqa: F401  (registers)
 from tilefoundry.oracle import enclosure_tile_sort as _tile_sort  # noqa: F401  (registers)
 from tilefoundry.oracle.enclosure import ENCLOSURES, Enc, nan_bits_of
-from tilefoundry.oracle.enclosures import core as _rules
-from tilefoundry.semantics.evaluator.core import Evaluation, _Evaluator, run
+from tilefoundry.semantics.evaluator.core import Evaluation, Evaluator, run
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded
 from tilefoundry.semantics.ir import Call, Function, Module
 from tilefoundry.semantics.ops.tile_select import Bitcast
@@ -28,7 +28,7 @@ SHARDED = "sharded"
 RULES_ON_EXACT: frozenset = frozenset({Bitcast})
 
 
-class EnclosingEvaluator(_Evaluator):
+class EnclosingEvaluator(Evaluator):
     def __init__(self, session: Session):
         super().__init__(session)
         self._encs: dict[int, tuple[Any, Any]] = {}  # id(value) -> (value, enclosure)
@@ -61,11 +61,9 @@ class EnclosingEvaluator(_Evaluator):
         if e is not None:
             self._encs[id(v)] = (v, e)
 
-    def eval_node(self, node, values, env):
-        if not isinstance(node, Call) or isinstance(node.op, Function):
-            return super().eval_node(node, values, env)
+    def eval_call(self, node, values, env):
         n0 = len(self.contracts)
-        v = super().eval_node(node, values, env)
+        v = super().eval_call(node, values, env)
         new = [c for _, c in self.contracts[n0:]]
         args = tuple(values[id(a)] for a in node.args)
         encs = [e.for_operand() if isinstance(e, Enc) else e for e in map(self.enc_of, args)]
@@ -279,7 +277,7 @@ def _mesh_enclosure(node, env, args, encs, v, new) -> Any:
 
 
 def _identity_rows_exact(site: _MeshSite, r: Enc, vdata: np.ndarray) -> Enc:
-    """A Gather along a split axis (a Partial(sum), ``sharding._gather_split``): each device
+    """A Gather along a split axis (a Partial(sum), ``mesh_driver._gather_split``): each device
     writes the sum's identity (``-0``, 0) at the rows it does not own. Those elements are exact
     (no freedom reaches them), so their enclosure is the point of the value there. The movement
     rule cannot tell them apart: it moves the ``nan`` / ``real`` masks as 1 / 0 flags, and the
@@ -302,17 +300,18 @@ def _identity_rows_exact(site: _MeshSite, r: Enc, vdata: np.ndarray) -> Enc:
 
 
 def _special_on_mesh(node, args) -> bool:
-    """Whether ``eval_on_mesh`` takes a path of its own for this call (not one kernel run per
-    device on the device's local data)."""
-    from tilefoundry.semantics.ops.tensor import CacheUpdate, Gather, InsertSlice, Reshape
+    """Whether the per-device driver takes a path of its own for this call by the op's mesh
+    rule (not one kernel run per device on the device's local data)."""
+    from tilefoundry.semantics.evaluator.mesh_rules import MeshRule, mesh_rule
     from tilefoundry.semantics.types import Split, TensorType
 
     op, out_t = node.op, node.checked_type
-    if isinstance(op, Reshape):
+    rule = mesh_rule(op)
+    if rule is MeshRule.LOCAL_RESHAPE:
         return isinstance(out_t, TensorType) and out_t.shard is not None
-    if isinstance(op, InsertSlice | CacheUpdate):
+    if rule is MeshRule.WRITE_SPLIT:
         return isinstance(args[0], Sharded)
-    if isinstance(op, Gather) and isinstance(args[0], Sharded):
+    if rule is MeshRule.GATHER_SPLIT and isinstance(args[0], Sharded):
         lay = args[0].layout
         axis = op.axis % len(lay.layout.shape)
         return any(isinstance(t, Split) and lay.layout.axis_of_position[t.position] == axis
@@ -339,15 +338,13 @@ def _device_hull(e: Enc, mesh_rank: int) -> Enc:
 
 def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
     """The enclosure of a call the mesh simulation runs once per device on local data
-    (``sharding._per_device``): the same pre-movements (the all-gather of a reduced split
+    (``mesh_driver.run_on_mesh``): the same pre-movements (the all-gather of a reduced split
     axis, the alignment of elementwise operands to the result's layout) applied to every
     enclosure component, then the op's plain rule on each device's local operands, local
     enclosures and local result, stacked over the mesh (a plain result: the devices' hull)."""
     from tilefoundry.oracle.enclosure import as_enc
-    from tilefoundry.semantics.evaluator.sharding import _gather_reduced, align, local_type
-    from tilefoundry.semantics.ops.math import Binary
-    from tilefoundry.semantics.ops.tensor import Reduce
-    from tilefoundry.semantics.ops.tile_select import Select
+    from tilefoundry.semantics.evaluator.mesh_rules import MeshRule, mesh_rule
+    from tilefoundry.semantics.evaluator.sharding import align, gather_reduced, local_type
     from tilefoundry.semantics.types import TensorType
 
     op, out_t = node.op, node.checked_type
@@ -361,10 +358,10 @@ def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
         comps = [fn(_rewrap(a, np.asarray(getattr(e, k)))) for k in ("lo", "hi", "nan", "real")]
         return fn(a), Enc(*(np.asarray(_data(c)) for c in comps), e.cause)
 
-    if isinstance(op, Reduce) and isinstance(args[0], Sharded):
-        args[0], encs[0] = moved(lambda s: _gather_reduced(s, op), args[0], encs[0])
-    if isinstance(op, Binary | Select) and isinstance(out_t, TensorType) and \
-            out_t.shard is not None:
+    rule = mesh_rule(op)
+    if rule is MeshRule.GATHER_REDUCED and isinstance(args[0], Sharded):
+        args[0], encs[0] = moved(lambda s: gather_reduced(s, op), args[0], encs[0])
+    if rule is MeshRule.ALIGN and isinstance(out_t, TensorType) and out_t.shard is not None:
         lay = out_t.shard
         for i, a in enumerate(args):
             a2, e2 = moved(lambda s: Sharded(lay, align(s, lay)), a, encs[i])
@@ -372,7 +369,7 @@ def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
     mesh = _mesh_of(next(a for a in args if isinstance(a, Sharded | PerDevice)))
     ext = tuple(mesh.axis_extents)
     lt = local_type(out_t)
-    rule = ENCLOSURES[type(op)]
+    enclose = ENCLOSURES[type(op)]
 
     def local(x, coord):
         return np.array(x.data[coord], order="C") if isinstance(x, Sharded | PerDevice) else x
@@ -389,7 +386,7 @@ def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
         la = tuple(local(a, coord) for a in args)
         le = [local_enc(a, e, coord) for a, e in zip(args, encs, strict=True)]
         lv = tuple(local(f, coord) for f in v) if fields else local(v, coord)
-        r = rule(_rules.Site(op, node, lt, env, le, la, lv, list(new)))
+        r = enclose(_rules.Site(op, node, lt, env, le, la, lv, list(new)))
         if isinstance(r, str) or (fields and isinstance(r, tuple) and
                                   any(isinstance(x, str) for x in r)):
             return SHARDED
@@ -418,10 +415,10 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
     order of the devices' partials (the admitted set: the hull of every tree for at most
     ``ENUMERATE_MAX`` devices, the bound beyond), at the partials' lower and upper ends,
     replicated on the completed axes. Other completions are not enclosed (SHARDED)."""
-    from tilefoundry.oracle.enclosure import _f64, as_enc, with_nan
+    from tilefoundry.oracle.enclosure import as_enc, as_f64, with_nan
     from tilefoundry.oracle.enclosures.tensor import _enumerated_trees, _tree_bounds
     from tilefoundry.semantics.dtypes import dtype_of
-    from tilefoundry.semantics.evaluator.core import _same_sharding
+    from tilefoundry.semantics.evaluator.core import same_sharding
     from tilefoundry.semantics.types import Broadcast, Partial, ShardLayout
 
     src = a.layout
@@ -440,8 +437,8 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
         y = np.transpose(t, order)
         return y.reshape(*y.shape[:a.data.ndim - len(pax)], -1)
 
-    lo = np.where(fibers(x.real), fibers(_f64(x.lo)), np.nan)
-    hi = np.where(fibers(x.real), fibers(_f64(x.hi)), np.nan)
+    lo = np.where(fibers(x.real), fibers(as_f64(x.lo)), np.nan)
+    hi = np.where(fibers(x.real), fibers(as_f64(x.hi)), np.nan)
     n = lo.shape[-1]
     policy = next((c.policy for c in new if c.policy), None) or "unordered_tree"
     dt = dtype_of(a.data)
@@ -457,7 +454,7 @@ def _completion(node, a: Sharded, e: Enc | None, v: Any, new: list) -> Any:
         return np.ascontiguousarray(np.broadcast_to(np.transpose(t, inv), a.data.shape))
 
     done = Enc(back(r.lo), back(r.hi), back(r.nan), back(r.real), r.cause)
-    if isinstance(v, Sharded) and _same_sharding(mid, v.layout):
+    if isinstance(v, Sharded) and same_sharding(mid, v.layout):
         return done
     # the rest is data movement (gather / scatter / all-to-all): the Reshard kernel moves each
     # part of the enclosure from the completed layout
@@ -562,32 +559,30 @@ class RelaxedEvaluator(EnclosingEvaluator):
             out = m if out is False else (out | m)
         return out
 
-    def eval_node(self, node, values, env):
-        from tilefoundry.oracle.relax import relax_operands, relax_result
-        from tilefoundry.semantics.ir import GridRegionExpr, Tuple, TupleGetItem
+    def after_node(self, node, values, v):
+        from tilefoundry.semantics.ir import GridRegionExpr, TupleGetItem
 
-        call = isinstance(node, Call) and not isinstance(node.op, Function)
-        active = self.admit.at(node.op) if call else frozenset()
+        if isinstance(node, GridRegionExpr):
+            self.loops = True
+        if isinstance(node, TupleGetItem):
+            if self.touched(v) is False and \
+                    self.touched(values[id(node.tuple_value)]) is not False:
+                self._mark(v, True)
+        elif isinstance(node, Call) and isinstance(node.op, Function):
+            if any(self.touched(values[id(a)]) is not False for a in node.args):
+                self._mark(v, True)
+        return v  # a Tuple's fields carry their own marks; an op Call is marked in eval_call
+
+    def eval_call(self, node, values, env):
+        from tilefoundry.oracle.relax import relax_operands, relax_result
+
+        active = self.admit.at(node.op)
         if not active:
-            v = super().eval_node(node, values, env)
-            if isinstance(node, GridRegionExpr):
-                self.loops = True
-            if isinstance(node, TupleGetItem):
-                if self.touched(v) is False and \
-                        self.touched(values[id(node.tuple_value)]) is not False:
-                    self._mark(v, True)
-            elif isinstance(node, Tuple):
-                pass  # its fields carry their own marks
-            elif isinstance(node, Call):
-                args = tuple(values[id(a)] for a in node.args)
-                if isinstance(node.op, Function):
-                    if any(self.touched(a) is not False for a in args):
-                        self._mark(v, True)
-                else:
-                    self._mark(v, self._reach(args, v))
+            v = super().eval_call(node, values, env)
+            self._mark(v, self._reach(tuple(values[id(a)] for a in node.args), v))
             return v
         n0 = len(self.contracts)
-        v = _Evaluator.eval_node(self, node, values, env)
+        v = Evaluator.eval_call(self, node, values, env)
         new = [c for _, c in self.contracts[n0:]]
         args = tuple(values[id(a)] for a in node.args)
         encs = [e.for_operand() if isinstance(e, Enc) else e for e in map(self.enc_of, args)]
@@ -627,7 +622,7 @@ class RelaxedEvaluator(EnclosingEvaluator):
 def _changed(e: Any, strict: Any, v: Any) -> Any:
     """Per element, where the relaxed enclosure ``e`` differs from the strict one (True for a
     tuple value or one whose shapes do not line up)."""
-    from tilefoundry.oracle.enclosure import _f64
+    from tilefoundry.oracle.enclosure import as_f64
 
     if isinstance(v, tuple) or not isinstance(v, np.ndarray):
         return True
@@ -640,7 +635,7 @@ def _changed(e: Any, strict: Any, v: Any) -> Any:
     if a.cands is None and b.cands is not None:
         return True  # a finite set became an interval: every element may admit more
     with np.errstate(all="ignore"):
-        alo, ahi, blo, bhi = _f64(a.lo), _f64(a.hi), _f64(b.lo), _f64(b.hi)
+        alo, ahi, blo, bhi = as_f64(a.lo), as_f64(a.hi), as_f64(b.lo), as_f64(b.hi)
         d = (a.nan != b.nan) | (a.real != b.real) | (
             a.real & ((alo != blo) | (ahi != bhi) | (np.signbit(alo) != np.signbit(blo)) |
                       (np.signbit(ahi) != np.signbit(bhi))))
@@ -661,7 +656,7 @@ def _only_where_widened(e: Any, base: Any, v: Any, widened: list, args: tuple) -
     operand element was widened, the strict one (``base``; None: the exact value) elsewhere
     (a rule evaluated on point boxes reads a NaN from overflow as a box crossing the
     domain). Elementwise results only."""
-    from tilefoundry.oracle.enclosure import _f64
+    from tilefoundry.oracle.enclosure import as_f64
 
     if not isinstance(e, Enc) or not isinstance(v, np.ndarray):
         return e
@@ -670,10 +665,10 @@ def _only_where_widened(e: Any, base: Any, v: Any, widened: list, args: tuple) -
         if not isinstance(w, Enc):
             continue
         with np.errstate(all="ignore"):
-            a64 = _f64(np.asarray(a))
-            m = w.real & ((_f64(w.lo) != a64) | (_f64(w.hi) != a64) |
-                          (np.signbit(_f64(w.lo)) != np.signbit(a64)) |
-                          (np.signbit(_f64(w.hi)) != np.signbit(a64)))
+            a64 = as_f64(np.asarray(a))
+            m = w.real & ((as_f64(w.lo) != a64) | (as_f64(w.hi) != a64) |
+                          (np.signbit(as_f64(w.lo)) != np.signbit(a64)) |
+                          (np.signbit(as_f64(w.hi)) != np.signbit(a64)))
         try:
             moved = moved | np.broadcast_to(m, v.shape)
         except ValueError:  # not elementwise: the rule's enclosure stands
@@ -690,11 +685,11 @@ def evaluate_relaxed(module: Module, entry: str, inputs: Sequence[np.ndarray], a
     """Per output: its enclosure under ``admit`` and, per element, whether a relaxation's
     widening reached it (loop carries are the yielded values themselves, so their marks
     carry through iterations)."""
-    from tilefoundry.oracle.compare import _as_outputs
+    from tilefoundry.oracle.compare import as_outputs
 
     cls = type("Relaxed", (RelaxedEvaluator,), {"admit": admit})
     value, ev = run(module, entry, inputs, cls)
-    outs = _as_outputs(value)
+    outs = as_outputs(value)
     encs = [_gather_enc(o, ev.enc_of(o)) for o in outs]
     reached = []
     for o in outs:
@@ -713,10 +708,10 @@ def evaluate_enclosed(module: Module, entry: str, inputs: Sequence[np.ndarray]
                       ) -> tuple[Evaluation, list[Any]]:
     """``evaluate(..., report=True)`` plus, per output (as ``compare`` lists them), its
     enclosure: None (exact), an ``Enc``, or ``SHARDED``."""
-    from tilefoundry.oracle.compare import _as_outputs
+    from tilefoundry.oracle.compare import as_outputs
 
     value, ev = run(module, entry, inputs, EnclosingEvaluator)
-    outs = _as_outputs(value)  # the leaves, a nested tuple flattened
+    outs = as_outputs(value)  # the leaves, a nested tuple flattened
     encs = [_gather_enc(o, ev.enc_of(o)) for o in outs]
     return Evaluation(value, tuple(ev.contracts), encs, ev.entry_fn), encs
 

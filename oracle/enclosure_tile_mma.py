@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilefoundry.oracle.enclosure import Enc, _f64, register_enclosure, with_nan
+from tilefoundry.oracle.enclosure import Enc, register_enclosure, with_nan
+from tilefoundry.oracle.enclosure import as_f64 as _f64
 from tilefoundry.oracle.enclosures.core import Site
 from tilefoundry.oracle.enclosures.nn import _products
 from tilefoundry.oracle.enclosures.tensor import _tree_bounds

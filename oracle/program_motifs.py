@@ -107,29 +107,10 @@ def _inner_split_merge(x: Any, r: Any) -> bool:
 
 def _calls(module: Module) -> list[Call]:
     """Every Call of the typed module's functions (each node once)."""
-    from tilefoundry.oracle.reduce import nodes
-    from tilefoundry.semantics.ir import GridRegionExpr
+    from tilefoundry.semantics.ir import function_nodes, yield_children
 
-    out: list[Call] = []
-    seen: set[int] = set()
-    fns: list[Function] = []
-    for f in module.functions:
-        fns.append(f)
-        fns.extend(f.variants)
-    for f in fns:
-        if f.body is None:
-            continue
-        stack = [f.body]
-        while stack:
-            for n in nodes(stack.pop()):
-                if id(n) in seen:
-                    continue
-                seen.add(id(n))
-                if isinstance(n, Call) and not isinstance(n.op, Function):
-                    out.append(n)
-                if isinstance(n, GridRegionExpr):
-                    stack.extend(n.yield_values)
-    return out
+    return [n for n in function_nodes(module.functions, yield_children)
+            if isinstance(n, Call) and not isinstance(n.op, Function)]
 
 
 def motifs_in(module: Module, entry: str | None = None,
@@ -181,9 +162,9 @@ def _mixed_pieces(module: Module, entry: str, inputs: Sequence[Any], completions
     want = {id(c) for c in completions}
     hit: list[bool] = []
 
-    class _Hook(core._Evaluator):
-        def eval_node(self, node, values, env):
-            if isinstance(node, Call) and id(node) in want and not hit:
+    class _Hook(core.Evaluator):
+        def eval_call(self, node, values, env):
+            if id(node) in want and not hit:
                 x = values[id(node.args[0])]
                 if isinstance(x, Sharded):
                     axes = tuple(i for i, a in enumerate(x.layout.attrs)
@@ -193,7 +174,7 @@ def _mixed_pieces(module: Module, entry: str, inputs: Sequence[Any], completions
                         d = x.data.astype(np.float64)
                     if axes and bool(((d < 0).any(axis=axes) & (d > 0).any(axis=axes)).any()):
                         hit.append(True)
-            return super().eval_node(node, values, env)
+            return super().eval_call(node, values, env)
 
     try:
         core.run(typed, entry, list(inputs), evaluator=_Hook)

@@ -61,7 +61,10 @@ from tilefoundry.semantics.ir import (
     Tuple,
     TupleGetItem,
     Var,
+    loop_children,
     operands,
+    postorder,
+    reachable,
 )
 from tilefoundry.semantics.types import TensorType, free_dimvars
 
@@ -96,44 +99,12 @@ _children = operands
 
 def _nodes(root: Expr) -> list[Expr]:
     """The nodes reachable from ``root`` outside loop bodies, in post order (operands first)."""
-    seen: set[int] = set()
-    out: list[Expr] = []
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        n, ready = stack.pop()
-        if ready:
-            out.append(n)
-            continue
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        stack.append((n, True))
-        stack.extend((c, False) for c in reversed(_children(n)))
-    return out
-
-
-def _scope_children(n: Expr) -> list[Expr]:
-    """Operands plus, for a loop, its body and yields (a loop body may read outer values)."""
-    if isinstance(n, GridRegionExpr):
-        return [*n.init_args, n.body, *n.yield_values]
-    return operands(n)
+    return postorder(root, _children)
 
 
 def _walk(root: Expr | None) -> list[Expr]:
     """Every node reachable from ``root``, loop bodies included (each once, any order)."""
-    if root is None:
-        return []
-    seen: set[int] = set()
-    out: list[Expr] = []
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        out.append(n)
-        stack.extend(_scope_children(n))
-    return out
+    return [] if root is None else list(reachable(root, loop_children))
 
 
 def _callees(fn: Function) -> list[Function]:

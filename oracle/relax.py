@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from tilefoundry.errors import InvalidArgumentError
-from tilefoundry.oracle.enclosure import Enc, _f64, as_enc, corners, from_candidates, hull
+from tilefoundry.oracle.enclosure import Enc, as_enc, as_f64, corners, from_candidates, hull
 from tilefoundry.semantics.dtypes import DType, cast, dtype_of
 from tilefoundry.semantics.formats import FORMATS
 
@@ -333,7 +333,7 @@ def flush(e: Enc) -> Enc | None:
     dt = e.dtype
     if not _has_zero(dt):
         return None
-    lo, hi = _f64(e.lo), _f64(e.hi)
+    lo, hi = as_f64(e.lo), as_f64(e.hi)
     up = e.real & (lo > 0) & (lo < TINY)
     dn = e.real & (hi < 0) & (hi > -TINY)
     if not (up.any() or dn.any()):
@@ -351,7 +351,7 @@ def signless_zero(e: Enc) -> Enc | None:
     dt = e.dtype
     if not _has_zero(dt):
         return None
-    lo, hi = _f64(e.lo), _f64(e.hi)
+    lo, hi = as_f64(e.lo), as_f64(e.hi)
     at0 = e.real & (lo <= 0) & (hi >= 0)
     if not at0.any():
         return None
@@ -419,7 +419,7 @@ def _may(enc: Any, arg: Any, what: str, shape: tuple) -> np.ndarray:
     if what == "nan":
         m = e.nan
     else:
-        m = e.real & (np.isinf(_f64(e.lo)) | np.isinf(_f64(e.hi)))
+        m = e.real & (np.isinf(as_f64(e.lo)) | np.isinf(as_f64(e.hi)))
     if m.shape == shape:
         return m
     try:
@@ -463,7 +463,7 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
             z = signless_zero(as_enc(e, v))
             if z is not None:  # applied where the result is a zero, even where the strict
                 # enclosure reached -0 already (a hull looser than an exact contract)
-                z.applied = (_f64(v) == 0) | getattr(e, "applied", False)
+                z.applied = (as_f64(v) == 0) | getattr(e, "applied", False)
                 e = z
     for what, name in (("nan", "nnan"), ("inf", "ninf")):
         if name not in active:
@@ -475,7 +475,7 @@ def relax_result(site: Any, e: Enc | None, active: frozenset[str], *, intermedia
             # (E4M3FN / E8M0 encode overflow as NaN: the op's overflow mode governs it there)
             r = as_enc(e, v)
             m = m | (r.nan if what == "nan" else
-                     r.real & (np.isinf(_f64(r.lo)) | np.isinf(_f64(r.hi))))
+                     r.real & (np.isinf(as_f64(r.lo)) | np.isinf(as_f64(r.hi))))
         if m.any():
             prev = getattr(e, "applied", False)
             e = _poison(as_enc(e, v), m, f"{name}: a {what} operand or result")
@@ -494,7 +494,7 @@ def _directed(x32: np.ndarray, dt: DType, up: bool) -> np.ndarray:
     from tilefoundry.oracle.enclosure import from_ordered, ordered
 
     r = cast(np.asarray(x32, np.float32), dt)
-    rw = _f64(r)
+    rw = as_f64(r)
     xw = np.asarray(x32, np.float64)
     step = (rw < xw) if up else (rw > xw)
     moved = from_ordered(ordered(r) + (1 if up else -1), dt)
@@ -532,7 +532,7 @@ def excess_box(site: Any, e: Enc | None, v: np.ndarray) -> Enc:
     out = hull(base, box)
     # an f32 value past a format with no infinity (E4M3FN: 500 rounds to NaN) has no box on
     # its grid: that element admits everything downstream
-    past = w.real & (np.isnan(_f64(lo)) | np.isnan(_f64(hi)))
+    past = w.real & (np.isnan(as_f64(lo)) | np.isnan(as_f64(hi)))
     return _poison(out, np.broadcast_to(past, out.shape), "excess past the format's range")
 
 

@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from tilefoundry.oracle.enclosure import Enc, _f64, as_enc, hull
+from tilefoundry.oracle.enclosure import Enc, as_enc, as_f64, hull
 from tilefoundry.semantics.dtypes import DType, cast, dtype_of
 from tilefoundry.semantics.formats import FORMATS
 
@@ -94,13 +94,13 @@ def _absx(site: Any, i: int = 0) -> np.ndarray:
     e = as_enc(site.encs[i] if isinstance(site.encs[i], Enc) else None,
                np.asarray(site.args[i]))
     with np.errstate(all="ignore"):
-        return np.where(e.real, np.maximum(np.abs(_f64(e.lo)), np.abs(_f64(e.hi))), 0.0)
+        return np.where(e.real, np.maximum(np.abs(as_f64(e.lo)), np.abs(as_f64(e.hi))), 0.0)
 
 
 def _box(site: Any, i: int = 0) -> tuple[np.ndarray, np.ndarray]:
     e = as_enc(site.encs[i] if isinstance(site.encs[i], Enc) else None,
                np.asarray(site.args[i]))
-    return _f64(e.lo), _f64(e.hi)
+    return as_f64(e.lo), as_f64(e.hi)
 
 
 def _outward(lo: np.ndarray, hi: np.ndarray, dt: DType) -> Enc:
@@ -137,7 +137,7 @@ def _with_zero(e: Enc, where: np.ndarray, neg: np.ndarray | bool) -> Enc:
 
 def _with_abs(e: Enc, v: np.ndarray, a: np.ndarray, site: Any) -> Enc:
     """``e`` hulled with [lo - a, hi + a] (f64 absolute error ``a``), rounded outward."""
-    lo, hi = _f64(e.lo), _f64(e.hi)
+    lo, hi = as_f64(e.lo), as_f64(e.hi)
     with np.errstate(all="ignore"):
         w = _outward(np.where(e.real, lo, 0.0) - a, np.where(e.real, hi, 0.0) + a, e.dtype)
     w = Enc(w.lo, w.hi, e.nan, e.real, e.cause)
@@ -170,7 +170,7 @@ def afn(site: Any, e: Enc | None) -> Enc | None:
             big = np.broadcast_to((np.minimum(np.abs(lo), np.abs(hi)) > 2.0 ** 126) |
                                   (lo * hi < 0) & (np.maximum(np.abs(lo), np.abs(hi)) >
                                                    2.0 ** 126), v.shape)
-            return _with_zero(out, big, np.signbit(_f64(v)))
+            return _with_zero(out, big, np.signbit(as_f64(v)))
         x = _absx(site)
         if isinstance(op, Sigmoid):
             lo, _ = _box(site)
@@ -185,7 +185,7 @@ def afn(site: Any, e: Enc | None) -> Enc | None:
             return _widen(site, e, 9 * z + 22, "afn gelu(tanh)")
         if isinstance(op, Tanh):
             t = np.minimum(np.abs(np.tanh(_box(site)[0])), np.abs(np.tanh(_box(site)[1])))
-            tv = np.abs(_f64(v))
+            tv = np.abs(as_f64(v))
             a = ((6 + 4 * x) * (1 - t * t) + 7 * np.minimum(tv, 1.0) + 2) * U
             return _with_abs(as_enc(e, v), v, a, site)
         if isinstance(op, SoftMax):
@@ -228,7 +228,7 @@ def contract(site: Any, e: Enc | None, lookup: Callable[[Any], tuple[Any, Any]])
     """a·b ± c as one f32 fma: ``lookup(node)`` gives an IR node's (value, enclosure)."""
     from tilefoundry.oracle.relax import hull_alt
     from tilefoundry.semantics.ir import Call
-    from tilefoundry.semantics.matmul import _fma_f32
+    from tilefoundry.semantics.matmul import fma_f32
     from tilefoundry.semantics.ops.math import Binary, BinaryKind
 
     op = site.op
@@ -255,7 +255,7 @@ def contract(site: Any, e: Enc | None, lookup: Callable[[Any], tuple[Any, Any]])
                 c32 = -c32
             with np.errstate(all="ignore"):
                 a32, b32, c32 = np.broadcast_arrays(a32, b32, c32)
-                r = _fma_f32(a32, b32, c32)
+                r = fma_f32(a32, b32, c32)
             return r if dt is DType.F32 else cast(r, dt)
 
         try:
@@ -290,7 +290,7 @@ def wp(site: Any, e: Enc | None, *, afn: bool = False) -> Enc | None:
             return _with_abs(out, v, np.where(lo < -RCP_FLUSH, x * 2 * SUB, 0.0), site)
         if isinstance(op, Gelu):
             x = _absx(site)
-            y = np.abs(_f64(v))
+            y = np.abs(as_f64(v))
             if op.approximate == "tanh":
                 zl, zh = (t * (_C0 + _C1 * t * t) for t in (lo, hi))
                 tl, th = np.tanh(zl), np.tanh(zh)
@@ -303,9 +303,9 @@ def wp(site: Any, e: Enc | None, *, afn: bool = False) -> Enc | None:
             a = np.where(np.isfinite(a), a, 0.0)
             out = _with_abs(as_enc(e, v), v, a, site)
             # x · (1 + t) overflows before the halving where |x| > max / 2: ±inf
-            over = np.broadcast_to((x > F32_MAX / 2) & (np.abs(_f64(v)) > 0), v.shape)
+            over = np.broadcast_to((x > F32_MAX / 2) & (np.abs(as_f64(v)) > 0), v.shape)
             if over.any():
-                inf = cast(np.where(np.signbit(_f64(v)), -np.inf, np.inf).astype(np.float32),
+                inf = cast(np.where(np.signbit(as_f64(v)), -np.inf, np.inf).astype(np.float32),
                            dt)
                 out = hull(out, Enc(np.where(over, inf, out.lo), np.where(over, inf, out.hi),
                                     out.nan, out.real, out.cause))
@@ -323,7 +323,7 @@ def wp_rope(site: Any, e: Any) -> Any:
     if not isinstance(outs, tuple) or any(x is not None for x in site.encs):
         return e
     q, k, c, sn, pos = (np.asarray(a) for a in site.args)
-    f32 = [np.abs(_f64(t)) for t in (q, k, c, sn)]
+    f32 = [np.abs(as_f64(t)) for t in (q, k, c, sn)]
     zero = np.zeros_like(f32[2])
     # the op's own gather / rotation on magnitudes: |x|·|c| and rot(|x|)·|s|
     with np.errstate(all="ignore"):
@@ -335,9 +335,9 @@ def wp_rope(site: Any, e: Any) -> Any:
     res = []
     for i, o in enumerate(outs):
         o = np.asarray(o)
-        y = np.abs(_f64(o))
+        y = np.abs(as_f64(o))
         # (the kernel may round the magnitudes to the op's dtype: 2^-7 covers bf16 and fp8e4m3)
-        a = U * (np.abs(_f64(pc[i])) + np.abs(_f64(ps[i]))) * (1 + 2.0 ** -7) + U * y
+        a = U * (np.abs(as_f64(pc[i])) + np.abs(as_f64(ps[i]))) * (1 + 2.0 ** -7) + U * y
         a = np.where(np.isfinite(a), a, 0.0)
         res.append(_with_abs(as_enc(es[i], o), o, a, site))
     return tuple(res)
@@ -397,7 +397,7 @@ def _norm(site: Any, e: Enc | None, centered: bool) -> Enc | None:
     out = hull(strict, w)
     ovf = np.broadcast_to(over | over_mu, v.shape) & ~bad
     if ovf.any():  # rsqrt(inf) = 0: y = b (LayerNorm) or ±0 (RMSNorm); NaN from inf · 0
-        out = _with_zero(out, ovf, np.signbit(_f64(v)))
+        out = _with_zero(out, ovf, np.signbit(as_f64(v)))
         if centered:
             bvals = np.broadcast_to(np.asarray(site.args[2]), v.shape)
             out = hull(out, Enc(np.where(ovf, bvals, out.lo), np.where(ovf, bvals, out.hi),

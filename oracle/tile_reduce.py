@@ -22,7 +22,7 @@ import numpy as np
 from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.oracle.enclosure import (
     Enc,
-    _f64,
+    as_f64,
     from_candidates,
     register_enclosure,
     with_nan,
@@ -34,9 +34,9 @@ from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, Se
 from tilefoundry.semantics.reducers import (
     REDUCERS,
     TREES,
-    _custom_prepare,
-    _trees,
     custom_admits,
+    custom_prepare,
+    reducer_trees,
     seeded_admits,
 )
 
@@ -90,10 +90,10 @@ def _seeded_enclosure(s: Site):
     if tree:
         act = _fiber_last(active, axes)
         real = _fiber_last(x.real, axes)
-        lo = np.where(act, np.where(real, _fiber_last(_f64(x.lo), axes), np.nan), 0.0)
-        hi = np.where(act, np.where(real, _fiber_last(_f64(x.hi), axes), np.nan), 0.0)
-        zl = np.where(z.real, _f64(z.lo), np.nan).reshape((*lo.shape[:-1], 1))
-        zh = np.where(z.real, _f64(z.hi), np.nan).reshape((*lo.shape[:-1], 1))
+        lo = np.where(act, np.where(real, _fiber_last(as_f64(x.lo), axes), np.nan), 0.0)
+        hi = np.where(act, np.where(real, _fiber_last(as_f64(x.hi), axes), np.nan), 0.0)
+        zl = np.where(z.real, as_f64(z.lo), np.nan).reshape((*lo.shape[:-1], 1))
+        zh = np.where(z.real, as_f64(z.hi), np.nan).reshape((*lo.shape[:-1], 1))
         lo, hi = np.concatenate([zl, lo], -1), np.concatenate([zh, hi], -1)
         nan_in = (_fiber_last(active & (x.nan | ~x.real), axes).any(-1) |
                   (z.nan | ~z.real).reshape(lo.shape[:-1]))
@@ -111,11 +111,11 @@ def _seeded_enclosure(s: Site):
         (z.nan | ~z.real).reshape(v.shape)
     e = from_candidates(cands, bad, dtype_of(v), x.cause, s.name)
     if dt.is_float and op.kind == "sum" and r:  # the seed is one more summand of each fiber
-        lo_f = np.where(_fiber_last(active & x.real, axes), _fiber_last(_f64(x.lo), axes), 0.0)
-        hi_f = np.where(_fiber_last(active & x.real, axes), _fiber_last(_f64(x.hi), axes), 0.0)
+        lo_f = np.where(_fiber_last(active & x.real, axes), _fiber_last(as_f64(x.lo), axes), 0.0)
+        hi_f = np.where(_fiber_last(active & x.real, axes), _fiber_last(as_f64(x.hi), axes), 0.0)
         zs = (*lo_f.shape[:-1], 1)
-        lo_f = np.concatenate([np.where(z.real, _f64(z.lo), 0.0).reshape(zs), lo_f], -1)
-        hi_f = np.concatenate([np.where(z.real, _f64(z.hi), 0.0).reshape(zs), hi_f], -1)
+        lo_f = np.concatenate([np.where(z.real, as_f64(z.lo), 0.0).reshape(zs), lo_f], -1)
+        hi_f = np.concatenate([np.where(z.real, as_f64(z.hi), 0.0).reshape(zs), hi_f], -1)
         e = mixed_inf_full(e, v, lo_f, hi_f, s.name)
     return with_nan(e, bad)
 
@@ -131,7 +131,7 @@ def _custom_enclosure(s: Site):
         return _full_like(v, f"CustomReduce({op.reducer}) of enclosed inputs: its state is not "
                              f"monotone in them")
     r = REDUCERS[op.reducer]
-    _, leaves, seed, _batch, _ = _custom_prepare(s.args[0], s.args[1], r, tuple(op.axes),
+    _, leaves, seed, _batch, _ = custom_prepare(s.args[0], s.args[1], r, tuple(op.axes),
                                                 "CustomReduce enclosure")
     n = leaves.shape[-2]
     if n + 1 > (6 if op.policy == "ordered_tree" else 5):
@@ -140,7 +140,7 @@ def _custom_enclosure(s: Site):
         return _full_like(v, f"CustomReduce({op.reducer}, {op.policy}) over {n + 1} leaves: "
                              f"beyond enumeration")
     cols = [seed] + [leaves[..., i, :] for i in range(n)]
-    cands = [c.reshape(v.shape) for c in _trees(cols, r, op.policy == "unordered_tree")]
+    cands = [c.reshape(v.shape) for c in reducer_trees(cols, r, op.policy == "unordered_tree")]
     return from_candidates(cands, np.zeros(v.shape, bool), dtype_of(v),
                            f"CustomReduce({op.reducer}, {op.policy}) merge trees", s.name)
 

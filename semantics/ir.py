@@ -8,7 +8,7 @@ stamped by inference — takes no part in equality, hashing or the canonical sig
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -455,10 +455,44 @@ def operands(e: Expr) -> list[Expr]:
     return []
 
 
-def reachable(root: Expr, children: Any = operands):
-    """Every node reachable from ``root`` through ``children``, once each (iterative)."""
+def loop_children(e: Expr) -> list[Expr]:
+    """``operands`` plus, for a loop, its body and yields (a loop body may read outer values):
+    the children of a walk that enters loop bodies."""
+    if isinstance(e, GridRegionExpr):
+        return [*e.init_args, e.body, *e.yield_values]
+    return operands(e)
+
+
+def yield_children(e: Expr) -> list[Expr]:
+    """``operands`` plus, for a loop, its yields (what the loop's results are computed from;
+    nodes of the body no yield reads are not entered)."""
+    if isinstance(e, GridRegionExpr):
+        return [*e.init_args, *e.yield_values]
+    return operands(e)
+
+
+def all_children(e: Expr) -> list[Expr]:
+    """Every Expr field of ``e`` in field order (a loop's induction and carried Vars
+    included); a Function is a leaf (its body is its own) and a Call's ``op`` is no child."""
+    if isinstance(e, Function):
+        return []
+    if isinstance(e, Call):
+        return list(e.args)
+    out: list[Expr] = []
+    for f in fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, Expr):
+            out.append(v)
+        elif isinstance(v, tuple):
+            out.extend(x for x in v if isinstance(x, Expr))
+    return out
+
+
+def reachable(root: Expr | Iterable[Expr], children: Any = operands):
+    """Every node reachable from ``root`` (one node or several roots) through ``children``,
+    once each, in depth-first pre-order (iterative)."""
     seen: set[int] = set()
-    stack = [root]
+    stack = [root] if isinstance(root, Expr) else list(root)[::-1]
     while stack:
         node = stack.pop()
         if id(node) in seen:
@@ -466,6 +500,37 @@ def reachable(root: Expr, children: Any = operands):
         seen.add(id(node))
         yield node
         stack.extend(c for c in children(node) if id(c) not in seen)
+
+
+def postorder(roots: Expr | Iterable[Expr], children: Any = operands,
+              known: Iterable[int] = ()) -> list[Expr]:
+    """The nodes reachable from ``roots`` through ``children``, operands first (each once, the
+    first operand's subtree first); nodes whose ``id`` is in ``known`` are not entered."""
+    out: list[Expr] = []
+    seen: set[int] = set(known)
+    for r in [roots] if isinstance(roots, Expr) else roots:
+        stack: list[tuple[Expr, bool]] = [(r, False)]
+        while stack:
+            node, ready = stack.pop()
+            if ready:
+                out.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(children(node)) if id(c) not in seen)
+    return out
+
+
+def function_nodes(functions: Iterable[Function], children: Any = loop_children):
+    """Every node of the functions' bodies and of their dispatch variants' bodies (loop bodies
+    included by default), each once, function by function."""
+    fns: list[Expr] = []
+    for f in functions:
+        fns.append(f)
+        fns.extend(f.variants)
+    return reachable([f.body for f in fns if f.body is not None], children)
 
 
 @contextmanager
@@ -486,10 +551,11 @@ def loop_scope(values: dict[int, Any], bindings: dict[int, Any]) -> Iterator[dic
         values.update(shadowed)
 
 
-def run_dag(root: Expr, values: dict[int, Any], compute: Any) -> Any:
+def run_dag(root: Expr, values: dict[int, Any], compute: Any,
+            children: Any = operands) -> Any:
     """Iterative post-order evaluation (deep DAGs do not recurse): ``values`` maps ``id(node)``
     to known values (parameters, loop-invariant values) and receives ``compute(node)`` of every
-    other node reachable through ``operands``; returns the value of ``root``."""
+    other node reachable through ``children``; returns the value of ``root``."""
     stack: list[tuple[Expr, bool]] = [(root, False)]
     while stack:
         node, ready = stack.pop()
@@ -497,7 +563,7 @@ def run_dag(root: Expr, values: dict[int, Any], compute: Any) -> Any:
             continue
         if not ready:
             stack.append((node, True))
-            stack.extend((c, False) for c in operands(node) if id(c) not in values)
+            stack.extend((c, False) for c in children(node) if id(c) not in values)
             continue
         values[id(node)] = compute(node)
     return values[id(root)]

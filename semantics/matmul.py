@@ -22,10 +22,10 @@ from tilefoundry.semantics.reductions import (
     _cast,
     _float_target,
     _operand,
-    _round,
     _same,
     _same_f32,
-    _widen,
+    round_to,
+    widen,
 )
 
 __all__ = ["matmul", "matmul_admits", "mma", "mma_admits"]
@@ -53,7 +53,7 @@ def _mm_operands(a: np.ndarray, b: np.ndarray, what: str):
     return a, da, b, db, (*batch, a.shape[-2], b.shape[-1])
 
 
-def _fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Correctly rounded f32 fma(a, b, c), vectorized.
 
     a·b of f32 values is exact in f64 (48-bit significand, exponents within range). TwoSum gives
@@ -89,10 +89,10 @@ def _mm_f32(a32: np.ndarray, b32: np.ndarray, shape: tuple, fused: bool) -> np.n
         # +0, so every product being -0 gives +0 (D200)
         a0, b0 = a32[..., :, 0, None], b32[..., None, 0, :]
         zero = np.zeros(np.broadcast_shapes(a0.shape, b0.shape), _F32)
-        acc = _fma_f32(a0, b0, zero) if fused else zero + a0 * b0
+        acc = fma_f32(a0, b0, zero) if fused else zero + a0 * b0
         for k in range(1, k_len):
             ak, bk = a32[..., :, k, None], b32[..., None, k, :]
-            acc = _fma_f32(ak, bk, acc) if fused else acc + ak * bk
+            acc = fma_f32(ak, bk, acc) if fused else acc + ak * bk
     return np.broadcast_to(acc, shape)
 
 
@@ -124,7 +124,7 @@ def matmul(a: np.ndarray, b: np.ndarray, *, allow_reassociation: bool = True,
         for k in range(a.shape[-1]):
             acc = acc + a64[..., :, k, None] * b64[..., None, k, :]
         return _cast(acc, out)
-    return _round(_mm_f32(_widen(a, da), _widen(b, db), shape, False), out)
+    return round_to(_mm_f32(widen(a, da), widen(b, db), shape, False), out)
 
 
 def matmul_admits(result: np.ndarray, a: np.ndarray, b: np.ndarray, *,
@@ -144,8 +144,8 @@ def matmul_admits(result: np.ndarray, a: np.ndarray, b: np.ndarray, *,
         ok = _same(r, matmul(a, b, out_dtype=dtype_of(r)), dtype_of(r), "matmul_admits")
         return Admission(ok, np.full(shape, "exact"), "integer matmul: exact")
     target = _float_target(r, "matmul_admits")
-    a32, b32, rw = _widen(a, da), _widen(b, db), _widen(r, target)
-    refs = [_widen(_round(_mm_f32(a32, b32, shape, f), target), target) for f in (False, True)]
+    a32, b32, rw = widen(a, da), widen(b, db), widen(r, target)
+    refs = [widen(round_to(_mm_f32(a32, b32, shape, f), target), target) for f in (False, True)]
     ok = _same_f32(rw, refs[0]) | _same_f32(rw, refs[1])
     k_len = a.shape[-1]
     method, how = "exact", "K-order reference, unfused or fma"
@@ -176,7 +176,7 @@ def _mma_operands(a: np.ndarray, b: np.ndarray, acc: np.ndarray, what: str):
         raise InvalidArgumentError(
             f"{what}: a {a.shape}, b {b.shape} and acc {c.shape} are not [*B, M, K], "
             f"[*B, K, N], [*B, M, N] with one batch shape")
-    return _widen(a, da), _widen(b, db), np.asarray(c, _F32), shape
+    return widen(a, da), widen(b, db), np.asarray(c, _F32), shape
 
 
 def _mma_f32(a32: np.ndarray, b32: np.ndarray, c32: np.ndarray, fused: bool) -> np.ndarray:
@@ -186,7 +186,7 @@ def _mma_f32(a32: np.ndarray, b32: np.ndarray, c32: np.ndarray, fused: bool) -> 
     with np.errstate(all="ignore"):
         for k in range(a32.shape[-1]):
             ak, bk = a32[..., :, k, None], b32[..., None, k, :]
-            acc = _fma_f32(ak, bk, acc) if fused else acc + ak * bk
+            acc = fma_f32(ak, bk, acc) if fused else acc + ak * bk
     return acc
 
 

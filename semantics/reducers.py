@@ -51,12 +51,12 @@ from tilefoundry.semantics.reductions import (
     Admission,
     _fibers,
     _pick,
-    _round,
     _same,
     _same_f32,
     _tree_admits,
-    _widen,
     normalize_axes,
+    round_to,
+    widen,
 )
 
 __all__ = ["REDUCERS", "Law", "Reducer", "custom_admits", "custom_reduce", "eval_expr",
@@ -266,7 +266,7 @@ def _seeded_fibers(f, valid, s, dt: DType, kind: str, policy: str) -> np.ndarray
         red = np.where(valid, f, pad)
         r = red.max(-1, initial=pad) if kind == "max" else red.min(-1, initial=pad)
         return np.maximum(s, r) if kind == "max" else np.minimum(s, r)
-    v, z = _widen(f, dt), _widen(s, dt)
+    v, z = widen(f, dt), widen(s, dt)
     with np.errstate(all="ignore"):
         if kind == "sum":
             if policy == "fold_left":
@@ -287,7 +287,7 @@ def _seeded_fibers(f, valid, s, dt: DType, kind: str, policy: str) -> np.ndarray
             acc = z
             for i in range(n):  # max / min are exact: every policy gives this value
                 acc = np.where(valid[..., i], _pick(acc, v[..., i], kind == "max"), acc)
-    return _round(np.asarray(acc, _F32), dt)
+    return round_to(np.asarray(acc, _F32), dt)
 
 
 def seeded_reduce(x: np.ndarray, seed: np.ndarray, kind: str = "sum",
@@ -336,7 +336,7 @@ def seeded_admits(result: np.ndarray, x: np.ndarray, seed: np.ndarray, kind: str
         if dtype_of(r) is not dt:
             raise InvalidArgumentError(f"seeded_admits: result has dtype {dtype_of(r)}, x has "
                                        f"{dt}")
-        v, z, rw = _widen(f, dt), _widen(s, dt), _widen(r, dt)
+        v, z, rw = widen(f, dt), widen(s, dt), widen(r, dt)
         fv, fz, fr = (v.reshape(-1, v.shape[-1]), z.reshape(-1), rw.reshape(-1))
         ok = np.zeros(fr.shape, bool)
         methods = set()
@@ -379,7 +379,7 @@ def check_custom(r: Reducer, policy: str, what: str) -> None:
             f"commutative law; use ordered_tree or a fold")
 
 
-def _custom_prepare(x, seed, r: Reducer, axes, what):
+def custom_prepare(x, seed, r: Reducer, axes, what):
     x = np.asarray(x)
     dt = dtype_of(x)
     if not dt.is_float or dt is DType.F8E8M0:
@@ -394,7 +394,7 @@ def _custom_prepare(x, seed, r: Reducer, axes, what):
         raise InvalidArgumentError(f"{what}: seed must be an f32 array of shape {(*batch, S)} "
                                    f"(the reduced shape plus the {S} state components "
                                    f"{r.state}), got {s.dtype} {s.shape}")
-    return ax, lift(r, _widen(f, dt)), s.reshape(*batch, S), batch, keep_shape
+    return ax, lift(r, widen(f, dt)), s.reshape(*batch, S), batch, keep_shape
 
 
 def _custom_fibers(r: Reducer, leaves: np.ndarray, seed: np.ndarray, policy: str) -> np.ndarray:
@@ -425,12 +425,12 @@ def custom_reduce(x: np.ndarray, seed: np.ndarray, reducer_name: str = "welford"
     if policy not in POLICIES:
         raise InvalidArgumentError(bad_choice("custom_reduce policy", policy, POLICIES))
     check_custom(r, policy, "custom_reduce")
-    _ax, leaves, s, batch, keep_shape = _custom_prepare(x, seed, r, axes, "custom_reduce")
+    _ax, leaves, s, batch, keep_shape = custom_prepare(x, seed, r, axes, "custom_reduce")
     out = _custom_fibers(r, leaves, s, policy)
     return out.reshape((*keep_shape, len(r.state)) if keepdim else (*batch, len(r.state)))
 
 
-def _trees(cols: list, r: Reducer, unordered: bool) -> list[np.ndarray]:
+def reducer_trees(cols: list, r: Reducer, unordered: bool) -> list[np.ndarray]:
     """Every f32 tree result over the leaf columns (each (..., S))."""
     memo: dict = {}
 
@@ -474,7 +474,7 @@ def custom_admits(result: np.ndarray, x: np.ndarray, seed: np.ndarray,
     reducer (every component but an f32 sum or an exact-law one)."""
     r = reducer(reducer_name)
     check_custom(r, policy, "custom_admits")
-    ax, leaves, s, batch, keep_shape = _custom_prepare(x, seed, r, axes, "custom_admits")
+    ax, leaves, s, batch, keep_shape = custom_prepare(x, seed, r, axes, "custom_admits")
     S = len(r.state)
     r0 = np.asarray(result)
     if r0.dtype != np.float32 or r0.shape not in ((*batch, S), (*keep_shape, S)):
@@ -488,7 +488,7 @@ def custom_admits(result: np.ndarray, x: np.ndarray, seed: np.ndarray,
     elif n + 1 <= (enumerate_max if policy == "ordered_tree" else min(enumerate_max, 5)):
         cols = [s] + [leaves[..., i, :] for i in range(n)]
         ok = np.zeros(batch, bool)
-        for c in _trees(cols, r, policy == "unordered_tree"):
+        for c in reducer_trees(cols, r, policy == "unordered_tree"):
             ok |= _same_state(rr, c)
         method = "enumeration"
         how = f"every f32 merge tree over the seed and {n} lifted contributions enumerated"

@@ -123,12 +123,12 @@ def _cast(a: np.ndarray, dt: DType) -> np.ndarray:
     return cast(np.asarray(a), dt)
 
 
-def _widen(a: np.ndarray, dt: DType) -> np.ndarray:
+def widen(a: np.ndarray, dt: DType) -> np.ndarray:
     a = np.asarray(a)
     return np.asarray(a, _F32) if dt is DType.F32 else widen_to_f32(a)
 
 
-def _round(a: np.ndarray, dt: DType) -> np.ndarray:
+def round_to(a: np.ndarray, dt: DType) -> np.ndarray:
     return np.asarray(a, _F32) if dt is DType.F32 else _cast(np.asarray(a, _F32), dt)
 
 
@@ -142,7 +142,7 @@ def _same(r: np.ndarray, ref: np.ndarray, dt: DType, what: str) -> np.ndarray:
     if rdt is not dt:
         raise InvalidArgumentError(f"{what}: result has dtype {rdt}, the reference has {dt}")
     if dt.is_float:
-        return _same_f32(_widen(r, dt), _widen(ref, dt))
+        return _same_f32(widen(r, dt), widen(ref, dt))
     return np.asarray(r == ref)
 
 
@@ -179,7 +179,7 @@ def identity(kind: str, dtype: DType | str) -> np.ndarray:
 
 
 # --- f32 building blocks (all vectorized over the leading axes; the fiber is the last axis) --
-def _pairwise(v: np.ndarray, op: Callable) -> np.ndarray:
+def pairwise(v: np.ndarray, op: Callable) -> np.ndarray:
     """Balanced pairwise tree along the last axis; an odd last element is carried up."""
     while v.shape[-1] > 1:
         m = v.shape[-1]
@@ -188,7 +188,7 @@ def _pairwise(v: np.ndarray, op: Callable) -> np.ndarray:
     return v[..., 0]
 
 
-def _fold(v: np.ndarray, op: Callable, left: bool, seed: object = None) -> np.ndarray:
+def fold(v: np.ndarray, op: Callable, left: bool, seed: object = None) -> np.ndarray:
     """Left fold op(state, elem) or right fold op(elem, state); no seed: start at the end."""
     order = list(range(v.shape[-1]) if left else range(v.shape[-1] - 1, -1, -1))
     s = v[..., order.pop(0)] if seed is None else np.asarray(seed)
@@ -210,7 +210,7 @@ def _pick(s: np.ndarray, e: np.ndarray, largest: bool) -> np.ndarray:
     return np.where(take_e, e, s)
 
 
-def _extreme_index(v: np.ndarray, largest: bool) -> np.ndarray:
+def extreme_index(v: np.ndarray, largest: bool) -> np.ndarray:
     key = _order_key(v)
     nan = np.isnan(v)
     if largest:
@@ -218,7 +218,7 @@ def _extreme_index(v: np.ndarray, largest: bool) -> np.ndarray:
     return np.where(nan, np.uint32(0), key).argmin(-1)
 
 
-def _reduce_fibers(f: np.ndarray, dt: DType, kind: str, policy: str) -> np.ndarray:
+def reduce_fibers(f: np.ndarray, dt: DType, kind: str, policy: str) -> np.ndarray:
     n, batch = f.shape[-1], f.shape[:-1]
     if n == 0:
         return np.broadcast_to(identity(kind, dt), batch).copy()
@@ -233,21 +233,21 @@ def _reduce_fibers(f: np.ndarray, dt: DType, kind: str, policy: str) -> np.ndarr
         u = v.view(np.uint64)
         mag = np.where(v < 0, np.uint64(0) - u, u)  # exact magnitude, 2^63 included
         return _cast(np.asarray(mag.max(-1)).view(np.int64), dt)
-    v = _widen(f, dt)
+    v = widen(f, dt)
     with np.errstate(all="ignore"):
         if kind in ("max", "min"):
-            idx = _extreme_index(v, kind == "max")
+            idx = extreme_index(v, kind == "max")
             return np.take_along_axis(f, idx[..., None], -1)[..., 0]
         if kind == "abs_max":
             a = np.abs(v)
-            return _cast(np.take_along_axis(a, _extreme_index(a, True)[..., None], -1)[..., 0], dt)
+            return _cast(np.take_along_axis(a, extreme_index(a, True)[..., None], -1)[..., 0], dt)
         if policy in ("unordered_tree", "ordered_tree"):
-            s = _pairwise(v, np.add)
+            s = pairwise(v, np.add)
         else:
-            s = _fold(v, np.add, policy == "fold_left")
+            s = fold(v, np.add, policy == "fold_left")
         if kind == "mean":
             s = np.asarray(s, _F32) / _F32(n)
-    return _round(s, dt)
+    return round_to(s, dt)
 
 
 def reduce(x: np.ndarray, kind: str, axes: int | tuple[int, ...] | None = None, *,
@@ -259,7 +259,7 @@ def reduce(x: np.ndarray, kind: str, axes: int | tuple[int, ...] | None = None, 
     _check_kind_dtype(kind, dt, "reduce")
     ax = normalize_axes(axes, x.ndim, "reduce")
     f, batch, keep_shape = _fibers(x, ax)
-    return np.asarray(_reduce_fibers(f, dt, kind, policy)).reshape(keep_shape if keepdim
+    return np.asarray(reduce_fibers(f, dt, kind, policy)).reshape(keep_shape if keepdim
                                                                     else batch)
 
 
@@ -286,7 +286,7 @@ def _generic_fold(x: np.ndarray, op: Callable, seed: object, axis: int, left: bo
     v = np.moveaxis(x, normalize_axis(axis, x.ndim, what), -1)
     if seed is None and v.shape[-1] == 0:
         raise EmptyReductionError(f"{what}: an empty axis and no seed; pass a seed")
-    return np.broadcast_to(_fold(v, op, left, seed), v.shape[:-1]).copy()
+    return np.broadcast_to(fold(v, op, left, seed), v.shape[:-1]).copy()
 
 
 # --- admitted sets ---------------------------------------------------------------------------
@@ -303,7 +303,7 @@ class Admission:
         return bool(np.all(self.admitted))
 
 
-def _enumerate_trees(v: np.ndarray, unordered: bool) -> list[np.ndarray]:
+def enumerate_trees(v: np.ndarray, unordered: bool) -> list[np.ndarray]:
     """f32 results of every tree over the leaves v[..., i], each vectorized over the fibers."""
     cols = [v[..., i] for i in range(v.shape[-1])]
     memo: dict[tuple, list[np.ndarray]] = {}
@@ -390,7 +390,7 @@ def bound_interval(leaves: np.ndarray, k: int, target: DType, *, divisor: int | 
         ends = np.stack([lo, hi, vstar, wstar])
         if divisor is not None:
             ends = ends / _F32(divisor)
-        lo_t, hi_t, neg_t, pos_t = _widen(_round(ends, target), target)
+        lo_t, hi_t, neg_t, pos_t = widen(round_to(ends, target), target)
         nonempty = finite_v & (lo <= hi)
         nan_ok = nan_v | (nonempty & (np.isnan(lo_t) | np.isnan(hi_t)))
         lo_t = np.where(np.isnan(lo_t), np.where(lo > 0, np.inf, -np.inf), lo_t)
@@ -439,10 +439,10 @@ def _tree_admits(v: np.ndarray, rw: np.ndarray, target: DType, unordered: bool,
         for lo in range(0, fr.size, _CHUNK):  # bounded memory: trees x chunk of fibers
             with np.errstate(all="ignore"):
                 cands = np.stack([np.broadcast_to(c, fr[lo:lo + _CHUNK].shape)
-                                  for c in _enumerate_trees(fv[lo:lo + _CHUNK], unordered)])
+                                  for c in enumerate_trees(fv[lo:lo + _CHUNK], unordered)])
                 if divisor is not None:
                     cands = cands / _F32(divisor)
-            for c in _widen(_round(cands, target), target):  # each tree, all fibers at once
+            for c in widen(round_to(cands, target), target):  # each tree, all fibers at once
                 ok[lo:lo + _CHUNK] |= _same_f32(c, fr[lo:lo + _CHUNK])
         return ok.reshape(rw.shape), "enumeration", f"every tree of {n} leaves enumerated"
     ok = _bound_admits(v.astype(_F64), n - 1, rw, target, divisor=divisor)
@@ -478,11 +478,11 @@ def admits(result: np.ndarray, x: np.ndarray, kind: str = "sum",
     r = _match_shape(r0, batch, keep_shape, "admits")
     n = f.shape[-1]
     if not dt.is_float or kind not in ("sum", "mean") or policy.startswith("fold") or n == 0:
-        ok = _same(r, _reduce_fibers(f, dt, kind, policy), dt, "admits")
+        ok = _same(r, reduce_fibers(f, dt, kind, policy), dt, "admits")
         method, how = "exact", "equality with the reference"
     else:
         target = _float_target(r, "admits")
-        ok, method, how = _tree_admits(_widen(f, dt), _widen(r, target), target,
+        ok, method, how = _tree_admits(widen(f, dt), widen(r, target), target,
                                        policy == "unordered_tree",
                                        n if kind == "mean" else None, enumerate_max)
     detail = (f"{kind} of {dt} over axes {ax} under {policy}: {how}; "
@@ -503,7 +503,7 @@ def _seed_value(seed: object, dt: DType, what: str) -> np.ndarray:
     with np.errstate(all="ignore"):
         c = s.astype(_F64).astype(_F32) if dt.is_float else s.astype(dt.storage)
         c = _cast(c, dt) if dt.is_float else c
-        back = _widen(c, dt).astype(_F64) if dt.is_float else c.astype(s.dtype)
+        back = widen(c, dt).astype(_F64) if dt.is_float else c.astype(s.dtype)
     if not np.all((back == s) | (np.isnan(back) & np.isnan(s.astype(_F64)))):
         raise InvalidArgumentError(
             f"{what}: seed {seed!r} is not exactly representable in {dt}; pass an array of "
@@ -573,8 +573,8 @@ def _scan_builtin(v: np.ndarray, dt: DType, op: str, sd: np.ndarray | None) -> n
     if dt.is_float:
         combine = np.add if op == "add" else (lambda a, b: _pick(a, b, op == "max"))
         with np.errstate(all="ignore"):
-            inc = _prefixes(_widen(v, dt), combine, None if sd is None else _widen(sd, dt))
-        return _round(inc, dt)
+            inc = _prefixes(widen(v, dt), combine, None if sd is None else widen(sd, dt))
+        return round_to(inc, dt)
     if op in ("add", "mul"):  # i64 wraparound is exact modulo 2^bits, then wraps into dt
         return _cast(_prefixes(v.astype(np.int64), np.add if op == "add" else np.multiply,
                                None if sd is None else sd.astype(np.int64)), dt)
@@ -598,9 +598,9 @@ def scan_admits(result: np.ndarray, x: np.ndarray, op: str | Callable = "add", a
                          f"reference; {int(ok.sum())}/{r.size} admitted")
     dt, target = dtype_of(x), _float_target(r, "scan_admits")
     ax = normalize_axis(axis, x.ndim, "scan_admits")
-    w, rw = _widen(np.moveaxis(x, ax, -1), dt), _widen(np.moveaxis(r, ax, -1), target)
+    w, rw = widen(np.moveaxis(x, ax, -1), dt), widen(np.moveaxis(r, ax, -1), target)
     if seed is not None:
-        sd = np.broadcast_to(_widen(_seed_value(seed, dt, "scan_admits"), dt), w.shape[:-1])
+        sd = np.broadcast_to(widen(_seed_value(seed, dt, "scan_admits"), dt), w.shape[:-1])
         w = np.concatenate([sd[..., None], w], -1)
     if rw.shape[-1] == 0:
         return Admission(np.ones(r.shape, bool), np.full(r.shape, "exact"), "empty scan")

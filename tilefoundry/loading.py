@@ -52,7 +52,7 @@ def _cwd_importable() -> None:
         sys.path.append(cwd)
 
 
-def _load_file(path: str, what: str, spec: str) -> Any:
+def load_file(path: str, what: str, spec: str) -> Any:
     p = Path(path).expanduser()
     if not p.is_file():
         raise InvalidArgumentError(f"{what} {spec!r}: no such file {str(p)!r}")
@@ -90,7 +90,7 @@ def load_object(spec: str, what: str = "spec") -> Any:
     """The object ``spec`` names (see the module docstring)."""
     target, attr = split_spec(spec, what)
     if is_file_spec(target):
-        mod = _load_file(target, what, spec)
+        mod = load_file(target, what, spec)
     else:
         _cwd_importable()
         try:

@@ -16,12 +16,13 @@ import numpy as np
 
 from tilefoundry.oracle.enclosure import (
     Enc,
-    _f64,
     _isnan,
     as_enc,
     from_ordered,
     ordered,
 )
+from tilefoundry.oracle.enclosure import as_f64 as _f64
+from tilefoundry.oracle.enclosure import as_f64 as _f64
 from tilefoundry.semantics.dtypes import DType, cast, dtype_of
 from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
 

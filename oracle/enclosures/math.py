@@ -8,7 +8,6 @@ import numpy as np
 
 from tilefoundry.oracle.enclosure import (
     Enc,
-    _f64,
     corners,
     from_candidates,
     from_ordered,
@@ -16,6 +15,8 @@ from tilefoundry.oracle.enclosure import (
     register_enclosure,
     with_nan,
 )
+from tilefoundry.oracle.enclosure import as_f64 as _f64
+from tilefoundry.oracle.enclosure import as_f64 as _f64
 from tilefoundry.oracle.enclosures.core import Site, _full_like, _ulp_source
 from tilefoundry.semantics.dtypes import cast, dtype_of
 from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind

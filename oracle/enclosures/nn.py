@@ -9,10 +9,11 @@ import numpy as np
 
 from tilefoundry.oracle.enclosure import (
     Enc,
-    _f64,
     register_enclosure,
     with_nan,
 )
+from tilefoundry.oracle.enclosure import as_f64 as _f64
+from tilefoundry.oracle.enclosure import as_f64 as _f64
 from tilefoundry.oracle.enclosures.core import Site, _full_like, _outward, _ulp_source
 from tilefoundry.oracle.enclosures.math import (
     _GELU_MIN,

@@ -9,7 +9,6 @@ import numpy as np
 
 from tilefoundry.oracle.enclosure import (
     Enc,
-    _f64,
     _isnan,
     as_enc,
     corners,
@@ -17,6 +16,8 @@ from tilefoundry.oracle.enclosure import (
     register_enclosure,
     with_nan,
 )
+from tilefoundry.oracle.enclosure import as_f64 as _f64
+from tilefoundry.oracle.enclosure import as_f64 as _f64
 from tilefoundry.oracle.enclosures.core import Site, _elementwise_abs, _full_like, _to_dt
 from tilefoundry.semantics.dtypes import DType, cast, dtype_of
 from tilefoundry.semantics.formats import FORMATS
@@ -220,7 +221,10 @@ def _enumerated_trees(e: Enc, lo: np.ndarray, hi: np.ndarray, target: DType, mea
     the hull of every tree's result at the lower leaves and at the upper leaves — exactly the
     admitted set's hull for point leaves, and sound for interval leaves since a tree of f32
     additions is monotone in its leaves. Fibers with a non-finite leaf keep the bound."""
-    from tilefoundry.semantics.reductions import ENUMERATE_MAX, _enumerate_trees, _round, _widen
+    from tilefoundry.semantics.reductions import ENUMERATE_MAX
+    from tilefoundry.semantics.reductions import enumerate_trees as _enumerate_trees
+    from tilefoundry.semantics.reductions import round_to as _round
+    from tilefoundry.semantics.reductions import widen as _widen
 
     n = lo.shape[-1]
     fibers = int(np.prod(lo.shape[:-1], dtype=np.int64))

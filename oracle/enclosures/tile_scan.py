@@ -8,12 +8,13 @@ import numpy as np
 
 from tilefoundry.oracle.enclosure import (
     Enc,
-    _f64,
     corners,
     from_candidates,
     register_enclosure,
     with_nan,
 )
+from tilefoundry.oracle.enclosure import as_f64 as _f64
+from tilefoundry.oracle.enclosure import as_f64 as _f64
 from tilefoundry.oracle.enclosures.core import Site, _full_like
 from tilefoundry.oracle.enclosures.tensor import _enumerated_trees, _tree_bounds
 from tilefoundry.semantics.dtypes import dtype_of

@@ -10,15 +10,16 @@ from the registry (``registry.EVALUATORS``), one implementation per op class.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from tilefoundry.errors import TilefoundryError
 from tilefoundry.limits import LimitError, check_value_size, deep_recursion, limits
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded, shard
+from tilefoundry.semantics.evaluator.mesh_rules import MeshRule, mesh_rule
 from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx, EvaluationError
 from tilefoundry.semantics.evaluator.sharding import eval_on_mesh, is_mesh_value
 from tilefoundry.semantics.formats import FORMATS, dtype_of
@@ -35,7 +36,6 @@ from tilefoundry.semantics.ir import (
     loop_scope,
     run_dag,
 )
-from tilefoundry.semantics.ops.sharding import Local, Reshard
 from tilefoundry.semantics.printer import type_str
 from tilefoundry.semantics.typeinfer.core import Session, TypeInferError
 from tilefoundry.semantics.typeinfer.functions import (
@@ -55,11 +55,11 @@ def shape_of(v: Any) -> tuple:
     return ()
 
 
-def _same_sharding(a: ShardLayout, b: ShardLayout) -> bool:
+def same_sharding(a: ShardLayout, b: ShardLayout) -> bool:
     return a.mesh == b.mesh and a.attrs == b.attrs and a.layout.shape == b.layout.shape
 
 
-def _check_inputs(fn: Function, inputs: Sequence[Any]) -> list[Any]:
+def check_inputs(fn: Function, inputs: Sequence[Any]) -> list[Any]:
     """Validate inputs against the signature; the error names the parameter and the fix.
 
     A parameter whose type carries a ShardLayout takes a ``Sharded`` value of that sharding, or
@@ -77,7 +77,7 @@ def _check_inputs(fn: Function, inputs: Sequence[Any]) -> list[Any]:
             if sharding is None:
                 raise EvaluationError(f"{where}: got a sharded value {x!r} but the parameter "
                                       f"is unsharded; pass unshard(value)")
-            if not _same_sharding(x.layout, sharding):
+            if not same_sharding(x.layout, sharding):
                 raise EvaluationError(f"{where}: the value's sharding {x.layout.attrs} over "
                                       f"{x.layout.layout.shape} does not match the declared "
                                       f"{sharding.attrs} over {sharding.layout.shape}; "
@@ -150,23 +150,102 @@ def _check_result_size(node: Call, env: Mapping[str, int]) -> None:
                                          f"{type_str(t)})")
 
 
-class _Evaluator:
+def op_hook(op_cls: type) -> Callable:
+    """Mark an ``Evaluator`` method as its class's implementation of ``op_cls`` (xDSL's
+    per-op interpreter functions): ``eval_op`` calls ``method(self, ctx, args)`` instead of
+    the registry's implementation, on plain and mesh operands alike."""
+    def deco(fn: Callable) -> Callable:
+        fn.__op_hook__ = op_cls  # type: ignore[attr-defined]
+        return fn
+
+    return deco
+
+
+class Evaluator:
+    """The reference evaluator; an alternate interpretation subclasses it and overrides a hook
+    (never the walk). The hooks, in the order a value is computed:
+
+    * ``call_function(fn, args)`` — a Call of a Function (the entry's too): selects a dispatch
+      variant by ``shape_of`` of the arguments and evaluates the body;
+    * ``eval_call(node, values, env)`` — an op Call, its operands' values in ``values``:
+      checks the result size and calls ``eval_op``; override to compute something beside each
+      op's value (``super().eval_call(...)`` computes the value);
+    * ``eval_op(ctx, args)`` — the op on its operand values: an ``@op_hook(OpClass)`` method of
+      the class when there is one, else ``on_mesh`` when an operand is a mesh value
+      (``is_mesh_value``), else the registry's implementation;
+    * ``on_mesh(ctx, impl, args)`` — an op on mesh values (default: the per-device driver over
+      every device of the mesh, ``sharding.eval_on_mesh``);
+    * ``after_node(node, values, value)`` — every node's value, once computed (default: the
+      value unchanged);
+    * ``shape_of(v)`` / ``is_mesh_value(v)`` / ``check_result_size(node, env)`` — how values
+      of this interpretation look.
+
+    ``eval_node`` / ``eval_expr`` / ``eval_loop`` are the walk (``ir.run_dag``)."""
+
+    #: op class -> name of the ``@op_hook`` method implementing it (collected per subclass)
+    op_hooks: ClassVar[dict[type, str]] = {}
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        hooks = dict(cls.op_hooks)
+        for name, fn in vars(cls).items():
+            op_cls = getattr(fn, "__op_hook__", None)
+            if op_cls is not None:
+                hooks[op_cls] = name
+        cls.op_hooks = hooks
+
     def __init__(self, session: Session):
         self.session = session
         self.contracts: list = []
         self.iterations = 0  # loop iterations so far (bounded by Limits.max_loop_iterations)
 
+    # -- hooks ---------------------------------------------------------------------------------
+    def shape_of(self, v: Any) -> tuple:
+        return shape_of(v)
+
+    def is_mesh_value(self, v: Any) -> bool:
+        return is_mesh_value(v)
+
+    def check_result_size(self, node: Call, env: Mapping[str, int]) -> None:
+        _check_result_size(node, env)
+
     def call_function(self, fn: Function, args: list[Any]) -> Any:
         if fn.body is None:  # a dispatch prototype: select the variant by the argument shapes
             try:
-                fn = select_variant(fn, [shape_of(a) for a in args])
+                fn = select_variant(fn, [self.shape_of(a) for a in args])
             except TypeInferError as e:
                 raise EvaluationError(f"dispatch of @{fn.name} on argument shapes "
-                                      f"{[shape_of(a) for a in args]}: {e}") from None
-        env = dim_env(fn.params, [shape_of(a) for a in args])
+                                      f"{[self.shape_of(a) for a in args]}: {e}") from None
+        env = dim_env(fn.params, [self.shape_of(a) for a in args])
         values: dict[int, Any] = {id(p): a for p, a in zip(fn.params, args, strict=True)}
         return self.eval_expr(fn.body, values, env)
 
+    def eval_call(self, node: Call, values: dict[int, Any], env: Mapping[str, int]) -> Any:
+        args = tuple(values[id(a)] for a in node.args)
+        if type(node.op) not in EVALUATORS:
+            raise EvaluationError(f"{type(node.op).__name__}: the reference evaluator has "
+                                  f"no implementation of this op yet")
+        self.check_result_size(node, env)
+        return self.eval_op(EvalCtx(node.op, node, node.checked_type, self.contracts, args, env),
+                            args)
+
+    def eval_op(self, ctx: EvalCtx, args: tuple) -> Any:
+        hook = self.op_hooks.get(type(ctx.op))
+        if hook is not None:
+            return getattr(self, hook)(ctx, args)
+        impl = EVALUATORS[type(ctx.op)]
+        if any(self.is_mesh_value(a) for a in args) and \
+                mesh_rule(ctx.op) is not MeshRule.COLLECTIVE:
+            return self.on_mesh(ctx, impl, args)
+        return impl(ctx, args)
+
+    def on_mesh(self, ctx: EvalCtx, impl: Callable, args: tuple) -> Any:
+        return eval_on_mesh(ctx, impl, args)
+
+    def after_node(self, node: Expr, values: dict[int, Any], value: Any) -> Any:
+        return value
+
+    # -- the walk ------------------------------------------------------------------------------
     def eval_expr(self, root: Expr, values: dict[int, Any], env: Mapping[str, int]) -> Any:
         return run_dag(root, values, lambda node: self.eval_node(node, values, env))
 
@@ -175,27 +254,21 @@ class _Evaluator:
             raise EvaluationError(f"Var {node.name} is not bound here (a free variable of the "
                                   f"body)")
         if isinstance(node, Constant):
-            return node.value
-        if isinstance(node, Tuple):
-            return tuple(values[id(f)] for f in node.fields)
-        if isinstance(node, TupleGetItem):
-            return values[id(node.tuple_value)][node.index]
-        if isinstance(node, GridRegionExpr):
-            return self.eval_loop(node, values, env)
-        if isinstance(node, Call):
-            args = [values[id(a)] for a in node.args]
-            if isinstance(node.op, Function):
-                return self.call_function(resolved_target(node, self.session), args)
-            impl = EVALUATORS.get(type(node.op))
-            if impl is None:
-                raise EvaluationError(f"{type(node.op).__name__}: the reference evaluator has "
-                                      f"no implementation of this op yet")
-            _check_result_size(node, env)
-            ctx = EvalCtx(node.op, node, node.checked_type, self.contracts, tuple(args), env)
-            if any(is_mesh_value(a) for a in args) and not isinstance(node.op, Reshard | Local):
-                return eval_on_mesh(ctx, impl, tuple(args))
-            return impl(ctx, tuple(args))
-        raise EvaluationError(f"cannot evaluate a {type(node).__name__} node")
+            v = node.value
+        elif isinstance(node, Tuple):
+            v = tuple(values[id(f)] for f in node.fields)
+        elif isinstance(node, TupleGetItem):
+            v = values[id(node.tuple_value)][node.index]
+        elif isinstance(node, GridRegionExpr):
+            v = self.eval_loop(node, values, env)
+        elif isinstance(node, Call) and isinstance(node.op, Function):
+            v = self.call_function(resolved_target(node, self.session),
+                                   [values[id(a)] for a in node.args])
+        elif isinstance(node, Call):
+            v = self.eval_call(node, values, env)
+        else:
+            raise EvaluationError(f"cannot evaluate a {type(node).__name__} node")
+        return self.after_node(node, values, v)
 
     def eval_loop(self, node: GridRegionExpr, values: dict[int, Any],
                   env: Mapping[str, int]) -> Any:
@@ -252,7 +325,7 @@ def evaluate(module: Module, entry: str, inputs: Sequence[np.ndarray], *,
 
 
 def run(module: Module, entry: str, inputs: Sequence[np.ndarray],
-        evaluator: type[_Evaluator] = _Evaluator) -> tuple[Any, _Evaluator]:
+        evaluator: type[Evaluator] = Evaluator) -> tuple[Any, Evaluator]:
     """``evaluate``'s driver: the result value and the evaluator that computed it (a subclass
     may compute more beside each value: the oracle's enclosures do)."""
     # importing the families registers their implementations
@@ -278,7 +351,7 @@ def run(module: Module, entry: str, inputs: Sequence[np.ndarray],
 
 
 def _run(module: Module, entry: str, inputs: Sequence[np.ndarray],
-         evaluator: type[_Evaluator]) -> tuple[Any, _Evaluator]:
+         evaluator: type[Evaluator]) -> tuple[Any, Evaluator]:
     session = Session()
     m = infer_module(module, session)
     fn = m[entry]
@@ -288,7 +361,7 @@ def _run(module: Module, entry: str, inputs: Sequence[np.ndarray],
         except TypeInferError as e:
             raise EvaluationError(f"dispatch of @{fn.name}: {e}") from None
         fn = chosen
-    args = _check_inputs(fn, list(inputs))
+    args = check_inputs(fn, list(inputs))
     ev = evaluator(session)
     ev.entry_fn = fn  # the typed entry (the chosen variant of a dispatch) the value came from
     return ev.call_function(fn, args), ev

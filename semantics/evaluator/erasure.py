@@ -29,6 +29,7 @@ from tilefoundry.semantics.ir import (
     Tuple,
     TupleGetItem,
     Var,
+    run_dag,
 )
 from tilefoundry.semantics.ops.sharding import Local, Reshard
 from tilefoundry.semantics.types import TensorType, TupleType
@@ -62,18 +63,11 @@ class _Eraser:
         return out
 
     def expr(self, root: Expr) -> Expr:
-        stack: list[tuple[Expr, bool]] = [(root, False)]
-        while stack:
-            node, ready = stack.pop()
-            if id(node) in self.memo:
-                continue
-            if not ready:
-                stack.append((node, True))
-                stack.extend((c, False) for c in _children(node) if id(c) not in self.memo)
-                continue
-            self.memo[id(node)] = self.rebuild(node)
+        def step(node: Expr) -> Expr:
             self.keep.append(node)
-        return self.memo[id(root)]
+            return self.rebuild(node)
+
+        return run_dag(root, self.memo, step, _children)
 
     def rebuild(self, e: Expr) -> Expr:
         m = self.memo

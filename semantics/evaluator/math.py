@@ -71,7 +71,7 @@ def _f32_relu(x: np.ndarray) -> np.ndarray:
     return np.where(x < 0, _F32(0.0), x).astype(_F32)
 
 
-def _f64_to_f32_odd(v: np.ndarray) -> np.ndarray:
+def f64_to_f32_odd(v: np.ndarray) -> np.ndarray:
     """Round float64 to f32 with round-to-odd (exact sticky rounding for a second rounding).
 
     numpy's float64 → f32 conversion is correctly rounded; when it is inexact and lands on an
@@ -91,12 +91,12 @@ def round_f64_once(v: np.ndarray, dt: DType) -> np.ndarray:
     NaN gives the positive quiet NaN (D21); overflow follows ``overflow="nonfinite"``."""
     v = np.asarray(v, np.float64)
     with np.errstate(all="ignore"):
-        r = v.astype(_F32) if dt is DType.F32 else _f64_to_f32_odd(v)
+        r = v.astype(_F32) if dt is DType.F32 else f64_to_f32_odd(v)
     r = np.where(np.isnan(r), _F32(np.nan), r).astype(_F32)  # np.nan is the positive qNaN
     return np.asarray(cast(r, dt))
 
 
-def _transcendental(fn64: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+def transcendental(fn64: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
     dt = dtype_of(x)
     wide = widen_to_f32(x).astype(np.float64)
     with np.errstate(all="ignore"):
@@ -111,7 +111,7 @@ def _rsqrt64(x: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # Binary
 # ---------------------------------------------------------------------------------------------
-_FLOAT_BINARY: dict[BinaryKind, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+FLOAT_BINARY: dict[BinaryKind, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     BinaryKind.ADD: np.add,
     BinaryKind.SUB: np.subtract,
     BinaryKind.MUL: np.multiply,
@@ -128,7 +128,7 @@ _INT_BINARY: dict[BinaryKind, Callable[[np.ndarray, np.ndarray], np.ndarray]] = 
     BinaryKind.MAX: np.maximum,
 }
 
-_COMPARE: dict[BinaryKind, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+COMPARE: dict[BinaryKind, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     BinaryKind.EQ: np.equal,
     BinaryKind.NE: np.not_equal,
     BinaryKind.LT: np.less,
@@ -155,13 +155,13 @@ def eval_binary(ctx: EvalCtx, args: tuple) -> np.ndarray:
         if dt is not DType.BOOL:
             ctx.error(f"{kind.value}: expects bool operands, got {dt}")
         return np.asarray(_LOGICAL[kind](a, b))
-    if kind in _COMPARE:
+    if kind in COMPARE:
         if dt.is_float:
             a, b = widen_to_f32(a), widen_to_f32(b)  # exact; IEEE comparisons on f32
         with np.errstate(all="ignore"):
-            return np.asarray(_COMPARE[kind](a, b), dtype=bool)
+            return np.asarray(COMPARE[kind](a, b), dtype=bool)
     if dt.is_float:
-        return np.asarray(apply_lowp(_FLOAT_BINARY[kind], a, b))
+        return np.asarray(apply_lowp(FLOAT_BINARY[kind], a, b))
     fn = _INT_BINARY.get(kind)
     if dt is DType.BOOL and kind not in (BinaryKind.MIN, BinaryKind.MAX):
         fn = None
@@ -175,7 +175,7 @@ def eval_binary(ctx: EvalCtx, args: tuple) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # Unary
 # ---------------------------------------------------------------------------------------------
-_FLOAT_UNARY: dict[UnaryKind, Callable[[np.ndarray], np.ndarray]] = {
+FLOAT_UNARY: dict[UnaryKind, Callable[[np.ndarray], np.ndarray]] = {
     UnaryKind.NEG: np.negative,
     UnaryKind.ABS: np.abs,
     UnaryKind.CEIL: np.ceil,
@@ -185,7 +185,7 @@ _FLOAT_UNARY: dict[UnaryKind, Callable[[np.ndarray], np.ndarray]] = {
     UnaryKind.SQRT: np.sqrt,
 }
 
-_TRANSCENDENTAL: dict[UnaryKind, Callable[[np.ndarray], np.ndarray]] = {
+TRANSCENDENTAL: dict[UnaryKind, Callable[[np.ndarray], np.ndarray]] = {
     UnaryKind.EXP: np.exp,
     UnaryKind.LOG: np.log,
     UnaryKind.EXP2: np.exp2,
@@ -193,7 +193,7 @@ _TRANSCENDENTAL: dict[UnaryKind, Callable[[np.ndarray], np.ndarray]] = {
     UnaryKind.RSQRT: _rsqrt64,
 }
 
-_INT_UNARY: dict[UnaryKind, Callable[[np.ndarray], np.ndarray]] = {
+INT_UNARY: dict[UnaryKind, Callable[[np.ndarray], np.ndarray]] = {
     UnaryKind.NEG: np.negative,
     UnaryKind.ABS: np.abs,
     UnaryKind.CEIL: np.copy,
@@ -213,12 +213,12 @@ def eval_unary(ctx: EvalCtx, args: tuple) -> np.ndarray:
             ctx.error(f"logical_not expects a bool operand, got {dt}")
         return np.asarray(np.logical_not(x))
     if dt.is_float:
-        if kind in _TRANSCENDENTAL:
+        if kind in TRANSCENDENTAL:
             ctx.note(OpContract(op=f"Unary({kind.value})", kind="ulp", dtype=dt,
                                 ulp=budget(kind.value, dt)))
-            return _transcendental(_TRANSCENDENTAL[kind], x)
-        return np.asarray(apply_lowp(_FLOAT_UNARY[kind], x))
-    fn = _INT_UNARY.get(kind) if dt.is_int else None
+            return transcendental(TRANSCENDENTAL[kind], x)
+        return np.asarray(apply_lowp(FLOAT_UNARY[kind], x))
+    fn = INT_UNARY.get(kind) if dt.is_int else None
     if fn is None:
         ctx.error(f"{kind.value} is not defined on {dt} operands")
     with np.errstate(all="ignore"):

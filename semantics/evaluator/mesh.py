@@ -41,7 +41,7 @@ from tilefoundry.semantics.evaluator.registry import EvaluationError
 from tilefoundry.semantics.formats import FORMATS, DType, dtype_of
 from tilefoundry.semantics.types import Broadcast, Mesh, Partial, ShardLayout, Split
 
-__all__ = ["PerDevice", "Sharded", "complete", "shard", "unshard"]
+__all__ = ["PerDevice", "Sharded", "complete", "neutral_sum", "shard", "unshard"]
 
 
 def _positions_plan(layout: ShardLayout) -> tuple[list[int], list[int], list[int]]:
@@ -68,7 +68,7 @@ def _positions_plan(layout: ShardLayout) -> tuple[list[int], list[int], list[int
     return expanded, mesh_dims, local_dims
 
 
-def _neutral_sum(dt: DType) -> np.ndarray:
+def neutral_sum(dt: DType) -> np.ndarray:
     """The neutral element of a sum: ``-0`` for signed floats (``-0 + x == x`` for every x,
     ``-0`` included), 0 otherwise."""
     from tilefoundry.semantics.dtypes import cast
@@ -193,7 +193,7 @@ def shard(x: np.ndarray, layout: ShardLayout) -> Sharded:
             # coordinate 0 keeps the value, every other coordinate holds the neutral element
             idx = [slice(None)] * data.ndim
             idx[i] = slice(1, None)
-            data[tuple(idx)] = _neutral_sum(dt)
+            data[tuple(idx)] = neutral_sum(dt)
     return Sharded(layout, data)
 
 

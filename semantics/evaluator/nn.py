@@ -390,7 +390,7 @@ def eval_softmax(ctx: EvalCtx, args: tuple) -> np.ndarray:
     return _rounded(ctx, v, dt, "softmax")
 
 
-def _dd_row_sum(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def dd_row_sum(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Compensated (double-double) sum over the last axis: hi + lo equals the exact sum up to
     ~n·2^-106·Σ|w|. A loop over the axis positions, vectorized over the rows."""
     hi = np.zeros((*w.shape[:-1], 1), _F64)
@@ -417,7 +417,7 @@ def eval_layernorm(ctx: EvalCtx, args: tuple) -> np.ndarray:
     finite = np.all(np.isfinite(w), axis=-1, keepdims=True)
     wf = np.where(finite, w, 0.0)
     with np.errstate(all="ignore"):
-        s_hi, s_lo = _dd_row_sum(wf)
+        s_hi, s_lo = dd_row_sum(wf)
         t, t_err = _two_sum(float(n) * wf, -s_hi)  # n·x exact (n < 2^29)
         dev = t + (t_err - s_lo)  # n·(x − μ), relative error ~2^-53
         dev = np.where(dev == 0, 0.0, dev)  # an exact zero deviation is +0 (IEEE x − x)

@@ -1,7 +1,8 @@
-"""Evaluation on sharded values: the sharding family (Reshard, Local) and the per-device driver.
+"""Evaluation on sharded values: the sharding family (Reshard, Local) and the mesh simulation.
 
 Every op whose operands include a ``Sharded`` / ``PerDevice`` value runs **per device** through
-``eval_on_mesh``: each device's local operands go to the op's ordinary (unsharded)
+``eval_on_mesh``: the per-device driver (``mesh_driver.run_on_mesh``, by the op's mesh rule in
+``mesh_rules.py``) with ``AllDevices``, the collectives of every device in this process: each device's local operands go to the op's ordinary (unsharded)
 implementation with the local result type, and the per-device results are stacked back into a
 ``Sharded`` value of the Call's inferred ShardLayout (or a ``PerDevice`` value when the result
 type is plain). The layout algebra of the type rules decides what each device holds; the
@@ -26,16 +27,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 
-from tilefoundry.semantics.evaluator.mesh import (
-    PerDevice,
-    Sharded,
-    _neutral_sum,
-    shard,
-    unshard,
+from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded, shard, unshard
+from tilefoundry.semantics.evaluator.mesh_driver import (
+    MeshDevices,
+    global_indices,
+    local_type,
+    run_on_mesh,
 )
 from tilefoundry.semantics.evaluator.registry import (
     EvalCtx,
@@ -43,21 +43,12 @@ from tilefoundry.semantics.evaluator.registry import (
     OpContract,
     register_eval,
 )
-from tilefoundry.semantics.formats import DType, dtype_of
-from tilefoundry.semantics.ops.math import Binary
+from tilefoundry.semantics.formats import dtype_of
 from tilefoundry.semantics.ops.sharding import Local, Reshard
-from tilefoundry.semantics.ops.tensor import (
-    CacheUpdate,
-    Gather,
-    InsertSlice,
-    Rank,
-    Reduce,
-    Reshape,
-    ShapeOf,
-)
-from tilefoundry.semantics.ops.tile_select import Select
+from tilefoundry.semantics.ops.tensor import Reduce
 from tilefoundry.semantics.types import (
     Broadcast,
+    Mesh,
     Partial,
     ShardLayout,
     Split,
@@ -65,7 +56,9 @@ from tilefoundry.semantics.types import (
     TupleType,
 )
 
-__all__ = ["eval_local", "eval_on_mesh", "eval_reshard", "is_mesh_value"]
+__all__ = ["ALL_DEVICES", "AllDevices", "align", "eval_local", "eval_on_mesh", "eval_reshard",
+           "gather_positions", "gather_reduced", "global_indices", "is_mesh_value",
+           "local_type", "replicated"]
 
 
 def is_mesh_value(v: object) -> bool:
@@ -117,16 +110,7 @@ def eval_local(ctx: EvalCtx, args: tuple):
 # ---------------------------------------------------------------------------------------------
 # layout helpers
 # ---------------------------------------------------------------------------------------------
-def local_type(t: object) -> object:
-    """The per-device type of a result type (ShardLayouts have static extents)."""
-    if isinstance(t, TupleType):
-        return TupleType(tuple(local_type(f) for f in t.fields))
-    if isinstance(t, TensorType) and t.shard is not None:
-        return TensorType(tuple(t.shard.local_axis_extents()), t.dtype, None, t.storage)
-    return t
-
-
-def _replicated(layout: ShardLayout) -> ShardLayout:
+def replicated(layout: ShardLayout) -> ShardLayout:
     """The layout a replicated (plain) operand is read through: Partials become Broadcast."""
     attrs = tuple(Broadcast() if isinstance(a, Partial) else a for a in layout.attrs)
     return ShardLayout(layout.mesh, attrs, layout.layout)
@@ -149,7 +133,7 @@ def align(v: object, out: ShardLayout) -> np.ndarray:
     mesh_rank = len(out.mesh.axis_extents)
     if isinstance(v, np.ndarray):
         full = np.broadcast_to(v, tuple(out.layout.axis_extents))
-        return shard(np.array(full, order="C"), _replicated(out)).data
+        return shard(np.array(full, order="C"), replicated(out)).data
     if not isinstance(v, Sharded):
         raise EvaluationError(f"cannot combine a {type(v).__name__} value with a sharded one")
     if v.layout.mesh != out.mesh:
@@ -204,18 +188,6 @@ def gather_positions(v: Sharded, axes: list[int]) -> Sharded:
         (*lay.mesh.axis_extents, *out.local_axis_extents())))
 
 
-def _mesh_of(args: tuple):
-    for a in args:
-        if isinstance(a, Sharded):
-            return a.mesh
-        if isinstance(a, PerDevice):
-            return a.mesh
-        if isinstance(a, tuple):
-            m = _mesh_of(a)
-            if m is not None:
-                return m
-    return None
-
 
 def _wrap(t: object, data: np.ndarray, mesh, device_varying: bool) -> object:
     """Stacked per-device results as the value of type ``t``. A plain (unsharded) result type
@@ -237,123 +209,9 @@ def _wrap(t: object, data: np.ndarray, mesh, device_varying: bool) -> object:
     return np.array(flat[0], order="C")
 
 
-# ---------------------------------------------------------------------------------------------
-# the per-device driver
-# ---------------------------------------------------------------------------------------------
-def eval_on_mesh(ctx: EvalCtx, impl: Callable, args: tuple):
-    """Evaluate one Call whose operands include sharded / per-device values."""
-    op = ctx.op
-    mesh = _mesh_of(args)
-    if any(isinstance(a, PerDevice) for a in args) and any(isinstance(a, Sharded)
-                                                          for a in args):
-        ctx.error("a device-varying value (from Local) meets a ShardLayout-typed value in one "
-                  "op; their per-device pieces do not describe one logical value — Reshard or "
-                  "keep the computation on one side")
-    if isinstance(op, ShapeOf | Rank):
-        glob = tuple(np.zeros(a.shape, np.int8) if isinstance(a, Sharded) else a for a in args)
-        if any(isinstance(a, PerDevice) for a in glob):
-            glob = tuple(a.data[(0,) * len(mesh.axis_extents)] if isinstance(a, PerDevice)
-                         else a for a in glob)
-        return impl(ctx, glob)
-    out_t = ctx.out_type
-    if isinstance(op, Reduce) and isinstance(args[0], Sharded):
-        args = (_gather_reduced(args[0], op),)
-    if isinstance(op, Binary | Select) and isinstance(out_t, TensorType) and \
-            out_t.shard is not None:
-        datas = [align(a, out_t.shard) for a in args]
-        args = tuple(Sharded(out_t.shard, d) for d in datas)
-    if isinstance(op, Gather) and isinstance(args[0], Sharded):
-        return _gather_split(ctx, impl, args)
-    if isinstance(op, Reshape) and isinstance(out_t, TensorType) and out_t.shard is not None:
-        # each device reshapes its block to its local extents (Reshape rules 1 / 2 keep the
-        # C order over the local positions, D130)
-        local = Reshape(tuple(out_t.shard.local_axis_extents()))
-        ctx = EvalCtx(local, ctx.call, out_t, ctx.contracts, ctx.args, ctx.dims)
-    if isinstance(op, InsertSlice | CacheUpdate) and isinstance(args[0], Sharded):
-        return _write_split(ctx, impl, args, mesh)
-    return _per_device(ctx, impl, args, mesh)
 
-
-def _local_args(args: tuple, coord: tuple) -> tuple:
-    out = []
-    for a in args:
-        if isinstance(a, Sharded | PerDevice):
-            out.append(np.array(a.data[coord], order="C"))
-        elif isinstance(a, tuple):
-            out.append(_local_args(a, coord))
-        else:
-            out.append(a)
-    return tuple(out)
-
-
-def _keep_first_device_notes(ctx: EvalCtx, notes: list) -> None:
-    """Contracts are the same on every device: keep the first device's, marked per-device."""
-    ctx.contracts.extend((call, replace(c, per_device=True, operands=()))
-                         for call, c in notes)
-
-
-def _per_device(ctx: EvalCtx, impl: Callable, args: tuple, mesh):
-    lt = local_type(ctx.out_type)
-    results = []
-    notes: list = []
-    for n, coord in enumerate(itertools.product(*(range(m) for m in mesh.axis_extents))):
-        local = _local_args(args, coord)
-        lctx = EvalCtx(ctx.op, ctx.call, lt, notes if n == 0 else [], local, ctx.dims)
-        results.append(impl(lctx, local))
-    _keep_first_device_notes(ctx, notes)
-    ext = tuple(mesh.axis_extents)
-    t = ctx.out_type
-    varying = any(isinstance(a, PerDevice) for a in args)
-    if isinstance(t, TupleType):
-        return tuple(_wrap(ft, np.stack([r[i] for r in results]).reshape(
-            (*ext, *np.shape(results[0][i]))), mesh, varying) for i, ft in enumerate(t.fields))
-    return _wrap(t, np.stack(results).reshape((*ext, *np.shape(results[0]))), mesh, varying)
-
-
-def _natural_axis(lay: ShardLayout, p: int) -> int:
-    """The tensor axis of layout position ``p``, which must be the axis's only position."""
-    a = lay.layout.axis_of_position[p]
-    if isinstance(lay.layout.shape[a], tuple) and len(lay.layout.shape[a]) > 1:
-        raise EvaluationError(f"a write into a destination split on a refined axis "
-                              f"{lay.layout.shape[a]} is not simulated; Reshard the destination "
-                              f"to a natural layout first")
-    return a
-
-
-def _write_split(ctx: EvalCtx, impl: Callable, args: tuple, mesh):
-    """InsertSlice / CacheUpdate into a destination with Splits: the type rule lets a replicated
-    update cover a split axis whole (D138), so each device writes its own block of it."""
-    dst = args[0]
-    upd_i = 1 if isinstance(ctx.op, InsertSlice) else 3
-    splits = [(i, a.position) for i, a in enumerate(dst.layout.attrs) if isinstance(a, Split)]
-    upd = args[upd_i]
-    own = isinstance(upd, Sharded) and all(
-        isinstance(upd.layout.attrs[i], Split) for i, _ in splits)
-    if own or not splits:
-        return _per_device(ctx, impl, args, mesh)
-    lt = local_type(ctx.out_type)
-    results, notes = [], []
-    for n, coord in enumerate(itertools.product(*(range(m) for m in mesh.axis_extents))):
-        local = list(_local_args(args, coord))
-        u = local[upd_i]
-        for i, p in splits:
-            if isinstance(upd, Sharded) and isinstance(upd.layout.attrs[i], Split):
-                continue
-            a = _natural_axis(dst.layout, p)
-            blk = u.shape[a] // mesh.axis_extents[i]
-            sl = [slice(None)] * u.ndim
-            sl[a] = slice(coord[i] * blk, (coord[i] + 1) * blk)
-            u = u[tuple(sl)]
-        local[upd_i] = np.array(u, order="C")
-        lctx = EvalCtx(ctx.op, ctx.call, lt, notes if n == 0 else [], tuple(local), ctx.dims)
-        results.append(impl(lctx, tuple(local)))
-    _keep_first_device_notes(ctx, notes)
-    ext = tuple(mesh.axis_extents)
-    return _wrap(ctx.out_type, np.stack(results).reshape((*ext, *results[0].shape)), mesh,
-                 False)
-
-
-def _gather_reduced(x: Sharded, op: Reduce) -> Sharded:
+def gather_reduced(x: Sharded, op: Reduce) -> Sharded:
+    """The all-gather a Reduce over split positions needs first (``MeshRule.GATHER_REDUCED``)."""
     rank = len(x.layout.layout.shape)
     red = {a % rank for a in op.axes}
     aop = x.layout.layout.axis_of_position
@@ -362,53 +220,52 @@ def _gather_reduced(x: Sharded, op: Reduce) -> Sharded:
     return gather_positions(x, axes) if axes else x
 
 
-def global_indices(ctx: EvalCtx, idx, n_glob: int, axis: int) -> np.ndarray:
-    """Gather indices along a split axis as int64, each checked against the axis's global
-    extent (the run-time check ``index_range``; negative indices do not wrap)."""
-    iv = np.asarray(idx).astype(np.int64)
-    bad = (iv < 0) | (iv >= n_glob)
-    if bad.any():
-        pos = tuple(int(j) for j in np.argwhere(bad)[0])
-        ctx.error(f"index {int(iv[pos])} at indices{list(pos)} is outside [0, {n_glob}) on "
-                  f"axis {axis}")
-    return iv
+# ---------------------------------------------------------------------------------------------
+# every device in this process: the collectives of the mesh simulation
+# ---------------------------------------------------------------------------------------------
+class AllDevices(MeshDevices):
+    """Every device of the mesh in this process: values are ``Sharded`` / ``PerDevice`` (the
+    mesh axes first), collectives are reshapes of the stacked data."""
+
+    def is_sharded(self, v: object) -> bool:
+        return isinstance(v, Sharded)
+
+    def is_varying(self, v: object) -> bool:
+        return isinstance(v, PerDevice)
+
+    def layout(self, v: Sharded) -> ShardLayout:
+        return v.layout
+
+    def mesh_of(self, v: Sharded | PerDevice) -> Mesh:
+        return v.mesh
+
+    def coords(self, mesh: Mesh) -> list[tuple[int, ...]]:
+        return list(itertools.product(*(range(m) for m in mesh.axis_extents)))
+
+    def block(self, v: Sharded | PerDevice, coord: tuple[int, ...]) -> np.ndarray:
+        return np.array(v.data[coord], order="C")
+
+    def assemble(self, t: object, mesh: Mesh, results: list, varying: bool) -> object:
+        ext = tuple(mesh.axis_extents)
+        if isinstance(t, TupleType):
+            return tuple(_wrap(ft, np.stack([r[i] for r in results]).reshape(
+                (*ext, *np.shape(results[0][i]))), mesh, varying)
+                for i, ft in enumerate(t.fields))
+        return _wrap(t, np.stack(results).reshape((*ext, *np.shape(results[0]))), mesh, varying)
+
+    def all_gather(self, v: Sharded, axes: list[int]) -> Sharded:
+        return gather_positions(v, axes)
+
+    def to_global(self, v: Sharded) -> np.ndarray:
+        return unshard(v)
+
+    def align(self, v: object, out: ShardLayout) -> Sharded:
+        return Sharded(out, align(v, out))
 
 
-def _gather_split(ctx: EvalCtx, impl: Callable, args: tuple):
-    x, idx = args
-    op: Gather = ctx.op
-    lay = x.layout
-    rank = len(lay.layout.shape)
-    axis = op.axis % rank
-    on = [(i, a) for i, a in enumerate(lay.attrs)
-          if isinstance(a, Split) and lay.layout.axis_of_position[a.position] == axis]
-    if not on:
-        return _per_device(ctx, impl, args, lay.mesh)
-    if isinstance(idx, Sharded):
-        idx = unshard(idx)  # indices are replicated (a Split of indices fails typeinfer)
-    if isinstance(idx, PerDevice):
-        ctx.error("indices vary by device (from Local); gather needs replicated indices")
-    ((i, _),) = on
-    n_glob = lay.layout.axis_extents[axis]
-    m = lay.mesh.axis_extents[i]
-    blk = n_glob // m
-    iv = global_indices(ctx, idx, n_glob, axis)
-    dt = dtype_of(x.data)
-    neutral = _neutral_sum(dt) if dt is not DType.F8E8M0 else None
+ALL_DEVICES = AllDevices()
 
-    results = []
-    notes: list = []
-    lt = local_type(ctx.out_type)
-    for n, coord in enumerate(itertools.product(*(range(e) for e in lay.mesh.axis_extents))):
-        lo = coord[i] * blk
-        own = (iv >= lo) & (iv < lo + blk)
-        li = np.where(own, iv - lo, 0).astype(iv.dtype)
-        local = (np.array(x.data[coord], order="C"), li.astype(np.asarray(idx).dtype))
-        lctx = EvalCtx(ctx.op, ctx.call, lt, notes if n == 0 else [], local, ctx.dims)
-        r = impl(lctx, local)
-        mask = own.reshape((1,) * axis + own.shape + (1,) * (r.ndim - axis - own.ndim))
-        results.append(np.where(mask, r, neutral).astype(r.dtype))
-    _keep_first_device_notes(ctx, notes)
-    ext = tuple(lay.mesh.axis_extents)
-    return _wrap(ctx.out_type, np.stack(results).reshape((*ext, *results[0].shape)), lay.mesh,
-                 False)
+
+def eval_on_mesh(ctx: EvalCtx, impl: Callable, args: tuple):
+    """Evaluate one Call whose operands include sharded / per-device values (every device)."""
+    return run_on_mesh(ctx, impl, args, ALL_DEVICES)

@@ -38,7 +38,9 @@ from tilefoundry.semantics.ir import (
     Module,
     Op,
     Var,
+    all_children,
     reachable,
+    run_dag,
 )
 from tilefoundry.semantics.printer import type_str
 from tilefoundry.semantics.typeinfer.core import Session, TypeInferError, infer_expr
@@ -111,7 +113,7 @@ def _dimvars_of(t: Any) -> list[DimVar]:
     return out
 
 
-def _param_dimvars(params: Sequence[Var]) -> dict[str, DimVar]:
+def param_dimvars(params: Sequence[Var]) -> dict[str, DimVar]:
     out: dict[str, DimVar] = {}
     for p in params:
         for dv in _dimvars_of(p.type):
@@ -119,26 +121,9 @@ def _param_dimvars(params: Sequence[Var]) -> dict[str, DimVar]:
     return out
 
 
-def _expr_children(node: Expr) -> list[Expr]:
-    """The Expr operands of ``node`` in field order. A Function is a leaf (its body is its own);
-    a Call's ``op`` is not an operand."""
-    if isinstance(node, Function):
-        return []
-    if isinstance(node, Call):
-        return list(node.args)
-    out: list[Expr] = []
-    for f in fields(node):
-        v = getattr(node, f.name)
-        if isinstance(v, Expr):
-            out.append(v)
-        elif isinstance(v, tuple):
-            out.extend(x for x in v if isinstance(x, Expr))
-    return out
-
-
 def _walk(root: Expr) -> Iterator[Expr]:
     """Every node reachable from ``root`` once (iterative; Functions are leaves)."""
-    return reachable(root, _expr_children)
+    return reachable(root, all_children)
 
 
 def _referenced_functions(root: Expr) -> Iterator[Function]:
@@ -179,17 +164,7 @@ def _rebuild(root: Expr, subst: dict[int, Expr],
     inferred afresh), sharing is preserved (one copy per original node), nodes whose id is in
     ``subst`` are replaced, and referenced Functions go through ``fn_map``."""
     new: dict[int, Expr] = dict(subst)
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        node, ready = stack.pop()
-        if id(node) in new:
-            continue
-        if ready:
-            new[id(node)] = _copy_node(node, new, fn_map)
-            continue
-        stack.append((node, True))
-        stack.extend((c, False) for c in _expr_children(node) if id(c) not in new)
-    return new[id(root)]
+    return run_dag(root, new, lambda node: _copy_node(node, new, fn_map), all_children)
 
 
 # =============================================================================================
@@ -276,8 +251,8 @@ def _check_dimvar_agreement(fn: Function) -> None:
                     fix=f"give every occurrence of {dv.name} the same bounds")
 
 
-def _check_anchor(fn: Function, pat: DimVarRangePat) -> DimVar:
-    dvs = _param_dimvars(fn.params)
+def check_anchor(fn: Function, pat: DimVarRangePat) -> DimVar:
+    dvs = param_dimvars(fn.params)
     dv = dvs.get(pat.dim_var)
     if dv is None:
         where = " (it appears only in the return_type)" if any(
@@ -304,7 +279,7 @@ def _segments(points: list[tuple[int, int]]) -> str:
     return ", ".join(f"[{a}, {b}) ({b - a} value{'s' if b - a != 1 else ''})" for a, b in points)
 
 
-def _check_partition(base: Function, dv: DimVar) -> None:
+def check_partition(base: Function, dv: DimVar) -> None:
     """The variants' ranges partition [lo, hi): pairwise disjoint and jointly complete."""
     pats = [(v.specializations[0], v) for v in base.variants]
     cuts = sorted({dv.lo, dv.hi, *(p.lo for p, _ in pats), *(p.hi for p, _ in pats)})
@@ -377,7 +352,7 @@ def _check_variants(base: Function) -> None:
         raise _fn_error(base, f"the variants dispatch on different DimVars {names}",
                         rule="Envelope coverage: the variants partition one dispatch envelope",
                         fix="dispatch every variant on the same DimVar")
-    _check_partition(base, _param_dimvars(base.params)[names[0]])
+    check_partition(base, param_dimvars(base.params)[names[0]])
 
 
 def _params_str(fn: Function) -> str:
@@ -424,7 +399,7 @@ def check_function(fn: Function) -> None:
         if fn.body is None:
             raise _fn_error(fn, f"variant {fn.canonical_signature} has no body",
                             rule="only variants carry executable bodies")
-        _check_anchor(fn, fn.specializations[0])
+        check_anchor(fn, fn.specializations[0])
     elif fn.variants:  # dispatch prototype
         if fn.body is not None:
             raise _fn_error(fn, "a function with variants also has a body",
@@ -713,7 +688,7 @@ def resolved_variant(call: Call, session: Session) -> Function | None:
 
 def _select(proto: Function, value: int) -> Function:
     dim = proto.variants[0].specializations[0].dim_var
-    dv = _param_dimvars(proto.params).get(dim)
+    dv = param_dimvars(proto.params).get(dim)
     op = f"Call @{proto.name}"
     if dv is not None and not dv.lo <= value < dv.hi:
         raise TypeInferError(f"{dim} = {value} is outside the dispatch envelope "
@@ -785,7 +760,7 @@ def _stamp_binder(v: Var, t: Any, what: str) -> None:
 
 
 def _check_domain(node: GridRegionExpr, params: tuple | None) -> None:
-    bound = _param_dimvars(params) if params is not None else {}
+    bound = param_dimvars(params) if params is not None else {}
     for fld in ("start", "extent", "step"):
         d = getattr(node, fld)
         for dv in sorted(free_dimvars(d), key=lambda v: (v.name, v.lo, v.hi)):
@@ -921,7 +896,7 @@ def infer_grid_region(node: GridRegionExpr, session: Session | None = None) -> A
 # =============================================================================================
 # module verification
 # =============================================================================================
-def _reachable_functions(module: Module) -> list[Function]:
+def reachable_functions(module: Module) -> list[Function]:
     """Module functions, their variants, and every Function their bodies reference, once."""
     out: list[Function] = []
     seen: set[int] = set()
@@ -984,7 +959,7 @@ def check_strides_materialized(module: Module) -> None:
     inferred type (stamp) reachable from it has a ShardLayout with ``strides=None`` (the HIR
     architecture invariant after typeinfer)."""
     seen: set[int] = set()
-    for fn in _reachable_functions(module):
+    for fn in reachable_functions(module):
         for where, t in [(f"parameter {p.name}", p.type) for p in fn.params] + \
                 [("return_type", fn.return_type)]:
             bad = _unmaterialized(t, shard_only=False)
@@ -1023,7 +998,7 @@ def verify_module(module: Module) -> None:
                                  rule="A top-level Module.functions entry MUST NOT be a variant")
         check_function(f)
     topo = module.topology
-    for fn in _reachable_functions(module):
+    for fn in reachable_functions(module):
         for p in fn.params:
             for sl in _shard_layouts_in(p.type):
                 _check_mesh(topo, sl, f"function {fn.name}, parameter {p.name}")

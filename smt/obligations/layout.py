@@ -5,7 +5,7 @@
   (each range within the envelope, pairwise disjoint inside it, jointly covering it). A failure
   is a counterexample giving the size (number of values) of the uncovered / doubly covered /
   out-of-envelope set and its least witness; the segments are found by Z3 minimization. The
-  verdict is cross-checked against the type rules' own ``_check_partition`` / ``_check_anchor``.
+  verdict is cross-checked against the type rules' own ``check_partition`` / ``check_anchor``.
 * ``reshard.strides`` — the two materialized stride forms of ``ShardLayout``
   (``shared_engine_strides``, ``per_instance_strides``; the Reshard stride-resolution table
   picks one) transcribed to Z3 over *symbolic* extents (layout positions in [1, 64], mesh
@@ -40,10 +40,10 @@ from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import DimVarRangePat, Function, Module, Var
 from tilefoundry.semantics.typeinfer.core import TypeInferError
 from tilefoundry.semantics.typeinfer.functions import (
-    _check_anchor,
-    _check_partition,
-    _param_dimvars,
-    _reachable_functions,
+    check_anchor,
+    check_partition,
+    param_dimvars,
+    reachable_functions,
 )
 from tilefoundry.semantics.typeinfer.reshape import (
     ReshapeRejected,
@@ -97,7 +97,7 @@ def _plural(n: int, word: str = "value") -> str:
 # =============================================================================================
 def dispatch_prototypes(module: Module) -> list[Function]:
     """Every dispatch prototype (body None, not a variant) reachable from ``module``."""
-    return [f for f in _reachable_functions(module) if f.body is None and not f.specializations]
+    return [f for f in reachable_functions(module) if f.body is None and not f.specializations]
 
 
 def example_prototypes() -> list[Function]:
@@ -186,7 +186,7 @@ def check_envelope(prototype: Function, ctx: ProveCtx) -> Outcome:
     if len(names) != 1:
         return Outcome("error", f"{name}: the variants dispatch on different DimVars {names}; "
                        f"they must partition one envelope")
-    dv = _param_dimvars(prototype.params).get(names[0])
+    dv = param_dimvars(prototype.params).get(names[0])
     if dv is None:
         return Outcome("error", f"{name}: the variants dispatch on {names[0]}, which no "
                        f"parameter shape carries, so there is no envelope")
@@ -238,16 +238,16 @@ def check_envelope(prototype: Function, ctx: ProveCtx) -> Outcome:
                      f"{_plural(size)}, least witness {dv.name} = {segs[0][0]}{who}")
         cex[f"{key}_size"] = size
         cex[f"{key}_witness"] = segs[0][0]
-    # cross-check against the type rules (functions._check_partition / _check_anchor)
+    # cross-check against the type rules (functions._check_partition / check_anchor)
     try:
-        _check_partition(prototype, dv)
+        check_partition(prototype, dv)
         py_partition = True
     except TypeInferError:
         py_partition = False
     py_within = True
     for v in prototype.variants:
         try:
-            _check_anchor(v, v.specializations[0])
+            check_anchor(v, v.specializations[0])
         except TypeInferError:
             py_within = False
     z3_partition = not any(k in cex for k in ("uncovered_size", "doubly_covered_size"))

@@ -299,7 +299,7 @@ def scan_ordered_tree_pairwise() -> Planted:
     own leaves (seed first, then x0..xj): order-preserving regrouping, which ordered_tree
     admits (the reference is the left fold)."""
     from tilefoundry.semantics.dtypes import widen_to_f32
-    from tilefoundry.semantics.reductions import _pairwise
+    from tilefoundry.semantics.reductions import pairwise
 
     def make(good):
         def legal(ctx, args):
@@ -320,7 +320,7 @@ def scan_ordered_tree_pairwise() -> Planted:
                 for j in range(out.shape[-1]):
                     if j + off == 0:
                         continue  # exclusive[0] without a seed: the identity
-                    out[..., j] = cast(np.asarray(_pairwise(w[..., :j + off], np.add),
+                    out[..., j] = cast(np.asarray(pairwise(w[..., :j + off], np.add),
                                                   np.float32), dtype_of(x))
             return np.ascontiguousarray(np.moveaxis(out, -1, ax))
         return legal

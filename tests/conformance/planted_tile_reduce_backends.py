@@ -24,7 +24,7 @@ from tests.conformance.planted_backends import Planted, _ctx, _wrap_eval
 from tilefoundry.semantics.dtypes import cast, widen_to_f32
 from tilefoundry.semantics.formats import DType, dtype_of
 from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
-from tilefoundry.semantics.reductions import _fibers, _pairwise, normalize_axes
+from tilefoundry.semantics.reductions import _fibers, normalize_axes, pairwise
 
 
 def _float_tree_sum(ctx) -> bool:
@@ -70,7 +70,7 @@ def seed_per_tree_leaf() -> Planted:
             with np.errstate(all="ignore"):
                 leaves = np.where(valid, _wide(f, dt) + _wide(z, dt)[..., None],
                                   np.float32(-0.0))
-                s = _pairwise(leaves, np.add)
+                s = pairwise(leaves, np.add)
                 s = np.where(valid.any(-1), s, _wide(z, dt))
             return _finish(s, dt, np.shape(r))
         return bad

@@ -116,6 +116,34 @@ def test_quick_tier_sharded_cases(tmp_path, monkeypatch):
     assert len(unsupported) <= 25, len(unsupported)  # 21 with the 2026-12-02 fill (Select)
 
 
+#: the quick tier's generated sharded programs that hold a Select (the tile family's, whose
+#: operands broadcast to the result: the per-device driver aligns them like Binary's)
+SELECT_PROGRAMS = ["program/seed0/sharded/4", "program/seed0/sharded/38",
+                   "program/seed0/sharded/39"]
+
+
+def test_select_is_claimed_and_its_sharded_programs_pass_on_the_ranks(tmp_path, monkeypatch):
+    """The backend shares the reference's per-device driver and mesh rules (D371), so it claims
+    Select (it withdrew it while its own dispatch aligned Binary's operands only) and the
+    Select programs PASS on the ranks, not NOT_SUPPORTED."""
+    from tilefoundry.conformance.distributed_backend import DistributedBackend
+
+    monkeypatch.delenv("TILEFOUNDRY_DIST_FAULT", raising=False)
+    assert "Select" in DistributedBackend().capabilities().ops
+    cases = _cases(SELECT_PROGRAMS)
+    assert sorted(c.id for c in cases) == sorted(SELECT_PROGRAMS)
+    from tilefoundry.semantics.ir import Call, reachable
+
+    for c in cases:  # each holds a Select (the generator's seed 0 draws them)
+        module, _, _ = c.build()
+        assert any(isinstance(n, Call) and type(n.op).__name__ == "Select"
+                   for f in module.functions if f.body is not None
+                   for n in reachable(f.body)), c.id
+    res = runner.run("distributed", cases, jobs=1, timeout_s=150, seed=0,
+                     out_jsonl=tmp_path / "r.jsonl")
+    assert [r["verdict"] for r in res.records] == ["PASS"] * len(cases), res.records
+
+
 def _two_device_cases():
     return _cases(["sharded/elementwise/split-neg-add-allgather/f32",
                    "spec/reshard/partial-sum-completion/f32"])

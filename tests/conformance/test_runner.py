@@ -132,7 +132,7 @@ def test_a_nested_tuple_result_is_judged(tmp_path):
     a backend with one nested leaf wrong FAILs on exactly that output, and the reproducer
     replays it (recorded and re-run)."""
     from tilefoundry.conformance.cases import Case
-    from tilefoundry.oracle.repro import rerun
+    from tilefoundry.conformance.repro import rerun
 
     cases = [Case("nested/ok", "nested", _nested("f")),
              Case("nested/off", "nested", _nested("nested_off"))]

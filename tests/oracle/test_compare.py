@@ -411,7 +411,7 @@ def test_a_partial_completion_is_judged_under_its_contract_on_every_path(tmp_pat
     in reverse device order (legal) PASSes and a value outside the admitted set FAILs."""
     import pickle
 
-    from tilefoundry.oracle.repro import load_repro, write_repro
+    from tilefoundry.conformance.repro import load_repro, write_repro
     from tilefoundry.semantics.evaluator.mesh import Sharded
     from tilefoundry.semantics.ops.sharding import Reshard
     from tilefoundry.semantics.typeinfer.core import Session

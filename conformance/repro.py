@@ -1,6 +1,6 @@
 """The reproducer writer: a self-contained directory per failure.
 
-One writer serves the oracle and the conformance runner (``conformance.report.write_reproducer``
+One writer serves the oracle's users and the conformance runner (``conformance.report.write_reproducer``
 holds the format): the program (its text ``program.txt`` and the DSL source ``program_dsl.py``
 when the DSL spells it exactly; a catalog case is otherwise rebuilt by id), the inputs as raw bits (``input_<i>.npy``, an
 unsigned view: ``.npy`` has no bf16 / fp8 types) and in hex (``inputs.hex.txt``), the expected and

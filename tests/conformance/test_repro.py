@@ -1,4 +1,4 @@
-"""The reproducer writer (oracle/repro.py).
+"""The reproducer writer (conformance/repro.py).
 
 Issue 'oracle', Deliver 5: "a directory holding the minimal program as DSL source, the inputs as
 raw bits (.npy plus hex in a text file), expected and observed values, the contract, and a
@@ -14,10 +14,10 @@ import sys
 import numpy as np
 import pytest
 
+from tilefoundry.conformance.repro import load_repro, rerun, write_repro
 from tilefoundry.oracle.compare import FAIL, check_candidate
 from tilefoundry.oracle.planted import buried_program, truncating_mul
 from tilefoundry.oracle.reduce import reduce_failure
-from tilefoundry.oracle.repro import load_repro, rerun, write_repro
 from tilefoundry.semantics.dtypes import to_bits
 
 
