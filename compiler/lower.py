@@ -789,6 +789,7 @@ from tilefoundry.compiler import (  # noqa: E402, F401
     lower_tile_mma,
     lower_tile_reduce,
     lower_tile_scan,
+    lower_tile_scan_flags,
     lower_tile_select,
     lower_tile_sort,
 )

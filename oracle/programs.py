@@ -2256,3 +2256,6 @@ def build_custom_reduce(g: _Gen, sc: _Scope) -> bool:
     return g.apply(sc, op, [x, seed]) is not None
 
 
+
+
+from tilefoundry.oracle import programs_tile_scan as _programs_tile_scan  # noqa: E402, F401
