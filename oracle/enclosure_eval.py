@@ -10,8 +10,8 @@ import numpy as np
 
 from tilefoundry.oracle import enclosure_rules as _rules
 from tilefoundry.oracle import enclosure_tile_mma as _tile_mma  # noqa: F401  (registers)
-from tilefoundry.oracle import enclosure_tile_sort as _tile_sort  # noqa: F401  (registers)
 from tilefoundry.oracle import enclosure_tile_scan as _tile_scan  # noqa: F401  (registers)
+from tilefoundry.oracle import enclosure_tile_sort as _tile_sort  # noqa: F401  (registers)
 from tilefoundry.oracle.enclosure import ENCLOSURES, Enc, nan_bits_of
 from tilefoundry.semantics.evaluator.core import Evaluation, _Evaluator, run
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded

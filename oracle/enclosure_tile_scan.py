@@ -17,8 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilefoundry.oracle.enclosure import Enc, _f64, corners, from_candidates, register_enclosure
-from tilefoundry.oracle.enclosure import with_nan
+from tilefoundry.oracle.enclosure import (
+    Enc,
+    _f64,
+    corners,
+    from_candidates,
+    register_enclosure,
+    with_nan,
+)
 from tilefoundry.oracle.enclosure_rules import Site, _enumerated_trees, _full_like, _tree_bounds
 from tilefoundry.oracle.tile_reduce import ADMITTED
 from tilefoundry.semantics.dtypes import dtype_of

@@ -29,6 +29,8 @@ from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.reductions import (
     _F32,
+    ENUMERATE_MAX,
+    Admission,
     _cast,
     _check_kind_dtype,
     _float_target,
@@ -40,8 +42,6 @@ from tilefoundry.semantics.reductions import (
     _seed_value,
     _tree_admits,
     _widen,
-    ENUMERATE_MAX,
-    Admission,
     identity,
     normalize_axis,
 )
