@@ -28,6 +28,7 @@ import z3
 
 from tilefoundry.semantics.scan_flags import flagged_scan, lifted_combine
 from tilefoundry.smt.framework import Outcome, ProveCtx, obligation
+from tilefoundry.smt.obligations.commutation import NON_TABLE_OPS as _NON_TABLE
 from tilefoundry.smt.obligations.scan import (
     COMBINES,
     W,
@@ -169,3 +170,11 @@ def seed_per_chunk(ctx: ProveCtx) -> Outcome:
                          show={"z": seed, **{f"h{i}": h for i, h in enumerate(hs)}})
     return Outcome(st if st in ("proved", "counterexample") else "failed",
                    f"segmented add with the seed in every segment vs once: {st}", vals)
+
+
+# The flagged scans never meet a Partial: their type rule rejects every mesh layout first (D385).
+_NON_TABLE.update({
+    name: "its rule rejects every sharded operand before the table: a flag picks the "
+          "contributions a prefix combines, which a pending reduction's pieces cannot honour "
+          "per device (D385)"
+    for name in ("MaskedScan", "SegmentedScan")})
