@@ -148,9 +148,9 @@ def test_type_rules():
 
 
 def test_constructor_checks_name_the_op():
-    with pytest.raises(IRError, match="SegmentedScan.policy.*must not"):
+    with pytest.raises(IRError, match=r"SegmentedScan\.policy.*must not"):
         SegmentedScan(0, policy="unordered_tree")
-    with pytest.raises(IRError, match="MaskedScan.combine"):
+    with pytest.raises(IRError, match=r"MaskedScan\.combine"):
         MaskedScan(0, "xor")
     assert MaskedScan(0, seed=-0.0) != MaskedScan(0, seed=0.0)
     assert MaskedScan(0) != SegmentedScan(0) and MaskedScan(0) != Scan(0)
