@@ -345,6 +345,9 @@ def build_catalog(seed: int = 0, *, backend_caps=None) -> Catalog:
     from tilefoundry.conformance.catalog_tile_ite import tile_ite_nan_cases
 
     tile_ite_nan_cases(acc)
+    from tilefoundry.conformance.catalog_tile_gather import tile_gather_cases
+
+    tile_gather_cases(acc)
     from tilefoundry.conformance.catalog_kernels import kernel_cases
 
     kernel_cases(acc.add)

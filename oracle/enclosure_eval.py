@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from tilefoundry.oracle import enclosure_gather_fill as _gather_fill  # noqa: F401  (registers)
 from tilefoundry.oracle import enclosure_rules as _rules
 from tilefoundry.oracle import enclosure_tile_mma as _tile_mma  # noqa: F401  (registers)
 from tilefoundry.oracle import enclosure_tile_scan as _tile_scan  # noqa: F401  (registers)

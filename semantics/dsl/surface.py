@@ -170,7 +170,7 @@ SPELLINGS: tuple[Spelling, ...] = (
     # tensor
     Spelling("reshape", Reshape, 1, ("new_shape",), family="tensor"),
     Spelling("cast", Cast, 1, ("dtype", "overflow", "rounding"), family="tensor"),
-    Spelling("gather", Gather, 2, ("axis", "batch_dims"), family="tensor"),
+    Spelling("gather", Gather, 2, ("axis", "batch_dims", "fill"), family="tensor"),
     Spelling("zeros", Zeros, 0, ("shape", "dtype", "storage"), family="tensor"),
     *(Spelling(f"reduce_{k.value}", Reduce, 1, ("axes", "keepdim", "policy"), {"kind": k},
                family="tensor") for k in ReduceKind),
