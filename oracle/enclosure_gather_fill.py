@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilefoundry.oracle import enclosure_rules as _rules  # noqa: F401  (the movement rule first)
 from tilefoundry.oracle.enclosure import ENCLOSURES, Enc
 from tilefoundry.semantics.evaluator.gather_fill import _expand
 from tilefoundry.semantics.ops.tensor import Gather
