@@ -348,6 +348,9 @@ def build_catalog(seed: int = 0, *, backend_caps=None) -> Catalog:
     from tilefoundry.conformance.catalog_tile_gather import tile_gather_cases
 
     tile_gather_cases(acc)
+    from tilefoundry.conformance.catalog_tile_mma_acc import tile_mma_acc_cases
+
+    tile_mma_acc_cases(acc)
     from tilefoundry.conformance.catalog_kernels import kernel_cases
 
     kernel_cases(acc.add)
