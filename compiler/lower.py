@@ -371,7 +371,7 @@ def plan_checks(lw: _Lowerer, node: Call, args: list[Buffer]) -> None:
     ``lw.checks``; for computed operands (or inside a host loop, where the op may run any
     number of times) a check kernel is emitted here, before the op's own kernels."""
     op = node.op
-    if isinstance(op, Gather):
+    if isinstance(op, Gather) and op.fill is None:  # a fill defines out-of-range reads (D388)
         x, idx = args
         axis = op.axis % len(x.shape)
         spec = RunCheck("index_range", "Gather", "range", (idx.name,), (x.shape[axis],),
@@ -779,6 +779,7 @@ from tilefoundry.compiler import (  # noqa: E402, F401
     lower_tile_mma,
     lower_tile_reduce,
     lower_tile_scan,
+    lower_tile_scan_flags,
     lower_tile_select,
     lower_tile_sort,
 )

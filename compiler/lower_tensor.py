@@ -170,7 +170,13 @@ def _gather(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
         d = j if j < axis else axis + q - bd + (j - axis - 1)
         if x.shape[j] > 1:
             sx[d] = x.strides[j]
-    kb.store(out, out.strides, kb.load(x, sx, 0, [(iv, x.strides[axis])]))
+    if op.fill is None:
+        v = kb.load(x, sx, 0, [(iv, x.strides[axis])])
+    else:  # D388: an index outside [0, n) reads the fill (a masked load's other value)
+        ok = kb.binop("and", kb.binop("ge", iv, kb.const(0, "i64")),
+                      kb.binop("lt", iv, kb.const(x.shape[axis], "i64")))
+        v = kb.load(x, sx, 0, [(iv, x.strides[axis])], mask=ok, other=op.fill)
+    kb.store(out, out.strides, v)
     kb.finish()
     return out
 

@@ -21,7 +21,7 @@ def _mma(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
     n = b.shape[-1]
     nb = len(t.shape) - 2
     if k == 0:  # no products: the result is acc (an empty result too)
-        return lw.elementwise("mma_copy", "f32", t.shape, [c], lambda kb, v: v)
+        return lw.elementwise("mma_copy", c.dtype, t.shape, [c], lambda kb, v: v)
     out = lw.temp(_dt(t), t.shape)
     if out.size == 0:
         return out
@@ -43,13 +43,14 @@ def _mma(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
         va, vb = kb.widen(kb.load(a, sa), dt), kb.widen(kb.load(b, sb_), dt)
         return kb.dot(va, vb, kax, kb.edge([kax]), init, node.op.allow_reassociation)
 
-    seed = kb.broadcast(kb.load(c, [*c.strides, 0]), range(nb + 2))
+    # an f16 / bf16 acc widens exactly to the f32 accumulation and the result rounds once (D389)
+    seed = kb.broadcast(kb.widen(kb.load(c, [*c.strides, 0]), c.dtype), range(nb + 2))
     if kir.next_pow2(k) <= lw.cfg.k_block:
         r = tile(seed)
         single = [kax]
     else:
         r = kb.loop(kax, lw.cfg.k_block, [seed], lambda cc: [tile(cc)])[0]
         single = []
-    kb.store(out, [*out.strides, 0], r)
+    kb.store(out, [*out.strides, 0], kb.round(r, "f32", out.dtype))
     kb.finish(single=single)
     return out

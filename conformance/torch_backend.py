@@ -535,6 +535,8 @@ def _gather(ctx: _Ctx, x, idx):
     op = ctx.op
     axis = op.axis % x.dim()
     bd = op.batch_dims
+    if op.fill is not None:  # D388: out-of-range indices read the fill
+        return _gather_filled(ctx, x, idx, axis)
     ii = _in_range(ctx, "Gather", "indices", idx, x.shape[axis], axis)
     if bd == 0:
         out = torch.index_select(x, axis, ii.reshape(-1))
@@ -547,6 +549,29 @@ def _gather(ctx: _Ctx, x, idx):
         lead.append(torch.arange(x.shape[j], device=x.device).reshape(shp))
     g = ii.reshape(tuple(idx.shape[:bd]) + (1,) * (axis - bd) + tuple(idx.shape[bd:]))
     return x[(*lead, g)]
+
+
+def _gather_filled(ctx: _Ctx, x, idx, axis: int):
+    """Gather with a fill: the in-range gather of clamped indices (of a stand-in row when the
+    axis is empty), the fill where the index was outside [0, n)."""
+    import dataclasses
+
+    torch = _torch()
+    op = ctx.op
+    n = x.shape[axis]
+    ii = idx.long()
+    bad = (ii < 0) | (ii >= n)
+    if n == 0:
+        x = torch.zeros((*x.shape[:axis], 1, *x.shape[axis + 1:]), dtype=x.dtype,
+                        device=x.device)
+    safe = ii.clamp(0, max(n - 1, 0))
+    plain = Call(dataclasses.replace(op, fill=None), ctx.call.args)
+    got = _gather(dataclasses.replace(ctx, call=plain), x, safe)
+    bd = op.batch_dims
+    m = bad.reshape(tuple(bad.shape[:bd]) + (1,) * (axis - bd) + tuple(bad.shape[bd:]))
+    m = m.reshape(tuple(m.shape) + (1,) * (got.dim() - m.dim()))
+    fill = torch.full((), op.fill, dtype=got.dtype, device=got.device)
+    return torch.where(m, fill, got)
 
 
 def _fold(x, axes: tuple[int, ...], keepdim: bool, right: bool, mean: bool):

@@ -2,7 +2,8 @@
 
 The rules live in ``oracle/enclosures/``, one module per op family mirroring
 ``semantics/evaluator/`` (D382): ``core`` (``Site``, what every rule works with), ``math``,
-``nn``, ``tensor``, ``shape``, ``sharding``, ``tile_select``, ``tile_scan``; the tile family's
+``nn``, ``tensor``, ``shape``, ``sharding``, ``tile_select``, ``tile_scan``,
+``tile_scan_flags`` (MaskedScan, SegmentedScan), ``gather_fill`` (Gather's fill); the tile family's
 MMA, sort and reduction rules are ``enclosure_tile_mma.py``, ``enclosure_tile_sort.py`` and
 ``tile_reduce.py``. A rule gets a ``Site`` and returns the result's enclosure: an ``Enc``,
 ``None`` (the result is exact), or a tuple of them for tuple results.
@@ -20,4 +21,8 @@ from tilefoundry.oracle.enclosures import (  # noqa: F401  (each registers its f
     tensor,
     tile_scan,
     tile_select,
+)
+from tilefoundry.oracle.enclosures import (  # noqa: F401  (after tensor: it wraps Gather's rule)
+    gather_fill,
+    tile_scan_flags,
 )

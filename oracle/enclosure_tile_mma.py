@@ -16,7 +16,7 @@ from tilefoundry.oracle.enclosure import as_f64 as _f64
 from tilefoundry.oracle.enclosures.core import Site
 from tilefoundry.oracle.enclosures.nn import _products
 from tilefoundry.oracle.enclosures.tensor import _tree_bounds
-from tilefoundry.semantics.formats import DType
+from tilefoundry.semantics.formats import DType, dtype_of
 from tilefoundry.semantics.ops.tile_mma import Mma
 
 
@@ -37,12 +37,13 @@ def _mma(s: Site):
                                -1)
     leaves_hi = np.concatenate([np.where(skip, 0.0, hi), np.broadcast_to(chi, (*hi.shape[:-1], 1))],
                                -1)
-    e = _tree_bounds(leaves_lo, leaves_hi, k + 1, DType.F32, None, ETA_F32, "Mma")
+    # the result's dtype: f32, or an f16 / bf16 acc's (the f32 sum rounded once, D389)
+    e = _tree_bounds(leaves_lo, leaves_hi, k + 1, dtype_of(v), None, ETA_F32, "Mma")
     crossed = cross.any(-1)
     died = dead.any(-1) | ~c.real
     e = with_nan(e, maybe_nan.any(-1) | crossed | died | c.nan)
     if crossed.any():
-        f = Enc.full(DType.F32, e.shape, "Mma")
+        f = Enc.full(dtype_of(v), e.shape, "Mma")
         e = Enc(np.where(crossed, f.lo, e.lo), np.where(crossed, f.hi, e.hi), e.nan, e.real,
                 "Mma")
     real = e.real & ~(died & ~crossed)

@@ -65,6 +65,7 @@ import tilefoundry.oracle.generator.tensor
 import tilefoundry.oracle.generator.tile_mma
 import tilefoundry.oracle.generator.tile_reduce
 import tilefoundry.oracle.generator.tile_scan
+import tilefoundry.oracle.generator.tile_scan_flags
 import tilefoundry.oracle.generator.tile_select
 import tilefoundry.oracle.generator.tile_sort  # noqa: F401
 from tilefoundry.errors import TilefoundryError

@@ -170,13 +170,18 @@ def _mma_operands(a: np.ndarray, b: np.ndarray, acc: np.ndarray, what: str):
                                    f"got {da}; use matmul for integers")
     if da is not db:
         raise InvalidArgumentError(f"{what}: a is {da} but b is {db}; Cast one of them")
-    if dc is not DType.F32:
-        raise InvalidArgumentError(f"{what}: acc must be f32 (D225), got {dc}")
+    if dc not in MMA_ACC_DTYPES:
+        raise InvalidArgumentError(f"{what}: acc must be f32, f16 or bf16 (D225, D389), got {dc}")
     if c.shape != shape or a.shape[:-2] != c.shape[:-2] or b.shape[:-2] != c.shape[:-2]:
         raise InvalidArgumentError(
             f"{what}: a {a.shape}, b {b.shape} and acc {c.shape} are not [*B, M, K], "
             f"[*B, K, N], [*B, M, N] with one batch shape")
-    return widen(a, da), widen(b, db), np.asarray(c, _F32), shape
+    return widen(a, da), widen(b, db), widen(c, dc), shape
+
+
+#: accumulator dtypes: f32, and f16 / bf16 accumulated in f32 and rounded once (D389; the type
+#: rule allows them only with allow_reassociation)
+MMA_ACC_DTYPES = (DType.F32, DType.F16, DType.BF16)
 
 
 def _mma_f32(a32: np.ndarray, b32: np.ndarray, c32: np.ndarray, fused: bool) -> np.ndarray:
@@ -198,7 +203,7 @@ def mma(a: np.ndarray, b: np.ndarray, acc: np.ndarray, *,
     ``allow_reassociation``; it only widens the admitted set. ``matmul(a, b)`` (f32 operands) is
     ``mma(a, b, zeros)`` bit for bit: the same fold from +0."""
     a32, b32, c32, _ = _mma_operands(a, b, acc, "mma")
-    return _mma_f32(a32, b32, c32, False)
+    return round_to(_mma_f32(a32, b32, c32, False), dtype_of(np.asarray(acc)))
 
 
 def mma_admits(result: np.ndarray, a: np.ndarray, b: np.ndarray, acc: np.ndarray, *,
@@ -212,11 +217,12 @@ def mma_admits(result: np.ndarray, a: np.ndarray, b: np.ndarray, acc: np.ndarray
     """
     a32, b32, c32, shape = _mma_operands(a, b, acc, "mma_admits")
     r = np.asarray(result)
-    if r.shape != shape or dtype_of(r) is not DType.F32:
-        raise InvalidArgumentError(f"mma_admits: the result must be f32 of shape {shape}, got "
+    dc = dtype_of(np.asarray(acc))  # the result's dtype: f32, or f16 / bf16 rounded once
+    if r.shape != shape or dtype_of(r) is not dc:
+        raise InvalidArgumentError(f"mma_admits: the result must be {dc} of shape {shape}, got "
                                    f"{dtype_of(r)} {r.shape}")
-    rw = np.asarray(r, _F32)
-    refs = [_mma_f32(a32, b32, c32, f) for f in (False, True)]
+    rw = widen(r, dc)
+    refs = [widen(round_to(_mma_f32(a32, b32, c32, f), dc), dc) for f in (False, True)]
     ok = _same_f32(rw, refs[0]) | _same_f32(rw, refs[1])
     k_len = a32.shape[-1]
     method, how = "exact", "K-order reference from acc, unfused or fma"
@@ -225,8 +231,7 @@ def mma_admits(result: np.ndarray, a: np.ndarray, b: np.ndarray, acc: np.ndarray
             prods = a32.astype(_F64)[..., :, :, None] * b32.astype(_F64)[..., None, :, :]
             prods = np.moveaxis(prods, -2, -1)
             leaves = np.concatenate([prods, c32.astype(_F64)[..., None]], -1)
-        ok = ok | _bound_admits(leaves, k_len + 1, rw, DType.F32, eta=ETA_F32,
-                                strict_zero=False)
+        ok = ok | _bound_admits(leaves, k_len + 1, rw, dc, eta=ETA_F32, strict_zero=False)
         method, how = "bound", f"bound γ({k_len + 1})·(Σ|a·b| + |acc|) or the K-order references"
     return Admission(ok, np.full(shape, method),
-                     f"mma -> f32: {how}; {int(ok.sum())}/{ok.size} admitted")
+                     f"mma -> {dc}: {how}; {int(ok.sum())}/{ok.size} admitted")

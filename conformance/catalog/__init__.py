@@ -116,6 +116,18 @@ def build_catalog(seed: int = 0, *, backend_caps=None) -> Catalog:
     from tilefoundry.conformance.catalog.tile_reduce import tile_reduce_cases
 
     tile_reduce_cases(acc)
+    from tilefoundry.conformance.catalog.tile_scan_flags import tile_scan_flag_cases
+
+    tile_scan_flag_cases(acc)
+    from tilefoundry.conformance.catalog.tile_ite import tile_ite_nan_cases
+
+    tile_ite_nan_cases(acc)
+    from tilefoundry.conformance.catalog.tile_gather import tile_gather_cases
+
+    tile_gather_cases(acc)
+    from tilefoundry.conformance.catalog.tile_mma_acc import tile_mma_acc_cases
+
+    tile_mma_acc_cases(acc)
     from tilefoundry.conformance.catalog.kernels import kernel_cases
 
     kernel_cases(acc.add)

@@ -979,7 +979,7 @@ class _FunctionPrinter:
             t = self.index_expr(e)
             if t is not None:
                 return t, ATOM
-        if isinstance(op, Gather):
+        if isinstance(op, Gather) and op.fill is None:  # indexing has no fill (D388)
             t = self.gather_expr(e)
             if t is not None:
                 return t, ATOM

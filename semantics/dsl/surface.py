@@ -61,6 +61,7 @@ from tilefoundry.semantics.ops.tile_reduce import (
     SeededReduce,
 )
 from tilefoundry.semantics.ops.tile_scan import Scan
+from tilefoundry.semantics.ops.tile_scan_flags import MaskedScan, SegmentedScan
 from tilefoundry.semantics.ops.tile_select import Bitcast, Select
 from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.types import (
@@ -169,7 +170,7 @@ SPELLINGS: tuple[Spelling, ...] = (
     # tensor
     Spelling("reshape", Reshape, 1, ("new_shape",), family="tensor"),
     Spelling("cast", Cast, 1, ("dtype", "overflow", "rounding"), family="tensor"),
-    Spelling("gather", Gather, 2, ("axis", "batch_dims"), family="tensor"),
+    Spelling("gather", Gather, 2, ("axis", "batch_dims", "fill"), family="tensor"),
     Spelling("zeros", Zeros, 0, ("shape", "dtype", "storage"), family="tensor"),
     *(Spelling(f"reduce_{k.value}", Reduce, 1, ("axes", "keepdim", "policy"), {"kind": k},
                family="tensor") for k in ReduceKind),
@@ -207,6 +208,10 @@ SPELLINGS: tuple[Spelling, ...] = (
     Spelling("ite", Select, 3, family="tile"),
     Spelling("bitcast", Bitcast, 1, ("dtype",), family="tile"),
     Spelling("scan", Scan, 1, ("axis", "combine", "inclusive", "seed", "policy"), family="tile"),
+    Spelling("scan_masked", MaskedScan, 2, ("axis", "combine", "inclusive", "seed", "policy"),
+             family="tile"),
+    Spelling("scan_segmented", SegmentedScan, 2,
+             ("axis", "combine", "inclusive", "seed", "policy"), family="tile"),
     *(Spelling(f"reduce_{k}_seeded", SeededReduce, 2, ("axes", "policy", "keepdim"),
                {"kind": k}, family="tile") for k in SEEDED_KINDS),
     *(Spelling(f"reduce_{k}_masked", MaskedReduce, 3, ("axes", "policy", "keepdim"),

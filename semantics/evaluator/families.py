@@ -11,6 +11,7 @@ from tilefoundry.semantics.evaluator import (  # noqa: F401
     tile_mma,
     tile_reduce,
     tile_scan,
+    tile_scan_flags,
     tile_select,
     tile_sort,
 )

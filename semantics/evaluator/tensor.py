@@ -382,6 +382,10 @@ def eval_gather(ctx: EvalCtx, args: tuple) -> np.ndarray:
     n = x.shape[axis]
     ii = idx.astype(np.int64)  # every IR integer dtype fits; comparisons stay exact
     bad = (ii < 0) | (ii >= n)
+    if op.fill is not None:  # D388: an out-of-range index reads the fill
+        from tilefoundry.semantics.evaluator.gather_fill import gather_filled
+
+        return _out(gather_filled(ctx, x, ii, bad, eval_gather))
     if bad.any():
         pos = tuple(int(p) for p in np.argwhere(bad)[0])
         ctx.error(f"index value {int(ii[pos])} at indices position {pos} is out of range for "

@@ -15,7 +15,7 @@ import numpy as np
 from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.semantics.evaluator.nn import _canonical_nan, _out
 from tilefoundry.semantics.evaluator.registry import EvalCtx, OpContract, register_eval
-from tilefoundry.semantics.formats import DType
+from tilefoundry.semantics.formats import dtype_of
 from tilefoundry.semantics.matmul import mma
 from tilefoundry.semantics.ops.tile_mma import Mma
 
@@ -31,6 +31,7 @@ def eval_mma(ctx: EvalCtx, args: tuple) -> np.ndarray:
     except InvalidArgumentError as e:
         ctx.error(str(e))
     policy = "reassociate" if reassoc else "k_order"
-    ctx.note(OpContract(op="Mma", kind="admitted_set", dtype=DType.F32, policy=policy,
+    dc = dtype_of(acc)  # f32, or f16 / bf16 accumulated in f32 and rounded once (D389)
+    ctx.note(OpContract(op="Mma", kind="admitted_set", dtype=dc, policy=policy,
                         detail=f"mma_admits(result, a, b, acc, allow_reassociation={reassoc})"))
-    return _out(_canonical_nan(r, DType.F32))
+    return _out(_canonical_nan(r, dc))

@@ -52,6 +52,7 @@ from tilefoundry.semantics.ops.tensor import (
 from tilefoundry.semantics.ops.tile_mma import Mma
 from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
 from tilefoundry.semantics.ops.tile_scan import Scan
+from tilefoundry.semantics.ops.tile_scan_flags import MaskedScan, SegmentedScan
 from tilefoundry.semantics.ops.tile_select import Bitcast, Select
 from tilefoundry.semantics.ops.tile_sort import Sort
 
@@ -67,6 +68,7 @@ ALL_OPS: tuple[type[Op], ...] = (
     Reshard, Local,
     # the tile family (extensions of the HIR catalog, from the Tile design)
     Select, Bitcast, Scan, Sort, Mma, SeededReduce, MaskedReduce, CustomReduce,
+    MaskedScan, SegmentedScan,
 )
 
 __all__ = [
@@ -88,6 +90,7 @@ __all__ = [
     "LayerNorm",
     "Local",
     "MaskedReduce",
+    "MaskedScan",
     "MatMul",
     "Mma",
     "RMSNorm",
@@ -100,6 +103,7 @@ __all__ = [
     "RoPE",
     "Scan",
     "SeededReduce",
+    "SegmentedScan",
     "Select",
     "ShapeCompose",
     "ShapeExtract",

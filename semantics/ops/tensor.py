@@ -5,6 +5,7 @@ Rank)."""
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -77,14 +78,34 @@ class Cast(_Tensor):
 
 @dataclass(frozen=True)
 class Gather(_Tensor):
+    """``fill`` (Tile design: "gather supplies a logical shift with defined boundary fill";
+    D388): None — every index MUST be in range — or a finite number exactly representable in
+    x's dtype that an out-of-range index (negative or >= n) reads instead."""
     COPIES_BITS: ClassVar[bool] = True
     axis: int
     batch_dims: int = 0
+    fill: int | float | None = None
     INPUTS: ClassVar[tuple[str, ...]] = ("x", "indices")
 
     def __post_init__(self):
         _int(self.axis, "Gather.axis")
         _int(self.batch_dims, "Gather.batch_dims", 0)
+        f = self.fill
+        if f is not None and (isinstance(f, bool) or not isinstance(f, int | float) or
+                              (isinstance(f, float) and not math.isfinite(f))):
+            raise IRError(f"Gather.fill must be None, an int or a finite float, got {f!r}; "
+                          f"omit it to require in-range indices")
+
+    def _key(self) -> tuple:
+        f = self.fill
+        sign = math.copysign(1.0, f) if isinstance(f, float) else 0.0  # -0.0 != 0.0 as a fill
+        return (self.axis, self.batch_dims, type(f).__name__, f, sign)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Gather and self._key() == other._key()  # type: ignore[union-attr]
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
 
 @dataclass(frozen=True)

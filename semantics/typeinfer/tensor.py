@@ -349,6 +349,10 @@ def infer_gather(ctx: Ctx, types: tuple):
                       operand=1, rule="Gather batch dims equal",
                       fix="make the leading dims equal or lower batch_dims")
     shape = tuple(x.shape[:axis]) + tuple(idx.shape[bd:]) + tuple(x.shape[axis + 1:])
+    if op.fill is not None:
+        from tilefoundry.semantics.typeinfer.gather_fill import check_fill
+
+        check_fill(ctx, x, idx)
     check_partials(ctx, (x, idx))  # x: linear selection (allow); indices: reject
     xs, ish = x.shard, idx.shard
     if bd > 0 and (_value_carrying(xs) or _value_carrying(ish)):

@@ -66,10 +66,9 @@ def infer_mma(ctx: Ctx, types: tuple) -> TensorType:
                   rule="Mma: inputs MUST be f32, f16, bf16, fp8e4m3 or fp8e5m2",
                   fix="use MatMul for integer operands; Cast f8e8m0 operands to f32 first")
     if acc.dtype is not DType.F32:
-        ctx.error(f"acc is {acc.dtype}; the accumulator MUST be f32 (inputs convert to it "
-                  f"exactly; a narrower accumulator would silently reduce precision, D225)",
-                  operand=2, rule="Mma: acc MUST be f32",
-                  fix="pass an f32 accumulator and Cast the result to the narrower dtype")
+        from tilefoundry.semantics.typeinfer.tile_mma_acc import check_narrow_acc
+
+        check_narrow_acc(ctx, acc)
     batch = [tuple(t.shape[:-2]) for t in (a, b, acc)]
     for i in (0, 1):
         if len(batch[i]) != len(batch[2]) or not all(
@@ -106,4 +105,4 @@ def infer_mma(ctx: Ctx, types: tuple) -> TensorType:
                       for ax in range(len(mesh.axis_names)))
         lay = Layout(shape)
         layout = ShardLayout(mesh, attrs, lay.with_flat_strides(c_order(lay.positions)))
-    return TensorType(tuple(acc.shape), DType.F32, layout, result_storage([a, b, acc]))
+    return TensorType(tuple(acc.shape), acc.dtype, layout, result_storage([a, b, acc]))

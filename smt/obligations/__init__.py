@@ -10,5 +10,6 @@ from tilefoundry.smt.obligations import (  # noqa: F401
     relax,
     rounding,
     scan,
+    scan_segmented,
     tile_sort,
 )

@@ -249,6 +249,10 @@ OP_SNIPPETS = {
                      "reduce_max_masked(x, z, m, axes=0, policy='ordered_tree')"),
     "CustomReduce": (P + ", s: Tensor[(4, 3), f32]",
                      "reduce_custom(x, s, (1,), 'welford', 'ordered_tree', False)"),
+    "MaskedScan": (P + ", m: Tensor[(4, 8), bool]",
+                   "scan_masked(x, m, 1, 'add', inclusive=False, seed=2.0)"),
+    "SegmentedScan": (P + ", h: Tensor[(4, 8), bool]",
+                      "scan_segmented(x, h, 0, 'min', policy='fold_left')"),
 }
 
 

@@ -156,12 +156,25 @@ def test_mma_input_dtypes():
     rejects(Mma(), T((4, 3), F4), T((3, 5), F4), T((4, 5)), match="f4e2m1")
 
 
-@pytest.mark.parametrize("acc", [F16, BF16, E4M3, I32])
+@pytest.mark.parametrize("acc", [E4M3, I32])
 def test_mma_accumulator_must_be_f32(acc):
     """Tile design: "Inputs are converted to the accumulator type by the reference realization"
-    and "does not permit silently reducing input precision" — the accumulator is f32 (D225)."""
+    and "does not permit silently reducing input precision" — the accumulator is f32 (D225),
+    or f16 / bf16 under allow_reassociation (D389)."""
     e = rejects(Mma(), T((4, 3), F16), T((3, 5), F16), T((4, 5), acc), match="MUST be f32")
     assert "Cast the result" in str(e)
+
+
+@pytest.mark.parametrize("acc", [F16, BF16])
+def test_mma_narrow_accumulator_needs_reassociation(acc):
+    """Tile design: "XIR lowers FP16/BF16 MMA accumulators through FP32 internal accumulation
+    when MmaPolicy::allow_reassociation is enabled, then rounds the result to the declared type.
+    Strict BF16 accumulation still rejects" (D389)."""
+    t = infer(Mma(True), T((4, 3), BF16), T((3, 5), BF16), T((4, 5), acc))
+    assert t.dtype is acc and tuple(t.shape) == (4, 5)
+    e = rejects(Mma(False), T((4, 3), F16), T((3, 5), F16), T((4, 5), acc),
+                match="Strict BF16 accumulation still rejects")
+    assert "allow_reassociation=True" in str(e)
 
 
 def test_mma_partial_rows():
