@@ -181,10 +181,11 @@ SHARED_PRELUDE = r"""
  * pattern: tf_bf16_to_f32(tf_f32_to_bf16(x, TF_NONFINITE, 0)) bit for bit */
 TF_FN float tf__rnd_bf16(float x)
 {
+    /* round to nearest even on the signed pattern: for every non-NaN x the carry stops below
+     * the sign bit (|x| + 0x8000 <= 0x7F808000), so no absolute value / sign re-insertion */
     const uint32_t u = tf_f32_bits(x);
-    const uint32_t a = u & 0x7FFFFFFFu;
-    const uint32_t r = ((a + 0x7FFFu + ((a >> 16) & 1u)) & 0xFFFF0000u) | (u & 0x80000000u);
-    return tf_f32_from_bits(a > TF_F32_INF ? ((u & 0x80000000u) | TF_F32_QNAN) : r);
+    const uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    return tf_f32_from_bits(isnan(x) ? ((u & 0x80000000u) | TF_F32_QNAN) : r);
 }
 
 /* NaN-propagating min / max ordering -0 < +0; a NaN gives the positive quiet NaN */
@@ -1041,10 +1042,14 @@ class KernelC:
                 if anyv:
                     out.append(f"{ind2}{anyv} |= {self.aref(ins.mask, coords)};")
 
+            # a mask along the axis, or a seeded row that a row mask could leave out, keeps
+            # the scalar form (a masked-out row must equal the seed folded with identities)
+            lane_mask = ins.mask is not None and (d in self.full(ins.mask) or seed_init)
             if self.vec_math and ins.x not in self.consts and render_c_vreduce.vectorizable(
-                    dt, kind, ins.mask is not None, A):  # one vector of accumulators (D401)
+                    dt, kind, lane_mask, A):  # one vector of accumulators (D401)
+                row_mask = None if ins.mask is None else self.aref(ins.mask, coords)
                 out.extend(render_c_vreduce.vector_loop(
-                    acc, kind, self.aref(ins.x, {**coords, d: f"c{d}"}), d, n // A * A, inner))
+                    acc, kind, self.aref(ins.x, coords), d, n // A * A, inner, row_mask, anyv))
             else:
                 self.interleaved_loop(acc, n // A * A, d, update, inner, out)
             if n % A:  # the tail lanes, each into the accumulator of its residue

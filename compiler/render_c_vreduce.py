@@ -57,22 +57,28 @@ _STEP = {"sum": "{acc} + {v}", "max": "tf__v8_pick({acc}, {v}, 1)",
          "min": "tf__v8_pick({acc}, {v}, 0)", "abs_max": "tf__v8_pick({acc}, tf__v8_abs({v}), 1)"}
 
 
-def vectorizable(dt: str, kind: str, masked: bool, accumulators: int) -> bool:
-    """Whether ``vector_loop`` renders this interleaved reduction."""
-    return dt == "f32" and kind in _STEP and not masked and accumulators == 8
+def vectorizable(dt: str, kind: str, lane_mask: bool, accumulators: int) -> bool:
+    """Whether ``vector_loop`` renders this interleaved reduction (``lane_mask``: a mask that
+    varies along the reduced axis, which keeps the scalar form)."""
+    return dt == "f32" and kind in _STEP and not lane_mask and accumulators == 8
 
 
-def vector_loop(acc: str, kind: str, lane0: str, d: int, whole: int, ind: str) -> list[str]:
+def vector_loop(acc: str, kind: str, lane: str, d: int, whole: int, ind: str,
+                row_mask: str | None = None, anyv: str | None = None) -> list[str]:
     """C lines folding lanes ``[0, whole)`` (a multiple of 8) of the reduced axis ``c{d}`` into
-    the accumulator array ``acc`` (8 floats, already seeded). ``lane0``: the C lvalue of the
-    operand at ``c{d} = i`` (the axis is contiguous in the operand's array)."""
+    the accumulator array ``acc`` (8 floats, already seeded). ``lane``: the C lvalue of the
+    operand at ``c{d}`` (the axis is contiguous in the operand's array). ``row_mask``: a mask
+    constant along the axis (the row is masked out or in as a whole): a masked-out row folds
+    nothing, which is what folding the identity into every accumulator gives (max / min keep
+    the accumulator, a sum adds -0); ``anyv``: the no-valid-lane flag set when it is in."""
     va = f"{acc}_v"
-    step = _STEP[kind].format(acc=va, v=f"tf__v8_load(&{lane0})")
-    return [f"{ind}{{",
-            f"{ind}    tf__v8f {va} = tf__v8_load({acc});",
-            f"{ind}    for (int64_t i = 0; i < {whole}ll; i += 8) {{",
-            f"{ind}        const int64_t c{d} = i;",
+    step = _STEP[kind].format(acc=va, v=f"tf__v8_load(&{lane})")
+    head = f"{ind}if ({row_mask}) {{" if row_mask else f"{ind}{{"
+    lines = [head]
+    if row_mask and anyv:
+        lines.append(f"{ind}    {anyv} = 1;")
+    return [*lines, f"{ind}    tf__v8f {va} = tf__v8_load({acc});",
+            f"{ind}    for (int64_t c{d} = 0; c{d} < {whole}ll; c{d} += 8)",
             f"{ind}        {va} = {step};",
-            f"{ind}    }}",
             f"{ind}    tf__v8_store({acc}, {va});",
             f"{ind}}}"]
