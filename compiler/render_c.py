@@ -1402,9 +1402,12 @@ class ProgramC:
             tmps.append(tmp)
 
         def transfer(srcs: tuple[str, ...], ind3: str) -> None:
-            for src, tmp, c in zip(srcs, tmps, s.carried, strict=True):
+            # a buffer carried to itself (an in-place write, compiler/inplace.py) copies nothing
+            moved = [(src, tmp, c) for src, tmp, c in zip(srcs, tmps, s.carried, strict=True)
+                     if src != c]
+            for src, tmp, c in moved:
                 self.copy(out, ind3, src, None, tmp, c)
-            for tmp, c in zip(tmps, s.carried, strict=True):
+            for _, tmp, c in moved:
                 self.copy(out, ind3, None, c, tmp, c)
 
         transfer(s.inits, i2)
