@@ -270,8 +270,10 @@ class Interpreter:
         for i in range(s.start, s.stop, s.step):
             self.write(st, s.var, np.asarray(i, vdt))
             self.steps(s.body, st)
-            vals = [self.read(st, y) for y in s.yields]
-            for c, v in zip(s.carried, vals, strict=True):
+            # a buffer carried to itself (an in-place write, compiler/inplace.py) copies nothing
+            moved = [(c, y) for c, y in zip(s.carried, s.yields, strict=True) if c != y]
+            vals = [self.read(st, y) for _, y in moved]
+            for (c, _), v in zip(moved, vals, strict=True):
                 self.write(st, c, v)
 
 

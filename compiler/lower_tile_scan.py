@@ -1,18 +1,30 @@
 """Lowering rule of the tile family's Scan (registered into ``lower.LOWERINGS``).
 
-A scan over axis ``a`` of extent n is one kernel over the domain ``x.shape + (n,)``: the new
-last axis ``j`` walks the contributions, and output position ``i`` (on axis ``a``) reduces the
-lanes ``j <= i`` (inclusive) or ``j < i`` (exclusive) with a masked kernel-IR ``Reduce``. Masked
-lanes are *skipped* (never replaced by a padding identity), the seed is the Reduce's ``init``
-(first, once), the policy is carried unchanged (``fold_left`` or ``ordered_tree``), and the
-accumulator is the Reduce's: f32 for low-precision floats (each output rounded once), the
-integer dtype itself (wrapping), any / all for bool. Without a seed, exclusive[0] is the
-combine's identity (a Select on ``i == 0``). Lanes longer than the tile budget run a
-``TileLoop`` carrying the accumulator, as Reduce does. Each prefix is reduced independently:
-O(n^2) lane work, a reference realization rather than a work-efficient scan.
+Two lowerings (D402):
 
-``combine="mul"`` (integer product scans) is a kernel-IR ``prod`` Reduce (the wrapping integer
-product; the Triton renderer reports ``prod`` NOT_SUPPORTED).
+**Hillis–Steele** (``_hillis_steele``), O(n log n) lane work: every scan whose contract admits a
+regrouping of each prefix in order — a float ``add`` under ``ordered_tree`` (each prefix any
+bracketing of its own leaves in order, seed first: docs/contracts.md "Scan"), ``max`` / ``min``
+(exact in any bracketing) and every integer scan (wrapping ``add`` / ``mul`` are associative).
+One kernel widens ``x`` into the accumulator dtype and folds the seed into lane 0
+(``seed ⊕ x0``, the seed the leftmost leaf); then ``ceil(log2 n)`` kernels, step ``s = 1, 2,
+4, ...``: ``y'[i] = y[i − s] ⊕ y[i]`` where ``i >= s``, else ``y[i]`` — the left operand holds
+the earlier leaves, so every prefix stays an in-order bracketing; a last kernel stores
+``y[i]`` (inclusive) or ``y[i − 1]`` with lane 0 the seed, or the combine's identity without
+one (exclusive), rounded once to the dtype. Each step reads one buffer and writes a fresh one
+(a kernel never reads what it writes). The accumulator is f32 for low-precision floats, the
+integer dtype itself (wrapping) otherwise.
+
+**Per-prefix reduction** (``_per_prefix``), O(n²) lane work, kept where the contract is exact
+and order-bound: a float ``add`` under ``fold_left`` (each prefix exactly the left fold) and
+bool scans. One kernel over the domain ``x.shape + (n,)``: the new last axis ``j`` walks the
+contributions, and output position ``i`` reduces the lanes ``j <= i`` (inclusive) or ``j < i``
+(exclusive) with a masked kernel-IR ``Reduce`` (policy carried, seed as ``init``); lanes
+longer than the tile budget run a ``TileLoop`` carrying the accumulator, as Reduce does.
+
+Interface: ``_scan(lw, node, args) -> Buffer`` (``@register(Scan)``), choosing with
+``_work_efficient(op, dtype)``; both helpers take the lowerer, the op, the operand buffer and
+the output buffer.
 """
 
 from __future__ import annotations
@@ -31,17 +43,87 @@ from tilefoundry.semantics.reductions import identity
 _KIND = {"add": "sum", "max": "max", "min": "min", "mul": "prod"}
 
 
+_BINOP = {"sum": "add", "max": "max", "min": "min", "prod": "mul"}
+
+
+def _work_efficient(op: Scan, dt: str) -> bool:
+    """Whether the contract admits the Hillis–Steele regrouping (every scan but a float add
+    under fold_left, and bool scans)."""
+    if dt == "bool":
+        return False
+    return not (kir.is_float(dt) and op.combine == "add" and op.policy == "fold_left")
+
+
 @register(Scan)
 def _scan(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
     op: Scan = node.op
     (x,) = args
+    out = lw.temp(x.dtype, x.shape)
+    if out.size == 0:
+        return out
+    if _work_efficient(op, x.dtype):
+        _hillis_steele(lw, op, x, out)
+    else:
+        _per_prefix(lw, op, x, out)
+    return out
+
+
+def _identity_value(kind: str, dt: str, acc: str) -> float | int:
+    ident = np.asarray(1) if kind == "prod" else identity(kind, DType(dt))
+    return float(np.asarray(ident).astype(np.float32)) if acc == "f32" else ident.item()
+
+
+def _hillis_steele(lw: _Lowerer, op: Scan, x: Buffer, out: Buffer) -> None:
+    dt = x.dtype
+    a = op.axis % len(x.shape)
+    n = x.shape[a]
+    kind = _KIND[op.combine]
+    fn = _BINOP[kind]
+    acc = "f32" if kir.is_float(dt) else dt
+    dom = x.shape
+
+    def const(kb: KB, value) -> str:
+        return kb.const(float(value) if acc == "f32" else value, acc)
+
+    # the leaves in the accumulator dtype, the seed folded into lane 0 (the leftmost leaf)
+    y = lw.temp(acc, dom, prefix="scan")
+    kb = KB(lw, "scan_leaves", dom)
+    v = kb.load(x, bcast_strides(x, dom))
+    v = kb.widen(v, dt, "f32") if acc == "f32" else v
+    if op.seed is not None:
+        first = kb.binop("eq", kb.coord(a), kb.const(0, "i64"))
+        v = kb.select(first, kb.binop(fn, kb.broadcast(const(kb, op.seed), kb.f(v)), v), v)
+    kb.store(y, y.strides, v)
+    kb.finish()
+    step = 1
+    while step < n:  # y'[i] = y[i - step] (+) y[i]: the earlier leaves on the left
+        z = lw.temp(acc, dom, prefix="scan")
+        kb = KB(lw, "scan_step", dom)
+        cur = kb.load(y, y.strides)
+        has = kb.binop("ge", kb.coord(a), kb.const(step, "i64"))
+        prev = kb.load(y, y.strides, offset=-step * y.strides[a], mask=has)
+        kb.store(z, z.strides, kb.select(has, kb.binop(fn, prev, cur), cur))
+        kb.finish()
+        y, step = z, step * 2
+    kb = KB(lw, "scan", dom)
+    if op.inclusive:
+        v = kb.load(y, y.strides)
+    else:  # exclusive[i] = inclusive[i - 1]; exclusive[0] the seed, or the identity
+        has = kb.binop("ge", kb.coord(a), kb.const(1, "i64"))
+        prev = kb.load(y, y.strides, offset=-y.strides[a], mask=has)
+        first = op.seed if op.seed is not None else _identity_value(kind, dt, acc)
+        v = kb.select(has, prev, kb.broadcast(const(kb, first), kb.f(prev)))
+    if acc == "f32":
+        v = kb.round(v, "f32", dt)
+    kb.store(out, bcast_strides(out, dom), v)
+    kb.finish()
+
+
+def _per_prefix(lw: _Lowerer, op: Scan, x: Buffer, out: Buffer) -> None:
     dt = x.dtype
     r = len(x.shape)
     a = op.axis % r
     n = x.shape[a]
-    out = lw.temp(dt, x.shape)
-    if out.size == 0:
-        return out
     kind = _KIND[op.combine]
     lowp = kir.is_float(dt)
     acc = "f32" if lowp else dt
@@ -81,12 +163,10 @@ def _scan(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
 
         s = kb.loop(j, blk, [init], body)[0]
     if not op.inclusive and op.seed is None:  # exclusive[0]: the combine's identity
-        ident = np.asarray(1) if kind == "prod" else identity(kind, DType(dt))
-        ival = float(np.asarray(ident).astype(np.float32)) if lowp else ident.item()
+        ival = _identity_value(kind, dt, acc)
         first = kb.binop("eq", kb.coord(a), kb.const(0, "i64"))
         s = kb.select(first, kb.broadcast(const(ival), kb.f(s)), s)
     if lowp:
         s = kb.round(s, "f32", dt)
     kb.store(out, out_strides, s)
     kb.finish(single=[j] if fits and n > 1 else [])
-    return out

@@ -136,7 +136,9 @@ def _lower(s: State) -> None:
 
 
 def _fuse(s: State) -> None:
-    s.program = fuse_pass(s.program, s.cfg)
+    from tilefoundry.compiler.inplace import inplace
+
+    s.program = inplace(fuse_pass(s.program, s.cfg))  # dead-destination copies dropped (D404)
     verify(s.program)
 
 

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilefoundry.compiler import kir
+from tilefoundry.compiler import c_vecmath, kir, render_c_vreduce
 from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
 
@@ -181,10 +181,11 @@ SHARED_PRELUDE = r"""
  * pattern: tf_bf16_to_f32(tf_f32_to_bf16(x, TF_NONFINITE, 0)) bit for bit */
 TF_FN float tf__rnd_bf16(float x)
 {
+    /* round to nearest even on the signed pattern: for every non-NaN x the carry stops below
+     * the sign bit (|x| + 0x8000 <= 0x7F808000), so no absolute value / sign re-insertion */
     const uint32_t u = tf_f32_bits(x);
-    const uint32_t a = u & 0x7FFFFFFFu;
-    const uint32_t r = ((a + 0x7FFFu + ((a >> 16) & 1u)) & 0xFFFF0000u) | (u & 0x80000000u);
-    return tf_f32_from_bits(a > TF_F32_INF ? ((u & 0x80000000u) | TF_F32_QNAN) : r);
+    const uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    return tf_f32_from_bits(isnan(x) ? ((u & 0x80000000u) | TF_F32_QNAN) : r);
 }
 
 /* NaN-propagating min / max ordering -0 < +0; a NaN gives the positive quiet NaN */
@@ -286,7 +287,7 @@ _MATH64 = {"exp": "TF_EXP", "log": "TF_LOG", "exp2": "TF_EXP2", "log2": "TF_LOG2
 
 def _prelude() -> str:
     return "#define _GNU_SOURCE 1 /* sched_getaffinity */\n" + prelude_constants() + \
-        _PRELUDE + SHARED_PRELUDE
+        _PRELUDE + SHARED_PRELUDE + c_vecmath.EXPF_C + render_c_vreduce.VREDUCE_C
 
 
 def prelude_constants() -> str:
@@ -398,6 +399,9 @@ class KernelC:
     #: the empty-asm barrier after each step of an interleaved integer accumulation (GCC 12's
     #: miscompile, D221); None where the compiler needs none (NVRTC has no GNU ``__asm__``)
     ACC_BARRIER: str | None = '__asm__ volatile("" : "+m"({acc}));'
+    #: f32 / bf16 / f16 ``exp`` through the branch-free ``tf__expf_v`` (``c_vecmath``, D400)
+    #: instead of libm's double ``exp``; the CUDA spelling keeps its own math
+    vec_math: bool = True
 
     def unsupported(self, what: str, why: str) -> NotSupportedError:
         return _unsupported(what, why, self.SPELLING)
@@ -974,6 +978,9 @@ class KernelC:
 
     def l_Math(self, ins: kir.Math, ref) -> tuple[str, list[str]]:
         x, dt = ref(ins.x), self.dt(ins.x)
+        if self.vec_math and ins.fn == "exp" and dt in c_vecmath.VEC_EXP_DTYPES:
+            v = f"tf__expf_v({self.widened(x, dt)})"  # f32, within 1 ulp32 (D400)
+            return (v if dt == "f32" else self.round_f32(v, dt, "nonfinite")), []
         if dt == "f64":
             return f"{_MATH64[ins.fn]}({x})", []
         v = f"{_MATH64[ins.fn]}((double){self.widened(x, dt)})"
@@ -1035,18 +1042,16 @@ class KernelC:
                 if anyv:
                     out.append(f"{ind2}{anyv} |= {self.aref(ins.mask, coords)};")
 
-            out.append(f"{inner}for (int64_t i = 0; i < {n // A * A}ll; i += {A}) {{")
-            out.append(f"{inner}    for (int j = 0; j < {A}; ++j) {{")
-            out.append(f"{inner}        const int64_t c{d} = i + j;")
-            update("j", inner + "        ")
-            out.append(f"{inner}    }}")
-            # GCC 12 -O3 -march=native (AVX-512) miscompiles the vectorized outer loop of a
-            # masked integer accumulation (a 33-lane i32 sum gave 14 for 66); the empty asm
-            # keeps the accumulators in memory per step, the inner lanes still vectorize
-            # (docs/decisions.md D221)
-            if self.ACC_BARRIER:
-                out.append(f"{inner}    " + self.ACC_BARRIER.format(acc=acc))
-            out.append(f"{inner}}}")
+            # a mask along the axis, or a seeded row that a row mask could leave out, keeps
+            # the scalar form (a masked-out row must equal the seed folded with identities)
+            lane_mask = ins.mask is not None and (d in self.full(ins.mask) or seed_init)
+            if self.vec_math and ins.x not in self.consts and render_c_vreduce.vectorizable(
+                    dt, kind, lane_mask, A):  # one vector of accumulators (D401)
+                row_mask = None if ins.mask is None else self.aref(ins.mask, coords)
+                out.extend(render_c_vreduce.vector_loop(
+                    acc, kind, self.aref(ins.x, coords), d, n // A * A, inner, row_mask, anyv))
+            else:
+                self.interleaved_loop(acc, n // A * A, d, update, inner, out)
             if n % A:  # the tail lanes, each into the accumulator of its residue
                 out.append(f"{inner}for (int64_t c{d} = {n // A * A}ll; c{d} < {n}ll; ++c{d}) {{")
                 update(f"c{d} % {A}", inner + "    ")
@@ -1097,6 +1102,23 @@ class KernelC:
             inner = self.loops(kept, ind, out)
             out.append(f"{inner}{res} = {finish(accn, anyv)};")
             self.close(kept, inner, out)
+
+    def interleaved_loop(self, acc: str, whole: int, d: int, update: Callable, inner: str,
+                         out: list[str]) -> None:
+        """The scalar interleaved fold of lanes ``[0, whole)`` into ``acc[0..A)``."""
+        A = ACCUMULATORS
+        out.append(f"{inner}for (int64_t i = 0; i < {whole}ll; i += {A}) {{")
+        out.append(f"{inner}    for (int j = 0; j < {A}; ++j) {{")
+        out.append(f"{inner}        const int64_t c{d} = i + j;")
+        update("j", inner + "        ")
+        out.append(f"{inner}    }}")
+        # GCC 12 -O3 -march=native (AVX-512) miscompiles the vectorized outer loop of a
+        # masked integer accumulation (a 33-lane i32 sum gave 14 for 66); the empty asm
+        # keeps the accumulators in memory per step, the inner lanes still vectorize
+        # (docs/decisions.md D221)
+        if self.ACC_BARRIER:
+            out.append(f"{inner}    " + self.ACC_BARRIER.format(acc=acc))
+        out.append(f"{inner}}}")
 
     def reduce_ops(self, ins: kir.Reduce) -> _ReduceOps:
         """The pieces of a (non-compensated) reduction that every mapping shares: how a lane's
@@ -1380,9 +1402,12 @@ class ProgramC:
             tmps.append(tmp)
 
         def transfer(srcs: tuple[str, ...], ind3: str) -> None:
-            for src, tmp, c in zip(srcs, tmps, s.carried, strict=True):
+            # a buffer carried to itself (an in-place write, compiler/inplace.py) copies nothing
+            moved = [(src, tmp, c) for src, tmp, c in zip(srcs, tmps, s.carried, strict=True)
+                     if src != c]
+            for src, tmp, c in moved:
                 self.copy(out, ind3, src, None, tmp, c)
-            for tmp, c in zip(tmps, s.carried, strict=True):
+            for _, tmp, c in moved:
                 self.copy(out, ind3, None, c, tmp, c)
 
         transfer(s.inits, i2)

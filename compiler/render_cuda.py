@@ -133,6 +133,8 @@ class KernelCuda(KernelC):
     SPELLING = ("cuda", "the CUDA C++ renderer")
     SIMD_PRAGMA = None
     ACC_BARRIER = None
+    #: math through the shared prelude's f64 functions (the C-only ``tf__expf_v`` is not there)
+    vec_math = False
     #: allow the lane mapping (one thread per lane) for kernels that are one lane-wise run
     LANE_MAPPING = True
 

@@ -31,8 +31,14 @@ from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Program
 from tilefoundry.compiler.pipeline import TARGETS, source_target
 from tilefoundry.compiler.render_c import ENTRY, render, root_names
+from tilefoundry.compiler.schedule import TileConfig
 
-__all__ = ["EXTRA_FLAGS", "SimdBackend", "SimdExecutable", "build_options"]
+__all__ = ["EXTRA_FLAGS", "SIMD_TILES", "SimdBackend", "SimdExecutable", "build_options"]
+
+#: the tile configuration of the ``simd`` target: narrow-dtype softmax and RMSNorm in f32
+#: (``TileConfig.narrow_f32``, D279 / D400: within their 1-ulp budget by lemma B), whose f32
+#: ``exp`` the renderer computes with the vectorizable ``tf__expf_v`` (``c_vecmath``)
+SIMD_TILES = TileConfig(narrow_f32=True)
 
 #: added to the build's IEEE-keeping flags: the ``omp simd`` loop pragmas (no OpenMP runtime:
 #: threads are pthreads created per call, D188) and pthreads
@@ -84,7 +90,7 @@ class SimdExecutable(Interpreter):
         return st[o].reshape(self.bm[o].shape) if o in self._own else self.read(st, o)
 
 
-TARGETS.setdefault("simd", source_target("simd", render, SimdExecutable))
+TARGETS.setdefault("simd", source_target("simd", render, SimdExecutable, SIMD_TILES))
 
 
 class SimdBackend(KernelInterpBackend):
@@ -94,3 +100,6 @@ class SimdBackend(KernelInterpBackend):
 
     name = "simd"
     target = "simd"
+
+    def __init__(self, *, fuse: bool = True, cfg: TileConfig | None = None):
+        super().__init__(fuse=fuse, cfg=cfg or SIMD_TILES)

@@ -2,8 +2,8 @@
 by the kernel-IR interpreter and the SIMD C backend — bit-identical to the reference where the
 contract is exact (fold_left scans, max / min, integers, bits), admitted by the oracle under
 ordered_tree — with the long-axis TileLoop path (a small ``max_row``) and ragged extents; the
-constructs out of reach report NOT_SUPPORTED naming themselves (in the Triton renderer: Bitcast,
-u32 buffers and the integer ``prod`` reduction of Scan(mul)); fusion keeps ``const -0.0`` and ``const 0.0`` apart."""
+constructs out of reach report NOT_SUPPORTED naming themselves; the Triton renderer renders the
+integer Scan(mul) (Hillis-Steele BinOp steps, D402); fusion keeps ``const -0.0`` and ``const 0.0`` apart."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tilefoundry.compiler import kir
-from tilefoundry.compiler.errors import KernelIRError, NotSupportedError
+from tilefoundry.compiler.errors import KernelIRError
 from tilefoundry.compiler.pipeline import compile
 from tilefoundry.compiler.schedule import TileConfig
 from tilefoundry.oracle.compare import PASS, check
@@ -104,13 +104,19 @@ def test_integer_product_scan_wraps(target, cfg):
         assert _same_bits(o, w)
 
 
-def test_triton_reports_prod_not_supported():
+def test_triton_renders_the_integer_product_scan():
+    """Scan(mul) lowers to Hillis-Steele steps of a wrapping BinOp mul (D402), no ``prod``
+    Reduce, so the Triton renderer (which reports a ``prod`` Reduce NOT_SUPPORTED) renders it;
+    tests/compiler/test_scan_work.py runs it in Triton's interpreter."""
     pytest.importorskip("triton")
     from tilefoundry.compiler.render_triton import render
 
     m = _module([((4,), I32)], lambda x: Call(Scan(0, "mul"), (x,)))
-    with pytest.raises(NotSupportedError, match="prod over i32"):
-        render(compile(m, "f", [(4,)], "interp").program)
+    prog = compile(m, "f", [(4,)], "interp").program
+    ins = [i for k in prog.kernels() for i in kir.iter_instrs(k.body)]
+    assert not any(isinstance(i, kir.Reduce) for i in ins)
+    assert any(isinstance(i, kir.BinOp) and i.kind == "mul" for i in ins)
+    assert "def k" in render(prog)
 
 
 def test_exclusive_scan_identity_survives_fusion():
