@@ -193,7 +193,7 @@ def render_gemm(kt, plan: GemmPlan, opts: dict[str, int], interpret: bool
     name = kt.fn_name()
     fp8 = p.src.startswith("fp8")
     promote = int(opts.get("fp8_promote", 0)) if fp8 else 0
-    L = [f"@triton.jit", f"def {name}(P0, P1, P2):"]
+    L = ["@triton.jit", f"def {name}(P0, P1, P2):"]
     e = L.append
     if interpret:
         ty = "tl.int8" if fp8 else "tl.int16"
