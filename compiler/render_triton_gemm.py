@@ -137,9 +137,10 @@ def match(kt) -> tuple[GemmPlan | None, str]:
     value = lp.outs[0]
     if rounds:
         r = rounds[0]
-        if r.x != value or r.to not in ("bf16", "f16") or r.overflow not in ("nonfinite",
-                                                                            "saturate"):
-            return None, "the result's rounding is not a bf16 / f16 rounding of the accumulator"
+        if r.x != value or r.to not in _ITEM or r.to == "f32" or \
+                r.overflow not in ("nonfinite", "saturate"):
+            return None, ("the result's rounding is not a bf16 / f16 / fp8 rounding of the "
+                          "accumulator")
         value, out, overflow = r.out, r.to, r.overflow
     else:
         out, overflow = "f32", "nonfinite"
@@ -246,7 +247,8 @@ def render_gemm(kt, plan: GemmPlan, opts: dict[str, int], interpret: bool
           f"max_num_imprecise_acc={promote})")
     else:
         e(f"{ind}    acc = tl.dot(a, b, acc=acc, out_dtype=tl.float32)")
-    st_ty = "tl.float32" if p.out == "f32" else "tl.int16"
+    st_ty = {"f32": "tl.float32", "fp8e4m3": "tl.int8", "fp8e5m2": "tl.int8"}.get(p.out,
+                                                                              "tl.int16")
     if p.out == "f32":
         val = "acc"
     else:

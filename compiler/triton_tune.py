@@ -97,21 +97,23 @@ def candidates(kind: str, base: TileConfig) -> list[Candidate]:
     if kind == "gemm":  # the persistent TMA GEMM (render_triton_gemm, D410)
         return [Candidate(replace(base, dot_mn=mn, k_block=kb), w, st,
                           (("tma_flatten", fl), ("tma_split", sp)))
-                for mn, kb, w, st, sp in (((128, 256), 64, 8, 3, 0), ((128, 256), 64, 8, 4, 1),
-                                          ((128, 256), 64, 8, 3, 1), ((256, 128), 64, 8, 3, 0),
-                                          ((256, 128), 64, 8, 4, 1), ((128, 128), 64, 4, 4, 0),
-                                          ((128, 128), 64, 8, 4, 0), ((128, 128), 128, 8, 3, 0))
-                for fl in (1, 0)]
+                for mn, kb, w, st, sp, fl in (
+                    ((128, 256), 64, 8, 3, 1, 1), ((128, 256), 64, 8, 4, 1, 1),
+                    ((128, 256), 64, 8, 3, 0, 0), ((128, 256), 64, 8, 4, 1, 0),
+                    ((256, 128), 64, 8, 3, 0, 1), ((256, 128), 64, 8, 4, 1, 1),
+                    ((128, 128), 64, 4, 4, 0, 1), ((128, 128), 128, 8, 3, 0, 1))]
     raise InvalidArgumentError(f"autotune: unknown candidate kind {kind!r}; expected 'rows', "
                                f"'dot' or 'gemm'")
 
 
 def tune(module: Module, entry: str, inputs: Sequence[np.ndarray],
          space: Sequence[Candidate], judge: Callable[[np.ndarray], str],
-         time_fn: Callable[[Callable[[], None]], float]) -> list[dict[str, Any]]:
+         time_fn: Callable[[Callable[[], None]], float],
+         progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Measure every candidate of ``space`` on the GPU; each result dict holds the
     candidate's settings, ``ms`` (None when not timed), ``verdict`` (``judge``'s, on the
-    candidate's output) and ``error`` (a compile or launch failure). Fastest PASS first."""
+    candidate's output) and ``error`` (a compile or launch failure). Fastest PASS first;
+    ``progress`` sees each measured row as it is made (a log that survives a timeout)."""
     import torch
 
     from tilefoundry.compiler.pipeline import compile as tf_compile
@@ -146,6 +148,8 @@ def tune(module: Module, entry: str, inputs: Sequence[np.ndarray],
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         row["seconds"] = round(time.perf_counter() - t0, 2)
         out.append(row)
+        if progress is not None:
+            progress(row)
     return sorted(out, key=lambda r: (r["ms"] is None, r["ms"] or 0.0))  # stable: ties keep order
 
 
