@@ -166,13 +166,13 @@ def match(kt) -> tuple[GemmPlan | None, str]:
                     overflow, seed), ""
 
 
-def describe(plan: GemmPlan, opts: dict[str, int], interpret: bool) -> tuple[str, str]:
-    """(the mapping, why) for ``--explain``."""
+def describe(plan: GemmPlan, opts: dict[str, int]) -> tuple[str, str]:
+    """(the mapping, why) for ``--explain`` (the GPU's program count)."""
     tiles = -(-plan.m // plan.bm) * -(-plan.n // plan.bn)
-    progs = min(tiles, INTERPRET_PROGRAMS if interpret else PERSISTENT_PROGRAMS)
+    progs = min(tiles, PERSISTENT_PROGRAMS)
     fp8 = ""
     if plan.src.startswith("fp8"):
-        p = opts.get("fp8_promote", 0)
+        p = _promote(plan, opts)
         fp8 = (f"; fp8 tensor cores, partial sums promoted to f32 every {p} products (D411)"
                if p else "; fp8 staged exactly as f16 for the tensor cores (D411)")
     return (f"dot (TMA persistent): {plan.bm}x{plan.bn} output tiles, K step {plan.bk}, "
@@ -181,6 +181,13 @@ def describe(plan: GemmPlan, opts: dict[str, int], interpret: bool) -> tuple[str
             "a plain matmul of whole row-major narrow operands into an f32 accumulator seeded "
             "by a constant, row strides multiples of 16 bytes: TMA descriptors load the tiles "
             "(edges zero-filled), the contract admits the tensor cores' reassociation")
+
+
+def _promote(plan: GemmPlan, opts: dict[str, int]) -> int:
+    """fp8 operands: the products between promotions (``fp8_promote``, at most the K step:
+    Triton takes no more than one ``tl.dot``'s K), or 0 (staged as f16)."""
+    p = int(opts.get("fp8_promote", 0))
+    return min(p, plan.bk) if p > 0 and plan.src.startswith("fp8") else 0
 
 
 def render_gemm(kt, plan: GemmPlan, opts: dict[str, int], interpret: bool
@@ -193,7 +200,7 @@ def render_gemm(kt, plan: GemmPlan, opts: dict[str, int], interpret: bool
     g = min(GROUP_M, tm)
     name = kt.fn_name()
     fp8 = p.src.startswith("fp8")
-    promote = int(opts.get("fp8_promote", 0)) if fp8 else 0
+    promote = _promote(p, opts)
     L = ["@triton.jit", f"def {name}(P0, P1, P2):"]
     e = L.append
     if interpret:
