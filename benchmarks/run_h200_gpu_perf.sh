@@ -13,6 +13,8 @@
 #   fp8    fp8e4m3 GEMM 8192^3: ours (f16 staging; native fp8 promoted every 32 / 128)
 #          beside torch._scaled_mm fast accumulation on and off; share of outputs inside the
 #          contract on the adversarial inputs (bench_gpu_gemm.py --fp8 --no-bf16) [limit 110 s]
+#   tier   the quick conformance tier on the Triton backend, 14 workers (matmuls now take the
+#          TMA path where it applies): must stay 0 FAIL / 0 ERROR       [limit 150 s; not default]
 #   rows   the row kernels (RMSNorm, softmax, SwiGLU, residual-add + RMSNorm, softmax with
 #          scale and mask) at 32768x4096 / 8192^2 / 4096x14336, Triton and CUDA backends beside
 #          torch, torch.compile and Liger (benchmarks/bench_gpu.py --rows)   [limit 190 s]
@@ -50,6 +52,8 @@ for p in $PARTS; do
     case $p in
     smoke) part smoke 150 python "$R/benchmarks/bench_gpu_gemm.py" --quick --fp8 \
               --json "$OUT/smoke.json" ;;
+    tier) part tier 150 python -m tilefoundry conformance run --backend triton -j 14 --tier quick \
+              --no-progress --jsonl "$OUT/tier.jsonl" ;;
     gemm) part gemm 220 python "$R/benchmarks/bench_gpu_gemm.py" --tune --json "$OUT/gemm.json" ;;
     fp8)  part fp8 110 python "$R/benchmarks/bench_gpu_gemm.py" --fp8 --no-bf16 \
               --json "$OUT/fp8.json" ;;
@@ -57,6 +61,7 @@ for p in $PARTS; do
     *) echo "unknown part $p" | tee -a "$OUT/status.txt" ;;
     esac
 done
+rm -f "$OUT/tier.jsonl"  # few files come back; the log has the counts
 find "$XDG_CACHE_HOME" -name tuned.json -exec cp {} "$OUT/triton_tuned_user.json" \; 2>/dev/null
 {
     echo "# issue 35 device run, $(date -u +%FT%TZ)"
@@ -65,7 +70,8 @@ find "$XDG_CACHE_HOME" -name tuned.json -exec cp {} "$OUT/triton_tuned_user.json
     for p in $PARTS; do
         [ -f "$OUT/$p.log" ] || continue
         echo; echo "## $p"
-        grep -E "^(device|tune|gemm|fp8e4m3|  (cublas|tilefoundry)|\|)" "$OUT/$p.log"
+        grep -E "^(device|tune|gemm|fp8e4m3|  (cublas|tilefoundry)|\||result|cases|[A-Z_]+ +[0-9])" \
+            "$OUT/$p.log" | head -n 60
         grep -E "Error|error|Traceback" "$OUT/$p.log" | head -n 8 | cut -c1-300
     done
 } >"$OUT/summary.md"
