@@ -320,12 +320,13 @@ def _cuda_row(entry: str, xs: list[np.ndarray], shapes_in: list) -> tuple[float 
     from tilefoundry.compiler.cuda_backend import CudaDeviceRun
 
     try:
-        comp = tf_compile(PROGRAMS, entry, shapes_in, "cuda")
+        comp = tf_compile(_module(entry), entry, shapes_in, "cuda")
         out = comp(xs)
     except Exception as e:  # a backend failure is reported in the table, not a crash
         return None, f"{type(e).__name__}: {str(e)[:200]}"
     sub = [x[:128] if x.ndim == 2 else x for x in xs]
-    verdict = _judge(entry, sub, out[:128])
+    verdict = _judge(entry, sub, tuple(o[:128] for o in out) if isinstance(out, tuple | list)
+                     else out[:128])
     run = CudaDeviceRun(comp.executable, xs)
     try:
         return _time(run.launch), verdict

@@ -1330,6 +1330,9 @@ def render(program: Program, interpret: bool = False,
     ``KERNELS = {kernel name: (fn, [root buffer, ...], instances, [storage type, ...],
     launch options)}``; ``launch`` (num_warps / num_stages, the autotuner's record) overrides
     every kernel's default launch options."""
+    from tilefoundry.compiler.render_triton_gemm import match as gemm_match
+    from tilefoundry.compiler.render_triton_gemm import render_gemm, split_launch
+
     bm = program.buffer_map()
     parts = [PRELUDE]
     table = []
@@ -1338,11 +1341,16 @@ def render(program: Program, interpret: bool = False,
         for s in steps:
             if isinstance(s, Kernel):
                 kt = _KernelT(s, bm, interpret)
-                src, roots = kt.render()
+                # a plain matmul: the persistent TMA kernel (render_triton_gemm, D408)
+                opts, gemm_opts = split_launch({**kt.launch_options(), **(launch or {})})
+                plan = gemm_match(kt)[0]
+                if plan is not None:
+                    src, roots, instances = render_gemm(kt, plan, gemm_opts, interpret)
+                else:
+                    (src, roots), instances = kt.render(), s.instances
                 parts.append("\n\n" + src)
                 types = [STORAGE[bm[r].dtype] for r in roots]
-                opts = {**kt.launch_options(), **(launch or {})}
-                table.append(f"    {s.name!r}: ({kt.fn_name()}, {roots!r}, {s.instances}, "
+                table.append(f"    {s.name!r}: ({kt.fn_name()}, {roots!r}, {instances}, "
                              f"{types!r}, {opts!r}),")
             elif isinstance(s, HostLoop):
                 walk(s.body)

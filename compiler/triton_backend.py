@@ -53,6 +53,7 @@ from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Kernel, Program
 from tilefoundry.compiler.pipeline import TARGETS, source_target
 from tilefoundry.compiler.render_triton import render, storage_view
+from tilefoundry.compiler.render_triton_gemm import ensure_allocator
 from tilefoundry.compiler.schedule import TileConfig
 from tilefoundry.conformance.backend import (
     Capabilities,
@@ -161,6 +162,9 @@ class TritonExecutable(Interpreter):
         self.module, self.source_path = load_module(source, device)
         self.table = self.module.KERNELS
         self.opts = {} if device == "interpret" else {"enable_fp_fusion": False}
+        #: kernels with device-side TMA descriptors (the GEMM path, D408) need Triton's
+        #: scratch allocator in the launching thread
+        self.tma = device != "interpret" and "make_tensor_descriptor" in source
 
     def launch(self, k: Kernel, st: dict[str, np.ndarray]) -> None:
         if k.instances == 0 or any(n == 0 for n in k.domain):
@@ -172,6 +176,8 @@ class TritonExecutable(Interpreter):
             warnings.simplefilter("ignore")  # read-only inputs: no kernel writes them
             host = [torch.from_numpy(storage_view(st[r], self.bm[r].dtype)) for r in roots]
         args = host if self.device == "interpret" else [t.to("cuda") for t in host]
+        if self.tma:
+            ensure_allocator()
         try:
             fn[(n,)](*args, **self.opts, **({} if self.device == "interpret" else launch))
         except Exception as e:
@@ -224,6 +230,8 @@ class DeviceRun:
             self.calls.append((fn, n, [self.dev[r] for r in roots], launch))
 
     def launch(self) -> None:
+        if self.exe.tma:
+            ensure_allocator()
         for fn, n, args, launch in self.calls:
             fn[(n,)](*args, **self.exe.opts, **launch)
 

@@ -3,7 +3,9 @@
 ``explain(program, cfg, launch_from)`` reads the fused kernel IR the way ``render_triton``
 renders it and says, per kernel:
 
-* the **mapping**: ``dot (tensor cores)`` (``tl.dot`` on the kernel's own operand tiles),
+* the **mapping**: ``dot (TMA persistent)`` (a plain matmul: ``render_triton_gemm``, D408),
+  ``dot (tensor cores)`` (``tl.dot`` on the kernel's own operand tiles; the why says what kept
+  it off the TMA path),
   ``dot (K fold)`` (the reference order, one lane a step), ``rows`` (every reduced axis is one
   tile: a row, or a few, per program kept in registers, each reduction a block reduction, one
   pass over memory), ``rows, tile loop`` (a reduced axis longer than ``max_row`` elements does
@@ -95,15 +97,22 @@ def kernel_mapping(k: Kernel, bm: Mapping[str, kir.Buffer],
     reds = [i for i in body if isinstance(i, kir.Reduce)]
     loops = [i for i in body if isinstance(i, kir.TileLoop)]
     if dots:
+        from tilefoundry.compiler.render_triton_gemm import describe, match, split_launch
+
+        plan, why_not = match(t)
+        if plan is not None:
+            return describe(plan, split_launch({**t.launch_options(), **dict(cfg.launch)})[1])
+        why_not = f"; not the TMA path: {why_not}"
         if all(t.mma_operands(d) is not None for d in dots):
             m, n = (t.block[dots[0].axis - 2], t.block[dots[0].axis - 1]) \
                 if dots[0].axis >= 2 else (1, t.block[0])
             return (f"dot (tensor cores): tl.dot on {m}x{n} output tiles, K step "
                     f"{t.block[dots[0].axis]}",
                     "the contract admits reassociation and both operands are exact widenings "
-                    "of bf16 / f16 / fp8 loads")
+                    "of bf16 / f16 / fp8 loads" + why_not)
         return ("dot (K fold): the reference order, one lane a step",
-                "no reassociation admitted, or operands that are not plain narrow loads")
+                "no reassociation admitted, or operands that are not plain narrow loads"
+                + why_not)
     if loops:
         ax = sorted({lp.axis for lp in loops})
         return (f"rows, tile loop: axis {','.join(map(str, ax))} walked in tiles of "

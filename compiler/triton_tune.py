@@ -65,19 +65,21 @@ class Candidate:
     cfg: TileConfig
     num_warps: int
     num_stages: int
+    #: the persistent TMA GEMM's options (``render_triton_gemm.GEMM_OPTIONS``), if any
+    extra: tuple[tuple[str, int], ...] = ()
 
     def config(self) -> TileConfig:
         """The TileConfig that carries the launch options to the renderer."""
         from dataclasses import replace
 
         return replace(self.cfg, launch=(("num_warps", self.num_warps),
-                                         ("num_stages", self.num_stages)))
+                                         ("num_stages", self.num_stages), *self.extra))
 
     def describe(self) -> dict[str, Any]:
         c = self.cfg
         return {"tile_elems": c.tile_elems, "max_row": c.max_row, "k_block": c.k_block,
                 "dot_mn": list(c.dot_mn) if c.dot_mn else None, "num_warps": self.num_warps,
-                "num_stages": self.num_stages}
+                "num_stages": self.num_stages, **dict(self.extra)}
 
 
 def candidates(kind: str, base: TileConfig) -> list[Candidate]:
@@ -92,16 +94,26 @@ def candidates(kind: str, base: TileConfig) -> list[Candidate]:
         return [Candidate(replace(base, dot_mn=mn, k_block=kb), w, st)
                 for mn in ((128, 128), (128, 256), (256, 128)) for kb in (64,)
                 for w in (4, 8) for st in (3, 4)]
-    raise InvalidArgumentError(f"autotune: unknown candidate kind {kind!r}; expected 'rows' "
-                               f"or 'dot'")
+    if kind == "gemm":  # the persistent TMA GEMM (render_triton_gemm, D410)
+        return [Candidate(replace(base, dot_mn=mn, k_block=kb), w, st,
+                          (("tma_flatten", fl), ("tma_split", sp)))
+                for mn, kb, w, st, sp, fl in (
+                    ((128, 256), 64, 8, 3, 1, 1), ((128, 256), 64, 8, 4, 1, 1),
+                    ((128, 256), 64, 8, 3, 0, 0), ((128, 256), 64, 8, 4, 1, 0),
+                    ((256, 128), 64, 8, 3, 0, 1), ((256, 128), 64, 8, 4, 1, 1),
+                    ((128, 128), 64, 4, 4, 0, 1), ((128, 128), 128, 8, 3, 0, 1))]
+    raise InvalidArgumentError(f"autotune: unknown candidate kind {kind!r}; expected 'rows', "
+                               f"'dot' or 'gemm'")
 
 
 def tune(module: Module, entry: str, inputs: Sequence[np.ndarray],
          space: Sequence[Candidate], judge: Callable[[np.ndarray], str],
-         time_fn: Callable[[Callable[[], None]], float]) -> list[dict[str, Any]]:
+         time_fn: Callable[[Callable[[], None]], float],
+         progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Measure every candidate of ``space`` on the GPU; each result dict holds the
     candidate's settings, ``ms`` (None when not timed), ``verdict`` (``judge``'s, on the
-    candidate's output) and ``error`` (a compile or launch failure). Fastest PASS first."""
+    candidate's output) and ``error`` (a compile or launch failure). Fastest PASS first;
+    ``progress`` sees each measured row as it is made (a log that survives a timeout)."""
     import torch
 
     from tilefoundry.compiler.pipeline import compile as tf_compile
@@ -136,6 +148,8 @@ def tune(module: Module, entry: str, inputs: Sequence[np.ndarray],
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         row["seconds"] = round(time.perf_counter() - t0, 2)
         out.append(row)
+        if progress is not None:
+            progress(row)
     return sorted(out, key=lambda r: (r["ms"] is None, r["ms"] or 0.0))  # stable: ties keep order
 
 
@@ -171,11 +185,14 @@ def _config_of(best: dict[str, Any], base: TileConfig) -> TileConfig | None:
     from dataclasses import replace
 
     try:
+        from tilefoundry.compiler.render_triton_gemm import GEMM_OPTIONS
+
         mn = best.get("dot_mn")
+        extra = tuple((k, int(best[k])) for k in GEMM_OPTIONS if k in best)
         return replace(base, **{k: int(best[k]) for k in ("tile_elems", "max_row", "k_block")},
                        dot_mn=tuple(int(v) for v in mn) if mn else None,
                        launch=(("num_warps", int(best["num_warps"])),
-                               ("num_stages", int(best["num_stages"]))))
+                               ("num_stages", int(best["num_stages"])), *extra))
     except (KeyError, TypeError, ValueError):
         return None  # a damaged entry is ignored: the defaults are always valid
 

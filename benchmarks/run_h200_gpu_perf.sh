@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Issue 35's device measurement in one call (at most ~9 minutes of wall time) on the H200
+# machine (torch and triton preinstalled, no network):
+#
+#     OUT=$OUT bash benchmarks/run_h200_gpu_perf.sh            # every part
+#     PARTS="gemm fp8" bash benchmarks/run_h200_gpu_perf.sh    # some of them
+#
+# from the repository root. Parts, each its own process under its own `timeout`, so a part that
+# fails or hangs leaves the others' results:
+#   gemm   bf16 GEMM 8192^3, 4096x14336x4096, 4095x14336x4096: the persistent TMA path
+#          autotuned per shape (every candidate judged by the oracle before it is timed) beside
+#          cuBLAS (benchmarks/bench_gpu_gemm.py --tune)                      [limit 220 s]
+#   fp8    fp8e4m3 GEMM 8192^3: ours (f16 staging; native fp8 promoted every 32 / 128)
+#          beside torch._scaled_mm fast accumulation on and off; share of outputs inside the
+#          contract on the adversarial inputs (bench_gpu_gemm.py --fp8 --no-bf16) [limit 110 s]
+#   tier   the quick conformance tier on the Triton backend, 14 workers (matmuls now take the
+#          TMA path where it applies): must stay 0 FAIL / 0 ERROR       [limit 150 s; not default]
+#   rows   the row kernels (RMSNorm, softmax, SwiGLU, residual-add + RMSNorm, softmax with
+#          scale and mask) at 32768x4096 / 8192^2 / 4096x14336, Triton and CUDA backends beside
+#          torch, torch.compile and Liger (benchmarks/bench_gpu.py --rows)   [limit 190 s]
+# Results: $OUT/<part>.log and $OUT/<part>.json, the tuning record $OUT/triton_tuned_user.json,
+# and $OUT/summary.md (every table, each part's exit status and seconds).
+# Wheels in ./.whl (Liger-Kernel: `pip download --no-deps liger-kernel -d .whl` where there is
+# a network) are installed beside the package, as run_h200_session.sh does.
+set -uo pipefail
+R=$PWD
+OUT=${OUT:-$R/h200-out}
+PARTS=${PARTS:-gemm fp8 rows}
+mkdir -p "$OUT"
+rm -rf /tmp/tf
+pip install -q --no-build-isolation --no-deps --target /tmp/tf . >"$OUT/install.log" 2>&1 || {
+    echo "install failed (see install.log)"; tail -5 "$OUT/install.log"; exit 1; }
+if compgen -G ".whl/*.whl" >/dev/null; then
+    pip install -q --no-index --no-deps --no-compile --target /tmp/tf .whl/*.whl \
+        >>"$OUT/install.log" 2>&1 || echo "wheel install failed (Liger left out)"
+fi
+export PYTHONPATH=/tmp/tf PATH=/tmp/tf/bin:$PATH
+# the tuning record goes to a private cache under $OUT's sibling, not the user's home
+export XDG_CACHE_HOME=/tmp/tf-cache
+mkdir -p "$XDG_CACHE_HOME"
+cd /tmp
+: >"$OUT/status.txt"
+part() {  # part NAME LIMIT COMMAND...
+    local name=$1 limit=$2; shift 2
+    local t0=$(date +%s)
+    timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+    local rc=$?
+    echo "$name: exit $rc, $(( $(date +%s) - t0 )) s$([ $rc = 124 ] && echo ' (timed out)')" \
+        | tee -a "$OUT/status.txt"
+}
+for p in $PARTS; do
+    case $p in
+    smoke) part smoke 150 python "$R/benchmarks/bench_gpu_gemm.py" --quick --fp8 \
+              --json "$OUT/smoke.json" ;;
+    tier) part tier 150 python -m tilefoundry conformance run --backend triton -j 14 --tier quick \
+              --no-progress --jsonl "$OUT/tier.jsonl" ;;
+    gemm) part gemm 220 python "$R/benchmarks/bench_gpu_gemm.py" --tune --json "$OUT/gemm.json" ;;
+    fp8)  part fp8 110 python "$R/benchmarks/bench_gpu_gemm.py" --fp8 --no-bf16 \
+              --json "$OUT/fp8.json" ;;
+    rows) part rows 190 python "$R/benchmarks/bench_gpu.py" --rows --json "$OUT/rows.json" ;;
+    *) echo "unknown part $p" | tee -a "$OUT/status.txt" ;;
+    esac
+done
+rm -f "$OUT/tier.jsonl"  # few files come back; the log has the counts
+find "$XDG_CACHE_HOME" -name tuned.json -exec cp {} "$OUT/triton_tuned_user.json" \; 2>/dev/null
+{
+    echo "# issue 35 device run, $(date -u +%FT%TZ)"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
+    echo; echo '## parts'; cat "$OUT/status.txt"
+    for p in $PARTS; do
+        [ -f "$OUT/$p.log" ] || continue
+        echo; echo "## $p"
+        grep -E "^(device|tune|gemm|fp8e4m3|  (cublas|tilefoundry)|\||result|cases|[A-Z_]+ +[0-9])" \
+            "$OUT/$p.log" | head -n 60
+        grep -E "Error|error|Traceback" "$OUT/$p.log" | head -n 8 | cut -c1-300
+    done
+} >"$OUT/summary.md"
+cat "$OUT/summary.md"
