@@ -202,6 +202,8 @@ def _samples() -> dict[str, tuple[Any, str, list[tuple[int, ...]]]]:
 
 
 SAMPLES = _samples()
+#: the module of the samples (``tilefoundry validate tilefoundry.validate.planted:SAMPLE_MODULE``)
+SAMPLE_MODULE = SAMPLES["swap_operands"][0]
 
 
 def planted_backend(name: str) -> Any:
