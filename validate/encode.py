@@ -211,6 +211,25 @@ def cast(x: z3.ExprRef, src: str, to: str, overflow: str, rounding: str) -> z3.E
     if kir.is_float(src) and kir.is_float(to) and src != "f64" and to != "f64":
         w = x if src == "f32" else widen(x, src, "f32")
         return round_f32(w, to, overflow, rounding)
+    if to == "bool":  # x != 0; NaN -> True (dtypes: "x -> bool: x != 0")
+        if src == "bool":
+            return x
+        if kir.is_int(src):
+            return x != 0
+        v = x if is_fp(src) else widen(x, src, "f32")
+        return z3.Not(z3.fpIsZero(v))
+    if src == "bool" and (kir.is_int(to) or is_fp(to)):
+        one, zero_ = (const(1, to), const(0, to))
+        return z3.If(x, one, zero_)
+    if kir.is_int(src) and kir.is_int(to):  # two's-complement wraparound
+        ws, wt = width(src), width(to)
+        if wt <= ws:
+            return z3.Extract(wt - 1, 0, x)
+        return z3.SignExt(wt - ws, x) if _signed(src) else z3.ZeroExt(wt - ws, x)
+    if kir.is_int(src) and is_fp(to) and overflow == "nonfinite" and rounding == "nearest":
+        # one rounding from the exact integer
+        conv = z3.fpSignedToFP if _signed(src) else z3.fpUnsignedToFP
+        return conv(RNE, x, fp_sort(to))
     raise Unsupported(f"cast {src} -> {to} (overflow={overflow}, rounding={rounding})")
 
 

@@ -120,7 +120,7 @@ def replay(src: Program, tgt: Program, inputs: list[np.ndarray]) -> Counterexamp
     so, stemps = _temps(src, inputs)
     to, ttemps = _temps(tgt, inputs)
     diff = []
-    for (sn, sa), (tn, ta) in zip(so.items(), to.items(), strict=True):
+    for (_sn, sa), (tn, ta) in zip(so.items(), to.items(), strict=True):
         bad = ~_same(sa, ta)
         for idx in zip(*np.nonzero(bad.reshape(sa.shape) if sa.ndim else bad.reshape(1)),
                        strict=True):

@@ -24,7 +24,7 @@ def write_validation_reproducer(path: str | Path, module: Any, entry: str, repor
         raise InvalidArgumentError(f"validate @{entry}: no invalid pass, so no counterexample "
                                    f"to write; nothing was written to {path}")
     cx = bad.outcome.counterexample
-    src, tgt = report.programs[bad.name]
+    src, _tgt = report.programs[bad.name]
     if len(src.inputs) != len(report.shapes):
         raise InvalidArgumentError(f"validate @{entry}: the kernel-IR inputs ({len(src.inputs)})"
                                    f" do not match the entry's parameters "

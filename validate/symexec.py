@@ -156,10 +156,7 @@ class SymKernelRun(_KernelRun):
         return off
 
     def _mask(self, name: str | None) -> np.ndarray | None:
-        if name is None:
-            return None
-        v = self.values[name]
-        return v if not _is_sym(v) else v
+        return None if name is None else self.values[name]
 
     def i_Load(self, ins: kir.Load) -> np.ndarray:
         flat = self.st[self.it.roots[ins.buffer].name]
