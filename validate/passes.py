@@ -34,7 +34,7 @@ from tilefoundry.semantics.ir import Module
 from tilefoundry.validate.refine import OUTCOMES, Outcome, check_refinement
 
 __all__ = ["SMALL_TILES", "VALIDATED_PASSES", "Bounds", "PassResult", "ValidationReport",
-           "validate_program"]
+           "validate_case", "validate_program"]
 
 VALIDATED_PASSES = ("typeinfer", "elaborate", "canonicalize", "lower", "fuse", "schedule")
 SMALL_TILES = TileConfig(tile_elems=2, max_row=4, k_block=2)
@@ -220,4 +220,44 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
         return check_refinement(progs["fuse"], small, timeout_ms=bounds.timeout_ms)
 
     rep.passes.append(PassResult("schedule", _timed(schedule)))
+    return rep
+
+
+def validate_case(case: Any, bounds: Bounds | None = None) -> ValidationReport:
+    """A conformance case's program (``Case.build``): at the case's input shapes when they lie
+    inside ``bounds``, else at the bounded shapes of the signature; sharded inputs, a program
+    that does not build: every pass unsupported with the reason."""
+    bounds = bounds or Bounds()
+    try:
+        module, entry, inputs = case.build()
+    except TilefoundryError as e:
+        return _all_unsupported(case.id, [], f"the case does not build: {e}")
+    shapes = []
+    for x in inputs:
+        if not hasattr(x, "shape") or type(x).__name__ == "Sharded":
+            return _all_unsupported(entry, [], "sharded / non-array inputs: the single-device "
+                                    "pipeline does not compile them")
+        shapes.append(tuple(x.shape))
+    if case.expect_error is not None:
+        return _all_unsupported(entry, shapes, f"an expected-error case ({case.expect_error}): "
+                                "its run-time check is not modelled")
+    if _outside(shapes, bounds) is not None:
+        try:
+            small = bounded_shapes(module, entry, bounds)
+        except TilefoundryError as e:
+            return _all_unsupported(entry, shapes, f"{_outside(shapes, bounds)}; no bounded "
+                                    f"shapes ({e})")
+        if small == shapes or _outside(small, bounds) is not None:
+            return _all_unsupported(entry, shapes, f"{_outside(shapes, bounds)} and the "
+                                    f"signature fixes the extents")
+        shapes = small
+    try:
+        return validate_program(module, entry, shapes, bounds=bounds)
+    except TilefoundryError as e:
+        return _all_unsupported(entry, shapes, f"{type(e).__name__}: {e}")
+
+
+def _all_unsupported(entry: str, shapes: list, why: str) -> ValidationReport:
+    rep = ValidationReport(entry, shapes)
+    rep.passes = [PassResult(n, Outcome("unsupported", why)) for n in VALIDATED_PASSES]
     return rep

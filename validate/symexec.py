@@ -86,7 +86,8 @@ class _SymInterp(Interpreter):
         return st
 
     def read(self, st: Mapping[str, np.ndarray], name: str) -> np.ndarray:
-        return st[self.roots[name].name][self._index(name)]
+        idx = self._index(name)
+        return st[self.roots[name].name][idx.reshape(-1)].reshape(idx.shape)
 
     def write(self, st: Mapping[str, np.ndarray], name: str, value: np.ndarray) -> None:
         b = self.bm[name]
