@@ -155,6 +155,8 @@ def widen(x: z3.ExprRef, src: str, to: str) -> z3.FPRef:
         x = _decode_code(x, src)
     elif not is_fp(src):
         raise Unsupported(f"widen from {src}")
+    if not z3.is_fp(x):
+        raise AssertionError(f"widen {src} -> {to}: operand {x} of sort {x.sort()}")
     return z3.fpToFP(RNE, x, fp_sort(to))
 
 

@@ -95,7 +95,10 @@ class _SymInterp(Interpreter):
             v = np.asarray(value)
             if not _is_sym(v):
                 v = _vmap(lambda e: E.const(e, b.dtype), v.astype(object))
-            st[self.roots[name].name][self._index(name)] = np.broadcast_to(v, b.shape)
+            # flat on both sides: a 0-d object array assigned through a 0-d index would be
+            # stored as an element itself
+            st[self.roots[name].name][self._index(name).reshape(-1)] = \
+                np.broadcast_to(v, b.shape).reshape(-1)
 
     def launch(self, k: Kernel, st: dict[str, np.ndarray]) -> None:
         SymKernelRun(self, k, st).run()

@@ -108,9 +108,9 @@ def test_encode_tables_cover_the_kernel_ir_kinds():
 def test_unencoded_op_is_reported_by_name():
     from tilefoundry.validate import encode
 
-    with pytest.raises(Unsupported, match="binop.floordiv on i32"):
+    with pytest.raises(Unsupported, match=r"binop\.floordiv on i32"):
         encode.binary("floordiv", "i32")
-    with pytest.raises(Unsupported, match="reduce.sum_hi"):
+    with pytest.raises(Unsupported, match=r"reduce\.sum_hi"):
         from tilefoundry.validate.symexec import reduce_lanes
 
         reduce_lanes([encode.const(1.0, "f64")], "f64", "sum_hi", "fold_left", None, set())

@@ -10,8 +10,8 @@ import pytest
 
 from tilefoundry.compiler.backends import KernelInterpBackend
 from tilefoundry.compiler.fusion import fuse
-from tilefoundry.validate.planted import PLANTED, SAMPLES, plant, planted_backend
 from tilefoundry.validate.passes import validate_program
+from tilefoundry.validate.planted import PLANTED, SAMPLES, plant, planted_backend
 
 CAUGHT = [b for b in PLANTED if b != "fold_mul_one"]
 
@@ -74,5 +74,5 @@ def test_clean_pipeline_is_valid_on_the_samples(bug):
 def test_unknown_planted_bug_is_the_projects_error():
     from tilefoundry.errors import InvalidArgumentError
 
-    with pytest.raises(InvalidArgumentError, match="unknown planted bug 'nope'.*drop_rounding"):
+    with pytest.raises(InvalidArgumentError, match=r"unknown planted bug 'nope'.*drop_rounding"):
         plant("nope", SAMPLES["swap_operands"][0])
