@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every", type=int, default=1, help="take every N-th case")
     ap.add_argument("--json", default=None)
     ap.add_argument("--timeout-ms", type=int, default=10_000)
+    ap.add_argument("--max-elems", type=int, default=16)
     args = ap.parse_args(argv)
     from tilefoundry.conformance.catalog import build_catalog
 
@@ -34,9 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     secs = collections.Counter()
     rows = []
     t_all = time.perf_counter()
-    for c in cases:
+    for i, c in enumerate(cases):
+        if i % 100 == 0:
+            print(f"[{i}/{len(cases)}] {time.perf_counter() - t_all:.0f} s", flush=True)
         try:
-            rep = validate_case(c, Bounds(timeout_ms=args.timeout_ms))
+            rep = validate_case(c, Bounds(max_elems=args.max_elems, timeout_ms=args.timeout_ms))
         except Exception as e:  # a crash of the validator itself: counted, shown, not hidden
             print(f"{c.id}: VALIDATOR CRASH {type(e).__name__}: {e}", flush=True)
             counts["typeinfer"]["crash"] += 1

@@ -196,8 +196,9 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], abstractions: tuple[str, 
         if r == z3.sat:
             model = solver.model()
             break
-        if r == z3.unknown:
+        if r == z3.unknown:  # no "valid" is possible any more: stop (a later sat is not sought)
             unknown = f"solver: {solver.reason_unknown()} (timeout {timeout_ms} ms per element)"
+            break
     if model is None:
         if unknown:
             return Outcome("failed to prove", unknown, time.perf_counter() - t0,

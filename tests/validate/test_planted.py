@@ -76,3 +76,31 @@ def test_unknown_planted_bug_is_the_projects_error():
 
     with pytest.raises(InvalidArgumentError, match=r"unknown planted bug 'nope'.*drop_rounding"):
         plant("nope", SAMPLES["swap_operands"][0])
+
+
+def test_a_lowering_bug_is_caught_against_the_hir_semantics():
+    """The lower pass is checked against the HIR encoding (hir_smt): a lowered program with its
+    sub's operands swapped is invalid, and the counterexample differs from the reference
+    evaluator's value."""
+    from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
+    from tilefoundry.validate.refine import check_lowering
+
+    module, entry, shapes = SAMPLES["swap_operands"]
+    st = State(module, entry, shapes, TARGETS["interp"])
+    run_passes(st, ["typeinfer", "elaborate", "canonicalize", "lower"])
+    assert check_lowering(module, entry, st.hir, st.program).status == "valid"
+    bad = plant("swap_operands", st.program)
+    o = check_lowering(module, entry, st.hir, bad)
+    assert o.status == "invalid" and o.counterexample.differing
+    ref = o.counterexample.src["reference"]
+    got = next(iter(o.counterexample.tgt.values()))
+    assert not _same(ref, got).all()
+
+
+def test_unencoded_hir_op_makes_lower_unsupported_by_name():
+    from tilefoundry.compiler.examples import EXAMPLES
+
+    rep = validate_program(EXAMPLES, "rmsnorm", [(2, 3), (3,)])
+    lower = next(p.outcome for p in rep.passes if p.name == "lower")
+    assert lower.status == "unsupported" and "unsupported op RMSNorm" in lower.reason
+    assert rep.status("fuse") == "valid"
