@@ -94,8 +94,9 @@ def _reduce(op: Reduce, args: list[Val], abstr: set[str]) -> Val:
     kind = op.kind.value
     axes = sorted(a % x.ndim for a in op.axes) if x.ndim else []
     keep = [i for i in range(x.ndim) if i not in axes]
-    f = np.transpose(x, keep + axes).reshape(-1, math.prod(x.shape[a] for a in axes))
     batch = tuple(x.shape[i] for i in keep)
+    f = np.transpose(x, keep + axes).reshape(math.prod(batch),
+                                             math.prod(x.shape[a] for a in axes))
     keep_shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
     n = f.shape[1]
     acc = "f32" if kir.is_float(dt) else dt
