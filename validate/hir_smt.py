@@ -101,6 +101,13 @@ def _reduce(op: Reduce, args: list[Val], abstr: set[str]) -> Val:
     n = f.shape[1]
     acc = "f32" if kir.is_float(dt) else dt
     out = np.empty(f.shape[0], object)
+    if n == 0:  # the reference's identity of the kind in the operand's own dtype
+        from tilefoundry.semantics.reductions import identity
+
+        if kind == "mean":
+            raise Unsupported("Reduce.mean over zero elements (an evaluation error)")
+        out.fill(E.const(identity(kind, dt), dt))
+        return out.reshape(keep_shape if op.keepdim else batch), dt
     for r in range(f.shape[0]):
         lanes = list(f[r])
         if kir.is_float(dt) and dt != "f32":
