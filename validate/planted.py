@@ -43,8 +43,10 @@ def _map_kernels(p: Program, fn: Callable[[Kernel], Kernel | None]) -> Program |
                 if k is not None:
                     done = True
                 out.append(k or s)
-            else:
+            elif isinstance(s, kir.HostLoop):
                 out.append(replace(s, body=walk(s.body)))
+            else:  # another step kind (none in the single-device pipeline): left alone
+                out.append(s)
         return tuple(out)
 
     steps = walk(p.steps)
@@ -214,7 +216,7 @@ def planted_backend(name: str) -> Any:
     class Planted(KernelInterpBackend):
         def compiled_for(self, prog, shapes):  # type: ignore[override]
             hit = super().compiled_for(prog, shapes)
-            if not getattr(hit, "_planted", False):
+            if not prog.mesh and not getattr(hit, "_planted", False):  # single-device only
                 bad = plant(name, hit.program)
                 if bad is not None:
                     hit.program = bad
