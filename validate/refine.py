@@ -173,13 +173,35 @@ def check_refinement(src: Program, tgt: Program, *, timeout_ms: int = 10_000) ->
                            f"{s.dtypes[sn]}{list(a.shape)}", time.perf_counter() - t0)
         pairs.append((a, b))
     return decide(pairs, abstractions, lambda m: replay(src, tgt, _model_inputs(m, src, bits)),
-                  t0, timeout_ms)
+                  t0, timeout_ms, _hints(src, bits))
+
+
+def _hints(p: Program, bits: dict[str, np.ndarray]) -> list:
+    """Float inputs zero or with an exponent within 2^±6 (``decide``'s narrowed first try)."""
+    bm = p.buffer_map()
+    out = []
+    for n in p.inputs:
+        dt = bm[n].dtype
+        if not E.is_fp(dt):
+            continue
+        e, m = E.FP_SORTS[dt]
+        w = e + m
+        bias = (1 << (e - 1)) - 1
+        for v in bits[n].reshape(-1):
+            ex = z3.Extract(w - 2, m - 1, v)
+            mag = z3.Extract(w - 2, 0, v)
+            out.append(z3.Or(mag == 0, z3.And(z3.UGE(ex, bias - 6), z3.ULE(ex, bias + 6))))
+    return out
 
 
 def decide(pairs: list[tuple[np.ndarray, np.ndarray]], abstractions: tuple[str, ...],
-           replay_model, t0: float, timeout_ms: int) -> Outcome:
+           replay_model, t0: float, timeout_ms: int, hints: list | None = None) -> Outcome:
     """The verdict on (source, target) output term arrays: one query per differing element,
-    the first model replayed concretely (``replay_model(model) -> Counterexample``)."""
+    the first model replayed concretely (``replay_model(model) -> Counterexample``).
+
+    ``hints`` (constraints on the inputs: moderate exponents) first narrow each query for a
+    short while: a model found there is a counterexample like any other (and reads better); an
+    unsat or unknown there proves nothing, so the query then runs unnarrowed."""
     diffs = [x != y for a, b in pairs for x, y in zip(a.reshape(-1), b.reshape(-1), strict=True)
              if not z3.eq(x, y)]
     if not diffs:  # every output term is the same term: valid without a query
@@ -189,6 +211,13 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], abstractions: tuple[str, 
     unknown = ""
     model = None
     for d in diffs:
+        if hints:
+            solver = z3.Solver()
+            solver.set("timeout", min(int(timeout_ms), 3_000))
+            solver.add(d, *hints)
+            if solver.check() == z3.sat:
+                model = solver.model()
+                break
         solver = z3.Solver()
         solver.set("timeout", int(timeout_ms))
         solver.add(d)
@@ -258,7 +287,7 @@ def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,
         return Counterexample(dict(zip(tgt.inputs, inputs, strict=True)), {"reference": ref},
                               to, {}, ttemps, diff)
 
-    return decide([(res, b)], abstractions, rp, t0, timeout_ms)
+    return decide([(res, b)], abstractions, rp, t0, timeout_ms, _hints(tgt, bits))
 
 
 def _vmap_in(bits: np.ndarray, dt: str) -> np.ndarray:

@@ -10,7 +10,7 @@ import pytest
 
 from tilefoundry.compiler.backends import KernelInterpBackend
 from tilefoundry.compiler.fusion import fuse
-from tilefoundry.validate.passes import validate_program
+from tilefoundry.validate.passes import Bounds, validate_program
 from tilefoundry.validate.planted import PLANTED, SAMPLES, plant, planted_backend
 
 CAUGHT = [b for b in PLANTED if b != "fold_mul_one"]
@@ -42,7 +42,9 @@ def _same(a, b) -> np.ndarray:
 @pytest.mark.parametrize("bug", CAUGHT)
 def test_planted_bug_is_caught_and_reproduces_on_kernel_interp(bug):
     module, entry, shapes = SAMPLES[bug]
-    rep = validate_program(module, entry, shapes, fuse_pass=_planted_fuse(bug))
+    # a generous solver limit: the 4-lane tree-vs-fold query takes 2-25 s on a loaded machine
+    rep = validate_program(module, entry, shapes, bounds=Bounds(timeout_ms=120_000),
+                           fuse_pass=_planted_fuse(bug))
     assert rep.status("fuse") == "invalid", rep.text()
     assert rep.exit_code() == 1
     cx = next(p.outcome.counterexample for p in rep.passes if p.name == "fuse")
