@@ -74,3 +74,34 @@ def agreement(program: Program, inputs: Sequence[np.ndarray]) -> list[str]:
                 bad.append(f"{name}[{i}]: smt {'NaN' if nan else hex(b or 0)} vs interp "
                            f"{hex(int(rbits[i]))}")
     return bad
+
+
+def agreement_hir(module, entry: str, inputs: Sequence[np.ndarray]) -> list[str]:
+    """Elements where the HIR encoding (``hir_smt``) and the reference evaluator disagree, the
+    entry elaborated for the inputs' shapes."""
+    from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
+    from tilefoundry.semantics.evaluator.core import evaluate
+    from tilefoundry.validate.hir_smt import run_hir
+
+    st = State(module, entry, [tuple(np.shape(x)) for x in inputs], TARGETS["interp"])
+    run_passes(st, ["typeinfer", "elaborate", "canonicalize"])
+    fn = st.hir
+    vals = {}
+    for p, x in zip(fn.params, inputs, strict=True):
+        dt = (p.checked_type if p.has_type else p.type).dtype.value
+        b = _literal_bits(np.asarray(x), dt)
+        vals[p.name] = np.vectorize(lambda t, d=dt: E.from_input_bits(t, d), otypes=[object])(b) \
+            if b.size else b
+    (res, dt), _ = run_hir(fn, vals)
+    ref = np.ascontiguousarray(evaluate(module, entry, list(inputs)))
+    rbits = ref.view(np.dtype(f"u{ref.dtype.itemsize}")).reshape(-1)
+    rnan = _nan_codes(dt, rbits) if kir.is_float(dt) else np.zeros(rbits.size, bool)
+    bad = []
+    for i, t in enumerate(res.reshape(-1)):
+        b, nan = _value_bits(t, dt)
+        if E.is_code(dt):
+            nan = b is not None and bool(_nan_codes(dt, np.array([b], rbits.dtype))[0])
+        if (nan and rnan[i]) or (b is not None and not nan and not rnan[i] and b == rbits[i]):
+            continue
+        bad.append(f"[{i}]: smt {'NaN' if nan else hex(b or 0)} vs reference {hex(int(rbits[i]))}")
+    return bad
