@@ -19,8 +19,8 @@ def test_clean_program_exits_0_and_names_every_pass(capsys):
     out = capsys.readouterr().out
     for p in ("typeinfer", "elaborate", "canonicalize", "lower", "fuse", "schedule"):
         assert p in out
-    assert "fuse          valid" in out
-    assert "lower         unsupported" in out and "no SMT semantics of the HIR" in out
+    assert "fuse          valid" in out and "lower         valid" in out
+    assert "elaborate     unsupported" in out and "no SMT semantics of the generic" in out
 
 
 def test_planted_bug_exits_1_with_counterexample_and_reproducer(capsys, tmp_path):
@@ -91,3 +91,13 @@ def test_solver_timeout_is_failed_to_prove_and_fails_ci():
     assert rep.exit_code() == 0 and rep.exit_code(ci=True) == 1
     fake = ValidationReport("f", [], [PassResult("fuse", Outcome("failed to prove", "t"))])
     assert fake.exit_code() == 0 and fake.exit_code(ci=True) == 1
+
+
+def test_malformed_shapes_are_the_projects_error():
+    from tilefoundry.errors import TilefoundryError
+
+    m, e, _ = SAMPLES["swap_operands"]
+    with pytest.raises(TilefoundryError, match=r"shapes\[0\] axis 0 must be a non-negative int"):
+        validate_program(m, e, [(-1,), (3,)])
+    with pytest.raises(InvalidArgumentError, match="expected a Module"):
+        validate_program("not a module", e)
