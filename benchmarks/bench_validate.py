@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--every", type=int, default=1, help="take every N-th case")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--jsonl", default=None, help="append one line per case as it finishes")
     ap.add_argument("--timeout-ms", type=int, default=10_000)
     ap.add_argument("--max-elems", type=int, default=16)
     args = ap.parse_args(argv)
@@ -50,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
             if p.outcome.status in ("invalid", "failed to prove"):
                 print(f"{c.id} {p.name}: {p.outcome.status}: {p.outcome.reason}", flush=True)
         rows.append({"case": c.id, "passes": [p.to_json() for p in rep.passes]})
+        if args.jsonl:
+            with open(args.jsonl, "a") as f:
+                f.write(json.dumps(rows[-1]) + "\n")
     total = time.perf_counter() - t_all
     print(f"{len(cases)} quick-tier cases in {total:.1f} s")
     print(f"{'pass':<13} {'valid':>6} {'invalid':>8} {'failed':>7} {'unsup':>6} {'seconds':>8}")
