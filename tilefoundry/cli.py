@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tilefoundry.compiler.cli import add_parser as add_compile
 
     add_compile(sub)
+    from tilefoundry.validate.cli import add_parser as add_validate
+
+    add_validate(sub)
     return p
 
 

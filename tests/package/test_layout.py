@@ -16,7 +16,7 @@ def test_every_package_folder_is_mapped():
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     mapped = cfg["package-dir"]
     listed = set(cfg["packages"])
-    for top in ("semantics", "smt", "oracle", "compiler", "conformance"):
+    for top in ("semantics", "smt", "oracle", "compiler", "conformance", "validate"):
         assert mapped[f"tilefoundry.{top}"] == top
         for init in (ROOT / top).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / top).parts

@@ -1,0 +1,335 @@
+"""Bit-precise SMT encodings of kernel-IR values and instructions (Z3).
+
+Value representation, per kernel-IR dtype:
+
+* ``f32`` / ``f64`` / ``f16`` / ``bf16``: Z3 floating-point terms (``Float32``, ``Float64``,
+  ``FPSort(5, 11)``, ``FPSort(8, 8)``). SMT-LIB has one NaN per sort, so equality of two terms
+  is exactly the project's NaN rule (D21: NaN compared as a class, -0 != +0).
+* ``fp8e4m3`` / ``fp8e5m2`` / ``f8e8m0``: 8-bit codes (bit-vectors). Rounding to them is the
+  project's own bit-vector transcription of ``dtypes.cast`` (``smt.obligations.rounding
+  .encode_round_f32``, the model ``tilefoundry prove`` checks against an independent
+  specification) — not a second model. Widening is the evaluator's ``widen_to_f32`` table over
+  all 256 codes.
+* integers: bit-vectors of their width (two's complement, wrapping); ``bool``: Z3 Bool.
+
+Every encoded instruction kind is a key of the tables below (``BINARY``, ``UNARY``, ...), named
+by the kernel IR's own kind tuples (``kir.BINARY_KINDS`` ...). A kind / dtype with no entry
+raises ``Unsupported`` naming it: nothing is silently skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import numpy as np
+import z3
+
+from tilefoundry.compiler import kir
+from tilefoundry.errors import TilefoundryError
+from tilefoundry.semantics.dtypes import from_bits, widen_to_f32
+from tilefoundry.semantics.formats import FORMATS, DType
+from tilefoundry.smt.obligations.rounding import encode_round_f32
+
+__all__ = [
+    "BINARY",
+    "UNARY",
+    "Unsupported",
+    "bits_of",
+    "const",
+    "fp_sort",
+    "from_input_bits",
+    "is_code",
+    "is_fp",
+    "round_to",
+    "widen",
+    "zero",
+]
+
+RNE = z3.RNE()
+FP_SORTS = {"f32": (8, 24), "f64": (11, 53), "f16": (5, 11), "bf16": (8, 8)}
+CODE_DTYPES = frozenset({"fp8e4m3", "fp8e5m2", "f8e8m0"})
+_QNAN32 = 0x7FC00000
+
+
+class Unsupported(TilefoundryError):
+    """An op, dtype or shape outside what the validator encodes (reported, never skipped)."""
+
+
+def is_fp(dt: str) -> bool:
+    return dt in FP_SORTS
+
+
+def is_code(dt: str) -> bool:
+    return dt in CODE_DTYPES
+
+
+def width(dt: str) -> int:
+    if dt == "f64":
+        return 64
+    return FORMATS[DType(dt)].bits
+
+
+@cache
+def fp_sort(dt: str) -> z3.FPSortRef:
+    e, s = FP_SORTS[dt]
+    return z3.FPSort(e, s)
+
+
+def _signed(dt: str) -> bool:
+    return kir.is_int(dt) and FORMATS[DType(dt)].signed
+
+
+def from_input_bits(bits: z3.BitVecRef, dt: str) -> z3.ExprRef:
+    """The value of a storage bit pattern (an input element is a bit-vector variable)."""
+    if is_fp(dt):
+        return z3.fpBVToFP(bits, fp_sort(dt))
+    if dt == "bool":
+        return bits != 0
+    return bits
+
+
+def bits_of(x: z3.ExprRef, dt: str) -> z3.BitVecRef:
+    """The storage bits of a value (NaN: the positive quiet NaN of the format)."""
+    if is_fp(dt):
+        w = width(dt)
+        e, s = FP_SORTS[dt]
+        qnan = ((1 << (e + 1)) - 1) << (s - 2)
+        return z3.If(z3.fpIsNaN(x), z3.BitVecVal(qnan, w), z3.fpToIEEEBV(x))
+    if dt == "bool":
+        return z3.If(x, z3.BitVecVal(1, 8), z3.BitVecVal(0, 8))
+    return x
+
+
+def const(v: Any, dt: str) -> z3.ExprRef:
+    """A concrete element of dtype ``dt`` (a numpy scalar or a Python number) as a term."""
+    if dt == "bool":
+        return z3.BoolVal(bool(v))
+    if kir.is_int(dt):
+        return z3.BitVecVal(int(v) % (1 << width(dt)), width(dt))
+    npdt = kir.numpy_dtype(dt)
+    b = int(np.asarray(v).astype(npdt).reshape(1).view(f"u{npdt.itemsize}")[0])
+    if is_code(dt):
+        return z3.BitVecVal(b, 8)
+    return z3.fpBVToFP(z3.BitVecVal(b, width(dt)), fp_sort(dt))
+
+
+def zero(dt: str) -> z3.ExprRef:
+    return const(0, dt)
+
+
+def concrete_value(t: z3.ExprRef, dt: str) -> Any:
+    """A term's concrete value when it simplifies to a literal (index / mask use), else None."""
+    s = z3.simplify(t)
+    if dt == "bool":
+        return True if z3.is_true(s) else False if z3.is_false(s) else None
+    if kir.is_int(dt) and z3.is_bv_value(s):
+        return s.as_signed_long() if _signed(dt) else s.as_long()
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# conversions
+# ---------------------------------------------------------------------------------------------
+@cache
+def _code_table(dt: str) -> tuple[int, ...]:
+    """f32 bits of every code of an 8-bit float format, by the evaluator's ``widen_to_f32``."""
+    codes = np.arange(256, dtype=np.uint8)
+    with np.errstate(all="ignore"):
+        f = widen_to_f32(from_bits(codes, dt))
+    return tuple(int(b) for b in np.asarray(f, np.float32).view(np.uint32))
+
+
+def _decode_code(x: z3.BitVecRef, dt: str) -> z3.FPRef:
+    table = _code_table(dt)
+    out: z3.ExprRef = z3.BitVecVal(table[0], 32)
+    for c in range(1, 256):
+        out = z3.If(x == c, z3.BitVecVal(table[c], 32), out)
+    return z3.fpBVToFP(out, fp_sort("f32"))
+
+
+def widen(x: z3.ExprRef, src: str, to: str) -> z3.FPRef:
+    """``Widen`` (exact): a float dtype to f32 / f64."""
+    if is_code(src):
+        x = _decode_code(x, src)
+    elif not is_fp(src):
+        raise Unsupported(f"widen from {src}")
+    if not z3.is_fp(x):
+        raise AssertionError(f"widen {src} -> {to}: operand {x} of sort {x.sort()}")
+    return z3.fpToFP(RNE, x, fp_sort(to))
+
+
+def _f32_bits(x: z3.FPRef) -> z3.BitVecRef:
+    return z3.If(z3.fpIsNaN(x), z3.BitVecVal(_QNAN32, 32), z3.fpToIEEEBV(x))
+
+
+def _from_code_bits(code: z3.BitVecRef, to: str) -> z3.ExprRef:
+    return z3.fpBVToFP(code, fp_sort(to)) if is_fp(to) else code
+
+
+def round_f32(x: z3.FPRef, to: str, overflow: str, rounding: str = "nearest") -> z3.ExprRef:
+    """``dtypes.cast(f32 -> to)`` through the project's bit-vector transcription."""
+    if to == "f32":
+        if overflow != "nonfinite":
+            raise Unsupported(f"round f32 -> f32 with overflow={overflow}")
+        return x
+    if to in ("f16", "bf16") and overflow == "nonfinite" and rounding == "nearest":
+        # Z3's own rounding: ``tilefoundry prove`` proves it equal to the transcription below
+        # on all 2^32 inputs (obligation rounding.f32_to_<dt>.nonfinite), and it solves faster
+        return z3.fpToFP(RNE, x, fp_sort(to))
+    code = encode_round_f32(_f32_bits(x), FORMATS[DType(to)], overflow, rounding)
+    return _from_code_bits(code, to)
+
+
+def _f64_to_f32_odd(v: z3.FPRef) -> z3.FPRef:
+    """``evaluator.math._f64_to_f32_odd``: nearest f32, moved one step toward ``v`` when
+    inexact and even (round to odd)."""
+    r = z3.fpToFP(RNE, v, fp_sort("f32"))
+    back = z3.fpToFP(RNE, r, fp_sort("f64"))
+    inexact = z3.And(z3.Not(z3.fpIsInf(r)), z3.Not(z3.fpIsNaN(r)), z3.Not(back == v))
+    bits = z3.fpToIEEEBV(r)
+    even = z3.Extract(0, 0, bits) == 0
+    up = z3.fpGT(z3.fpAbs(v), z3.fpAbs(back))
+    moved = z3.If(up, bits + 1, bits - 1)
+    return z3.If(z3.And(inexact, even), z3.fpBVToFP(moved, fp_sort("f32")), r)
+
+
+def round_to(x: z3.ExprRef, src: str, to: str, overflow: str) -> z3.ExprRef:
+    """``Round`` (interp.i_Round): f32 / f64 to a narrower float, one rounding."""
+    if src == "f32":
+        return round_f32(x, to, overflow)
+    if src != "f64":
+        raise Unsupported(f"round from {src}")
+    if to == "f32" and overflow == "nonfinite":
+        return z3.fpToFP(RNE, x, fp_sort("f32"))
+    return round_f32(_f64_to_f32_odd(x), to, overflow)
+
+
+def cast(x: z3.ExprRef, src: str, to: str, overflow: str, rounding: str) -> z3.ExprRef:
+    """``Cast`` between float storage dtypes (widen exactly, round once); others unsupported."""
+    if src == to and overflow == "nonfinite" and rounding == "nearest":
+        return x
+    if kir.is_float(src) and kir.is_float(to) and src != "f64" and to != "f64":
+        w = x if src == "f32" else widen(x, src, "f32")
+        return round_f32(w, to, overflow, rounding)
+    if to == "bool":  # x != 0; NaN -> True (dtypes: "x -> bool: x != 0")
+        if src == "bool":
+            return x
+        if kir.is_int(src):
+            return x != 0
+        v = x if is_fp(src) else widen(x, src, "f32")
+        return z3.Not(z3.fpIsZero(v))
+    if src == "bool" and (kir.is_int(to) or is_fp(to)):
+        one, zero_ = (const(1, to), const(0, to))
+        return z3.If(x, one, zero_)
+    if kir.is_int(src) and kir.is_int(to):  # two's-complement wraparound
+        ws, wt = width(src), width(to)
+        if wt <= ws:
+            return z3.Extract(wt - 1, 0, x)
+        return z3.SignExt(wt - ws, x) if _signed(src) else z3.ZeroExt(wt - ws, x)
+    if kir.is_int(src) and is_fp(to) and overflow == "nonfinite" and rounding == "nearest":
+        # one rounding from the exact integer
+        conv = z3.fpSignedToFP if _signed(src) else z3.fpUnsignedToFP
+        return conv(RNE, x, fp_sort(to))
+    raise Unsupported(f"cast {src} -> {to} (overflow={overflow}, rounding={rounding})")
+
+
+# ---------------------------------------------------------------------------------------------
+# arithmetic (kir.BINARY_KINDS / UNARY_KINDS), per operand class
+# ---------------------------------------------------------------------------------------------
+def fminmax(a: z3.FPRef, b: z3.FPRef, largest: bool) -> z3.FPRef:
+    """NaN-propagating min / max ordering -0 < +0 (interp._fminmax, reductions._pick)."""
+    if largest:
+        tie = z3.If(z3.fpIsNegative(a), b, a)
+        r = z3.If(z3.fpGT(a, b), a, z3.If(z3.fpGT(b, a), b, tie))
+    else:
+        tie = z3.If(z3.fpIsNegative(a), a, b)
+        r = z3.If(z3.fpLT(a, b), a, z3.If(z3.fpLT(b, a), b, tie))
+    return z3.If(z3.Or(z3.fpIsNaN(a), z3.fpIsNaN(b)), z3.fpNaN(a.sort()), r)
+
+
+_CMP_FP: dict[str, Callable] = {
+    "eq": z3.fpEQ, "ne": lambda a, b: z3.Not(z3.fpEQ(a, b)), "lt": z3.fpLT, "le": z3.fpLEQ,
+    "gt": z3.fpGT, "ge": z3.fpGEQ}
+_CMP_S: dict[str, Callable] = {
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+_CMP_U: dict[str, Callable] = {
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": z3.ULT, "le": z3.ULE,
+    "gt": z3.UGT, "ge": z3.UGE}
+
+#: (kind, operand class) -> encoding; class: "fp" (f32 / f64), "s" / "u" (integers), "bool"
+BINARY: dict[tuple[str, str], Callable[[Any, Any], Any]] = {
+    ("add", "fp"): lambda a, b: z3.fpAdd(RNE, a, b),
+    ("sub", "fp"): lambda a, b: z3.fpSub(RNE, a, b),
+    ("mul", "fp"): lambda a, b: z3.fpMul(RNE, a, b),
+    ("div", "fp"): lambda a, b: z3.fpDiv(RNE, a, b),
+    ("min", "fp"): lambda a, b: fminmax(a, b, False),
+    ("max", "fp"): lambda a, b: fminmax(a, b, True),
+    **{(k, "fp"): f for k, f in _CMP_FP.items()},
+    **{(k, c): f for c in ("s", "u") for k, f in (("add", lambda a, b: a + b),
+                                                   ("sub", lambda a, b: a - b),
+                                                   ("mul", lambda a, b: a * b))},
+    ("min", "s"): lambda a, b: z3.If(a < b, a, b),
+    ("max", "s"): lambda a, b: z3.If(a > b, a, b),
+    ("min", "u"): lambda a, b: z3.If(z3.ULT(a, b), a, b),
+    ("max", "u"): lambda a, b: z3.If(z3.UGT(a, b), a, b),
+    **{(k, "s"): f for k, f in _CMP_S.items()},
+    **{(k, "u"): f for k, f in _CMP_U.items()},
+    ("and", "bool"): z3.And, ("or", "bool"): z3.Or, ("xor", "bool"): z3.Xor,
+    ("eq", "bool"): lambda a, b: a == b, ("ne", "bool"): lambda a, b: a != b,
+    ("min", "bool"): z3.And, ("max", "bool"): z3.Or,
+}
+
+UNARY: dict[tuple[str, str], Callable[[Any], Any]] = {
+    ("neg", "fp"): z3.fpNeg,
+    ("abs", "fp"): z3.fpAbs,
+    ("ceil", "fp"): lambda x: z3.fpRoundToIntegral(z3.RTP(), x),
+    ("round", "fp"): lambda x: z3.fpRoundToIntegral(RNE, x),
+    # relu keeps -0 and NaN (evaluator _f32_relu; interp's f64 branch: where(x < 0, 0, x))
+    ("relu", "fp"): lambda x: z3.If(z3.fpLT(x, z3.FPVal(0.0, x.sort())), z3.FPVal(0.0, x.sort()),
+                                    x),
+    ("square", "fp"): lambda x: z3.fpMul(RNE, x, x),
+    ("sqrt", "fp"): lambda x: z3.fpSqrt(RNE, x),
+    ("neg", "s"): lambda x: -x, ("neg", "u"): lambda x: -x,
+    ("abs", "s"): lambda x: z3.If(x < 0, -x, x), ("abs", "u"): lambda x: x,
+    ("ceil", "s"): lambda x: x, ("ceil", "u"): lambda x: x,
+    ("round", "s"): lambda x: x, ("round", "u"): lambda x: x,
+    ("relu", "s"): lambda x: z3.If(x > 0, x, z3.BitVecVal(0, x.size())),
+    ("relu", "u"): lambda x: x,
+    ("square", "s"): lambda x: x * x, ("square", "u"): lambda x: x * x,
+    ("not", "bool"): z3.Not,
+}
+
+
+def op_class(dt: str) -> str:
+    if dt in ("f32", "f64"):
+        return "fp"
+    if dt == "bool":
+        return "bool"
+    if kir.is_int(dt):
+        return "s" if _signed(dt) else "u"
+    return dt  # a storage float: no arithmetic is encoded on it (the verifier rejects it too)
+
+
+def binary(kind: str, dt: str) -> Callable[[Any, Any], Any]:
+    fn = BINARY.get((kind, op_class(dt)))
+    if fn is None:
+        raise Unsupported(f"unsupported op binop.{kind} on {dt}")
+    return fn
+
+
+def unary(kind: str, dt: str) -> Callable[[Any], Any]:
+    fn = UNARY.get((kind, op_class(dt)))
+    if fn is None:
+        raise Unsupported(f"unsupported op unop.{kind} on {dt}")
+    return fn
+
+
+def math_fn(fn: str, dt: str) -> z3.FuncDeclRef:
+    """``Math``: an uninterpreted function per (fn, dtype) — both sides of a refinement call
+    the same one, so equal arguments give equal results (the ULP contract is the renderers'
+    business, not a pass's); a counterexample that leans on it is replayed concretely."""
+    s = fp_sort(dt) if is_fp(dt) else z3.BitVecSort(width(dt))
+    return z3.Function(f"math.{fn}.{dt}", s, s)

@@ -1,0 +1,194 @@
+"""SMT semantics of the HIR ops the ``lower`` pass consumes (an elaborated, canonicalized entry).
+
+The reference's definitions (``semantics/evaluator``, ``semantics/reductions``), transcribed with
+``validate.encode``'s value encodings; the table ``HIR_OPS`` names the encoded op classes, and
+any other op is ``Unsupported("unsupported op <Class>")``:
+
+* ``Binary`` / ``Unary``: f32 IEEE; a low-precision float widens exactly to f32, computes, and
+  rounds once to its dtype (``dtypes.apply_lowp``); comparisons widen to f32; integers wrap.
+  Transcendental ``Unary`` kinds are the correctly rounded function in the operand's dtype: the
+  same uninterpreted function as the kernel IR's ``math`` (both are that one definition).
+* ``Cast``: ``encode.cast``. ``Select``: an ``If`` per element (bits move unchanged).
+* ``Reduce`` (``reductions._reduce_fibers``): lanes in lexicographic order of the reduced
+  axes; floats widened to f32; sum / mean by the policy (trees: the balanced pairwise tree;
+  ``unordered_tree``: its admitted set, abstracted as in ``symexec``), mean divided by f32(n),
+  one rounding; max / min / abs_max NaN-propagating with -0 < +0; integers in their dtype.
+* ``MatMul`` (rank 2): f32 products (operands widened), the K-order left fold seeded with the
+  first product, one rounding; integers in i64, wrapped back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import z3
+
+from tilefoundry.compiler import kir
+from tilefoundry.semantics.formats import dtype_of
+from tilefoundry.semantics.ir import Call, Constant, Function, Var
+from tilefoundry.semantics.ops import Binary, Cast, MatMul, Reduce, Select, Unary
+from tilefoundry.validate import encode as E
+from tilefoundry.validate.encode import Unsupported
+from tilefoundry.validate.symexec import _vmap, reduce_lanes
+
+__all__ = ["HIR_OPS", "run_hir"]
+
+Val = tuple[np.ndarray, str]  # (object array of terms, kernel-IR dtype name)
+_MATH = {"exp", "log", "exp2", "log2", "rsqrt"}
+
+
+def _lowp(dt: str) -> bool:
+    return kir.is_float(dt) and dt != "f32"
+
+
+def _binary(op: Binary, args: list[Val], abstr: set[str]) -> Val:
+    (a, dt), (b, _) = args
+    kind = op.kind.value
+    if kind in ("and", "or", "xor"):
+        return _vmap(E.binary(kind, "bool"), a, b), "bool"
+    if kind in kir.COMPARISONS:
+        if kir.is_float(dt) and dt != "f32":
+            a = _vmap(lambda x: E.widen(x, dt, "f32"), a)
+            b = _vmap(lambda x: E.widen(x, dt, "f32"), b)
+        return _vmap(E.binary(kind, "f32" if kir.is_float(dt) else dt), a, b), "bool"
+    if _lowp(dt):
+        fn = E.binary(kind, "f32")
+        return _vmap(lambda x, y: E.round_to(fn(E.widen(x, dt, "f32"), E.widen(y, dt, "f32")),
+                                             "f32", dt, "nonfinite"), a, b), dt
+    return _vmap(E.binary(kind, dt), a, b), dt
+
+
+def _unary(op: Unary, args: list[Val], abstr: set[str]) -> Val:
+    (x, dt), = args
+    kind = op.kind.value
+    if kind == "logical_not":
+        return _vmap(z3.Not, x), dt
+    if kind in _MATH:
+        if not kir.is_float(dt):
+            raise Unsupported(f"unsupported op Unary.{kind} on {dt}")
+        abstr.add(f"math.{kind} (uninterpreted)")
+        return _vmap(E.math_fn(kind, dt), x), dt
+    if _lowp(dt):
+        fn = E.unary(kind, "f32")
+        return _vmap(lambda v: E.round_to(fn(E.widen(v, dt, "f32")), "f32", dt, "nonfinite"),
+                     x), dt
+    return _vmap(E.unary(kind, dt), x), dt
+
+
+def _cast(op: Cast, args: list[Val], abstr: set[str]) -> Val:
+    (x, dt), = args
+    to = op.dtype.value
+    return _vmap(lambda v: E.cast(v, dt, to, op.overflow, op.rounding), x), to
+
+
+def _select(op: Select, args: list[Val], abstr: set[str]) -> Val:
+    (c, _), (a, dt), (b, _) = args
+    return _vmap(z3.If, c, a, b), dt
+
+
+def _reduce(op: Reduce, args: list[Val], abstr: set[str]) -> Val:
+    (x, dt), = args
+    kind = op.kind.value
+    axes = sorted(a % x.ndim for a in op.axes) if x.ndim else []
+    keep = [i for i in range(x.ndim) if i not in axes]
+    batch = tuple(x.shape[i] for i in keep)
+    f = np.transpose(x, keep + axes).reshape(math.prod(batch),
+                                             math.prod(x.shape[a] for a in axes))
+    keep_shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+    n = f.shape[1]
+    acc = "f32" if kir.is_float(dt) else dt
+    out = np.empty(f.shape[0], object)
+    if n == 0:  # the reference's identity of the kind in the operand's own dtype
+        from tilefoundry.semantics.reductions import identity
+
+        if kind == "mean":
+            raise Unsupported("Reduce.mean over zero elements (an evaluation error)")
+        out.fill(E.const(identity(kind, dt), dt))
+        return out.reshape(keep_shape if op.keepdim else batch), dt
+    for r in range(f.shape[0]):
+        lanes = list(f[r])
+        if kir.is_float(dt) and dt != "f32":
+            lanes = [E.widen(v, dt, "f32") for v in lanes]
+        k = "sum" if kind == "mean" else kind
+        if k == "sum" and dt == "bool":
+            raise Unsupported("unsupported op Reduce.sum on bool")
+        s = reduce_lanes(lanes, acc, k, op.policy, None, abstr)
+        if kind == "mean":
+            if n == 0:
+                raise Unsupported("Reduce.mean over zero elements (an evaluation error)")
+            s = E.binary("div", "f32")(s, E.const(np.float32(n), "f32"))
+        if kir.is_float(dt) and dt != "f32":
+            s = E.round_to(s, "f32", dt, "nonfinite")
+        out[r] = s
+    return out.reshape(keep_shape if op.keepdim else batch), dt
+
+
+def _matmul(op: MatMul, args: list[Val], abstr: set[str]) -> Val:
+    (a, dt), (b, _) = args
+    if a.ndim != 2 or b.ndim != 2:
+        raise Unsupported(f"MatMul of rank {a.ndim} x {b.ndim} (only rank 2 is encoded)")
+    acc = "f32" if kir.is_float(dt) else "i64"
+    if dt == "bool":
+        raise Unsupported("unsupported op MatMul on bool")
+    up = (lambda v: E.widen(v, dt, "f32")) if _lowp(dt) else \
+        (lambda v: E.cast(v, dt, "i64", "nonfinite", "nearest")) if acc == "i64" and dt != "i64" \
+        else (lambda v: v)
+    mul, add = E.binary("mul", acc), E.binary("add", acc)
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.empty((m, n), object)
+    for i in range(m):
+        for j in range(n):
+            s = None
+            for t in range(k):
+                p = mul(up(a[i, t]), up(b[t, j]))
+                s = p if s is None else add(s, p)
+            if s is None:
+                s = E.zero(acc)
+            if _lowp(dt):
+                s = E.round_to(s, "f32", dt, "nonfinite")
+            elif acc == "i64" and dt != "i64":
+                s = E.cast(s, "i64", dt, "nonfinite", "nearest")
+            out[i, j] = s
+    return out, dt
+
+
+HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
+    Binary: _binary, Unary: _unary, Cast: _cast, Select: _select, Reduce: _reduce,
+    MatMul: _matmul}
+
+
+def run_hir(fn: Function, inputs: Mapping[str, np.ndarray]) -> tuple[Val, set[str]]:
+    """The entry's result as terms of the inputs (param name -> object array of values)."""
+    abstr: set[str] = set()
+    memo: dict[int, Val] = {}
+
+    def ev(e: Any) -> Val:
+        key = id(e)
+        if key in memo:
+            return memo[key]
+        if isinstance(e, Var):
+            if e.name not in inputs:
+                raise Unsupported(f"variable {e.name} is not a parameter (let-bound values are "
+                                  f"not encoded)")
+            t = e.checked_type if e.has_type else e.type
+            v = (inputs[e.name], t.dtype.value)
+        elif isinstance(e, Constant):
+            arr = np.asarray(e.value)
+            dt = dtype_of(arr).value
+            v = (_vmap(lambda c: E.const(c, dt), arr.astype(object)) if arr.size
+                 else np.empty(arr.shape, object), dt)
+        elif isinstance(e, Call):
+            enc = HIR_OPS.get(type(e.op))
+            if enc is None:
+                raise Unsupported(f"unsupported op {type(e.op).__name__} (no HIR SMT encoding)")
+            v = enc(e.op, [ev(a) for a in e.args], abstr)
+        else:
+            raise Unsupported(f"unsupported HIR node {type(e).__name__}")
+        memo[key] = v
+        return v
+
+    return ev(fn.body), abstr

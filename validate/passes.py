@@ -1,0 +1,272 @@
+"""``validate_program``: translation validation of every compiler pass on bounded shapes.
+
+For a module's entry and input shapes inside the bounds (every DimVar <= ``max_dim``, every
+input and output <= ``max_elems`` elements), the pipeline runs pass by pass and each pass's
+output is checked to refine its input (``refine.check_refinement``):
+
+| pass | checked as |
+|---|---|
+| ``typeinfer``, ``elaborate`` | unsupported: HIR -> HIR over the shape-polymorphic module; no SMT semantics of the generic HIR |
+| ``canonicalize`` | ``lower(elaborated)`` refined by ``lower(canonicalized)``: the HIR read through the lowering's semantics (a canonicalization bug shows; a lowering bug common to both does not) |
+| ``lower`` | the elaborated HIR entry (``hir_smt``: Binary, Unary, Cast, Select, Reduce, MatMul) refined by the lowered kernel IR; another op is "unsupported op X"; a counterexample is replayed against the reference evaluator |
+| ``fuse`` | the lowered kernel IR refined by the fused kernel IR |
+| ``schedule`` | the fused program at the default tile configuration refined by the fused program at ``SMALL_TILES`` (blocks of 2, tile loops over rows and K: tiling decisions that change arithmetic) |
+
+A shape outside the bounds, a program the pipeline refuses, an op without an encoding: the pass
+is ``unsupported`` with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilefoundry.compiler.fusion import fuse
+from tilefoundry.compiler.kir import Program
+from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
+from tilefoundry.compiler.schedule import TileConfig
+from tilefoundry.errors import InvalidArgumentError, TilefoundryError
+from tilefoundry.semantics.ir import Module
+from tilefoundry.validate.refine import OUTCOMES, Outcome, check_lowering, check_refinement
+
+__all__ = ["SMALL_TILES", "VALIDATED_PASSES", "Bounds", "PassResult", "ValidationReport",
+           "validate_case", "validate_program"]
+
+VALIDATED_PASSES = ("typeinfer", "elaborate", "canonicalize", "lower", "fuse", "schedule")
+SMALL_TILES = TileConfig(tile_elems=2, max_row=4, k_block=2)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    max_dim: int = 4
+    max_elems: int = 16
+    timeout_ms: int = 10_000
+
+    def __post_init__(self):
+        for n in ("max_dim", "max_elems", "timeout_ms"):
+            v = getattr(self, n)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidArgumentError(f"validate bounds: {n} must be a positive int, got "
+                                           f"{v!r}")
+
+
+@dataclass
+class PassResult:
+    name: str
+    outcome: Outcome
+
+    def to_json(self) -> dict:
+        o = self.outcome
+        d: dict[str, Any] = {"pass": self.name, "status": o.status, "reason": o.reason,
+                             "seconds": round(o.seconds, 4),
+                             "abstractions": list(o.abstractions)}
+        if o.counterexample is not None:
+            d["counterexample_elements"] = o.counterexample.elements
+            d["counterexample"] = o.counterexample.text()
+        return d
+
+
+@dataclass
+class ValidationReport:
+    entry: str
+    shapes: list[tuple[int, ...]]
+    passes: list[PassResult] = field(default_factory=list)
+    #: the (source, target) programs of each kernel-IR pass, for reproducers and replay
+    programs: dict[str, tuple[Program, Program]] = field(default_factory=dict, repr=False)
+
+    def counts(self) -> dict[str, int]:
+        c = dict.fromkeys(OUTCOMES, 0)
+        for p in self.passes:
+            c[p.outcome.status] += 1
+        return c
+
+    def status(self, name: str) -> str:
+        return next(p.outcome.status for p in self.passes if p.name == name)
+
+    @property
+    def invalid(self) -> bool:
+        return any(p.outcome.status == "invalid" for p in self.passes)
+
+    def exit_code(self, ci: bool = False) -> int:
+        bad = {"invalid"} | ({"failed to prove"} if ci else set())
+        return 1 if any(p.outcome.status in bad for p in self.passes) else 0
+
+    def text(self) -> str:
+        shapes = ", ".join("x".join(map(str, s)) or "scalar" for s in self.shapes)
+        lines = [f"validate @{self.entry} [{shapes}]"]
+        for p in self.passes:
+            o = p.outcome
+            lines.append(f"  {p.name:<13} {o.status:<16} {o.seconds:7.2f}s  {o.reason}")
+            if o.counterexample is not None and o.status == "invalid":
+                lines += ["    " + ln for ln in o.counterexample.text().splitlines()]
+        return "\n".join(lines)
+
+    def to_json(self) -> str:
+        return json.dumps({"entry": self.entry, "shapes": [list(s) for s in self.shapes],
+                           "passes": [p.to_json() for p in self.passes]}, indent=1)
+
+
+def _fn(module: Module, entry: str):
+    from tilefoundry.compiler.hir_passes import typeinfer
+    from tilefoundry.semantics.typeinfer.core import Session
+
+    inferred = typeinfer(module, Session())
+    return inferred[entry]
+
+
+def bounded_shapes(module: Module, entry: str, bounds: Bounds) -> list[tuple[int, ...]]:
+    """Shapes for the entry inside ``bounds``: each DimVar at min(max_dim, its envelope's
+    largest), constant extents as declared."""
+    from tilefoundry.semantics.types import DimVar, TensorType
+
+    fn = _fn(module, entry)
+    if fn.body is None:
+        raise InvalidArgumentError(f"@{entry} is a dispatch prototype: give --shape for it")
+    out = []
+    for p in fn.params:
+        t = p.checked_type if p.has_type else p.type
+        if not isinstance(t, TensorType):
+            raise InvalidArgumentError(f"@{entry} parameter {p.name}: not a tensor; give "
+                                       f"--shape")
+        out.append(tuple(max(d.lo, min(bounds.max_dim, d.hi - 1)) if isinstance(d, DimVar)
+                         else int(d) for d in t.shape))
+    return out
+
+
+def _outside(shapes: Sequence[tuple[int, ...]], bounds: Bounds) -> str | None:
+    for i, s in enumerate(shapes):
+        n = math.prod(s)
+        if n > bounds.max_elems:
+            return (f"input {i} has {n} elements ({'x'.join(map(str, s))}), above the bound "
+                    f"of {bounds.max_elems} (--max-elems)")
+    return None
+
+
+def _timed(fn: Callable[[], Outcome]) -> Outcome:
+    t0 = time.perf_counter()
+    try:
+        o = fn()
+    except TilefoundryError as e:
+        o = Outcome("unsupported", f"{type(e).__name__}: {e}")
+    o.seconds = o.seconds or time.perf_counter() - t0
+    return o
+
+
+def _lower(module: Module, entry: str, shapes: list, cfg: TileConfig, *,
+           canonical: bool = True, state: dict | None = None) -> Program:
+    st = State(module, entry, shapes, TARGETS["interp"], cfg)
+    names = ["typeinfer", "elaborate", "canonicalize", "lower"]
+    if not canonical:
+        names.remove("canonicalize")
+    run_passes(st, names)
+    if state is not None:
+        state["hir"] = st.hir
+    return st.program
+
+
+def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]] | None = None,
+                     *, bounds: Bounds | None = None,
+                     fuse_pass: Callable[[Program, TileConfig], Program] | None = None
+                     ) -> ValidationReport:
+    """Validate each pass of the pipeline for ``module[entry]`` at ``shapes`` (default: the
+    bounded shapes of the signature). ``fuse_pass`` replaces the fuse pass (planted bugs)."""
+    bounds = bounds or Bounds()
+    if not isinstance(module, Module):
+        raise InvalidArgumentError(f"validate_program: expected a Module, got "
+                                   f"{type(module).__name__}")
+    from tilefoundry.compiler.pipeline import _check_shapes
+
+    shp = _check_shapes(shapes) if shapes is not None else bounded_shapes(module, entry, bounds)
+    rep = ValidationReport(entry, shp)
+    fz = fuse_pass or (lambda p, cfg: fuse(p, cfg))
+    why = _outside(shp, bounds)
+    if why is not None:
+        for n in VALIDATED_PASSES:
+            rep.passes.append(PassResult(n, Outcome("unsupported", why)))
+        return rep
+    no_hir = ("HIR -> HIR over the shape-polymorphic module: no SMT semantics of the generic "
+              "(un-elaborated) HIR")
+    rep.passes.append(PassResult("typeinfer", Outcome("unsupported", no_hir)))
+    rep.passes.append(PassResult("elaborate", Outcome("unsupported", no_hir)))
+    cfg = TileConfig()
+    progs: dict[str, Program] = {}
+    hir: dict[str, Any] = {}
+
+    def lowered() -> Program:
+        if "lower" not in progs:
+            progs["lower"] = _lower(module, entry, shp, cfg, state=hir)
+        return progs["lower"]
+
+    def canon() -> Outcome:
+        raw = _lower(module, entry, shp, cfg, canonical=False)
+        rep.programs["canonicalize"] = (raw, lowered())
+        return check_refinement(raw, lowered(), timeout_ms=bounds.timeout_ms)
+
+    rep.passes.append(PassResult("canonicalize", _timed(canon)))
+    def lower() -> Outcome:
+        p = lowered()
+        return check_lowering(module, entry, hir["hir"], p, timeout_ms=bounds.timeout_ms)
+
+    rep.passes.append(PassResult("lower", _timed(lower)))
+
+    def fused() -> Outcome:
+        p = lowered()
+        progs["fuse"] = fz(p, cfg)
+        rep.programs["fuse"] = (p, progs["fuse"])
+        return check_refinement(p, progs["fuse"], timeout_ms=bounds.timeout_ms)
+
+    rep.passes.append(PassResult("fuse", _timed(fused)))
+
+    def schedule() -> Outcome:
+        if "fuse" not in progs:
+            return Outcome("unsupported", "the fuse pass did not produce a program")
+        small = fz(_lower(module, entry, shp, SMALL_TILES), SMALL_TILES)
+        rep.programs["schedule"] = (progs["fuse"], small)
+        return check_refinement(progs["fuse"], small, timeout_ms=bounds.timeout_ms)
+
+    rep.passes.append(PassResult("schedule", _timed(schedule)))
+    return rep
+
+
+def validate_case(case: Any, bounds: Bounds | None = None) -> ValidationReport:
+    """A conformance case's program (``Case.build``): at the case's input shapes when they lie
+    inside ``bounds``, else at the bounded shapes of the signature; sharded inputs, a program
+    that does not build: every pass unsupported with the reason."""
+    bounds = bounds or Bounds()
+    try:
+        module, entry, inputs = case.build()
+    except TilefoundryError as e:
+        return _all_unsupported(case.id, [], f"the case does not build: {e}")
+    shapes = []
+    for x in inputs:
+        if not hasattr(x, "shape") or type(x).__name__ == "Sharded":
+            return _all_unsupported(entry, [], "sharded / non-array inputs: the single-device "
+                                    "pipeline does not compile them")
+        shapes.append(tuple(x.shape))
+    if case.expect_error is not None:
+        return _all_unsupported(entry, shapes, f"an expected-error case ({case.expect_error}): "
+                                "its run-time check is not modelled")
+    if _outside(shapes, bounds) is not None:
+        try:
+            small = bounded_shapes(module, entry, bounds)
+        except TilefoundryError as e:
+            return _all_unsupported(entry, shapes, f"{_outside(shapes, bounds)}; no bounded "
+                                    f"shapes ({e})")
+        if small == shapes or _outside(small, bounds) is not None:
+            return _all_unsupported(entry, shapes, f"{_outside(shapes, bounds)} and the "
+                                    f"signature fixes the extents")
+        shapes = small
+    try:
+        return validate_program(module, entry, shapes, bounds=bounds)
+    except TilefoundryError as e:
+        return _all_unsupported(entry, shapes, f"{type(e).__name__}: {e}")
+
+
+def _all_unsupported(entry: str, shapes: list, why: str) -> ValidationReport:
+    rep = ValidationReport(entry, shapes)
+    rep.passes = [PassResult(n, Outcome("unsupported", why)) for n in VALIDATED_PASSES]
+    return rep

@@ -1,0 +1,296 @@
+"""Refinement of one kernel-IR program by another, proved with Z3 (Alive2's four outcomes).
+
+``check_refinement(src, tgt)`` runs both programs symbolically on the same input bit patterns
+and asks Z3 for inputs on which some output element of ``tgt`` differs from ``src``'s:
+
+* every output compared element by element with SMT equality: bit-equal values, NaN compared
+  as a class (D21: the project fixes no NaN payload in arithmetic; one NaN per sort), ``-0`` and
+  ``+0`` distinct; integers and 8-bit codes bit for bit;
+* ``unsat``: **valid**; ``unknown`` / timeout: **failed to prove** (never a pass);
+* ``sat``: the model's inputs are replayed on the ``kernel-interp`` interpreter for both
+  programs. Outputs that differ there: **invalid**, with the counterexample (inputs as hex bits
+  and values, every output and every intermediate buffer of both sides). Outputs that agree
+  (the model leaned on an abstraction: an uninterpreted math function, the abstracted admitted
+  set of an ``unordered_tree`` sum): **failed to prove**, naming the abstractions.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import z3
+
+from tilefoundry.compiler import kir
+from tilefoundry.compiler.interp import Interpreter
+from tilefoundry.compiler.kir import Program
+from tilefoundry.validate import encode as E
+from tilefoundry.validate.encode import Unsupported
+from tilefoundry.validate.symexec import input_vars, run_symbolic
+
+__all__ = ["OUTCOMES", "Counterexample", "Outcome", "check_lowering", "check_refinement", "decide",
+           "replay"]
+
+OUTCOMES = ("valid", "invalid", "failed to prove", "unsupported")
+
+
+@dataclass
+class Counterexample:
+    """Inputs (per buffer: bit patterns and values), both sides' outputs and intermediates."""
+
+    inputs: dict[str, np.ndarray]
+    src: dict[str, np.ndarray]
+    tgt: dict[str, np.ndarray]
+    src_temps: dict[str, np.ndarray] = field(default_factory=dict)
+    tgt_temps: dict[str, np.ndarray] = field(default_factory=dict)
+    differing: list[str] = field(default_factory=list)
+
+    @property
+    def elements(self) -> int:
+        return int(sum(a.size for a in self.inputs.values()))
+
+    def text(self) -> str:
+        lines = ["inputs:"]
+        for n, a in self.inputs.items():
+            lines.append(f"  {n}: {_fmt(a)}")
+        for side, outs, temps in (("source", self.src, self.src_temps),
+                                  ("target", self.tgt, self.tgt_temps)):
+            lines.append(f"{side}:")
+            for n, a in temps.items():
+                lines.append(f"  temp {n}: {_fmt(a)}")
+            for n, a in outs.items():
+                lines.append(f"  output {n}: {_fmt(a)}")
+        lines.append("differing output elements: " + ", ".join(self.differing))
+        return "\n".join(lines)
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    return a.view(np.dtype(f"u{a.dtype.itemsize}"))
+
+
+def _fmt(a: np.ndarray) -> str:
+    a = np.asarray(a)
+    bits = _bits(a).reshape(-1)
+    w = a.dtype.itemsize * 2
+    vals = a.reshape(-1)
+    items = [f"0x{int(b):0{w}x}={v!r}" if a.dtype != bool else str(bool(v))
+             for b, v in zip(bits, vals.tolist(), strict=True)]
+    return f"{a.dtype}{list(a.shape)} [" + ", ".join(items) + "]"
+
+
+@dataclass
+class Outcome:
+    status: str
+    reason: str = ""
+    seconds: float = 0.0
+    counterexample: Counterexample | None = None
+    abstractions: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        assert self.status in OUTCOMES, self.status
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise refinement on concrete outputs: equal bits, or both NaN."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return np.zeros(a.shape, bool)
+    eq = _bits(a) == _bits(b)
+    if a.dtype.kind == "f" or "float" in str(a.dtype) or "e" in str(a.dtype).lower():
+        try:
+            with np.errstate(all="ignore"):
+                nan = np.isnan(a.astype(np.float64)) & np.isnan(b.astype(np.float64))
+            eq = eq | nan
+        except (TypeError, ValueError):
+            pass
+    return eq
+
+
+def _temps(p: Program, inputs: list[np.ndarray]) -> tuple[dict, dict]:
+    it = Interpreter(p)
+    st = it.storage(inputs)
+    it.steps(p.steps, st)
+    outs = {n: it.read(st, n) for n in p.output_names()}
+    temps = {b.name: it.read(st, b.name) for b in p.buffers
+             if b.kind == "temp" and b.name not in outs}
+    return outs, temps
+
+
+def replay(src: Program, tgt: Program, inputs: list[np.ndarray]) -> Counterexample:
+    """Run both programs on ``kernel-interp`` (the interpreter) and compare their outputs."""
+    so, stemps = _temps(src, inputs)
+    to, ttemps = _temps(tgt, inputs)
+    diff = []
+    for (_sn, sa), (tn, ta) in zip(so.items(), to.items(), strict=True):
+        bad = ~_same(sa, ta)
+        for idx in zip(*np.nonzero(bad.reshape(sa.shape) if sa.ndim else bad.reshape(1)),
+                       strict=True):
+            diff.append(f"{tn}[{','.join(map(str, idx))}]")
+    return Counterexample(dict(zip(src.inputs, inputs, strict=True)), so, to, stemps, ttemps,
+                          diff)
+
+
+def _model_inputs(model: z3.ModelRef, src: Program, bits: dict[str, np.ndarray]) -> list:
+    bm = src.buffer_map()
+    out = []
+    for n in src.inputs:
+        b = bm[n]
+        npdt = kir.numpy_dtype(b.dtype)
+        raw = np.array([model.eval(v, model_completion=True).as_long()
+                        for v in bits[n].reshape(-1)], dtype=np.uint64)
+        u = raw.astype(np.dtype(f"u{npdt.itemsize}"))
+        out.append(u.view(npdt).reshape(b.shape))
+    return out
+
+
+def check_refinement(src: Program, tgt: Program, *, timeout_ms: int = 10_000) -> Outcome:
+    """Does ``tgt`` refine ``src`` on all inputs (the programs' concrete shapes)?"""
+    t0 = time.perf_counter()
+    sbm, tbm = src.buffer_map(), tgt.buffer_map()
+    sig = lambda p, bm: [(bm[n].dtype, bm[n].shape) for n in p.inputs]  # noqa: E731
+    if sig(src, sbm) != sig(tgt, tbm):
+        return Outcome("unsupported", f"the programs take different inputs: {sig(src, sbm)} vs "
+                       f"{sig(tgt, tbm)}", time.perf_counter() - t0)
+    if len(src.output_names()) != len(tgt.output_names()):
+        return Outcome("unsupported", "the programs have different numbers of outputs",
+                       time.perf_counter() - t0)
+    bits = input_vars(src)
+    try:
+        s = run_symbolic(src, bits)
+        t = run_symbolic(tgt, dict(zip(tgt.inputs, (bits[n] for n in src.inputs),
+                                       strict=True)))
+    except Unsupported as e:
+        return Outcome("unsupported", str(e), time.perf_counter() - t0)
+    abstractions = tuple(sorted(s.abstractions | t.abstractions))
+    pairs = []
+    for sn, tn in zip(src.output_names(), tgt.output_names(), strict=True):
+        a, b = s.outputs[sn], t.outputs[tn]
+        if a.shape != b.shape or s.dtypes[sn] != t.dtypes[tn]:
+            return Outcome("unsupported",
+                           f"output {tn}: {t.dtypes[tn]}{list(b.shape)} vs source "
+                           f"{s.dtypes[sn]}{list(a.shape)}", time.perf_counter() - t0)
+        pairs.append((a, b))
+    return decide(pairs, abstractions, lambda m: replay(src, tgt, _model_inputs(m, src, bits)),
+                  t0, timeout_ms, _hints(src, bits))
+
+
+def _hints(p: Program, bits: dict[str, np.ndarray]) -> list:
+    """Float inputs zero or with an exponent within 2^±6 (``decide``'s narrowed first try)."""
+    bm = p.buffer_map()
+    out = []
+    for n in p.inputs:
+        dt = bm[n].dtype
+        if not E.is_fp(dt):
+            continue
+        e, m = E.FP_SORTS[dt]
+        w = e + m
+        bias = (1 << (e - 1)) - 1
+        for v in bits[n].reshape(-1):
+            ex = z3.Extract(w - 2, m - 1, v)
+            mag = z3.Extract(w - 2, 0, v)
+            out.append(z3.Or(mag == 0, z3.And(z3.UGE(ex, bias - 6), z3.ULE(ex, bias + 6))))
+    return out
+
+
+def decide(pairs: list[tuple[np.ndarray, np.ndarray]], abstractions: tuple[str, ...],
+           replay_model, t0: float, timeout_ms: int, hints: list | None = None) -> Outcome:
+    """The verdict on (source, target) output term arrays: one query per differing element,
+    the first model replayed concretely (``replay_model(model) -> Counterexample``).
+
+    ``hints`` (constraints on the inputs: moderate exponents) first narrow each query for a
+    short while: a model found there is a counterexample like any other (and reads better); an
+    unsat or unknown there proves nothing, so the query then runs unnarrowed."""
+    diffs = [x != y for a, b in pairs for x, y in zip(a.reshape(-1), b.reshape(-1), strict=True)
+             if not z3.eq(x, y)]
+    if not diffs:  # every output term is the same term: valid without a query
+        return Outcome("valid", "identical terms", time.perf_counter() - t0,
+                       abstractions=abstractions)
+    # one query per differing output element: small queries, the first model wins
+    unknown = ""
+    model = None
+    for d in diffs:
+        if hints:
+            solver = z3.Solver()
+            solver.set("timeout", min(int(timeout_ms), 3_000))
+            solver.add(d, *hints)
+            if solver.check() == z3.sat:
+                model = solver.model()
+                break
+        solver = z3.Solver()
+        solver.set("timeout", int(timeout_ms))
+        solver.add(d)
+        r = solver.check()
+        if r == z3.sat:
+            model = solver.model()
+            break
+        if r == z3.unknown:  # no "valid" is possible any more: stop (a later sat is not sought)
+            unknown = f"solver: {solver.reason_unknown()} (timeout {timeout_ms} ms per element)"
+            break
+    if model is None:
+        if unknown:
+            return Outcome("failed to prove", unknown, time.perf_counter() - t0,
+                           abstractions=abstractions)
+        return Outcome("valid", "unsat", time.perf_counter() - t0, abstractions=abstractions)
+    cx = replay_model(model)
+    if cx.differing and not any("unordered_tree" in a for a in abstractions):
+        return Outcome("invalid", f"{len(cx.differing)} output element(s) differ",
+                       time.perf_counter() - t0, cx, abstractions)
+    why = "the solver's counterexample does not reproduce on kernel-interp" if not \
+        cx.differing else "the outputs differ on the counterexample but an unordered_tree " \
+        "sum's admitted set is abstracted, so a difference is no proof of a bug"
+    return Outcome("failed to prove", why + "; abstractions used: " +
+                   (", ".join(abstractions) or "none"), time.perf_counter() - t0, cx,
+                   abstractions)
+
+
+def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,
+                   timeout_ms: int = 10_000) -> Outcome:
+    """Does the lowered ``tgt`` refine the HIR entry ``fn`` (elaborated, canonicalized)? The
+    source is ``hir_smt``'s encoding; a counterexample is replayed against the reference
+    evaluator (``evaluate(module, entry, inputs)``)."""
+    from tilefoundry.semantics.evaluator.core import evaluate
+    from tilefoundry.validate.hir_smt import run_hir
+
+    t0 = time.perf_counter()
+    tbm = tgt.buffer_map()
+    if len(fn.params) != len(tgt.inputs):
+        return Outcome("unsupported", f"{len(fn.params)} parameters vs {len(tgt.inputs)} "
+                       f"kernel-IR inputs", time.perf_counter() - t0)
+    bits = input_vars(tgt)
+    try:
+        t = run_symbolic(tgt, bits)
+        vals = {}
+        for p, n in zip(fn.params, tgt.inputs, strict=True):
+            vals[p.name] = _vmap_in(bits[n], tbm[n].dtype)
+        (res, dt), abstr = run_hir(fn, vals)
+    except Unsupported as e:
+        return Outcome("unsupported", str(e), time.perf_counter() - t0)
+    outs = tgt.output_names()
+    if len(outs) != 1:
+        return Outcome("unsupported", f"{len(outs)} kernel-IR outputs (tuple results are not "
+                       f"encoded)", time.perf_counter() - t0)
+    b = t.outputs[outs[0]]
+    if b.shape != res.shape or t.dtypes[outs[0]] != dt:
+        return Outcome("unsupported", f"result {dt}{list(res.shape)} vs lowered "
+                       f"{t.dtypes[outs[0]]}{list(b.shape)}", time.perf_counter() - t0)
+    abstractions = tuple(sorted(abstr | t.abstractions))
+
+    def rp(model: z3.ModelRef) -> Counterexample:
+        inputs = _model_inputs(model, tgt, bits)
+        ref = np.asarray(evaluate(module, entry, inputs))
+        to, ttemps = _temps(tgt, inputs)
+        got = next(iter(to.values()))
+        bad = ~_same(ref.astype(got.dtype), got).reshape(-1)
+        diff = [f"{outs[0]}[{i}]" for i in np.nonzero(bad)[0]]
+        return Counterexample(dict(zip(tgt.inputs, inputs, strict=True)), {"reference": ref},
+                              to, {}, ttemps, diff)
+
+    return decide([(res, b)], abstractions, rp, t0, timeout_ms, _hints(tgt, bits))
+
+
+def _vmap_in(bits: np.ndarray, dt: str) -> np.ndarray:
+    from tilefoundry.validate.symexec import _vmap
+
+    return _vmap(lambda x: E.from_input_bits(x, dt), bits) if bits.size else bits

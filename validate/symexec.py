@@ -1,0 +1,419 @@
+"""Symbolic execution of a kernel-IR program: every output element as a Z3 term of the inputs.
+
+It is the kernel-IR interpreter (``compiler/interp.py``) run on storage whose elements are Z3
+terms: ``SymKernelRun`` subclasses the interpreter's ``_KernelRun`` and keeps its walk of
+program instances, tiles, ``tile_loop``\\ s, coordinates, edge masks, constants, offsets and
+broadcasts (those stay concrete numpy arrays, computed by the interpreter's own code). An
+instruction whose operands are all concrete is the interpreter's; one with a symbolic operand
+builds terms with ``validate.encode`` (object arrays, one term per lane: a term is built per
+element, there is no other way to build them). Addresses must stay concrete: a load or store
+whose offset depends on data (a gather by computed indices) is ``Unsupported``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import z3
+
+from tilefoundry.compiler import kir
+from tilefoundry.compiler.interp import Interpreter, _KernelRun
+from tilefoundry.compiler.kir import HostLoop, Kernel, Program
+from tilefoundry.validate import encode as E
+from tilefoundry.validate.encode import Unsupported
+
+__all__ = ["SymProgram", "run_symbolic"]
+
+_TREES = ("ordered_tree", "unordered_tree")
+
+
+def _is_sym(a: np.ndarray) -> bool:
+    return a.dtype == object
+
+
+def _vmap(fn: Callable, *arrays: np.ndarray) -> np.ndarray:
+    """``fn`` on each lane of broadcast object arrays (term construction)."""
+    arrays = np.broadcast_arrays(*arrays)
+    out = np.empty(arrays[0].shape, object)
+    flat = [a.reshape(-1) for a in arrays]
+    res = out.reshape(-1)
+    for i in range(res.size):
+        res[i] = fn(*(f[i] for f in flat))
+    return out
+
+
+@dataclass
+class SymProgram:
+    """What a symbolic run gives: ``outputs`` (name -> object array of terms, the buffer's
+    shape), the input bit-vector variables per input, the abstractions used."""
+
+    outputs: dict[str, np.ndarray]
+    dtypes: dict[str, str]
+    abstractions: set[str] = field(default_factory=set)
+
+
+class _SymInterp(Interpreter):
+    def __init__(self, program: Program, inputs: Mapping[str, np.ndarray],
+                 abstractions: set[str]):
+        super().__init__(program)
+        self.sym_inputs = inputs
+        self.abstractions = abstractions
+
+    def _index(self, name: str) -> np.ndarray:
+        b = self.bm[name]
+        idx = np.full(b.shape, b.offset, np.int64)
+        for d, (n, s) in enumerate(zip(b.shape, b.strides, strict=True)):
+            shape = [1] * len(b.shape)
+            shape[d] = n
+            idx = idx + np.arange(n, dtype=np.int64).reshape(shape) * s
+        return idx
+
+    def sym_storage(self) -> dict[str, np.ndarray]:
+        st: dict[str, np.ndarray] = {}
+        for b in self.p.buffers:
+            if b.kind == "input":
+                st[b.name] = self.sym_inputs[b.name].reshape(-1).copy()
+            elif b.kind == "const":
+                data = np.ascontiguousarray(b.data).reshape(-1)
+                st[b.name] = _vmap(lambda v, dt=b.dtype: E.const(v, dt), data.astype(object)) \
+                    if data.size else np.empty(0, object)
+            elif b.kind == "temp":
+                st[b.name] = np.full(b.span, E.zero(b.dtype), object)
+        return st
+
+    def read(self, st: Mapping[str, np.ndarray], name: str) -> np.ndarray:
+        idx = self._index(name)
+        return st[self.roots[name].name][idx.reshape(-1)].reshape(idx.shape)
+
+    def write(self, st: Mapping[str, np.ndarray], name: str, value: np.ndarray) -> None:
+        b = self.bm[name]
+        if b.size:
+            v = np.asarray(value)
+            if not _is_sym(v):
+                v = _vmap(lambda e: E.const(e, b.dtype), v.astype(object))
+            # flat on both sides: a 0-d object array assigned through a 0-d index would be
+            # stored as an element itself
+            st[self.roots[name].name][self._index(name).reshape(-1)] = \
+                np.broadcast_to(v, b.shape).reshape(-1)
+
+    def launch(self, k: Kernel, st: dict[str, np.ndarray]) -> None:
+        SymKernelRun(self, k, st).run()
+
+    def host_loop(self, s: HostLoop, st: dict[str, np.ndarray]) -> None:
+        vals = [self.read(st, i) for i in s.inits]
+        for c, v in zip(s.carried, vals, strict=True):
+            self.write(st, c, v)
+        for i in range(s.start, s.stop, s.step):
+            self.write(st, s.var, np.asarray(E.const(i, self.bm[s.var].dtype), object))
+            self.steps(s.body, st)
+            vals = [self.read(st, y) for y in s.yields]
+            for c, v in zip(s.carried, vals, strict=True):
+                self.write(st, c, v)
+
+
+class SymKernelRun(_KernelRun):
+    """The interpreter's kernel walk with symbolic data values (see the module docstring)."""
+
+    it: _SymInterp
+
+    def __init__(self, it: _SymInterp, k: Kernel, st: dict[str, np.ndarray]):
+        super().__init__(it, k, st)
+        self.types = kir.kernel_types(k, it.bm)
+
+    def dt(self, name: str) -> str:
+        return self.types[name].dtype
+
+    def sym(self, name: str) -> np.ndarray:
+        v = self.values[name]
+        if _is_sym(v):
+            return v
+        dt = self.dt(name)
+        return _vmap(lambda e: E.const(e, dt), np.asarray(v).astype(object))
+
+    def concrete(self, name: str, what: str) -> np.ndarray:
+        v = self.values[name]
+        if not _is_sym(v):
+            return v
+        dt = self.dt(name)
+        out = _vmap(lambda t: E.concrete_value(t, dt), v)
+        if any(e is None for e in out.reshape(-1)):
+            raise Unsupported(f"kernel {self.k.name}: {what} {name} depends on input data "
+                              f"(data-dependent addressing / masking is outside the "
+                              f"validated fragment)")
+        return out.astype(bool if dt == "bool" else np.int64)
+
+    def _all_concrete(self, ins: kir.Instr) -> bool:
+        return not any(_is_sym(self.values[n]) for n in ins.operands())
+
+    # -- memory ------------------------------------------------------------------------------
+    def offsets(self, ins: kir.Load | kir.Store) -> np.ndarray:
+        off = np.full((1,) * (self.r + 1), ins.offset + self.it.bm[ins.buffer].offset, np.int64)
+        for d, s in enumerate(ins.strides):
+            if s:
+                off = off + self.coords[d] * s
+        for name, s in ins.index:
+            off = off + self.concrete(name, "index").astype(np.int64) * s
+        return off
+
+    def _mask(self, name: str | None) -> np.ndarray | None:
+        return None if name is None else self.values[name]
+
+    def i_Load(self, ins: kir.Load) -> np.ndarray:
+        flat = self.st[self.it.roots[ins.buffer].name]
+        dt = self.it.bm[ins.buffer].dtype
+        off = self.offsets(ins)
+        m = self._mask(ins.mask)
+        if m is not None:
+            off, m = np.broadcast_arrays(off, m)
+            if not _is_sym(m):
+                off = np.where(m, off, 0)
+        safe = np.clip(off, 0, max(flat.size - 1, 0))
+        vals = flat[safe] if flat.size else np.full(off.shape, E.zero(dt), object)
+        if m is not None:
+            other = E.const(ins.other, dt)
+            if _is_sym(m):
+                vals = _vmap(lambda c, v: z3.If(c, v, other), m, vals)
+            else:
+                o = np.empty((), object)
+                o[()] = other
+                vals = np.where(m, vals, o)
+        return vals
+
+    def i_Store(self, ins: kir.Store) -> None:
+        flat = self.st[self.it.roots[ins.buffer].name]
+        off = self.offsets(ins)
+        val = self.sym(ins.value)
+        parts = [off, val] + ([self.values[ins.mask]] if ins.mask else [])
+        parts = np.broadcast_arrays(*parts)
+        off, val = parts[0].reshape(-1), parts[1].reshape(-1)
+        keep = (off >= 0) & (off < flat.size)
+        if ins.mask and _is_sym(parts[2]):
+            m = parts[2].reshape(-1)
+            for o, v, c in zip(off[keep], val[keep], m[keep], strict=True):
+                flat[o] = z3.If(c, v, flat[o])
+            return None
+        if ins.mask:
+            keep &= parts[2].reshape(-1)
+        flat[off[keep]] = val[keep]
+        return None
+
+    # -- arithmetic --------------------------------------------------------------------------
+    def i_Widen(self, ins: kir.Widen) -> np.ndarray:
+        if self._all_concrete(ins):
+            return super().i_Widen(ins)
+        src = self.dt(ins.x)
+        if src == ins.to:
+            return self.values[ins.x]
+        return _vmap(lambda x: E.widen(x, src, ins.to), self.sym(ins.x))
+
+    def i_Round(self, ins: kir.Round) -> np.ndarray:
+        if self._all_concrete(ins):
+            return super().i_Round(ins)
+        src = self.dt(ins.x)
+        return _vmap(lambda x: E.round_to(x, src, ins.to, ins.overflow), self.sym(ins.x))
+
+    def i_Cast(self, ins: kir.Cast) -> np.ndarray:
+        if self._all_concrete(ins):
+            return super().i_Cast(ins)
+        src = self.dt(ins.x)
+        return _vmap(lambda x: E.cast(x, src, ins.to, ins.overflow, ins.rounding),
+                     self.sym(ins.x))
+
+    def i_BinOp(self, ins: kir.BinOp) -> np.ndarray:
+        if self._all_concrete(ins):
+            return super().i_BinOp(ins)
+        fn = E.binary(ins.kind, self.dt(ins.a))
+        return _vmap(fn, self.sym(ins.a), self.sym(ins.b))
+
+    def i_UnOp(self, ins: kir.UnOp) -> np.ndarray:
+        if self._all_concrete(ins):
+            return super().i_UnOp(ins)
+        return _vmap(E.unary(ins.kind, self.dt(ins.x)), self.sym(ins.x))
+
+    def i_Select(self, ins: kir.Select) -> np.ndarray:
+        if self._all_concrete(ins):
+            return super().i_Select(ins)
+        c = self.values[ins.cond]
+        a, b = self.sym(ins.a), self.sym(ins.b)
+        if not _is_sym(c):
+            return np.where(c, a, b)
+        return _vmap(z3.If, c, a, b)
+
+    def i_Bitcast(self, ins: kir.Bitcast) -> np.ndarray:
+        if self._all_concrete(ins):
+            return super().i_Bitcast(ins)
+        src = self.dt(ins.x)
+        if src == "f32":  # the payload of a NaN is not modelled (one NaN per sort)
+            self.it.abstractions.add("bitcast of a NaN (payload not modelled)")
+            return _vmap(lambda x: E.bits_of(x, "f32"), self.sym(ins.x))
+        return _vmap(lambda x: E.from_input_bits(x, ins.to), self.sym(ins.x))
+
+    def i_Math(self, ins: kir.Math) -> np.ndarray:
+        if self._all_concrete(ins):
+            return super().i_Math(ins)
+        f = E.math_fn(ins.fn, self.dt(ins.x))
+        self.it.abstractions.add(f"math.{ins.fn} (uninterpreted)")
+        return _vmap(f, self.sym(ins.x))
+
+    def i_Reduce(self, ins: kir.Reduce) -> np.ndarray:
+        if self._all_concrete(ins):
+            return super().i_Reduce(ins)
+        dt = self.dt(ins.x)
+        x = self.sym(ins.x)
+        m = self.concrete(ins.mask, "reduce mask") if ins.mask else None
+        shape = np.broadcast_shapes(x.shape, m.shape) if m is not None else x.shape
+        x = np.broadcast_to(x, shape)
+        pos = [1 + a for a in ins.axes]
+        keep = [i for i in range(len(shape)) if i not in pos]
+        out_shape = tuple(1 if i in pos else n for i, n in enumerate(shape))
+        lanes = math.prod(shape[i] for i in pos)
+        f = np.transpose(x, keep + pos).reshape(-1, lanes)
+        valid = (np.transpose(np.broadcast_to(m, shape), keep + pos).reshape(-1, lanes)
+                 if m is not None else np.ones(f.shape, bool))
+        init = None
+        if ins.init:
+            init = np.broadcast_to(self.sym(ins.init), out_shape).reshape(-1)
+        r = np.empty(f.shape[0], object)
+        for row in range(f.shape[0]):
+            r[row] = reduce_lanes(list(f[row][valid[row]]), dt, ins.kind, ins.policy,
+                                  None if init is None else init[row], self.it.abstractions)
+        return r.reshape(out_shape)
+
+    def i_Dot(self, ins: kir.Dot) -> np.ndarray:
+        if self._all_concrete(ins):
+            return super().i_Dot(ins)
+        dt = self.dt(ins.a)
+        add, mul = E.binary("add", dt), E.binary("mul", dt)
+        a, b = self.sym(ins.a), self.sym(ins.b)
+        ax = 1 + ins.axis
+        n = max(a.shape[ax], b.shape[ax])
+        m = self.concrete(ins.mask, "dot mask") if ins.mask else None
+        s = self.sym(ins.init) if ins.init else None
+        started = None if s is None else np.ones(s.shape, bool)
+        zero = np.empty((), object)
+        zero[()] = E.zero(dt)
+        for j in range(n):
+            aj = np.take(a, [min(j, a.shape[ax] - 1)], axis=ax)
+            bj = np.take(b, [min(j, b.shape[ax] - 1)], axis=ax)
+            p = _vmap(mul, aj, bj)
+            vj = np.take(m, [min(j, m.shape[ax] - 1)], axis=ax) if m is not None else \
+                np.ones((1,) * p.ndim, bool)
+            if s is None:
+                s = np.where(vj, p, zero)
+                started = np.broadcast_to(vj, s.shape)
+            else:
+                s, p = np.broadcast_arrays(s, p)
+                summed = _vmap(add, s, p)
+                s = np.where(vj, np.where(started, summed, p), s)
+                started = started | vj
+        return s
+
+
+def _identity(kind: str, dt: str) -> z3.ExprRef:
+    from tilefoundry.compiler.interp import _identity as ident
+
+    return E.const(ident(kind, dt), dt)
+
+
+def _pairwise(v: list, op: Callable) -> Any:
+    """``reductions._pairwise``: a balanced tree, an odd last element carried up."""
+    while len(v) > 1:
+        pairs = [op(v[i], v[i + 1]) for i in range(0, len(v) - 1, 2)]
+        v = pairs + ([v[-1]] if len(v) % 2 else [])
+    return v[0]
+
+
+def _fold(v: list, op: Callable, left: bool, seed: Any) -> Any:
+    order = list(range(len(v))) if left else list(range(len(v) - 1, -1, -1))
+    s = v[order.pop(0)] if seed is None else seed
+    for i in order:
+        s = op(s, v[i]) if left else op(v[i], s)
+    return s
+
+
+def _unordered(v: list, dt: str, init: Any, abstractions: set[str]) -> Any:
+    """An ``unordered_tree`` sum: the admitted set is every bracketing and lane order. Encoded
+    as one uninterpreted function of the lanes in a canonical order, so the same lanes in any
+    order give the same term (a pass that permutes them is proved) and anything else is a
+    counterexample that must reproduce concretely (``refine``) or is "failed to prove"."""
+    abstractions.add("unordered_tree sum (admitted set abstracted)")
+    lanes = sorted(v, key=lambda t: t.sexpr())
+    if init is not None:
+        lanes = [init, *lanes]
+    s = E.fp_sort(dt) if E.is_fp(dt) else z3.BitVecSort(E.width(dt))
+    f = z3.Function(f"unordered_sum.{dt}.{len(lanes)}", *([s] * len(lanes)), s)
+    return f(*lanes)
+
+
+def reduce_lanes(v: list, dt: str, kind: str, policy: str, init: Any,
+                 abstractions: set[str]) -> Any:
+    """One fiber (interp._reduce_lanes), lanes in lexicographic order of the reduced axes."""
+    if not v:
+        return init if init is not None else _identity(kind, dt)
+    cls = E.op_class(dt)
+    if kind == "sum":
+        if cls == "bool":
+            raise Unsupported(f"unsupported op reduce.sum on {dt}")
+        add = E.binary("add", dt)
+        if policy in _TREES and cls == "fp":
+            if policy == "unordered_tree" and len(v) > 2:
+                return _unordered(v, dt, init, abstractions)
+            s = _pairwise(v, add)
+            return s if init is None else add(init, s)
+        if policy in _TREES:  # integers wrap: every order gives the same sum
+            s = _pairwise(v, add)
+            return s if init is None else add(init, s)
+        return _fold(v, add, policy == "fold_left", init)
+    if kind in ("max", "min", "abs_max"):
+        largest = kind != "min"
+        if cls == "fp":
+            lanes = [z3.fpAbs(x) for x in v] if kind == "abs_max" else v
+            r = _fold(lanes, lambda a, b: E.fminmax(a, b, largest), True, None)
+            return r if init is None else E.fminmax(init, r, largest)
+        if kind == "abs_max" and cls == "s":  # magnitudes compared unsigned (|INT_MIN| wraps)
+            lanes = [z3.If(x < 0, -x, x) for x in v]
+            pick = lambda a, b: z3.If(z3.UGE(a, b), a, b)  # noqa: E731
+            r = _fold(lanes, pick, True, None)
+            return r if init is None else pick(init, r)
+        op = E.binary("max" if largest else "min", dt)
+        r = _fold(v, op, True, None)
+        return r if init is None else op(init, r)
+    if kind == "prod" and cls in ("s", "u"):
+        mul = E.binary("mul", dt)
+        r = _fold(v, mul, True, None)
+        return r if init is None else mul(init, r)
+    raise Unsupported(f"unsupported op reduce.{kind} on {dt}")
+
+
+def input_vars(program: Program, tag: str = "") -> dict[str, np.ndarray]:
+    """A bit-vector variable per input element (``x[1,2]``), its value by dtype."""
+    bm = program.buffer_map()
+    out = {}
+    for name in program.inputs:
+        b = bm[name]
+        w = E.width(b.dtype)
+        n = math.prod(b.shape)
+        arr = np.empty(n, object)
+        for i, idx in enumerate(np.ndindex(*b.shape) if b.shape else [()]):
+            if i >= n:
+                break
+            arr[i] = z3.BitVec(f"{tag}{name}[{','.join(map(str, idx))}]", w)
+        out[name] = arr.reshape(b.shape)
+    return out
+
+
+def run_symbolic(program: Program, bits: Mapping[str, np.ndarray]) -> SymProgram:
+    """Run ``program`` on inputs given as bit-vector terms (``input_vars``)."""
+    bm = program.buffer_map()
+    vals = {n: _vmap(lambda x, dt=bm[n].dtype: E.from_input_bits(x, dt), bits[n])
+            if bits[n].size else bits[n] for n in program.inputs}
+    abstractions: set[str] = set()
+    it = _SymInterp(program, vals, abstractions)
+    st = it.sym_storage()
+    it.steps(program.steps, st)
+    outs = {n: it.read(st, n) for n in program.output_names()}
+    return SymProgram(outs, {n: bm[n].dtype for n in outs}, abstractions)
