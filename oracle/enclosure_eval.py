@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from tilefoundry.oracle import enclosure_rules as _registers  # noqa: F401  (registers every rule)
-from tilefoundry.oracle.enclosures import core as _rules
 from tilefoundry.oracle import enclosure_tile_mma as _tile_mma  # noqa: F401  (registers)
 from tilefoundry.oracle import enclosure_tile_sort as _tile_sort  # noqa: F401  (registers)
 from tilefoundry.oracle.enclosure import ENCLOSURES, Enc, nan_bits_of
+from tilefoundry.oracle.enclosures import core as _rules
 from tilefoundry.semantics.evaluator.core import Evaluation, Evaluator, run
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded
 from tilefoundry.semantics.ir import Call, Function, Module

@@ -12,17 +12,15 @@ MMA, sort and reduction rules are ``enclosure_tile_mma.py``, ``enclosure_tile_so
 from __future__ import annotations
 
 from tilefoundry.oracle import tile_reduce as _tile_reduce  # noqa: F401  (registers its rules)
-from tilefoundry.oracle.enclosures import (  # noqa: F401  (each registers its family's rules)
+from tilefoundry.oracle.enclosures import (  # noqa: F401  (each registers its family's rules)  # noqa: F401  (after tensor: it wraps Gather's rule)
     core,
+    gather_fill,
     math,
     nn,
     shape,
     sharding,
     tensor,
     tile_scan,
-    tile_select,
-)
-from tilefoundry.oracle.enclosures import (  # noqa: F401  (after tensor: it wraps Gather's rule)
-    gather_fill,
     tile_scan_flags,
+    tile_select,
 )

@@ -16,7 +16,7 @@ from tilefoundry.oracle.enclosure import as_f64 as _f64
 from tilefoundry.oracle.enclosures.core import Site
 from tilefoundry.oracle.enclosures.nn import _products
 from tilefoundry.oracle.enclosures.tensor import _tree_bounds
-from tilefoundry.semantics.formats import DType, dtype_of
+from tilefoundry.semantics.formats import dtype_of
 from tilefoundry.semantics.ops.tile_mma import Mma
 
 

@@ -36,15 +36,15 @@ from tilefoundry.semantics.reductions import (
     _float_target,
     _operand,
     _pick,
-    _round,
     _same,
     _same_f32,
     _seed_value,
     _tree_admits,
-    _widen,
     identity,
     normalize_axis,
 )
+from tilefoundry.semantics.reductions import round_to as _round
+from tilefoundry.semantics.reductions import widen as _widen
 
 __all__ = ["FLAG_MODES", "flagged_scan", "flagged_scan_admits", "keep_matrix", "lifted_combine"]
 

@@ -22,7 +22,6 @@ from tilefoundry.oracle.enclosure import (
     ordered,
 )
 from tilefoundry.oracle.enclosure import as_f64 as _f64
-from tilefoundry.oracle.enclosure import as_f64 as _f64
 from tilefoundry.semantics.dtypes import DType, cast, dtype_of
 from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
 

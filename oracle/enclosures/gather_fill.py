@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilefoundry.oracle.enclosures import tensor as _tensor  # noqa: F401  (the movement rule first)
 from tilefoundry.oracle.enclosure import ENCLOSURES, Enc
+from tilefoundry.oracle.enclosures import tensor as _tensor  # noqa: F401  (the movement rule first)
 from tilefoundry.semantics.evaluator.gather_fill import _expand
 from tilefoundry.semantics.ops.tensor import Gather
 

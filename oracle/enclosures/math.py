@@ -16,7 +16,6 @@ from tilefoundry.oracle.enclosure import (
     with_nan,
 )
 from tilefoundry.oracle.enclosure import as_f64 as _f64
-from tilefoundry.oracle.enclosure import as_f64 as _f64
 from tilefoundry.oracle.enclosures.core import Site, _full_like, _ulp_source
 from tilefoundry.semantics.dtypes import cast, dtype_of
 from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind

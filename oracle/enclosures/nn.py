@@ -13,7 +13,6 @@ from tilefoundry.oracle.enclosure import (
     with_nan,
 )
 from tilefoundry.oracle.enclosure import as_f64 as _f64
-from tilefoundry.oracle.enclosure import as_f64 as _f64
 from tilefoundry.oracle.enclosures.core import Site, _full_like, _outward, _ulp_source
 from tilefoundry.oracle.enclosures.math import (
     _GELU_MIN,

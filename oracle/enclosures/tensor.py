@@ -17,7 +17,6 @@ from tilefoundry.oracle.enclosure import (
     with_nan,
 )
 from tilefoundry.oracle.enclosure import as_f64 as _f64
-from tilefoundry.oracle.enclosure import as_f64 as _f64
 from tilefoundry.oracle.enclosures.core import Site, _elementwise_abs, _full_like, _to_dt
 from tilefoundry.semantics.dtypes import DType, cast, dtype_of
 from tilefoundry.semantics.formats import FORMATS

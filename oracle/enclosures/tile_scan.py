@@ -14,7 +14,6 @@ from tilefoundry.oracle.enclosure import (
     with_nan,
 )
 from tilefoundry.oracle.enclosure import as_f64 as _f64
-from tilefoundry.oracle.enclosure import as_f64 as _f64
 from tilefoundry.oracle.enclosures.core import Site, _full_like
 from tilefoundry.oracle.enclosures.tensor import _enumerated_trees, _tree_bounds
 from tilefoundry.semantics.dtypes import dtype_of

@@ -54,7 +54,7 @@ def flagged_ordered_tree_pairwise() -> Planted:
     contributions in order; a skipped lane an exact -0 leaf, IEEE's additive identity)."""
     from tilefoundry.semantics.dtypes import cast, dtype_of, widen_to_f32
     from tilefoundry.semantics.evaluator.tile_scan_flags import flag_mode
-    from tilefoundry.semantics.reductions import _pairwise
+    from tilefoundry.semantics.reductions import pairwise as _pairwise
     from tilefoundry.semantics.scan_flags import keep_matrix
 
     def make(good):
