@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=_compile)
 
 
-def _shape(s: str) -> tuple[int, ...]:
+def parse_shape(s: str) -> tuple[int, ...]:
     if s in ("scalar", "()", ""):
         return ()
     try:
@@ -60,7 +60,7 @@ def _shape(s: str) -> tuple[int, ...]:
             from None
 
 
-def _load(spec: str):
+def load_module(spec: str):
     from tilefoundry.loading import load_object
     from tilefoundry.semantics.ir import Module
 
@@ -87,8 +87,8 @@ def _compile(args: argparse.Namespace) -> int:
             raise TilefoundryError(f"--explain reports the triton targets' mappings; got "
                                    f"--target {args.target}: use --target triton-cuda (the "
                                    f"GPU's kernels) or --target triton (the interpreter's)")
-        module = _load(args.spec)
-        shapes = [_shape(s) for s in args.shape]
+        module = load_module(args.spec)
+        shapes = [parse_shape(s) for s in args.shape]
         c = compile(module, args.entry, shapes, args.target, print_after=shows,
                     stream=sys.stdout, fuse=not args.no_fuse)
         if args.explain:

@@ -99,7 +99,7 @@ def _extreme64(v: np.ndarray, largest: bool) -> np.ndarray:
     return r
 
 
-def _identity(kind: str, dt: str) -> Any:
+def reduce_identity(kind: str, dt: str) -> Any:
     if dt == "bool":
         return kind == "min"
     if kir.is_int(dt):
@@ -117,7 +117,7 @@ def _reduce_lanes(f: np.ndarray, dt: str, kind: str, policy: str,
     if n == 0:
         if init is not None:
             return init
-        return np.full(rows, _identity(kind, dt), npdt)
+        return np.full(rows, reduce_identity(kind, dt), npdt)
     with np.errstate(all="ignore"):
         if kind in ("sum_hi", "sum_lo"):
             hi, lo = dd_row_sum(f)
@@ -260,7 +260,7 @@ class Interpreter:
     def launch(self, k: Kernel, st: dict[str, np.ndarray]) -> None:
         """Run one kernel on the storage ``st`` (a compiled backend's executable overrides this
         with its own launch; host loops and the step walk stay the interpreter's)."""
-        _KernelRun(self, k, st).run()
+        KernelRun(self, k, st).run()
 
     def host_loop(self, s: HostLoop, st: dict[str, np.ndarray]) -> None:
         vals = [self.read(st, i) for i in s.inits]
@@ -277,7 +277,7 @@ class Interpreter:
                 self.write(st, c, v)
 
 
-class _KernelRun:
+class KernelRun:
     def __init__(self, it: Interpreter, k: Kernel, st: dict[str, np.ndarray]):
         self.it, self.k, self.st = it, k, st
         self.r = k.rank

@@ -240,7 +240,7 @@ class Compiled:
         return self.program.kernels()
 
 
-def _check_shapes(shapes: Any) -> list[tuple[int, ...]]:
+def check_shapes(shapes: Any) -> list[tuple[int, ...]]:
     """``compile``'s shapes: a sequence of shapes, each a sequence of non-negative ints, every
     one within the value-size limit (counted in elements: the dtype is the signature's)."""
     if isinstance(shapes, str | bytes) or not isinstance(shapes, Sequence):
@@ -280,7 +280,7 @@ def compile(module: Module, entry: str, shapes: Sequence[Sequence[int]],
     if tgt is None:
         raise LoweringError(f"unknown target {target!r}; targets: "
                            f"{', '.join(sorted(set(TARGETS) | set(LAZY_TARGETS)))}")
-    shapes = _check_shapes(shapes)
+    shapes = check_shapes(shapes)
     default = tgt.cfg(module, entry, shapes) if callable(tgt.cfg) else tgt.cfg
     state = State(module, entry, shapes, tgt, cfg or default or TileConfig())
     printed: dict[str, str] = {}

@@ -40,12 +40,12 @@ def add_parser(sub) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from tilefoundry.compiler.cli import _load, _shape
+    from tilefoundry.compiler.cli import load_module, parse_shape
     from tilefoundry.validate.passes import Bounds, validate_program
 
     try:
-        module = _load(args.spec)
-        shapes = [_shape(s) for s in args.shape] or None
+        module = load_module(args.spec)
+        shapes = [parse_shape(s) for s in args.shape] or None
         bounds = Bounds(args.max_dim, args.max_elems, args.timeout_ms)
         fz = None
         if args.plant is not None:

@@ -178,9 +178,9 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
     if not isinstance(module, Module):
         raise InvalidArgumentError(f"validate_program: expected a Module, got "
                                    f"{type(module).__name__}")
-    from tilefoundry.compiler.pipeline import _check_shapes
+    from tilefoundry.compiler.pipeline import check_shapes
 
-    shp = _check_shapes(shapes) if shapes is not None else bounded_shapes(module, entry, bounds)
+    shp = check_shapes(shapes) if shapes is not None else bounded_shapes(module, entry, bounds)
     rep = ValidationReport(entry, shp)
     fz = fuse_pass or (lambda p, cfg: fuse(p, cfg))
     why = _outside(shp, bounds)

@@ -1,7 +1,7 @@
 """Symbolic execution of a kernel-IR program: every output element as a Z3 term of the inputs.
 
 It is the kernel-IR interpreter (``compiler/interp.py``) run on storage whose elements are Z3
-terms: ``SymKernelRun`` subclasses the interpreter's ``_KernelRun`` and keeps its walk of
+terms: ``SymKernelRun`` subclasses the interpreter's ``KernelRun`` and keeps its walk of
 program instances, tiles, ``tile_loop``\\ s, coordinates, edge masks, constants, offsets and
 broadcasts (those stay concrete numpy arrays, computed by the interpreter's own code). An
 instruction whose operands are all concrete is the interpreter's; one with a symbolic operand
@@ -21,7 +21,7 @@ import numpy as np
 import z3
 
 from tilefoundry.compiler import kir
-from tilefoundry.compiler.interp import Interpreter, _KernelRun
+from tilefoundry.compiler.interp import Interpreter, KernelRun
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program
 from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
@@ -115,7 +115,7 @@ class _SymInterp(Interpreter):
                 self.write(st, c, v)
 
 
-class SymKernelRun(_KernelRun):
+class SymKernelRun(KernelRun):
     """The interpreter's kernel walk with symbolic data values (see the module docstring)."""
 
     it: _SymInterp
@@ -314,7 +314,7 @@ class SymKernelRun(_KernelRun):
 
 
 def _identity(kind: str, dt: str) -> z3.ExprRef:
-    from tilefoundry.compiler.interp import _identity as ident
+    from tilefoundry.compiler.interp import reduce_identity as ident
 
     return E.const(ident(kind, dt), dt)
 

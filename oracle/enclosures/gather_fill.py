@@ -10,7 +10,7 @@ import numpy as np
 
 from tilefoundry.oracle.enclosure import ENCLOSURES, Enc
 from tilefoundry.oracle.enclosures import tensor as _tensor  # noqa: F401  (the movement rule first)
-from tilefoundry.semantics.evaluator.gather_fill import _expand
+from tilefoundry.semantics.evaluator.gather_fill import expand_invalid
 from tilefoundry.semantics.ops.tensor import Gather
 
 _MOVE = ENCLOSURES[Gather]
@@ -23,7 +23,7 @@ def _gather(s):
         return e
     x, idx = np.asarray(s.args[0]), np.asarray(s.args[1]).astype(np.int64)
     n = x.shape[op.axis % x.ndim]
-    bad = _expand((idx < 0) | (idx >= n), op, x.ndim, np.ndim(s.value))
+    bad = expand_invalid((idx < 0) | (idx >= n), op, x.ndim, np.ndim(s.value))
     bad = np.broadcast_to(bad, e.shape)
     v = np.asarray(s.value)  # the fill there, exactly
     return Enc(np.where(bad, v, e.lo), np.where(bad, v, e.hi), np.where(bad, False, e.nan),

@@ -32,7 +32,7 @@ def gather_filled(ctx: EvalCtx, x: np.ndarray, ii: np.ndarray, bad: np.ndarray,
     got = gather(inner, (x, np.clip(ii, 0, x.shape[ax] - 1)))
     got = np.asarray(got)
     f = fill_value(ctx.op.fill, got)
-    mask = _expand(bad, ctx.op, x.ndim, got.ndim)
+    mask = expand_invalid(bad, ctx.op, x.ndim, got.ndim)
     return np.where(mask, f, got).astype(got.dtype)
 
 
@@ -42,7 +42,7 @@ def _no_fill(op):
     return replace(op, fill=None)
 
 
-def _expand(bad: np.ndarray, op, xrank: int, rank: int) -> np.ndarray:
+def expand_invalid(bad: np.ndarray, op, xrank: int, rank: int) -> np.ndarray:
     """The out-of-range mask of the indices placed on the output's axes: the output is
     ``x.shape[:axis] + indices.shape[batch_dims:] + x.shape[axis + 1:]``, indices' leading
     batch dims aligned with x's."""

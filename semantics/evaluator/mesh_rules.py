@@ -63,6 +63,7 @@ def _table() -> dict[type, MeshRule]:
             o.MatMul, o.Conv2D, o.ReLU, o.Sigmoid, o.Tanh, o.SoftMax, o.LayerNorm, o.Gelu,
             o.Silu, o.RMSNorm, o.RoPE, o.ShapeExtract, o.ShapeCompose,
             o.Bitcast, o.Scan, o.Sort, o.Mma, o.SeededReduce, o.MaskedReduce, o.CustomReduce,
+            o.MaskedScan, o.SegmentedScan,  # unsharded operands only (their type rules)
         ),
     }
     out: dict[type, MeshRule] = {}

@@ -3,7 +3,7 @@ both count). ``python tests/package/deps.py [ROOT]`` prints it; ``test_dependenc
 checks it (D372).
 
 A *package* is a top-level folder (``semantics``, ``smt``, ``oracle``, ``compiler``,
-``conformance``) or a module of ``tilefoundry/`` (``tilefoundry.cli`` sits above everything;
+``conformance``, ``validate``) or a module of ``tilefoundry/`` (``tilefoundry.cli`` sits above everything;
 ``errors`` / ``limits`` / ... below everything). The backend protocol — ``conformance/backend.py``
 and the modules it imports (``PROTOCOL``) — is a layer of its own, ``conformance.protocol``:
 the compiler's backends implement it, and the rest of ``conformance`` runs the compiler.
@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = ("semantics", "smt", "oracle", "compiler", "conformance")
+FOLDERS = ("semantics", "smt", "oracle", "compiler", "conformance", "validate")
 #: the backend protocol's modules (``conformance.protocol``)
 PROTOCOL = ("backend", "reduction_orders", "loaders", "input_checks", "cases")
 #: the layers, bottom first: a package may import only packages of lower layers (D372)
@@ -29,6 +29,7 @@ LAYERS = (
     ("conformance.protocol",),
     ("compiler",),
     ("conformance",),
+    ("validate",),  # translation validation: runs the compiler, writes conformance reproducers
     ("tilefoundry", "tilefoundry.cli"),
     ("tilefoundry.__main__",),
 )
