@@ -71,7 +71,7 @@ find "$XDG_CACHE_HOME" -name tuned.json -exec cp {} "$OUT/triton_tuned_user.json
     for p in $PARTS; do
         [ -f "$OUT/$p.log" ] || continue
         echo; echo "## $p"
-        [ "$p" = tier ] && head -n 14 "$OUT/$p.log"
+        if [ "$p" = tier ]; then head -n 14 "$OUT/$p.log"; continue; fi
         grep -E "^(device|tune|gemm|fp8e4m3|  (cublas|tilefoundry)|\||result|cases|[A-Z_]+ +[0-9])" \
             "$OUT/$p.log" | head -n 60
         grep -E "Error|error|Traceback" "$OUT/$p.log" | head -n 8 | cut -c1-300
