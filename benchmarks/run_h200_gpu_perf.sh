@@ -18,8 +18,9 @@
 #   rows   the row kernels (RMSNorm, softmax, SwiGLU, residual-add + RMSNorm, softmax with
 #          scale and mask) at 32768x4096 / 8192^2 / 4096x14336, Triton and CUDA backends beside
 #          torch, torch.compile and Liger (benchmarks/bench_gpu.py --rows)   [limit 190 s]
-# Results: $OUT/<part>.log and $OUT/<part>.json, the tuning record $OUT/triton_tuned_user.json,
-# and $OUT/summary.md (every table, each part's exit status and seconds).
+# Results: $OUT/summary.md (every table, each part's exit status and seconds) and
+# $OUT/parts.tgz (each part's .log and .json, the tuning record triton_tuned_user.json,
+# install.log): two files, inside the device tool's limit of 8 files coming back.
 # Wheels in ./.whl (Liger-Kernel: `pip download --no-deps liger-kernel -d .whl` where there is
 # a network) are installed beside the package, as run_h200_session.sh does.
 set -uo pipefail
@@ -70,9 +71,13 @@ find "$XDG_CACHE_HOME" -name tuned.json -exec cp {} "$OUT/triton_tuned_user.json
     for p in $PARTS; do
         [ -f "$OUT/$p.log" ] || continue
         echo; echo "## $p"
+        if [ "$p" = tier ]; then head -n 14 "$OUT/$p.log"; continue; fi
         grep -E "^(device|tune|gemm|fp8e4m3|  (cublas|tilefoundry)|\||result|cases|[A-Z_]+ +[0-9])" \
             "$OUT/$p.log" | head -n 60
         grep -E "Error|error|Traceback" "$OUT/$p.log" | head -n 8 | cut -c1-300
     done
 } >"$OUT/summary.md"
+# at most 8 files come back from the device machine: every log and JSON goes into one archive
+(cd "$OUT" && tar czf parts.tgz --exclude summary.md --exclude parts.tgz ./* && \
+    find . -maxdepth 1 -type f ! -name summary.md ! -name parts.tgz -delete)
 cat "$OUT/summary.md"
