@@ -11,7 +11,7 @@ the same bugs can be run through ``conformance run`` / ``fuzz`` beside the valid
 | ``drop_rounding`` | a ``widen(round(x -> narrow) -> f32)`` pair forwarded as ``x``: the intermediate rounding of a fused bf16 chain dropped |
 | ``swap_operands`` | the operands of the first ``sub`` / ``div`` swapped |
 | ``edge_mask_off_by_one`` | the first ``edge_mask`` on a ragged axis becomes ``coord < extent - 1`` |
-| ``reassociate_ordered_tree`` | an ``ordered_tree`` reduction re-bracketed as a left fold |
+| ``reassociate_ordered_tree`` | an ``ordered_tree`` sum split into interleaved partial sums (even + odd lanes): ``(x0 + x2) + (x1 + x3)``, outside the admitted set (a left fold would be inside it) |
 | ``fold_mul_one`` | ``x * 1.0 -> x`` (valid under the NaN-class rule: the validator proves it) |
 | ``fold_add_zero`` | ``x + 0.0 -> x`` (wrong for x = -0: -0 + +0 = +0) |
 """
@@ -116,9 +116,25 @@ def _edge_off_by_one(ins: kir.Instr, st: dict, k: Kernel) -> list | None:
 
 
 def _reassociate(ins: kir.Instr, st: dict, k: Kernel) -> list | None:
-    if isinstance(ins, kir.Reduce) and ins.policy == "ordered_tree" and ins.kind == "sum":
-        return [replace(ins, policy="fold_left")]
-    return None
+    """An ``ordered_tree`` sum split into interleaved partial sums (even lanes + odd lanes, as
+    a two-accumulator SIMD loop would): ``(x0 + x2) + (x1 + x3)`` combines lanes that are not
+    adjacent, which no bracketing in source order does."""
+    if not (isinstance(ins, kir.Reduce) and ins.policy == "ordered_tree" and ins.kind == "sum"
+            and len(ins.axes) == 1):
+        return None
+    d, o = ins.axes[0], ins.out
+    out = [kir.Coord(f"{o}_c", d), kir.Const(f"{o}_2", 2, "i64"), kir.Const(f"{o}_0", 0, "i64"),
+           kir.BinOp(f"{o}_r", "mod", f"{o}_c", f"{o}_2"),
+           kir.BinOp(f"{o}_ev", "eq", f"{o}_r", f"{o}_0"), kir.UnOp(f"{o}_od", "not", f"{o}_ev")]
+    ev, od = f"{o}_ev", f"{o}_od"
+    if ins.mask:
+        out += [kir.BinOp(f"{o}_evm", "and", ev, ins.mask),
+                kir.BinOp(f"{o}_odm", "and", od, ins.mask)]
+        ev, od = f"{o}_evm", f"{o}_odm"
+    out += [replace(ins, out=f"{o}_se", mask=ev),
+            replace(ins, out=f"{o}_so", mask=od, init=None),
+            kir.BinOp(o, "add", f"{o}_se", f"{o}_so")]
+    return out
 
 
 def _is_const(st: dict, name: str, value: float) -> bool:

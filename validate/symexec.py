@@ -335,17 +335,18 @@ def _fold(v: list, op: Callable, left: bool, seed: Any) -> Any:
     return s
 
 
-def _unordered(v: list, dt: str, init: Any, abstractions: set[str]) -> Any:
-    """An ``unordered_tree`` sum: the admitted set is every bracketing and lane order. Encoded
-    as one uninterpreted function of the lanes in a canonical order, so the same lanes in any
-    order give the same term (a pass that permutes them is proved) and anything else is a
-    counterexample that must reproduce concretely (``refine``) or is "failed to prove"."""
-    abstractions.add("unordered_tree sum (admitted set abstracted)")
-    lanes = sorted(v, key=lambda t: t.sexpr())
+def _tree_uf(v: list, dt: str, policy: str, init: Any, abstractions: set[str]) -> Any:
+    """A tree sum over more lanes than ``choices`` enumerates: one uninterpreted function of
+    the lanes (in a canonical order for ``unordered_tree``, in source order for
+    ``ordered_tree``), so the same lanes give the same term (a pass that keeps them is proved)
+    and anything else is a counterexample that must reproduce concretely or is "failed to
+    prove"."""
+    abstractions.add(f"{policy} sum (admitted set abstracted)")
+    lanes = sorted(v, key=lambda t: t.sexpr()) if policy == "unordered_tree" else list(v)
     if init is not None:
         lanes = [init, *lanes]
-    s = E.fp_sort(dt) if E.is_fp(dt) else z3.BitVecSort(E.width(dt))
-    f = z3.Function(f"unordered_sum.{dt}.{len(lanes)}", *([s] * len(lanes)), s)
+    s = E.fp_sort(dt)
+    f = z3.Function(f"{policy}_sum.{dt}.{len(lanes)}", *([s] * len(lanes)), s)
     return f(*lanes)
 
 
@@ -360,10 +361,14 @@ def reduce_lanes(v: list, dt: str, kind: str, policy: str, init: Any,
             raise Unsupported(f"unsupported op reduce.sum on {dt}")
         add = E.binary("add", dt)
         if policy in _TREES and cls == "fp":
-            if policy == "unordered_tree" and len(v) > 2:
-                return _unordered(v, dt, init, abstractions)
             s = _pairwise(v, add)
-            return s if init is None else add(init, s)
+            s = s if init is None else add(init, s)
+            if len(v) <= 2:  # one tree (x + y == y + x exactly)
+                return s
+            from tilefoundry.validate.choices import tree_choice
+
+            c = tree_choice(v, dt, policy, init, s, abstractions)
+            return c if c is not None else _tree_uf(v, dt, policy, init, abstractions)
         if policy in _TREES:  # integers wrap: every order gives the same sum
             s = _pairwise(v, add)
             return s if init is None else add(init, s)

@@ -106,3 +106,44 @@ def test_unencoded_hir_op_makes_lower_unsupported_by_name():
     lower = next(p.outcome for p in rep.passes if p.name == "lower")
     assert lower.status == "unsupported" and "unsupported op RMSNorm" in lower.reason
     assert rep.status("fuse") == "valid"
+
+
+def _relabel(policy_from: str, policy_to: str):
+    def fz(p, cfg):
+        from dataclasses import replace as rp
+
+        from tilefoundry.compiler import kir
+
+        def fix(body):
+            return tuple(rp(i, policy=policy_to) if isinstance(i, kir.Reduce)
+                         and i.policy == policy_from else
+                         rp(i, body=fix(i.body)) if isinstance(i, kir.TileLoop) else i
+                         for i in body)
+        f = fuse(p, cfg)
+        return rp(f, steps=tuple(rp(s, body=fix(s.body)) for s in f.steps))
+    return fz
+
+
+def test_an_ordered_tree_refined_by_a_left_fold_is_valid():
+    """A left fold is one bracketing in source order: inside ordered_tree's admitted set (the
+    SIMD backend computes ordered_tree so, D189), so narrowing to it is a valid refinement."""
+    module, entry, shapes = SAMPLES["reassociate_ordered_tree"]
+    rep = validate_program(module, entry, shapes, bounds=Bounds(timeout_ms=120_000),
+                           fuse_pass=_relabel("ordered_tree", "fold_left"))
+    assert rep.status("fuse") == "valid", rep.text()
+
+
+def test_a_left_fold_widened_to_an_ordered_tree_is_invalid():
+    """The converse is a bug: the source fixes one order, the target admits others (the
+    interpreter's member, the balanced tree, differs from the fold)."""
+    from tilefoundry.semantics.dsl import DimVar, Tensor, f32, func, module, reduce_sum
+
+    n = DimVar("N", 1, 64)
+
+    @func
+    def fold(x: Tensor[(n,), f32]) -> Tensor[(1,), f32]:
+        return reduce_sum(x, (0,), policy="fold_left")
+
+    rep = validate_program(module(fold), "fold", [(4,)], bounds=Bounds(timeout_ms=120_000),
+                           fuse_pass=_relabel("fold_left", "ordered_tree"))
+    assert rep.status("fuse") == "invalid", rep.text()
