@@ -179,3 +179,25 @@ def test_gemm_candidates_reach_the_renderer_and_the_record(tmp_path: Path) -> No
     cfg = triton_tune._config_of(triton_tune._read(path)["k"]["best"], TRITON_TILES)
     assert dict(cfg.launch)["tma_flatten"] == 0 and dict(cfg.launch)["tma_split"] == \
         dict(cand.extra)["tma_split"]
+
+
+def test_gpu_rendering_of_the_tma_path() -> None:
+    """The GPU module (rendered, not run: no GPU here) has the persistent loop over 132
+    programs, bf16 descriptors, the hardware rounding, the split epilogue when asked, and fp8's
+    promotion clamped to the K step (D411)."""
+    from tilefoundry.compiler.render_triton import render
+
+    prog = _compiled("mm", [(4095, 4096), (4096, 1024)], TRITON_TILES).program
+    src = render(prog, launch={"num_warps": 8, "num_stages": 3, "tma_split": 1})
+    assert "for t in tl.range(start, 256, 132, flatten=True):" in src
+    assert "P0.to(tl.pointer_type(tl.bfloat16), bitcast=True)" in src
+    assert "block_shape=[128, 64]" in src and "_tf_round_bf16_hw(c0)" in src
+    assert "cd.store([pm, pn + 64]" in src  # two [128, 64] halves of a 128-wide tile
+    # 132 programs launched; Triton gets its own launch options only
+    assert ("(k_k0_matmul, ['a', 'b', 't0'], 132, ['int16', 'int16', 'int16'], "
+            "{'num_warps': 8, 'num_stages': 3})") in src
+    f8 = _compiled("mm_fp8", [(256, 256), (256, 256)], TRITON_TILES).program
+    assert "max_num_imprecise_acc" not in render(f8)  # default: staged as f16
+    assert ".to(tl.float16)" in render(f8)
+    src8 = render(f8, launch={"fp8_promote": 128})
+    assert "max_num_imprecise_acc=64" in src8 and "tl.float8e4nv" in src8
