@@ -6,8 +6,9 @@ conversion both ways and an f64 vector call per element; the softmax row kernel 
 its time there. ``EXPF_C`` is a branch-free f32 ``exp`` of plain arithmetic, integer bit
 operations and selects only, so an ``omp simd`` loop that inlines it vectorizes with no call:
 
-* clamp x to [-104, 89] (a NaN passes through both comparisons unchanged); below -104 every
-  result rounds to +0 (exp(-104) < 2^-150), above 88.73 every result overflows to +inf;
+* clamp x to [-104, 89] (a NaN compares false and becomes -104; its result is replaced at the
+  end); below -104 every result rounds to +0 (exp(-104) < 2^-150), above 88.73 every result
+  overflows to +inf;
 * ``k = rint(x·log2 e)``, ``r = (x − k·ln2_hi) − k·ln2_lo`` (Cody–Waite: ``ln2_hi`` has 15
   significant bits, so ``k·ln2_hi`` is exact for |k| <= 151 and the subtraction is exact by
   Sterbenz), |r| <= 0.347;
@@ -47,8 +48,10 @@ EXPF_C = r"""
  * factors (one rounding in the subnormal range); NaN -> the positive quiet NaN */
 static inline float tf__expf_v(float x)
 {
-    float xc = x < -104.0f ? -104.0f : x;
-    xc = xc > 89.0f ? 89.0f : xc;
+    /* clamped to [-104, 89]; a NaN compares false and becomes -104 (its result is replaced by
+     * the quiet NaN below), so k is always a small integer */
+    float xc = x > -104.0f ? x : -104.0f;
+    xc = xc < 89.0f ? xc : 89.0f;
     const float kf = rintf(xc * 1.44269502162933349609375f);
     const float r = (xc - kf * 0.693145751953125f) - kf * 1.428606765330187045e-06f;
     float u = 0.000198527617612853646278381f;
@@ -58,7 +61,7 @@ static inline float tf__expf_v(float x)
     u = u * r + 0.166666671633720397949219f;
     u = u * r + 0.5f;
     u = 1.0f + (r + (r * r) * u);
-    const int32_t k = (int32_t)(isnan(kf) ? 0.0f : kf);
+    const int32_t k = (int32_t)kf;
     const int32_t k1 = k >> 1;
     const float s1 = tf_f32_from_bits((uint32_t)(k1 + 127) << 23);
     const float s2 = tf_f32_from_bits((uint32_t)(k - k1 + 127) << 23);

@@ -101,11 +101,17 @@ _PRELUDE = r"""#include <math.h>
  * pool hangs a forked child). Threads: $TILEFOUNDRY_NUM_THREADS, else the CPUs this process may
  * run on. */
 typedef void (*tf__range_fn)(char *const *P, char *const *Q, int64_t lo, int64_t hi);
-struct tf__job { tf__range_fn fn; char *const *P; char *const *Q; int64_t lo, hi; };
+/* the instances are taken in chunks from a shared counter (D405), so a thread the OS leaves
+ * waiting holds no fixed share: the others take its chunks */
+struct tf__job { tf__range_fn fn; char *const *P; char *const *Q; int64_t *next, n, chunk; };
 static void *tf__run_job(void *arg)
 {
     const struct tf__job *j = (const struct tf__job *)arg;
-    j->fn(j->P, j->Q, j->lo, j->hi);
+    for (;;) {
+        const int64_t lo = __atomic_fetch_add(j->next, j->chunk, __ATOMIC_RELAXED);
+        if (lo >= j->n) break;
+        j->fn(j->P, j->Q, lo, lo + j->chunk < j->n ? lo + j->chunk : j->n);
+    }
     return NULL;
 }
 static int tf__threads(void)
@@ -128,18 +134,16 @@ static void tf__parallel(tf__range_fn fn, char *const *P, char *const *Q, int64_
     if ((int64_t)t > n) t = (int)n;
     if (t <= 1) { fn(P, Q, 0, n); return; }
     pthread_t th[64];
-    struct tf__job jobs[64];
     int started[64];
-    for (int i = 0; i < t; ++i) {
-        jobs[i].fn = fn; jobs[i].P = P; jobs[i].Q = Q;
-        jobs[i].lo = n * i / t; jobs[i].hi = n * (i + 1) / t;
-    }
-    for (int i = 1; i < t; ++i) started[i] = pthread_create(&th[i], NULL, tf__run_job, &jobs[i]) == 0;
-    fn(P, Q, jobs[0].lo, jobs[0].hi);
-    for (int i = 1; i < t; ++i) {
+    int64_t next = 0;
+    int64_t chunk = n / ((int64_t)t * 16);
+    struct tf__job job;
+    job.fn = fn; job.P = P; job.Q = Q; job.next = &next; job.n = n;
+    job.chunk = chunk < 1 ? 1 : chunk;
+    for (int i = 1; i < t; ++i) started[i] = pthread_create(&th[i], NULL, tf__run_job, &job) == 0;
+    tf__run_job(&job); /* this thread takes chunks too, so every chunk runs even if no thread starts */
+    for (int i = 1; i < t; ++i)
         if (started[i]) pthread_join(th[i], NULL);
-        else fn(P, Q, jobs[i].lo, jobs[i].hi); /* no thread: run the share here */
-    }
 }
 
 /* the math functions the shared prelude calls (libm in double; D208) */

@@ -16,6 +16,13 @@ zeros and infinities). The max / min step is the same selection written with lan
 ``take = ¬isnan(acc) ∧ (isnan(v) ∨ v > acc ∨ (v = acc ∧ acc is −0-signed ∧ v is not))``.
 The tail lanes and the tree stay the scalar code of ``emit_reduce``.
 
+For max / min / abs_max the loop first runs a NaN-free fast path: each f32 pattern mapped to its
+ordered-integer key (``u ^ ((u >> 31) & 0x7FFFFFFF)``, monotonic in the float order with
+−0 < +0 for every non-NaN value), an integer max / min per lane (one-cycle latency, where the
+exact step is a chain of four), and a NaN flag per lane. When the row holds no NaN each
+accumulator's value is the unique largest (smallest) key of its lanes and seed, which is what
+the exact fold gives; when it holds one, the exact fold runs from the seeded accumulators.
+
 Used for f32 ``sum`` / ``max`` / ``min`` / ``abs_max`` without a mask; everything else keeps the
 scalar form. GCC vector extensions (not intrinsics) keep it portable to any GCC / clang target;
 the CUDA spelling does not use it.
@@ -39,6 +46,19 @@ static inline tf__v8f tf__v8_abs(tf__v8f v)
     const tf__v8i m = {0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF,
                        0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF};
     return tf__v8_float(tf__v8_bits(v) & m);
+}
+/* the ordered-integer key of an f32 pattern: monotonic in the float order with -0 < +0 for
+ * every non-NaN value (its own inverse) */
+static inline tf__v8i tf__v8_key(tf__v8i u)
+{
+    const tf__v8i m = {0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF,
+                       0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF};
+    return u ^ ((u >> 31) & m);
+}
+static inline tf__v8i tf__v8_imax(tf__v8i a, tf__v8i b, const int is_max)
+{
+    const tf__v8i t = is_max ? (b > a) : (b < a);
+    return (b & t) | (a & ~t);
 }
 /* TF__PICKMAX (is_max) / TF__PICKMIN lane by lane: the first NaN met stays; -0 < +0 */
 static inline tf__v8f tf__v8_pick(tf__v8f acc, tf__v8f v, const int is_max)
@@ -77,8 +97,25 @@ def vector_loop(acc: str, kind: str, lane: str, d: int, whole: int, ind: str,
     lines = [head]
     if row_mask and anyv:
         lines.append(f"{ind}    {anyv} = 1;")
-    return [*lines, f"{ind}    tf__v8f {va} = tf__v8_load({acc});",
-            f"{ind}    for (int64_t c{d} = 0; c{d} < {whole}ll; c{d} += 8)",
-            f"{ind}        {va} = {step};",
-            f"{ind}    tf__v8_store({acc}, {va});",
-            f"{ind}}}"]
+    lines.append(f"{ind}    tf__v8f {va} = tf__v8_load({acc});")
+    exact = [f"{ind}    for (int64_t c{d} = 0; c{d} < {whole}ll; c{d} += 8)",
+             f"{ind}        {va} = {step};"]
+    if kind == "sum":
+        lines += exact
+    else:  # the NaN-free fast path, the exact fold only for a row holding a NaN
+        is_max = int(kind != "min")
+        v = f"tf__v8_load(&{lane})" if kind != "abs_max" else f"tf__v8_abs(tf__v8_load(&{lane}))"
+        lines += [f"{ind}    tf__v8i {va}k = tf__v8_key(tf__v8_bits({va})), {va}n = {va}k ^ {va}k;",
+                  f"{ind}    for (int64_t c{d} = 0; c{d} < {whole}ll; c{d} += 8) {{",
+                  f"{ind}        const tf__v8f x = {v};",
+                  f"{ind}        {va}n |= (x != x);",
+                  f"{ind}        {va}k = tf__v8_imax({va}k, tf__v8_key(tf__v8_bits(x)), {is_max});",
+                  f"{ind}    }}",
+                  f"{ind}    int {va}any = 0;",
+                  f"{ind}    for (int j = 0; j < 8; ++j) {va}any |= {va}n[j];",
+                  f"{ind}    if (!{va}any) {{",
+                  f"{ind}        {va} = tf__v8_float(tf__v8_key({va}k));",
+                  f"{ind}    }} else {{",
+                  *["    " + x for x in exact],
+                  f"{ind}    }}"]
+    return [*lines, f"{ind}    tf__v8_store({acc}, {va});", f"{ind}}}"]

@@ -157,6 +157,7 @@ def _register_scope() -> None:
     from tilefoundry.semantics.ops.tile_mma import Mma
     from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
     from tilefoundry.semantics.ops.tile_scan import Scan
+    from tilefoundry.semantics.ops.tile_scan_flags import MaskedScan, SegmentedScan
     from tilefoundry.semantics.ops.tile_select import Bitcast, Select
     from tilefoundry.semantics.ops.tile_sort import Sort
 
@@ -180,7 +181,7 @@ def _register_scope() -> None:
 
     arith = tuple(_ARITH)
     for c in (MatMul, Conv2D, Mma, Reduce, SeededReduce, MaskedReduce, CustomReduce, Scan,
-              ReLU):
+              MaskedScan, SegmentedScan, ReLU):
         SCOPE[c] = fixed(*arith, "excess")
     SCOPE[RoPE] = fixed(*arith, "excess", "wp")
     SCOPE[Binary] = binary
