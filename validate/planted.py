@@ -76,7 +76,8 @@ def _rewrite_body(body: tuple, fn: Callable[[kir.Instr, dict], list | None],
 def _body_bug(fn: Callable[[kir.Instr, dict, Kernel], list | None]) -> Callable:
     def apply(p: Program) -> Program | None:
         def on_kernel(k: Kernel) -> Kernel | None:
-            state: dict[str, Any] = {"defs": {}, "consts": {
+            state: dict[str, Any] = {"types": kir.kernel_types(k, p.buffer_map()), "defs": {},
+                                     "consts": {
                 b.name: b.data for b in p.buffers if b.kind == "const" and kir.is_float(b.dtype)}}
             for ins in kir.iter_instrs(k.body):
                 for r in ins.results():
@@ -92,7 +93,9 @@ def _body_bug(fn: Callable[[kir.Instr, dict, Kernel], list | None]) -> Callable:
 def _drop_rounding(ins: kir.Instr, st: dict, k: Kernel) -> list | None:
     if isinstance(ins, kir.Widen) and ins.to == "f32":
         src = st["defs"].get(ins.x)
-        if isinstance(src, kir.Round) and st["defs"].get(src.x) is not None:
+        if isinstance(src, kir.Round) and st["defs"].get(src.x) is not None and \
+                st["types"][src.x].dtype == "f32" and st["types"][src.x].full == \
+                st["types"][ins.out].full:
             st["rename"][ins.out] = src.x
             return []
     return None
