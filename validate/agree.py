@@ -22,6 +22,15 @@ from tilefoundry.validate.symexec import run_symbolic
 __all__ = ["agreement"]
 
 
+def _interp_member(t: z3.ExprRef, abstractions: set[str]) -> z3.ExprRef:
+    """``t`` with every tree-sum choice replaced by the member kernel-interp computes."""
+    from tilefoundry.validate.choices import PREFIX, REGISTRY
+
+    sub = [(REGISTRY[a[len(PREFIX):]].var, REGISTRY[a[len(PREFIX):]].default)
+           for a in abstractions if a.startswith(PREFIX)]
+    return z3.substitute(t, *sub) if sub else t
+
+
 def _literal_bits(x: np.ndarray, dt: str) -> np.ndarray:
     a = np.ascontiguousarray(x)
     raw = a.view(np.dtype(f"u{a.dtype.itemsize}")).reshape(-1)
@@ -64,7 +73,7 @@ def agreement(program: Program, inputs: Sequence[np.ndarray]) -> list[str]:
         rbits = ref.view(np.dtype(f"u{ref.dtype.itemsize}")).reshape(-1)
         rnan = _nan_codes(dt, rbits) if kir.is_float(dt) else np.zeros(rbits.size, bool)
         for i, t in enumerate(sym.outputs[name].reshape(-1)):
-            b, nan = _value_bits(t, dt)
+            b, nan = _value_bits(_interp_member(t, sym.abstractions), dt)
             if E.is_code(dt):
                 nan = bool(_nan_codes(dt, np.array([b], rbits.dtype))[0]) if b is not None \
                     else False
@@ -92,13 +101,13 @@ def agreement_hir(module, entry: str, inputs: Sequence[np.ndarray]) -> list[str]
         b = _literal_bits(np.asarray(x), dt)
         vals[p.name] = np.vectorize(lambda t, d=dt: E.from_input_bits(t, d), otypes=[object])(b) \
             if b.size else b
-    (res, dt), _ = run_hir(fn, vals)
+    (res, dt), abstr = run_hir(fn, vals)
     ref = np.ascontiguousarray(evaluate(module, entry, list(inputs)))
     rbits = ref.view(np.dtype(f"u{ref.dtype.itemsize}")).reshape(-1)
     rnan = _nan_codes(dt, rbits) if kir.is_float(dt) else np.zeros(rbits.size, bool)
     bad = []
     for i, t in enumerate(res.reshape(-1)):
-        b, nan = _value_bits(t, dt)
+        b, nan = _value_bits(_interp_member(t, abstr), dt)
         if E.is_code(dt):
             nan = b is not None and bool(_nan_codes(dt, np.array([b], rbits.dtype))[0])
         if (nan and rnan[i]) or (b is not None and not nan and not rnan[i] and b == rbits[i]):

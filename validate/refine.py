@@ -211,14 +211,9 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
     t_ch = {a[len(PREFIX):] for a in tgt_abs if a.startswith(PREFIX)}
     # a choice only the target makes: the member kernel-interp runs (so a model replays)
     tsub = [(REGISTRY[n].var, REGISTRY[n].default) for n in sorted(t_ch - s_ch)]
-    # a choice only the source makes: universal, every member tried
-    only = sorted(s_ch - t_ch)
-    combos = list(product(*(REGISTRY[n].members for n in only))) if only else [()]
-    if len(combos) > 256:
-        return Outcome("failed to prove", f"{len(combos)} combinations of admitted tree "
-                       f"members in the source (more than 256)", time.perf_counter() - t0,
-                       abstractions=abstractions)
-    svars = [REGISTRY[n].var for n in only]
+    # a choice only the source makes: universal, every member tried (per output element, the
+    # choices its term holds)
+    only = {str(REGISTRY[n].var): REGISTRY[n] for n in s_ch - t_ch}
     side = [REGISTRY[n].constraint() for n in sorted(s_ch & t_ch)]
     diffs = []
     for a, b in pairs:
@@ -227,11 +222,19 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
                 continue
             if tsub:
                 y = z3.substitute(y, *tsub)
-            if only:
-                diffs.append(z3.And([z3.substitute(x, *zip(svars, c, strict=True)) != y
-                                     for c in combos]))
-            else:
+            held = [only[n] for n in sorted(_consts(x) & only.keys())] if only else []
+            if not held:
                 diffs.append(x != y)
+                continue
+            combos = list(product(*(c.members for c in held)))
+            if len(combos) > 256:
+                return Outcome("failed to prove", f"an output element depends on "
+                               f"{len(combos)} combinations of admitted tree members (more "
+                               f"than 256)", time.perf_counter() - t0,
+                               abstractions=abstractions)
+            svars = [c.var for c in held]
+            diffs.append(z3.And([z3.substitute(x, *zip(svars, c, strict=True)) != y
+                                 for c in combos]))
     if not diffs:  # every output term is the same term: valid without a query
         return Outcome("valid", "identical terms", time.perf_counter() - t0,
                        abstractions=abstractions)
@@ -272,6 +275,23 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
     return Outcome("failed to prove", why + "; abstractions used: " +
                    (", ".join(abstractions) or "none"), time.perf_counter() - t0, cx,
                    abstractions)
+
+
+def _consts(t: z3.ExprRef) -> set[str]:
+    """Names of the uninterpreted constants in ``t`` (a DAG walk)."""
+    seen: set[int] = set()
+    out: set[str] = set()
+    stack = [t]
+    while stack:
+        e = stack.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out.add(str(e))
+        else:
+            stack.extend(e.children())
+    return out
 
 
 def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,

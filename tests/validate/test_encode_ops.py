@@ -129,3 +129,23 @@ def test_empty_reduction_lowers_to_the_reference_identity(kind, dt):
     m = module_of(Reduce((1,), False, ReduceKind(kind), "fold_left"), [dt], [(3, 0)])
     rep = validate_program(m, "f", [(3, 0)])
     assert rep.status("lower") == "valid", rep.text()
+
+
+@pytest.mark.parametrize("policy,n,members", [("ordered_tree", 3, 2), ("ordered_tree", 4, 5),
+                                              ("ordered_tree", 5, 14),
+                                              ("unordered_tree", 3, 3),
+                                              ("unordered_tree", 4, 15)])
+def test_tree_choice_enumerates_the_admitted_set(policy, n, members):
+    """Catalan(n-1) bracketings in source order; (2n-3)!! trees over every order."""
+    import z3
+
+    from tilefoundry.validate.choices import PREFIX, REGISTRY, tree_choice
+
+    lanes = [z3.FP(f"x{i}", z3.Float32()) for i in range(n)]
+    abstr: set[str] = set()
+    tree_choice(lanes, "f32", policy, None, lanes[0], abstr)
+    (name,) = abstr
+    ch = REGISTRY[name[len(PREFIX):]]
+    assert len(ch.members) == members
+    assert len({m.sexpr() for m in ch.members}) == members  # each tree once
+    assert tree_choice(lanes + lanes, "f32", policy, None, lanes[0], set()) is None
