@@ -158,7 +158,7 @@ def mm(a: Tensor[(M, K), {dt}], b: Tensor[(K, N), {dt}]) -> Tensor[(M, N), {dt}]
 
 
 @pytest.mark.parametrize("dt", ["bf16", "f16", "fp8e4m3", "fp8e5m2"])
-@pytest.mark.parametrize("mkn", [(40, 200, 72), (130, 33, 17), (128, 128, 128)])
+@pytest.mark.parametrize("mkn", [(40, 200, 72), (130, 33, 17), (128, 128, 128), (40, 200, 17)])
 def test_the_tensor_core_dot_path_is_admitted_with_ragged_edges(dt: str, mkn) -> None:
     """Matmul tiles with reassociation admitted render to ``tl.dot`` on operand tiles the
     kernel loads itself (edges +0): in the interpreter (exact f32 widenings) every output is
@@ -177,6 +177,14 @@ def test_the_tensor_core_dot_path_is_admitted_with_ragged_edges(dt: str, mkn) ->
     comp = tf_compile(mod, "mm", [a.shape, b.shape], "triton", cfg=TRITON_TILES)
     kernel = comp.executable.source.split("def k_", 1)[1]
     assert "tl.dot(" in kernel
+    # whole row-major operands whose rows are multiples of 16 bytes take the persistent TMA
+    # kernel (D408); the others (here N = 17: a 34- or 17-byte row) the generic tile path
+    tma = all(x * {"bf16": 2, "f16": 2}.get(dt, 1) % 16 == 0 for x in (k, n))
+    assert ("tl.make_tensor_descriptor(" in kernel) == tma, kernel
+    if tma:
+        v = check(mod, "mm", [a, b], comp([a, b]))
+        assert v.status == "PASS", v.message[:2000]
+        return
     if k > 64:  # a K loop: it carries the 2-D accumulator, not a per-step reshape of it
         assert "acc=t_acc2" in kernel and "tl.reshape(tl.broadcast_to(v" not in \
             kernel.split("for t_tile", 1)[1], kernel

@@ -364,9 +364,9 @@ def matmul_fma_zeros() -> Planted:
             if not (isinstance(a, np.ndarray) and dtype_of(a).is_float and a.shape[-1]):
                 return good(ctx, args)
             r = good(ctx, args)
-            a32, b32 = mm._widen(a, dtype_of(a)), mm._widen(b, dtype_of(b))
+            a32, b32 = mm.widen(a, dtype_of(a)), mm.widen(b, dtype_of(b))
             shape = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
-            return mm._round(mm._mm_f32(a32, b32, shape, True), dtype_of(r))
+            return mm.round_to(mm._mm_f32(a32, b32, shape, True), dtype_of(r))
         return legal
     return Planted("matmul-fma-zeros", lambda: _wrap_eval(MatMul, make))
 

@@ -118,8 +118,9 @@ def test_quick_tier_sharded_cases(tmp_path, monkeypatch):
 
 #: the quick tier's generated sharded programs that hold a Select (the tile family's, whose
 #: operands broadcast to the result: the per-device driver aligns them like Binary's)
-SELECT_PROGRAMS = ["program/seed0/sharded/4", "program/seed0/sharded/38",
-                   "program/seed0/sharded/39"]
+#: the quick tier's generated sharded programs that hold a Select (the test checks they do)
+SELECT_PROGRAMS = ["program/seed0/sharded/17", "program/seed0/sharded/21",
+                   "program/seed0/sharded/41"]
 
 
 def test_select_is_claimed_and_its_sharded_programs_pass_on_the_ranks(tmp_path, monkeypatch):
