@@ -23,21 +23,23 @@ from tilefoundry.oracle.enclosures.math import (
 from tilefoundry.oracle.enclosures.tensor import _tree_bounds
 from tilefoundry.semantics.dtypes import DType, dtype_of
 from tilefoundry.semantics.ops.nn import (
+    ACTIVATIONS,
     Conv2D,
     Gelu,
     LayerNorm,
     MatMul,
-    ReLU,
     RMSNorm,
     RoPE,
-    Sigmoid,
     Silu,
     SoftMax,
-    Tanh,
 )
 
+#: the activations whose ``FACTS`` say monotone non-decreasing: the enclosure is the image of
+#: the box's ends (no critical points inside the domain)
+_MONOTONE = tuple(c for c in ACTIVATIONS if "monotone" in (c.FACTS or ()))
 
-@register_enclosure(ReLU, Sigmoid, Tanh)
+
+@register_enclosure(*_MONOTONE)
 def _monotone_nn(s: Site):
     return _elementwise_unary(s)
 

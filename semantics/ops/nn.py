@@ -6,11 +6,18 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tilefoundry.semantics.ir import Op
+from tilefoundry.semantics.ops.math import UNARY_PROPERTIES, UnaryKind
 from tilefoundry.semantics.types import IRError
 
 
 class _NN(Op):
     FAMILY: ClassVar[str] = "nn"
+    #: Op facts (D420): the order / algebra properties that rules depend on, stated once here
+    #: and read by the Partial commutation table (typeinfer), the SMT commutation models, the
+    #: enclosure rules and the op-registry completeness test. Same vocabulary as
+    #: ``UNARY_PROPERTIES`` ("monotone" = monotone non-decreasing, "linear",
+    #: "order_reversing"). ``None``: not an elementwise activation (no per-element fact).
+    FACTS: ClassVar[frozenset[str] | None] = None
 
 
 #: the largest stride / padding / dilation / groups: extents and indices are int64 arithmetic
@@ -58,16 +65,21 @@ class Conv2D(_NN):
 @dataclass(frozen=True)
 class ReLU(_NN):
     INPUTS: ClassVar[tuple[str, ...]] = ("x",)
+    #: HIR nn entry: "ReLU / Sigmoid / Tanh are monotone non-decreasing elementwise"; ReLU is
+    #: the Unary relu kind, so it reads that kind's property set.
+    FACTS: ClassVar[frozenset[str] | None] = UNARY_PROPERTIES[UnaryKind.RELU]
 
 
 @dataclass(frozen=True)
 class Sigmoid(_NN):
     INPUTS: ClassVar[tuple[str, ...]] = ("x",)
+    FACTS: ClassVar[frozenset[str] | None] = frozenset({"monotone"})
 
 
 @dataclass(frozen=True)
 class Tanh(_NN):
     INPUTS: ClassVar[tuple[str, ...]] = ("x",)
+    FACTS: ClassVar[frozenset[str] | None] = frozenset({"monotone"})
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,8 @@ class LayerNorm(_NN):
 class Gelu(_NN):
     approximate: str = "tanh"
     INPUTS: ClassVar[tuple[str, ...]] = ("x",)
+    #: HIR nn entry: "not monotone" (x·Φ(x) dips below zero)
+    FACTS: ClassVar[frozenset[str] | None] = frozenset()
 
     def __post_init__(self):
         if not isinstance(self.approximate, str) or self.approximate not in ("tanh", "none"):
@@ -106,6 +120,8 @@ class Gelu(_NN):
 @dataclass(frozen=True)
 class Silu(_NN):
     INPUTS: ClassVar[tuple[str, ...]] = ("x",)
+    #: HIR nn entry: "not monotone" (minimum near x = -1.278)
+    FACTS: ClassVar[frozenset[str] | None] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -123,3 +139,8 @@ class RoPE(_NN):
     """Rotate-half RoPE; result (q_rope, k_rope)."""
 
     INPUTS: ClassVar[tuple[str, ...]] = ("q", "k", "cos_cache", "sin_cache", "pos_ids")
+
+
+#: The elementwise activations (one input, one output of the same shape), in catalog order;
+#: each states its facts as ``FACTS`` above.
+ACTIVATIONS: tuple[type[_NN], ...] = (ReLU, Sigmoid, Tanh, Gelu, Silu)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilefoundry.semantics.ops.math import UNARY_PROPERTIES, BinaryKind, UnaryKind
+from tilefoundry.semantics.ops.nn import ACTIVATIONS
 from tilefoundry.semantics.ops.tensor import ReduceKind
 from tilefoundry.semantics.ops.tile_scan import SCAN_COMBINES
 
@@ -29,6 +30,11 @@ class Row:
     reduction: str
     allow: bool
     reason: str
+
+
+#: why an activation without the "monotone" fact is not monotone (explanatory text only; the
+#: fact itself is ``FACTS`` on the op class)
+_WHY_NOT_MONOTONE = {"Gelu": "x·Φ(x) dips below zero", "Silu": "minimum near x = -1.278"}
 
 
 def _rows() -> list[Row]:
@@ -95,15 +101,21 @@ def _rows() -> list[Row]:
             add("Reduce", k.value, "x", red, ok, why)
 
     # ---- nn (HIR nn entries) ---------------------------------------------------------------
-    for op in ("ReLU", "Sigmoid", "Tanh"):
-        for red in REDS:
-            add(op, "-", "x", red, red in ("max", "min"),
-                "monotone non-decreasing: commutes with max / min, not sum")
-    for op, why in (("SoftMax", "normalizes across an axis"),
-                    ("Gelu", "not monotone (x·Φ(x) dips below zero)"),
-                    ("Silu", "not monotone (minimum near x = -1.278)")):
-        for red in REDS:
-            add(op, "-", "x", red, False, f"{why}: commutes with no reduction")
+    # the elementwise activations: their facts are data on the op classes (ops/nn.py, D420)
+    for cls in ACTIVATIONS:
+        if "monotone" in (cls.FACTS or ()):
+            for red in REDS:
+                add(cls.__name__, "-", "x", red, red in ("max", "min"),
+                    "monotone non-decreasing: commutes with max / min, not sum")
+    for red in REDS:
+        add("SoftMax", "-", "x", red, False,
+            "normalizes across an axis: commutes with no reduction")
+    for cls in ACTIVATIONS:
+        if "monotone" not in (cls.FACTS or ()):
+            for red in REDS:
+                add(cls.__name__, "-", "x", red, False,
+                    f"not monotone ({_WHY_NOT_MONOTONE[cls.__name__]}): commutes with no "
+                    "reduction")
     for op, ins in (("LayerNorm", ("x", "weight", "bias")), ("RMSNorm", ("x", "weight"))):
         for pat in _subsets(ins):
             for red in (*REDS, "mixed"):

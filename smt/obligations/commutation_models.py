@@ -17,7 +17,7 @@ from typing import Any
 import z3
 
 from tilefoundry.semantics.ops.math import UNARY_PROPERTIES, BinaryKind, UnaryKind
-from tilefoundry.semantics.ops.nn import Gelu, LayerNorm, RMSNorm
+from tilefoundry.semantics.ops.nn import ACTIVATIONS, Gelu, LayerNorm, RMSNorm
 from tilefoundry.semantics.ops.tensor import ReduceKind
 from tilefoundry.semantics.typeinfer.commutation import Row
 
@@ -35,15 +35,9 @@ def _bound_note(b: tuple[int, int] | None) -> str:
     return f"|v| <= {b[0]}" + (" integers" if b[1] == 1 else f", multiples of 1/{b[1]}")
 
 
-#: HIR nn entry: "ReLU / Sigmoid / Tanh are monotone non-decreasing elementwise"; Gelu / Silu
-#: "not monotone". ReLU reads the Unary relu kind's property set.
+#: The nn activations' property sets, read from ``FACTS`` on the op classes (ops/nn.py, D420).
 NN_PROPERTIES: dict[str, frozenset[str]] = {
-    "ReLU": UNARY_PROPERTIES[UnaryKind.RELU],
-    "Sigmoid": frozenset({"monotone"}),
-    "Tanh": frozenset({"monotone"}),
-    "Gelu": frozenset(),
-    "Silu": frozenset(),
-}
+    c.__name__: c.FACTS for c in ACTIVATIONS if c.FACTS is not None}
 
 
 def row_id(row: Row) -> str:
