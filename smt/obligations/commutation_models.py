@@ -16,6 +16,27 @@ from typing import Any
 
 import z3
 
+from tilefoundry.semantics.ops import (
+    ALL_OPS,
+    Binary,
+    CacheUpdate,
+    Conv2D,
+    CustomReduce,
+    Gather,
+    InsertSlice,
+    MaskedReduce,
+    MatMul,
+    Mma,
+    Reduce,
+    RoPE,
+    Scan,
+    SeededReduce,
+    Select,
+    SoftMax,
+    Sort,
+    TopK,
+    Unary,
+)
 from tilefoundry.semantics.ops.math import UNARY_PROPERTIES, BinaryKind, UnaryKind
 from tilefoundry.semantics.ops.nn import ACTIVATIONS, Gelu, LayerNorm, RMSNorm
 from tilefoundry.semantics.ops.tensor import ReduceKind
@@ -362,144 +383,212 @@ def _one(name: str, sort: str, reads: Sequence[str]):
     return ((name, sort, frozenset(reads)),)
 
 
-def _model(row: Row) -> _Model | None:
+def _m_binary(row: Row) -> _Model:
+    k = BinaryKind(row.kind)
+    s_in = BOOL if k.is_boolean else REAL
+    s_out = BOOL if (k.is_boolean or k.is_comparison) else REAL
+    return _Model((_Operand("lhs", 1, s_in), _Operand("rhs", 1, s_in)),
+                  _one("out", s_out, ("lhs", "rhs")),
+                  lambda env, v: [[_BINARY[k](v["lhs"][0], v["rhs"][0])]],
+                  (lambda v: [v["rhs"][0] != 0]) if k is BinaryKind.DIV else
+                  (lambda v: []))
+
+
+def _m_unary(row: Row) -> _Model:
+    kk = UnaryKind(row.kind)
+    s = BOOL if kk is UnaryKind.LOGICAL_NOT else REAL
+    return _Model((_Operand("x", 1, s),), _one("out", s, ("x",)),
+                  lambda env, v: [[env.apply(kk.value, v["x"][0])]])
+
+
+def _m_activation(row: Row) -> _Model:
     op = row.op
-    if op == "Binary":
-        k = BinaryKind(row.kind)
-        s_in = BOOL if k.is_boolean else REAL
-        s_out = BOOL if (k.is_boolean or k.is_comparison) else REAL
-        return _Model((_Operand("lhs", 1, s_in), _Operand("rhs", 1, s_in)),
-                      _one("out", s_out, ("lhs", "rhs")),
-                      lambda env, v: [[_BINARY[k](v["lhs"][0], v["rhs"][0])]],
-                      (lambda v: [v["rhs"][0] != 0]) if k is BinaryKind.DIV else
-                      (lambda v: []))
-    if op == "Unary":
-        kk = UnaryKind(row.kind)
-        s = BOOL if kk is UnaryKind.LOGICAL_NOT else REAL
-        return _Model((_Operand("x", 1, s),), _one("out", s, ("x",)),
-                      lambda env, v: [[env.apply(kk.value, v["x"][0])]])
-    if op in _NN_KERNEL:
-        kn = _NN_KERNEL[op]
-        return _Model((_Operand("x", 1),), _one("out", REAL, ("x",)),
-                      lambda env, v: [[env.apply(kn, v["x"][0])]])
-    if op == "Reduce":
-        rk = ReduceKind(row.kind)
-        return _Model((_Operand("x", 2),), _one("out", REAL, ("x",)),
-                      lambda env, v: [[_REDUCE[rk](v["x"])]],
-                      note="a length-2 reduced tensor axis")
-    if op == "TopK":
-        def topk(env, v):
-            x = v["x"]
-            second = x[1] > x[0]  # k = 1, largest; a tie keeps the lower index
-            return [[z3.If(second, x[1], x[0])], [z3.If(second, z3.IntVal(1), z3.IntVal(0))]]
-        return _Model((_Operand("x", 2),), (("values", REAL, frozenset({"x"})),
-                                            ("indices", INT, frozenset({"x"}))), topk,
-                      note="k = 1 over a length-2 axis")
-    if op == "Select":
-        return _Model((_Operand("cond", 1, BOOL), _Operand("t", 1), _Operand("f", 1)),
-                      _one("out", REAL, ("cond", "t", "f")),
-                      lambda env, v: [[z3.If(v["cond"][0], v["t"][0], v["f"][0])]],
-                      note="ite(cond, t, f) of scalars")
-    if op == "Scan":
-        comb = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "max": _max,
-                "min": _min}[row.kind]
-        return _Model((_Operand("x", 2),), _one("out", REAL, ("x",)),
-                      lambda env, v: [[v["x"][0], comb(v["x"][0], v["x"][1])]],
-                      note="an inclusive, unseeded scan of a length-2 axis")
-    if op == "Gather":
-        return _Model((_Operand("x", 3), _Operand("indices", 1, INT)),
-                      _one("out", REAL, ("x", "indices")),
-                      lambda env, v: [[_select(v["indices"][0], v["x"])]],
-                      lambda v: [v["indices"][0] >= 0, v["indices"][0] < 3],
-                      note="3 rows, one symbolic index in range")
-    if op == "InsertSlice":
-        def ins(env, v):
-            off, d, u = v["offsets"][0], v["dst"], v["update"][0]
-            return [[z3.If(off == j, u, d[j]) for j in range(3)]]
-        return _Model((_Operand("dst", 3), _Operand("update", 1), _Operand("offsets", 1, INT)),
-                      _one("out", REAL, ("dst", "update", "offsets")), ins,
-                      lambda v: [v["offsets"][0] >= 0, v["offsets"][0] <= 2],
-                      note="dst of 3, an update of 1 at a symbolic in-range offset")
-    if op == "CacheUpdate":
-        def cu(env, v):
-            p, s, c, nw = v["cur_pos"][0], v["s"][0], v["cache"], v["new"]
-            return [[z3.If(z3.And(p <= j, j < p + s), _select(j - p, nw), c[j])
-                     for j in range(3)]]
-        return _Model((_Operand("cache", 3), _Operand("cur_pos", 1, INT), _Operand("s", 1, INT),
-                       _Operand("new", 2)),
-                      _one("out", REAL, ("cache", "cur_pos", "s", "new")), cu,
-                      lambda v: [v["cur_pos"][0] >= 0, v["s"][0] >= 1, v["s"][0] <= 2,
-                                 v["cur_pos"][0] + v["s"][0] <= 3],
-                      note="cache length 3, new length 2, symbolic cur_pos and s in range")
-    if op == "MatMul":
-        return _Model((_Operand("a", 2), _Operand("b", 2)), _one("out", REAL, ("a", "b")),
-                      lambda env, v: [[v["a"][0] * v["b"][0] + v["a"][1] * v["b"][1]]],
-                      note="a 1-D dot product, K = 2")
-    if op == "Sort":  # tile family: ascending over a length-2 axis, a tie keeps source order
-        def srt(env, v):
-            x = v["x"]
-            swap = x[1] < x[0]
-            one, zero = z3.IntVal(1), z3.IntVal(0)
-            return [[z3.If(swap, x[1], x[0]), z3.If(swap, x[0], x[1])],
-                    [z3.If(swap, one, zero), z3.If(swap, zero, one)]]
-        return _Model((_Operand("x", 2),), (("values", REAL, frozenset({"x"})),
-                                            ("indices", INT, frozenset({"x"}))), srt,
-                      note="ascending over a length-2 axis")
-    if op == "Mma":  # tile family: acc + a·b with K = 2
-        return _Model((_Operand("a", 2), _Operand("b", 2), _Operand("acc", 1)),
-                      _one("out", REAL, ("a", "b", "acc")),
-                      lambda env, v: [[v["acc"][0] + v["a"][0] * v["b"][0]
-                                       + v["a"][1] * v["b"][1]]],
-                      note="a 1-D dot product, K = 2, plus the accumulator")
-    if op == "Conv2D":
-        return _Model((_Operand("x", 2), _Operand("weight", 2), _Operand("bias", 1)),
-                      _one("out", REAL, ("x", "weight", "bias")),
-                      lambda env, v: [[v["x"][0] * v["weight"][0] + v["x"][1] * v["weight"][1]
-                                       + v["bias"][0]]],
-                      note="N = C = O = H = 1, W = 2, a 1x2 kernel: x·w + bias")
-    if op == "RoPE":
-        rows = 2 if "pos_ids" in row.pattern.split("+") else 1  # one row: WLOG when replicated
+    kn = _NN_KERNEL[op]
+    return _Model((_Operand("x", 1),), _one("out", REAL, ("x",)),
+                  lambda env, v: [[env.apply(kn, v["x"][0])]])
 
-        def rope(env, v):
-            p = v["pos_ids"][0]
-            c = [_select(p, v["cos_cache"][j::2]) for j in range(2)]
-            s = [_select(p, v["sin_cache"][j::2]) for j in range(2)]
 
-            def rot(x):  # rotate-half: x*cos + rotate_half(x)*sin, rotate_half(x) = (-x1, x0)
-                return [x[0] * c[0] - x[1] * s[0], x[1] * c[1] + x[0] * s[1]]
-            return [rot(v["q"]), rot(v["k"])]
-        caches = ("cos_cache", "sin_cache", "pos_ids")
-        return _Model((_Operand("q", 2), _Operand("k", 2), _Operand("cos_cache", 2 * rows),
-                       _Operand("sin_cache", 2 * rows), _Operand("pos_ids", 1, INT)),
-                      (("q_rope", REAL, frozenset(("q", *caches))),
-                       ("k_rope", REAL, frozenset(("k", *caches)))), rope,
-                      lambda v: [v["pos_ids"][0] >= 0, v["pos_ids"][0] < rows],
-                      note=f"head dim 2, {rows} cache row(s), one symbolic position")
-    if op == "SoftMax":
-        def sm(env, v):
-            e = [env.apply("exp", x) for x in v["x"]]
-            return [[e[0] / (e[0] + e[1]), e[1] / (e[0] + e[1])]]
-        return _Model((_Operand("x", 2),), _one("out", REAL, ("x",)), sm,
-                      note="a length-2 axis; exp uninterpreted (positive, increasing)",
-                      witness_elems=(0,))
-    if op in ("LayerNorm", "RMSNorm"):
-        names = ("x", "weight", "bias") if op == "LayerNorm" else ("x", "weight")
+def _m_reduce(row: Row) -> _Model:
+    rk = ReduceKind(row.kind)
+    return _Model((_Operand("x", 2),), _one("out", REAL, ("x",)),
+                  lambda env, v: [[_REDUCE[rk](v["x"])]],
+                  note="a length-2 reduced tensor axis")
 
-        def norm(env, v):
-            x = v["x"]
-            mu = (x[0] + x[1]) / 2 if op == "LayerNorm" else z3.RealVal(0)
-            d = [xi - mu for xi in x]
-            scale = env.apply(f"inv_rms_{op}", (d[0] * d[0] + d[1] * d[1]) / 2)
-            out = [d[j] * scale * v["weight"][j] for j in range(2)]
-            if op == "LayerNorm":
-                out = [out[j] + v["bias"][j] for j in range(2)]
-            return [out]
-        eps = (LayerNorm() if op == "LayerNorm" else RMSNorm()).eps
-        return _Model(tuple(_Operand(n, 2) for n in names), _one("out", REAL, names), norm,
-                      note=f"a length-2 normalized axis, eps = {eps}", witness_elems=(0,))
-    if op in ("SeededReduce", "MaskedReduce", "CustomReduce"):
-        return _tile_model(row)
-    return None
+
+def _m_top_k(row: Row) -> _Model:
+    def topk(env, v):
+        x = v["x"]
+        second = x[1] > x[0]  # k = 1, largest; a tie keeps the lower index
+        return [[z3.If(second, x[1], x[0])], [z3.If(second, z3.IntVal(1), z3.IntVal(0))]]
+    return _Model((_Operand("x", 2),), (("values", REAL, frozenset({"x"})),
+                                        ("indices", INT, frozenset({"x"}))), topk,
+                  note="k = 1 over a length-2 axis")
+
+
+def _m_select(row: Row) -> _Model:
+    return _Model((_Operand("cond", 1, BOOL), _Operand("t", 1), _Operand("f", 1)),
+                  _one("out", REAL, ("cond", "t", "f")),
+                  lambda env, v: [[z3.If(v["cond"][0], v["t"][0], v["f"][0])]],
+                  note="ite(cond, t, f) of scalars")
+
+
+def _m_scan(row: Row) -> _Model:
+    comb = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "max": _max,
+            "min": _min}[row.kind]
+    return _Model((_Operand("x", 2),), _one("out", REAL, ("x",)),
+                  lambda env, v: [[v["x"][0], comb(v["x"][0], v["x"][1])]],
+                  note="an inclusive, unseeded scan of a length-2 axis")
+
+
+def _m_gather(row: Row) -> _Model:
+    return _Model((_Operand("x", 3), _Operand("indices", 1, INT)),
+                  _one("out", REAL, ("x", "indices")),
+                  lambda env, v: [[_select(v["indices"][0], v["x"])]],
+                  lambda v: [v["indices"][0] >= 0, v["indices"][0] < 3],
+                  note="3 rows, one symbolic index in range")
+
+
+def _m_insert_slice(row: Row) -> _Model:
+    def ins(env, v):
+        off, d, u = v["offsets"][0], v["dst"], v["update"][0]
+        return [[z3.If(off == j, u, d[j]) for j in range(3)]]
+    return _Model((_Operand("dst", 3), _Operand("update", 1), _Operand("offsets", 1, INT)),
+                  _one("out", REAL, ("dst", "update", "offsets")), ins,
+                  lambda v: [v["offsets"][0] >= 0, v["offsets"][0] <= 2],
+                  note="dst of 3, an update of 1 at a symbolic in-range offset")
+
+
+def _m_cache_update(row: Row) -> _Model:
+    def cu(env, v):
+        p, s, c, nw = v["cur_pos"][0], v["s"][0], v["cache"], v["new"]
+        return [[z3.If(z3.And(p <= j, j < p + s), _select(j - p, nw), c[j])
+                 for j in range(3)]]
+    return _Model((_Operand("cache", 3), _Operand("cur_pos", 1, INT), _Operand("s", 1, INT),
+                   _Operand("new", 2)),
+                  _one("out", REAL, ("cache", "cur_pos", "s", "new")), cu,
+                  lambda v: [v["cur_pos"][0] >= 0, v["s"][0] >= 1, v["s"][0] <= 2,
+                             v["cur_pos"][0] + v["s"][0] <= 3],
+                  note="cache length 3, new length 2, symbolic cur_pos and s in range")
+
+
+def _m_mat_mul(row: Row) -> _Model:
+    return _Model((_Operand("a", 2), _Operand("b", 2)), _one("out", REAL, ("a", "b")),
+                  lambda env, v: [[v["a"][0] * v["b"][0] + v["a"][1] * v["b"][1]]],
+                  note="a 1-D dot product, K = 2")
+
+
+def _m_sort(row: Row) -> _Model:  # tile family: ascending over a length-2 axis, a tie keeps source order
+    def srt(env, v):
+        x = v["x"]
+        swap = x[1] < x[0]
+        one, zero = z3.IntVal(1), z3.IntVal(0)
+        return [[z3.If(swap, x[1], x[0]), z3.If(swap, x[0], x[1])],
+                [z3.If(swap, one, zero), z3.If(swap, zero, one)]]
+    return _Model((_Operand("x", 2),), (("values", REAL, frozenset({"x"})),
+                                        ("indices", INT, frozenset({"x"}))), srt,
+                  note="ascending over a length-2 axis")
+
+
+def _m_mma(row: Row) -> _Model:  # tile family: acc + a·b with K = 2
+    return _Model((_Operand("a", 2), _Operand("b", 2), _Operand("acc", 1)),
+                  _one("out", REAL, ("a", "b", "acc")),
+                  lambda env, v: [[v["acc"][0] + v["a"][0] * v["b"][0]
+                                   + v["a"][1] * v["b"][1]]],
+                  note="a 1-D dot product, K = 2, plus the accumulator")
+
+
+def _m_conv2d(row: Row) -> _Model:
+    return _Model((_Operand("x", 2), _Operand("weight", 2), _Operand("bias", 1)),
+                  _one("out", REAL, ("x", "weight", "bias")),
+                  lambda env, v: [[v["x"][0] * v["weight"][0] + v["x"][1] * v["weight"][1]
+                                   + v["bias"][0]]],
+                  note="N = C = O = H = 1, W = 2, a 1x2 kernel: x·w + bias")
+
+
+def _m_rope(row: Row) -> _Model:
+    rows = 2 if "pos_ids" in row.pattern.split("+") else 1  # one row: WLOG when replicated
+
+    def rope(env, v):
+        p = v["pos_ids"][0]
+        c = [_select(p, v["cos_cache"][j::2]) for j in range(2)]
+        s = [_select(p, v["sin_cache"][j::2]) for j in range(2)]
+
+        def rot(x):  # rotate-half: x*cos + rotate_half(x)*sin, rotate_half(x) = (-x1, x0)
+            return [x[0] * c[0] - x[1] * s[0], x[1] * c[1] + x[0] * s[1]]
+        return [rot(v["q"]), rot(v["k"])]
+    caches = ("cos_cache", "sin_cache", "pos_ids")
+    return _Model((_Operand("q", 2), _Operand("k", 2), _Operand("cos_cache", 2 * rows),
+                   _Operand("sin_cache", 2 * rows), _Operand("pos_ids", 1, INT)),
+                  (("q_rope", REAL, frozenset(("q", *caches))),
+                   ("k_rope", REAL, frozenset(("k", *caches)))), rope,
+                  lambda v: [v["pos_ids"][0] >= 0, v["pos_ids"][0] < rows],
+                  note=f"head dim 2, {rows} cache row(s), one symbolic position")
+
+
+def _m_soft_max(row: Row) -> _Model:
+    def sm(env, v):
+        e = [env.apply("exp", x) for x in v["x"]]
+        return [[e[0] / (e[0] + e[1]), e[1] / (e[0] + e[1])]]
+    return _Model((_Operand("x", 2),), _one("out", REAL, ("x",)), sm,
+                  note="a length-2 axis; exp uninterpreted (positive, increasing)",
+                  witness_elems=(0,))
+
+
+def _m_norm(row: Row) -> _Model:
+    op = row.op
+    names = ("x", "weight", "bias") if op == "LayerNorm" else ("x", "weight")
+
+    def norm(env, v):
+        x = v["x"]
+        mu = (x[0] + x[1]) / 2 if op == "LayerNorm" else z3.RealVal(0)
+        d = [xi - mu for xi in x]
+        scale = env.apply(f"inv_rms_{op}", (d[0] * d[0] + d[1] * d[1]) / 2)
+        out = [d[j] * scale * v["weight"][j] for j in range(2)]
+        if op == "LayerNorm":
+            out = [out[j] + v["bias"][j] for j in range(2)]
+        return [out]
+    eps = (LayerNorm() if op == "LayerNorm" else RMSNorm()).eps
+    return _Model(tuple(_Operand(n, 2) for n in names), _one("out", REAL, names), norm,
+                  note=f"a length-2 normalized axis, eps = {eps}", witness_elems=(0,))
+
+
+def _m_tile_reduce(row: Row) -> _Model:
+    return _tile_model(row)  # defined below, with its helpers
+
+
+#: The SMT op models, keyed by op class (D422; like tinygrad's shared ALU table): each builds
+#: the real-arithmetic model of one commutation row of its class.
+_MODELS: dict[type, Callable[[Row], _Model]] = {
+    Binary: _m_binary,
+    Unary: _m_unary,
+    **{c: _m_activation for c in ACTIVATIONS},
+    Reduce: _m_reduce,
+    TopK: _m_top_k,
+    Select: _m_select,
+    Scan: _m_scan,
+    Gather: _m_gather,
+    InsertSlice: _m_insert_slice,
+    CacheUpdate: _m_cache_update,
+    MatMul: _m_mat_mul,
+    Sort: _m_sort,
+    Mma: _m_mma,
+    Conv2D: _m_conv2d,
+    RoPE: _m_rope,
+    SoftMax: _m_soft_max,
+    LayerNorm: _m_norm,
+    RMSNorm: _m_norm,
+    SeededReduce: _m_tile_reduce,
+    MaskedReduce: _m_tile_reduce,
+    CustomReduce: _m_tile_reduce,
+}
+
+_BY_NAME: dict[str, type] = {c.__name__: c for c in ALL_OPS}
+
+
+def _model(row: Row) -> _Model | None:
+    """The SMT model of a commutation row (None: its op class has no model)."""
+    build = _MODELS.get(_BY_NAME.get(row.op))  # type: ignore[arg-type]
+    return None if build is None else build(row)
 
 
 def _tile_model(row: Row) -> _Model:
