@@ -25,6 +25,7 @@ from tilefoundry.semantics.ops import (
     Unary,
     UnaryKind,
 )
+from tilefoundry.semantics.ops.math import FLOAT_ONLY_UNARY, NUMERIC_UNARY
 from tilefoundry.semantics.types import (
     TensorType,
 )
@@ -67,12 +68,9 @@ def build_binary(g: _Gen, sc: _Scope) -> bool:
     return g.apply(sc, Binary(kind), args) is not None
 
 
-_UNARY_FLOAT = (UnaryKind.RSQRT, UnaryKind.EXP, UnaryKind.LOG, UnaryKind.EXP2, UnaryKind.LOG2,
-                UnaryKind.SQRT)
-
-
-_UNARY_NUMERIC = (UnaryKind.NEG, UnaryKind.ABS, UnaryKind.CEIL, UnaryKind.ROUND,
-                  UnaryKind.RELU, UnaryKind.SQUARE)
+#: the Unary dtype facts (ops/math.py, D420)
+_UNARY_FLOAT = FLOAT_ONLY_UNARY
+_UNARY_NUMERIC = NUMERIC_UNARY
 
 
 def _unary_ok(kind: UnaryKind, dt: DType) -> bool:

@@ -9,15 +9,18 @@ docstring.
 from __future__ import annotations
 
 from tilefoundry.oracle.generator.base import _builder
-from tilefoundry.oracle.generator.config import BOOL, F8E8M0
 from tilefoundry.oracle.generator.engine import _Gen, _Scope, _split_axes, _table_ok
 from tilefoundry.semantics.formats import DType
-from tilefoundry.semantics.ops.tile_scan import SCAN_COMBINES, SCAN_POLICIES, Scan
+from tilefoundry.semantics.ops.tile_scan import (
+    SCAN_COMBINES,
+    SCAN_POLICIES,
+    Scan,
+    scan_combine_refuses,
+)
 
 
 def _scan_combines(dt: DType) -> list[str]:
-    return [c for c in SCAN_COMBINES if (c != "mul" or dt.is_int) and
-            (c != "add" or dt not in (BOOL, F8E8M0))]
+    return [c for c in SCAN_COMBINES if not scan_combine_refuses(c, dt)]
 
 
 _SCAN_SEEDS = {"int": (-3, -1, 0, 2, 3), "float": (-0.0, 0.0, 1.0, -2.5, 0.5, 6.0)}

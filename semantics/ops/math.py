@@ -64,21 +64,28 @@ class UnaryKind(enum.Enum):
 #: HIR Unary entry: "exp / log / relu / ceil / round / exp2 / log2 are monotone non-decreasing
 #: ... neg is linear ... abs / square / rsqrt / logical_not are not proven to commute with any
 #: reduction". sqrt is monotone non-decreasing on its domain too (not named by the spec).
+#: Dtype facts (D420): "float_only" kinds are defined on float dtypes only (transcendentals and
+#: roots); "numeric" kinds take floats and integers, not bool; logical_not takes bool only.
 UNARY_PROPERTIES: dict[UnaryKind, frozenset[str]] = {
-    UnaryKind.NEG: frozenset({"linear", "order_reversing"}),
-    UnaryKind.ABS: frozenset(),
+    UnaryKind.NEG: frozenset({"linear", "order_reversing", "numeric"}),
+    UnaryKind.ABS: frozenset({"numeric"}),
     UnaryKind.LOGICAL_NOT: frozenset(),
-    UnaryKind.RSQRT: frozenset(),
-    UnaryKind.EXP: frozenset({"monotone"}),
-    UnaryKind.LOG: frozenset({"monotone"}),
-    UnaryKind.CEIL: frozenset({"monotone"}),
-    UnaryKind.ROUND: frozenset({"monotone"}),
-    UnaryKind.EXP2: frozenset({"monotone"}),
-    UnaryKind.LOG2: frozenset({"monotone"}),
-    UnaryKind.RELU: frozenset({"monotone"}),
-    UnaryKind.SQUARE: frozenset(),
-    UnaryKind.SQRT: frozenset({"monotone"}),
+    UnaryKind.RSQRT: frozenset({"float_only"}),
+    UnaryKind.EXP: frozenset({"monotone", "float_only"}),
+    UnaryKind.LOG: frozenset({"monotone", "float_only"}),
+    UnaryKind.CEIL: frozenset({"monotone", "numeric"}),
+    UnaryKind.ROUND: frozenset({"monotone", "numeric"}),
+    UnaryKind.EXP2: frozenset({"monotone", "float_only"}),
+    UnaryKind.LOG2: frozenset({"monotone", "float_only"}),
+    UnaryKind.RELU: frozenset({"monotone", "numeric"}),
+    UnaryKind.SQUARE: frozenset({"numeric"}),
+    UnaryKind.SQRT: frozenset({"monotone", "float_only"}),
 }
+
+#: Unary kinds defined only on floats / on floats and integers (read by the type rule and the
+#: generator; derived from the facts above).
+FLOAT_ONLY_UNARY = frozenset(k for k, p in UNARY_PROPERTIES.items() if "float_only" in p)
+NUMERIC_UNARY = frozenset(k for k, p in UNARY_PROPERTIES.items() if "numeric" in p)
 
 #: Algebraic facts about binary kinds that the commutation table reads.
 BINARY_PROPERTIES: dict[BinaryKind, frozenset[str]] = {

@@ -23,11 +23,23 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ops.tile_select import _Tile
 from tilefoundry.semantics.types import IRError
 
 #: combine operations of Scan (``mul`` on integer dtypes only: a type rule)
 SCAN_COMBINES = ("add", "max", "min", "mul")
+
+
+def scan_combine_refuses(combine: str, dt: DType) -> bool:
+    """The dtype fact of a Scan combine (D420), read by the type rule and the generator:
+    ``mul`` takes integer dtypes only; ``add`` refuses bool and f8e8m0 (the sum is not
+    representable in the input dtype, which the result keeps)."""
+    if combine == "mul":
+        return not dt.is_int
+    if combine == "add":
+        return dt is DType.BOOL or dt is DType.F8E8M0
+    return False
 #: the policies a scan may carry (never a permutation)
 SCAN_POLICIES = ("fold_left", "ordered_tree")
 

@@ -39,7 +39,14 @@ Decisions the HIR spec leaves open (recorded in docs/decisions.md):
 from __future__ import annotations
 
 from tilefoundry.semantics.formats import DType
-from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind
+from tilefoundry.semantics.ops.math import (
+    FLOAT_ONLY_UNARY,
+    NUMERIC_UNARY,
+    Binary,
+    BinaryKind,
+    Unary,
+    UnaryKind,
+)
 from tilefoundry.semantics.typeinfer.common import (
     broadcast_shapes,
     elementwise_layout,
@@ -68,12 +75,7 @@ __all__ = [
 #: Binary kinds that compute numbers: bool operands are rejected.
 ARITHMETIC_KINDS = frozenset({BinaryKind.ADD, BinaryKind.SUB, BinaryKind.MUL, BinaryKind.DIV,
                               BinaryKind.MIN, BinaryKind.MAX})
-#: Unary kinds defined only on floats (transcendentals and roots).
-FLOAT_ONLY_UNARY = frozenset({UnaryKind.EXP, UnaryKind.LOG, UnaryKind.EXP2, UnaryKind.LOG2,
-                              UnaryKind.RSQRT, UnaryKind.SQRT})
-#: Unary kinds defined on floats and integers (not bool).
-NUMERIC_UNARY = frozenset({UnaryKind.NEG, UnaryKind.ABS, UnaryKind.CEIL, UnaryKind.ROUND,
-                           UnaryKind.RELU, UnaryKind.SQUARE})
+#: FLOAT_ONLY_UNARY / NUMERIC_UNARY: the Unary dtype facts, stated in ops/math.py (D420).
 
 CAST_F32_FIX = "insert an explicit cast to f32 first (f4e2m1 is a type-level-only dtype)"
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from tilefoundry.semantics.dtypes import cast, widen_to_f32
 from tilefoundry.semantics.formats import FORMATS, DType
-from tilefoundry.semantics.ops.tile_scan import Scan
+from tilefoundry.semantics.ops.tile_scan import Scan, scan_combine_refuses
 from tilefoundry.semantics.typeinfer.common import norm_axis, with_partials
 from tilefoundry.semantics.typeinfer.commutation import FIX as PARTIAL_FIX
 from tilefoundry.semantics.typeinfer.commutation import check_partials
@@ -70,11 +70,11 @@ def infer_scan(ctx: Ctx, types: tuple) -> TensorType:
     reject_type_level_only(ctx, x, 0)
     dt = x.dtype
     c = op.combine
-    if c == "mul" and not dt.is_int:
+    if c == "mul" and scan_combine_refuses(c, dt):
         ctx.error(f"combine=mul is an integer scan; x has dtype {dt}", operand=0,
                   rule="Scan: mul takes integer dtypes only",
                   fix="Cast x to an integer dtype (i32 / i64), or use combine=add")
-    if c == "add" and (dt is DType.BOOL or dt is DType.F8E8M0):
+    if c == "add" and scan_combine_refuses(c, dt):
         ctx.error(f"combine=add over {dt} is not representable in the input dtype (the result "
                   f"keeps it)", operand=0, rule="Scan: add takes numeric dtypes (not bool, not "
                   "f8e8m0)", fix="Cast x to f32 (or an integer dtype) first")

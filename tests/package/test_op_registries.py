@@ -76,7 +76,12 @@ def _op_facts(c: type) -> str | None:
     (not inherited: an inherited ``None`` would silently mean "no facts")."""
     if c is Unary:
         missing = [k.value for k in UnaryKind if k not in UNARY_PROPERTIES]
-        return f"UnaryKind without UNARY_PROPERTIES: {missing}" if missing else None
+        if missing:
+            return f"UnaryKind without UNARY_PROPERTIES: {missing}"
+        # each kind has exactly one dtype class: float_only, numeric, or logical_not (bool)
+        unclassed = [k.value for k, p in UNARY_PROPERTIES.items()
+                     if len(p & {"float_only", "numeric"}) + (k is UnaryKind.LOGICAL_NOT) != 1]
+        return f"UnaryKind without exactly one dtype fact: {unclassed}" if unclassed else None
     if c is Binary:
         missing = [k.value for k in BinaryKind if k not in BINARY_PROPERTIES]
         return f"BinaryKind without BINARY_PROPERTIES: {missing}" if missing else None
