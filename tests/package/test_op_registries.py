@@ -133,8 +133,11 @@ def test_every_op_has_an_entry_for_every_concern(op_cls: type, concern: str):
     (mesh_rules(), "mesh rules"),
 ])
 def test_registries_hold_only_catalog_ops(registry: dict, name: str):
-    """The other direction: a registry key outside ALL_OPS is a class the catalog forgot."""
-    stray = sorted(c.__name__ for c in registry if c not in ALL_OPS)
+    """The other direction: a registry key outside ALL_OPS is a class the catalog forgot.
+    Classes that other tests register for themselves (defined outside the package) are not
+    the catalog's."""
+    stray = sorted(c.__name__ for c in registry
+                   if c not in ALL_OPS and c.__module__.startswith("tilefoundry."))
     assert not stray, f"{name} registered for classes outside ALL_OPS: {stray}"
 
 
