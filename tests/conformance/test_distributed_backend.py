@@ -80,12 +80,17 @@ def test_quick_tier_sharded_cases(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEFOUNDRY_DIST_RANKS", "8")  # one pool serves meshes of 1..8 devices
     monkeypatch.delenv("TILEFOUNDRY_DIST_FAULT", raising=False)
     cases = _cases(SHARDED)
-    assert len(cases) == 98  # the quick tier's sharded ids with its coverage fill (9 host-loop cases)
+    assert len(cases) == 96  # the quick tier's sharded ids with its coverage fill (7 host-loop cases)
     # and the rest of the sharding family (generated cover programs, special/sharding/*)
     ids = {c.id for c in cases}
     cases += [c for c in runner.select_cases(runner.load_catalog(0), "quick")
               if c.family == "sharding" and c.id not in ids]
-    assert len(cases) == 247
+    assert len(cases) == 240
+    # the findings always run: those the current coverage fill does not promote, from the full tier
+    have = {c.id for c in cases}
+    missing = [k for k in FINDINGS if k not in have]
+    cases += runner.select_cases(runner.load_catalog(0), "full", missing) if missing else []
+    assert set(FINDINGS) <= {c.id for c in cases}
     cases = [*cases, _gloo_max_case()]
     res = runner.run("distributed", cases, jobs=1, timeout_s=150, seed=0,
                      out_jsonl=tmp_path / "r.jsonl")
