@@ -27,34 +27,31 @@ def _pairs(dt: DType, seed: int) -> list[np.ndarray]:
     return [a, b]
 
 
-@pytest.mark.parametrize("dt", FLOATS + INTS, ids=str)
-@pytest.mark.parametrize("kind", ["add", "sub", "mul", "div", "min", "max", "eq", "ne", "lt",
-                                  "le", "gt", "ge"])
+@pytest.mark.parametrize("kind,dt", [
+    (k, d) for d in FLOATS + INTS
+    for k in ("add", "sub", "mul", "div", "min", "max", "eq", "ne", "lt", "le", "gt", "ge")
+    if not (d.is_int and k == "div")], ids=str)  # Binary div is not defined on integers
 def test_binary_agrees(kind, dt):
-    if dt.is_int and kind == "div":
-        pytest.skip("Binary div is not defined on integers")
     xs = _pairs(dt, 7)
     p = lowered(module_of(Binary(BinaryKind(kind)), [dt, dt], [(N,), (N,)]), [(N,), (N,)])
     assert agreement(p, xs) == []
 
 
-@pytest.mark.parametrize("dt", FLOATS + INTS, ids=str)
-@pytest.mark.parametrize("kind", ["neg", "abs", "ceil", "round", "relu", "square", "sqrt"])
+@pytest.mark.parametrize("kind,dt", [
+    (k, d) for d in FLOATS + INTS
+    for k in ("neg", "abs", "ceil", "round", "relu", "square", "sqrt")
+    if not (d.is_int and k == "sqrt")], ids=str)  # sqrt is not defined on integers
 def test_unary_agrees(kind, dt):
-    if dt.is_int and kind == "sqrt":
-        pytest.skip("sqrt is not defined on integers")
     p = lowered(module_of(Unary(UnaryKind(kind)), [dt], [(N,)]), [(N,)])
     assert agreement(p, [values(dt, N, 3)]) == []
 
 
-@pytest.mark.parametrize("src", [DType.F32, DType.BF16, DType.F16, DType.FP8E4M3], ids=str)
-@pytest.mark.parametrize("dst,overflow", [(DType.BF16, "nonfinite"), (DType.F16, "saturate"),
-                                          (DType.FP8E4M3, "saturate"),
-                                          (DType.FP8E5M2, "nonfinite"),
-                                          (DType.F8E8M0, "nonfinite")], ids=str)
+@pytest.mark.parametrize("src,dst,overflow", [
+    (s, d, o) for s in (DType.F32, DType.BF16, DType.F16, DType.FP8E4M3)
+    for d, o in ((DType.BF16, "nonfinite"), (DType.F16, "saturate"), (DType.FP8E4M3, "saturate"),
+                 (DType.FP8E5M2, "nonfinite"), (DType.F8E8M0, "nonfinite"))
+    if s != d], ids=str)
 def test_cast_agrees(src, dst, overflow):
-    if src == dst:
-        pytest.skip("same dtype")
     p = lowered(module_of(Cast(dst, overflow), [src], [(N,)]), [(N,)])
     assert agreement(p, [values(src, N, 11)]) == []
 
@@ -116,16 +113,15 @@ def test_unencoded_op_is_reported_by_name():
         reduce_lanes([encode.const(1.0, "f64")], "f64", "sum_hi", "fold_left", None, set())
 
 
-@pytest.mark.parametrize("dt", [DType.FP8E4M3, DType.F8E8M0, DType.BF16, DType.I8], ids=str)
-@pytest.mark.parametrize("kind", ["max", "sum"])
+@pytest.mark.parametrize("kind,dt", [
+    (k, d) for d in (DType.FP8E4M3, DType.F8E8M0, DType.BF16, DType.I8) for k in ("max", "sum")
+    if not (d is DType.F8E8M0 and k == "sum")], ids=str)  # f8e8m0 has no sum
 def test_empty_reduction_lowers_to_the_reference_identity(kind, dt):
     """An empty Reduce is the reference's identity in the operand's own dtype (fp8e4m3 has no
     inf: max's identity is not a rounded -inf)."""
     from tilefoundry.semantics.ops.tensor import ReduceKind
     from tilefoundry.validate.passes import validate_program
 
-    if dt is DType.F8E8M0 and kind == "sum":
-        pytest.skip("f8e8m0 has no sum")
     m = module_of(Reduce((1,), False, ReduceKind(kind), "fold_left"), [dt], [(3, 0)])
     rep = validate_program(m, "f", [(3, 0)])
     assert rep.status("lower") == "valid", rep.text()
