@@ -181,7 +181,17 @@ def _share_inside(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> float:
     return 1.0 - v.mismatches / o.size if v.status != "ERROR" else float("nan")
 
 
-def bench_fp8(n: int, results: list[dict], promotes=(0, 32, 128)) -> None:
+#: our fp8 variants: (name, launch options): staged exactly as f16 by the hardware's conversion
+#: (the default, D477) or by the bit decode, and native fp8 promoted every 32 / 128 (D411)
+FP8_VARIANTS = (
+    ("tilefoundry fp8 as f16 (hw cvt)", (("fp8_promote", 0), ("fp8_stage", 1))),
+    ("tilefoundry fp8 as f16 (bit decode)", (("fp8_promote", 0), ("fp8_stage", 0))),
+    ("tilefoundry fp8 promote 32", (("fp8_promote", 32),)),
+    ("tilefoundry fp8 promote 128", (("fp8_promote", 128),)),
+)
+
+
+def bench_fp8(n: int, results: list[dict], variants=FP8_VARIANTS) -> None:
     import torch
 
     from tilefoundry.compiler.triton_backend import DeviceRun
@@ -215,10 +225,8 @@ def bench_fp8(n: int, results: list[dict], promotes=(0, 32, 128)) -> None:
                   flush=True)
         except Exception as e:  # reported, not fatal
             print(f"{name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
-    for p in promotes:
-        name = f"tilefoundry fp8 promote {p}" if p else "tilefoundry fp8 as f16"
-        cfg = replace(TRITON_TILES, launch=(("num_warps", 8), ("num_stages", 4),
-                                            ("fp8_promote", p)))
+    for name, extra in variants:
+        cfg = replace(TRITON_TILES, launch=(("num_warps", 8), ("num_stages", 4), *extra))
         try:
             shares = []
             for _, xa, xb in adv:

@@ -50,9 +50,11 @@ GROUP_M = 8
 #: the persistent tile loop with the K loop for the pipeliner), ``tma_split`` (1: store the
 #: epilogue as two [BM, BN/2] halves, halving the epilogue's shared memory); ``fp8_promote``
 #: (fp8 operands: add the tensor cores' partial sum into the f32 accumulator every that many
-#: products, D411; 0: stage fp8 as f16, always inside the contract)
-GEMM_OPTIONS = ("tma_flatten", "tma_split", "fp8_promote")
-_DEFAULTS = {"tma_flatten": 1, "tma_split": 0, "fp8_promote": 0}
+#: products, D411; 0: stage fp8 as f16, always inside the contract); ``fp8_stage`` (staging
+#: as f16: 1 the hardware's exact ``cvt`` of the fp8-typed tile, 0 the bit decode
+#: ``_tf_widen``, D477)
+GEMM_OPTIONS = ("tma_flatten", "tma_split", "fp8_promote", "fp8_stage")
+_DEFAULTS = {"tma_flatten": 1, "tma_split": 0, "fp8_promote": 0, "fp8_stage": 1}
 
 _ITEM = {"bf16": 2, "f16": 2, "fp8e4m3": 1, "fp8e5m2": 1, "f32": 4}
 _MMA_TL = {"bf16": "tl.bfloat16", "f16": "tl.float16", "fp8e4m3": "tl.float8e4nv",
@@ -173,8 +175,10 @@ def describe(plan: GemmPlan, opts: dict[str, int]) -> tuple[str, str]:
     fp8 = ""
     if plan.src.startswith("fp8"):
         p = _promote(plan, opts)
+        how = "the hardware's exact conversion" if opts.get("fp8_stage", 1) else "a bit decode"
         fp8 = (f"; fp8 tensor cores, partial sums promoted to f32 every {p} products (D411)"
-               if p else "; fp8 staged exactly as f16 for the tensor cores (D411)")
+               if p else f"; fp8 staged exactly as f16 for the tensor cores by {how} "
+               "(D411, D477)")
     return (f"dot (TMA persistent): {plan.bm}x{plan.bn} output tiles, K step {plan.bk}, "
             f"{tiles} tiles over {progs} persistent programs (grouped by {GROUP_M}), "
             f"flatten {opts.get('tma_flatten', 1)}{fp8}",
@@ -201,6 +205,7 @@ def render_gemm(kt, plan: GemmPlan, opts: dict[str, int], interpret: bool
     name = kt.fn_name()
     fp8 = p.src.startswith("fp8")
     promote = _promote(p, opts)
+    hw_stage = int(opts.get("fp8_stage", 1))
     L = ["@triton.jit", f"def {name}(P0, P1, P2):"]
     e = L.append
     if interpret:
@@ -208,7 +213,7 @@ def render_gemm(kt, plan: GemmPlan, opts: dict[str, int], interpret: bool
         a_ptr, b_ptr = "P0", "P1"
     else:
         ty = _MMA_TL[p.src]
-        if fp8 and not promote:
+        if fp8 and not promote and not hw_stage:
             ty = "tl.int8"  # fp8 staged as f16: the bits are loaded and widened exactly
         a_ptr = f"P0.to(tl.pointer_type({ty}), bitcast=True)"
         b_ptr = f"P1.to(tl.pointer_type({ty}), bitcast=True)"
@@ -243,6 +248,12 @@ def render_gemm(kt, plan: GemmPlan, opts: dict[str, int], interpret: bool
         e(f"{ind}    a = {kt.widened('a', p.src)}")
         e(f"{ind}    b = {kt.widened('b', p.src)}")
         e(f"{ind}    acc = tl.dot(a, b, acc=acc, input_precision='ieee', out_dtype=tl.float32)")
+    elif fp8 and not promote and hw_stage:
+        # every fp8e4m3 / fp8e5m2 value is an f16 value: the hardware's conversion
+        # (``cvt.rn.f16x2.e4m3x2`` / ``.e5m2x2``) is exact, two lanes an instruction (D477)
+        e(f"{ind}    a = a.to(tl.float16)")
+        e(f"{ind}    b = b.to(tl.float16)")
+        e(f"{ind}    acc = tl.dot(a, b, acc=acc, out_dtype=tl.float32)")
     elif fp8 and not promote:
         e(f"{ind}    a = {kt.widened('a.to(tl.uint8, bitcast=True)', p.src)}.to(tl.float16)")
         e(f"{ind}    b = {kt.widened('b.to(tl.uint8, bitcast=True)', p.src)}.to(tl.float16)")

@@ -197,7 +197,13 @@ def test_gpu_rendering_of_the_tma_path() -> None:
     assert ("(k_k0_matmul, ['a', 'b', 't0'], 132, ['int16', 'int16', 'int16'], "
             "{'num_warps': 8, 'num_stages': 3})") in src
     f8 = _compiled("mm_fp8", [(256, 256), (256, 256)], TRITON_TILES).program
-    assert "max_num_imprecise_acc" not in render(f8)  # default: staged as f16
-    assert ".to(tl.float16)" in render(f8)
+    default8 = render(f8)
+    assert "max_num_imprecise_acc" not in default8  # default: staged as f16 (D411) ...
+    # ... by the hardware's exact conversion of the fp8-typed tiles (D477)
+    assert "P0.to(tl.pointer_type(tl.float8e4nv), bitcast=True)" in default8
+    assert "a = a.to(tl.float16)" in default8 and "_tf_widen(a" not in default8
+    decode8 = render(f8, launch={"fp8_stage": 0})  # or by the bit decode
+    assert "P0.to(tl.pointer_type(tl.int8), bitcast=True)" in decode8
+    assert "_tf_widen(a.to(tl.uint8, bitcast=True)" in decode8 and ".to(tl.float16)" in decode8
     src8 = render(f8, launch={"fp8_promote": 128})
     assert "max_num_imprecise_acc=64" in src8 and "tl.float8e4nv" in src8
