@@ -181,13 +181,19 @@ def _share_inside(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> float:
     return 1.0 - v.mismatches / o.size if v.status != "ERROR" else float("nan")
 
 
-#: our fp8 variants: (name, launch options): staged exactly as f16 by the hardware's conversion
-#: (the default, D477) or by the bit decode, and native fp8 promoted every 32 / 128 (D411)
+#: our fp8 variants: (name, tiles (dot M x N, K step), launch options): staged exactly as f16 by
+#: the hardware's conversion (the default, D477) or by the bit decode, and native fp8 promoted
+#: every 32 / 128 (D411); the staged kernel also at the bf16 GEMM's tuned tiles (128 x 256, K 64,
+#: 3 stages, flatten, split epilogue) and with K 128
+_L4 = (("num_warps", 8), ("num_stages", 4))
+_L3S = (("num_warps", 8), ("num_stages", 3), ("tma_split", 1))
 FP8_VARIANTS = (
-    ("tilefoundry fp8 as f16 (hw cvt)", (("fp8_promote", 0), ("fp8_stage", 1))),
-    ("tilefoundry fp8 as f16 (bit decode)", (("fp8_promote", 0), ("fp8_stage", 0))),
-    ("tilefoundry fp8 promote 32", (("fp8_promote", 32),)),
-    ("tilefoundry fp8 promote 128", (("fp8_promote", 128),)),
+    ("tilefoundry fp8 as f16 (hw cvt)", ((128, 128), 64), (*_L4, ("fp8_stage", 1))),
+    ("tilefoundry fp8 as f16 (hw cvt) 128x256", ((128, 256), 64), (*_L3S, ("fp8_stage", 1))),
+    ("tilefoundry fp8 as f16 (hw cvt) K128", ((128, 128), 128), (*_L4, ("fp8_stage", 1))),
+    ("tilefoundry fp8 as f16 (bit decode)", ((128, 128), 64), (*_L4, ("fp8_stage", 0))),
+    ("tilefoundry fp8 promote 32", ((128, 128), 64), (*_L4, ("fp8_promote", 32))),
+    ("tilefoundry fp8 promote 128", ((128, 128), 64), (*_L4, ("fp8_promote", 128))),
 )
 
 
@@ -225,8 +231,8 @@ def bench_fp8(n: int, results: list[dict], variants=FP8_VARIANTS) -> None:
                   flush=True)
         except Exception as e:  # reported, not fatal
             print(f"{name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
-    for name, extra in variants:
-        cfg = replace(TRITON_TILES, launch=(("num_warps", 8), ("num_stages", 4), *extra))
+    for name, (mn, kb), launch in variants:
+        cfg = replace(TRITON_TILES, dot_mn=mn, k_block=kb, launch=launch)
         try:
             shares = []
             for _, xa, xb in adv:
