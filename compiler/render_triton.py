@@ -318,6 +318,12 @@ def _tf_add(a, b):
 
 
 @triton.jit
+def _tf_mul(a, b):
+    """the combine step of integer products (wrapping: any bracketing gives the same bits)"""
+    return a * b
+
+
+@triton.jit
 def _tf_two_sum(a, b):
     """Knuth's TwoSum (semantics.evaluator.nn._two_sum)"""
     s = a + b
@@ -977,13 +983,15 @@ class _KernelT:
             return self.full_const(kind == "min", "bool", shape)
         if kir.is_int(dt):
             ii = np.iinfo(kir.numpy_dtype(dt))
-            return self.full_const({"sum": 0, "max": ii.min, "min": ii.max}[kind], dt, shape)
+            return self.full_const({"sum": 0, "prod": 1, "max": ii.min, "min": ii.max}[kind], dt,
+                                   shape)
         return self.full_const({"sum": -0.0, "max": -math.inf, "min": math.inf,
                                 "abs_max": 0.0}[kind], dt, shape)
 
     def i_Reduce(self, ins: kir.Reduce, ind: str) -> None:
         dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
-        if dt in _BITS or (kind == "abs_max" and dt == "bool") or kind == "prod":
+        if dt in _BITS or (kind == "abs_max" and dt == "bool") or \
+                (kind == "prod" and not kir.is_int(dt)):
             raise _unsupported("Reduce", f"{ins.out}: {kind} over {dt}")
         # integer abs_max compares magnitudes unsigned (a wrapped |INT_MIN| stays the largest)
         umag = kind == "abs_max" and kir.is_int(dt)
@@ -1058,6 +1066,8 @@ class _KernelT:
                     self.emit(ind, f"{nxt} = tl.reduce({cur}, {d}, _tf_add, keep_dims=True)")
                 elif kind == "sum":
                     self.emit(ind, f"{nxt} = tl.sum({cur}, axis={d}, keep_dims=True)")
+                elif kind == "prod":  # integers only: products wrap, so any order is exact
+                    self.emit(ind, f"{nxt} = tl.reduce({cur}, {d}, _tf_mul, keep_dims=True)")
                 elif kir.is_float(dt):
                     pick = "_tf_pickmin" if kind == "min" else "_tf_pickmax"
                     self.emit(ind, f"{nxt} = tl.reduce({cur}, {d}, {pick}, keep_dims=True)")
@@ -1081,6 +1091,8 @@ class _KernelT:
                 elif kind == "sum":
                     comb = f"({init} + {acc})" if kir.is_float(dt) else \
                         f"({init} + {acc}).to({_TL[dt]})"
+                elif kind == "prod":
+                    comb = f"({init} * {acc}).to({_TL[dt]})"
                 elif dt == "bool":
                     comb = f"({init} {'&' if kind == 'min' else '|'} {acc})"
                 elif kir.is_float(dt):
