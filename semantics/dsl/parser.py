@@ -33,8 +33,8 @@ import numpy as np
 
 from tilefoundry.errors import TilefoundryError
 from tilefoundry.limits import limits
-from tilefoundry.semantics.dsl.map_sugar import map_call
 from tilefoundry.semantics.dsl.errors import DSLError, SourceInfo, located
+from tilefoundry.semantics.dsl.map_sugar import map_call
 from tilefoundry.semantics.dsl.static_bounds import FormatRefused, percent_format_bound, static_size
 from tilefoundry.semantics.dsl.surface import (
     BUILTINS,
