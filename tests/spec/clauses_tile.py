@@ -447,10 +447,10 @@ CLAUSES: list[Clause] = [
       "declared reducer contracts: issue 37 item 2, on another branch"),
     M("T-G25", S6, "Random testing can falsify a law, not prove it for an arbitrary function.",
       "declared reducer contracts: issue 37 item 2, on another branch"),
-    M("T-G26", S6, "Storage replicas are not semantic contributions.",
-      "no test reduces a Broadcast-replicated operand and checks it is counted once"),
-    M("T-G27", S6, "This distinction prevents a broadcast or replicated fragment from silently "
-      "multiplying a sum.", "as T-G26"),
+    I("T-G26", S6, "Storage replicas are not semantic contributions.",
+      TC + "test_storage_replicas_are_not_contributions"),
+    I("T-G27", S6, "This distinction prevents a broadcast or replicated fragment from silently "
+      "multiplying a sum.", TC + "test_storage_replicas_are_not_contributions"),
     N("T-G28", S6, "reduce introduces a lexical reduction domain R, not a resource-owning spatial "
       "prefix.", CPP),
     I("T-G29", S6, "With the corresponding permission and merge contract, it may become a lane "

@@ -9,6 +9,7 @@ import pytest
 from tilefoundry.semantics.dsl import DSLError, parse_module
 from tilefoundry.semantics.dsl.surface import SPELLINGS
 from tilefoundry.semantics.evaluator.core import evaluate
+from tilefoundry.semantics.evaluator.mesh import Sharded, unshard
 from tilefoundry.semantics.ops import ALL_OPS
 from tilefoundry.semantics.ops.tensor import Reduce
 from tilefoundry.semantics.ops.tile_mma import Mma
@@ -79,3 +80,36 @@ def composed(x: Tensor[(3, 7), f32], f: Tensor[(5,), i32], g: Tensor[(6,), i32])
         assert a.shape == (3, 6)
         np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
         np.testing.assert_array_equal(a, x[:, f[g]])
+
+
+def test_storage_replicas_are_not_contributions():
+    """"Storage replicas are not semantic contributions." / "This distinction prevents a
+    broadcast or replicated fragment from silently multiplying a sum." — a sum over an operand
+    replicated on a 2-device mesh (Broadcast) is the sum of its logical elements, not twice it;
+    the same holds for a Split operand (each element on one device)."""
+    src = HEAD + """
+dev = Mesh(topology="device", axis_names=("d",), axis_extents=(2,))
+
+@func
+def rep(x: Tensor[(4, 8), f32, ShardLayout(dev, (Broadcast(),), Layout((4, 8)))]):
+    return reduce_sum(x, (1,), keepdim=False)
+
+@func
+def split(x: Tensor[(4, 8), f32, ShardLayout(dev, (Split(0),), Layout((4, 8)))]):
+    return reduce_sum(x, (1,), keepdim=False)
+
+@func
+def plain(x: Tensor[(4, 8), f32]):
+    return reduce_sum(x, (1,), keepdim=False)
+
+mod = module(rep, split, plain, topology={"device": 2})
+"""
+    m = parse_module(src)
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    want = x.sum(axis=1)  # exact: small integers
+    for name in ("rep", "split", "plain"):
+        out = evaluate(m, name, [x])
+        got = unshard(out) if isinstance(out, Sharded) else out
+        if name == "rep":  # each device holds the whole (replicated) sum
+            assert all(np.array_equal(out.local(c), want) for c in out.devices())
+        np.testing.assert_array_equal(got.reshape(-1), want, err_msg=name)
