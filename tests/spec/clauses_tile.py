@@ -1,10 +1,10 @@
 """The clause audit of the Tile operations and reductions design (the spec text
-``002_186bf9ff267546f5.txt``): each normative sentence quoted, with its status (see audit.py).
+``002_186bf9ff267546f5.txt``): each normative sentence quoted, with its status (see spec_audit.py).
 Long for a reason: it is data, one record per clause, grouped by the text's sections."""
 
 from __future__ import annotations
 
-from audit import Clause
+from spec_audit import Clause
 
 # test files, abbreviated
 DT = "tests/semantics/test_dtypes.py::"

@@ -17,9 +17,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import audit  # noqa: E402
-import clauses_hir  # noqa: E402
-import clauses_tile  # noqa: E402
+import clauses_hir
+import clauses_tile
+import spec_audit as audit
 
 SPEC_DIR = Path(os.environ.get("TILEFOUNDRY_SPEC_DIR", "/work/shared/spec"))
 TEXTS = {
@@ -76,6 +76,6 @@ def test_the_checks_catch_bad_data():
 
 def test_the_coverage_page_is_current():
     """docs/spec-coverage.md is exactly what the data render (regenerate with
-    `.venv/bin/python tests/spec/audit.py` after editing the data)."""
+    `.venv/bin/python tests/spec/spec_audit.py` after editing the data)."""
     page = (audit.ROOT / "docs" / "spec-coverage.md").read_text()
     assert page == audit.render(audit.load())

@@ -2,7 +2,7 @@
 renderer. The data are ``clauses_tile.py`` (the Tile operations and reductions design) and
 ``clauses_hir.py`` (the HIR spec): every normative sentence, quoted, with its status.
 
-Regenerate the page after editing the data: ``.venv/bin/python tests/spec/audit.py``.
+Regenerate the page after editing the data: ``.venv/bin/python tests/spec/spec_audit.py``.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _table(title: str, clauses: list[Clause]) -> list[str]:
     lines += ["", "Missing:", ""]
     missing = [c for c in clauses if c.status == "missing"]
     lines += [f"- `{c.id}` ({c.section}): \"{_short(c.text)}\"" for c in missing] or ["- none"]
-    return lines + [""]
+    return [*lines, ""]
 
 
 def _short(text: str, n: int = 110) -> str:
@@ -142,7 +142,7 @@ def render(texts: list[tuple[str, list[Clause]]]) -> str:
         "# Spec coverage: the clause audit",
         "",
         "Generated from `tests/spec/clauses_tile.py` and `tests/spec/clauses_hir.py` by",
-        "`.venv/bin/python tests/spec/audit.py`; `tests/spec/test_clause_audit.py` checks that",
+        "`.venv/bin/python tests/spec/spec_audit.py`; `tests/spec/test_clause_audit.py` checks that",
         "this page is current, that every test id named there is a defined test, and that every",
         "decision named there quotes its clause. Each normative sentence of the two texts is",
         "quoted in the data with an id and a status: **implemented** (with the tests that",
