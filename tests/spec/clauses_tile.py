@@ -568,8 +568,8 @@ CLAUSES: list[Clause] = [
       GF + "test_type_rule_and_identity"),
     I("T-X04", S8, "For valid domains and the same SSA snapshot, pure chains compose as "
       "R_g(R_f(x)) = R_(f composed with g)(x).", TC + "test_pure_gather_chains_compose"),
-    M("T-X05", S8, "Masks and fallback values must be composed too; intervening arithmetic is not "
-      "another coordinate rename.", "no test composes two filled Gathers"),
+    I("T-X05", S8, "Masks and fallback values must be composed too; intervening arithmetic is not "
+      "another coordinate rename.", TC + "test_fills_compose_with_the_chain"),
     N("T-X06", S8, "A unique destination write may use explicit MemoryRef/ElementRef.store; "
       "collisions need an explicit reducer or execution order.",
       "no scatter in the IR (T-X07); InsertSlice writes one window"),

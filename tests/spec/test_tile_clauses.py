@@ -113,3 +113,26 @@ mod = module(rep, split, plain, topology={"device": 2})
         if name == "rep":  # each device holds the whole (replicated) sum
             assert all(np.array_equal(out.local(c), want) for c in out.devices())
         np.testing.assert_array_equal(got.reshape(-1), want, err_msg=name)
+
+
+def test_fills_compose_with_the_chain():
+    """"Masks and fallback values must be composed too; intervening arithmetic is not another
+    coordinate rename." — a chain of two filled Gathers is the composed read with both fills in
+    their places: an out-of-range outer index reads the outer fill, an in-range outer index whose
+    inner index is out of range reads the inner fill; a ``+ 1.0`` between them applies to the
+    inner fill too (it is arithmetic on values, not a rename)."""
+    src = HEAD + """
+@func
+def chain(x: Tensor[(2, 5), f32], f: Tensor[(4,), i32], g: Tensor[(6,), i32]):
+    return gather(gather(x, f, 1, fill=-1.5) + 1.0, g, 1, fill=7.0)
+"""
+    m = parse_module(src)
+    x = np.arange(10, dtype=np.float32).reshape(2, 5)
+    f = np.array([4, -1, 0, 5], np.int32)       # -1 and 5: inner fill
+    g = np.array([0, 1, 3, 4, -2, 2], np.int32)  # 4 and -2: outer fill
+    got = evaluate(m, "chain", [x, f, g])
+    inner = np.where((f >= 0) & (f < 5), x[:, np.clip(f, 0, 4)], np.float32(-1.5)) + 1.0
+    ok = (g >= 0) & (g < 4)
+    want = np.where(ok, inner[:, np.clip(g, 0, 3)], np.float32(7.0)).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+    assert got[0].tolist() == [5.0, -0.5, -0.5, 7.0, 7.0, 1.0]  # worked by hand
