@@ -379,7 +379,7 @@ CLAUSES: list[Clause] = [
       RTR + "test_custom_accepts_a_registered_reducer_with_its_state_seed"),
     # --- Grouping, merge legality, edge cases --------------------------------------------------
     I("T-G01", S6, "For x.domain(axes), group is the familiar projection that removes those axes.",
-      RTR + "test_seeded_and_masked_accept_and_keep_x_dtype",
+      "tests/semantics/typeinfer/test_rules_tensor.py::test_reduce_numpy_shape",
       RTR + "test_seed_must_have_the_result_shape"),
     N("T-G02", S6, "For a general map-reduce body it is inferred from the shape/index map of the "
       "state update.", "the text's proposed region inference; the IR states the reduced axes"),
