@@ -80,9 +80,9 @@ CLAUSES: list[Clause] = [
       RED + "test_fp8e4m3_overflow_must_be_nan"),
     I("T-S07", S1, "Bias 15, finite values through ±57344, signed zeros, infinities and NaNs",
       DT + "test_format_facts_match_published_definitions"),
-    N("T-S08", S1, "Signed / unsigned integers; not implicitly scaled quantities",
-      "the IR has no int8 / uint8 dtype (its integers are i32 / i64, and u32 only from "
-      "Bitcast); nothing is scaled implicitly"),
+    I("T-S08", S1, "Signed / unsigned integers; not implicitly scaled quantities",
+      "tests/semantics/evaluator/test_eval_math.py::test_i8_binary_exhaustive_matches_torch",
+      DT + "test_int_to_int_wraps_around"),
     I("T-S09", S1, "E4M3FN, IEEE-style E4M3, and FNUZ are not interchangeable.",
       DT + "test_format_facts_match_published_definitions",
       RED + "test_fp8e4m3_overflow_must_be_nan"),
