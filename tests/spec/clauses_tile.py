@@ -67,7 +67,8 @@ CLAUSES: list[Clause] = [
     # --- Storage and arithmetic precision ---------------------------------------------------
     I("T-S01", S1, "TensorView<T, Rank> and Tile<T> carry an exact element format.",
       DT + "test_format_facts_match_published_definitions"),
-    N("T-S02", S1, "Changing T does not create an execution Nest or choose a memory resource.", CPP),
+    I("T-S02", S1, "Changing T does not create an execution Nest or choose a memory resource.",
+      "tests/semantics/typeinfer/test_rules_tensor.py::test_cast_identity_in_shape_storage_layout"),
     N("T-S03", S1, "The public header luisa/tile/types.h exposes half (the existing luisa::half), "
       "bfloat16 / bf16, float8_e4m3fn, and float8_e5m2, alongside the ordinary fixed-width "
       "integer types.", CPP),
