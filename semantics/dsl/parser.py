@@ -34,6 +34,7 @@ import numpy as np
 from tilefoundry.errors import TilefoundryError
 from tilefoundry.limits import limits
 from tilefoundry.semantics.dsl.errors import DSLError, SourceInfo, located
+from tilefoundry.semantics.dsl.map_sugar import map_call
 from tilefoundry.semantics.dsl.static_bounds import FormatRefused, percent_format_bound, static_size
 from tilefoundry.semantics.dsl.surface import (
     BUILTINS,
@@ -1019,6 +1020,8 @@ class FunctionParser(StaticEvaluator):
                 return self.tuple_get_item(node)
             if name == Builtin.FLOAT.value:
                 return self.float_call(node)
+            if name == Builtin.MAP.value:
+                return map_call(self, node)
             raise self.error(node, f"{name}(...)", f"{name}(...) is only a for-loop iterable: "
                              f"for i in {name}(...):")
         callee = self.resolve_callee(fn, node, self.session)

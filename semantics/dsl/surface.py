@@ -353,6 +353,7 @@ class Builtin(enum.Enum):
     CONST_BITS = "const_bits"
     TUPLE_GET_ITEM = "tuple_get_item"
     FLOAT = "float"
+    MAP = "map"  # map(values..., lambda): parse-time sugar (dsl/map_sugar.py)
 
 
 #: Static constructors: called at parse time with static arguments.
