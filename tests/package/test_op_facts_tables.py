@@ -1,0 +1,117 @@
+"""Completeness of the op facts kept as tables (issue 36 items 2 and 3, D437-D439): the kernel
+IR's ``math`` functions (``compiler/kir_math.py``), their ULP budgets (``semantics/ulp.py``),
+the interpreter's semantics of each, the kernel-IR instruction set
+(``compiler/kir_instructions.py``) and the docs' lowering table. Each test fails, naming the
+entry, when an op or instruction is added without its entry."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilefoundry.compiler.lower as lower
+import tilefoundry.semantics.evaluator.families  # noqa: F401  (registers every evaluator)
+from tilefoundry.compiler import kir
+from tilefoundry.compiler.interp import KernelRun
+from tilefoundry.compiler.kir_instructions import INSTRUCTIONS
+from tilefoundry.compiler.kir_math import MATH_ACTIVATIONS, MATH_FNS, MATH_OPS, NOT_MATH
+from tilefoundry.semantics.evaluator.math import TRANSCENDENTAL
+from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
+from tilefoundry.semantics.ops import ALL_OPS, Unary
+from tilefoundry.semantics.ops.nn import ACTIVATIONS
+from tilefoundry.semantics.ulp import OPS as ULP_OPS
+from tilefoundry.semantics.ulp import budget
+
+ROOT = Path(__file__).resolve().parents[2]
+_X = np.array([-3.5, -1.0, -0.0, 0.25, 0.5, 2.0, 7.0], np.float32)
+
+
+@pytest.mark.parametrize("cls", ACTIVATIONS, ids=lambda c: c.__name__)
+def test_every_activation_is_a_math_fn_or_states_why_not(cls: type):
+    assert (cls in MATH_ACTIVATIONS) != (cls in NOT_MATH), (
+        f"{cls.__name__}: add it to compiler/kir_math.py MATH_OPS (the kernel-IR math function "
+        f"computing it) or NOT_MATH with the reason")
+
+
+def test_every_transcendental_unary_kind_is_a_math_fn():
+    have = {op.kind for op in MATH_OPS.values() if isinstance(op, Unary)}
+    missing = sorted(k.value for k in TRANSCENDENTAL if k not in have)
+    assert not missing, f"Unary kinds with a ULP contract but no kernel-IR math fn: {missing}"
+
+
+@pytest.mark.parametrize("name", MATH_FNS)
+def test_every_math_fn_has_a_ulp_budget_the_reference_notes(name: str):
+    """The name is the ULP key: the table has it, and the reference evaluator of the op notes
+    exactly that budget (so a kernel computing ``math`` is held to the reference's contract)."""
+    assert name in ULP_OPS, f"math fn {name!r} has no ULP budget in semantics/ulp.py"
+    op = MATH_OPS[name]
+    noted: list = []
+
+    ctx = EvalCtx(op, None, None)
+    ctx.note = lambda c: noted.append(c)  # type: ignore[method-assign]
+    EVALUATORS[type(op)](ctx, (_X,))
+    ulps = [c.ulp for c in noted if getattr(c, "kind", None) == "ulp"]
+    assert ulps == [budget(name, "f32")], f"{name}: the reference noted {ulps}"
+
+
+@pytest.mark.parametrize("name", MATH_FNS)
+@pytest.mark.parametrize("dt", ["f32", "f16"])
+def test_the_interpreter_computes_every_math_fn_as_the_reference(name: str, dt: str):
+    op = MATH_OPS[name]
+    x = _X.astype(kir.numpy_dtype(dt))
+    want = np.asarray(EVALUATORS[type(op)](EvalCtx(op, None, None), (x,)))
+    interp = KernelRun.__new__(KernelRun)
+    interp.values = {"%x": x}
+    got = interp.i_Math(kir.Math(out="%y", fn=name, x="%x"))
+    assert got.dtype == want.dtype
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), name
+
+
+def test_the_instruction_set_is_every_instr_class_of_the_kernel_ir():
+    defined = [c.__name__ for c in vars(kir).values()
+               if isinstance(c, type) and issubclass(c, kir.Instr) and c is not kir.Instr]
+    assert sorted(defined) == sorted(INSTRUCTIONS), (
+        f"compiler/kir_instructions.py INSTRUCTIONS {sorted(INSTRUCTIONS)} vs the Instr "
+        f"classes of compiler/kir.py {sorted(defined)}")
+
+
+@pytest.mark.parametrize("name", INSTRUCTIONS)
+def test_every_instruction_has_verifier_and_interpreter_semantics(name: str):
+    from tilefoundry.compiler.kir_verify import _Checker
+
+    assert isinstance(getattr(kir, name, None), type), f"kir.{name} is not defined"
+    handler = "tile_loop" if name == "TileLoop" else f"i_{name}"  # the loop runs its body
+    assert callable(getattr(KernelRun, handler, None)), \
+        f"the interpreter (compiler/interp.py) has no {handler}"
+    assert callable(getattr(_Checker, f"i_{name}", None)), \
+        f"the verifier (compiler/kir_verify.py) has no i_{name}"
+
+
+def _lowering_table_names() -> set[str]:
+    lines = (ROOT / "docs" / "compiler.md").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| HIR op | kernel IR |"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line.split("|")[1])
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", " ".join(rows)))
+
+
+@pytest.mark.parametrize("cls", ALL_OPS, ids=lambda c: c.__name__)
+def test_the_docs_lowering_table_names_every_op(cls: type):
+    """docs/compiler.md's lowering table has a row naming every op class (a lowered one by its
+    kernel IR, a NOT_LOWERED one in the 'not lowered here' row)."""
+    assert cls.__name__ in _lowering_table_names(), (
+        f"docs/compiler.md lowering table has no row naming {cls.__name__} "
+        f"({'lowered' if cls in lower.LOWERINGS else 'not lowered'})")
+
+
+def test_the_docs_math_row_lists_every_math_activation():
+    lines = (ROOT / "docs" / "compiler.md").read_text(encoding="utf-8").splitlines()
+    row = next(line for line in lines if "| `math` on the operand dtype |" in line)
+    missing = [c.__name__ for c in MATH_ACTIVATIONS if c.__name__ not in row]
+    assert not missing, f"docs/compiler.md math row misses {missing}"
