@@ -13,7 +13,12 @@ import math
 from tilefoundry.oracle.generator.base import _builder
 from tilefoundry.oracle.generator.config import BOOL, F8E8M0, F32
 from tilefoundry.oracle.generator.engine import _Gen, _Scope, _Val
-from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
+from tilefoundry.semantics.ops.tile_reduce import (
+    SEEDED_KINDS,
+    CustomReduce,
+    MaskedReduce,
+    SeededReduce,
+)
 from tilefoundry.semantics.reducers import REDUCERS
 from tilefoundry.semantics.reductions import POLICIES
 from tilefoundry.semantics.types import (
@@ -44,7 +49,7 @@ def _build_seeded(g: _Gen, sc: _Scope, masked: bool) -> bool:
         return False
     xt = x.type
     src = g.src
-    kinds = [k for k in ("sum", "max", "min")
+    kinds = [k for k in SEEDED_KINDS
              if not (k == "sum" and xt.dtype in (BOOL, F8E8M0))]
     kind = src.choice(kinds)
     axes = _tile_reduce_axes(g, xt)

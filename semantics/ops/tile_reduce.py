@@ -21,13 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from tilefoundry.semantics.combine_laws import REDUCE_COMBINES
 from tilefoundry.semantics.ir import Op
 from tilefoundry.semantics.reductions import POLICIES
 from tilefoundry.semantics.types import IRError
 
 #: the kinds a seeded / masked reduction takes (mean has no seeded meaning; abs_max would
 #: leave the seed's sign open)
-SEEDED_KINDS = ("sum", "max", "min")
+SEEDED_KINDS = tuple(REDUCE_COMBINES)
 
 
 class _Tile(Op):

@@ -23,12 +23,13 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from tilefoundry.semantics.combine_laws import SCAN_COMBINES as _SCAN_COMBINES
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ops.tile_select import _Tile
 from tilefoundry.semantics.types import IRError
 
-#: combine operations of Scan (``mul`` on integer dtypes only: a type rule)
-SCAN_COMBINES = ("add", "max", "min", "mul")
+#: combine operations of Scan (``mul`` on integer dtypes only: a type rule); semantics/combine_laws.py
+SCAN_COMBINES = _SCAN_COMBINES
 
 
 def scan_combine_refuses(combine: str, dt: DType) -> bool:

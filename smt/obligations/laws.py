@@ -46,6 +46,7 @@ import ml_dtypes
 import numpy as np
 import z3
 
+from tilefoundry.semantics.combine_laws import COMBINE_LAWS, REDUCE_COMBINES
 from tilefoundry.semantics.dtypes import apply_lowp, from_bits, to_bits
 from tilefoundry.semantics.formats import FORMATS, DType
 from tilefoundry.semantics.reductions import fold_left, fold_right, reduce
@@ -416,8 +417,9 @@ for _dt in (DType.I8, DType.I32):
          f"wraparound {_dt} sum: associative, commutative, identity (all inputs)",
          lambda ctx, dt=_dt: check_int_sum_laws(ctx, dt))
 
+# the combines the table states associative on floats (semantics/combine_laws.py, D439)
 for _dt in (DType.F32, DType.BF16, DType.FP8E4M3):
-    for _kind in ("max", "min"):
+    for _kind in (r for r, c in REDUCE_COMBINES.items() if "float" in COMBINE_LAWS[c].associative):
         _reg(f"laws.{_kind}_{_dt.value}",
              f"{_kind} over {_dt} (NaN-propagating, -0 < +0): associative, commutative, "
              f"identity (all inputs)",

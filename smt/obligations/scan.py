@@ -34,6 +34,7 @@ from collections.abc import Callable
 import numpy as np
 import z3
 
+from tilefoundry.semantics.combine_laws import SCAN_COMBINES
 from tilefoundry.semantics.reductions import scan
 from tilefoundry.smt.framework import Outcome, ProveCtx, obligation
 
@@ -108,7 +109,7 @@ def hillis_steele(op: Callable, ident: Callable, seed, xs: list) -> list:
 def _crosscheck() -> str | None:
     """The encoding's recurrence against reductions.scan on concrete 8-bit values."""
     rng = np.random.default_rng(23)
-    for comb in ("add", "mul", "max", "min"):
+    for comb in SCAN_COMBINES:  # every Scan combine (semantics/combine_laws.py)
         op = COMBINES[comb][0]
         for _ in range(20):
             xs = rng.integers(-128, 128, N).astype(np.int8)

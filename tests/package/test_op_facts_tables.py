@@ -115,3 +115,69 @@ def test_the_docs_math_row_lists_every_math_activation():
     row = next(line for line in lines if "| `math` on the operand dtype |" in line)
     missing = [c.__name__ for c in MATH_ACTIVATIONS if c.__name__ not in row]
     assert not missing, f"docs/compiler.md math row misses {missing}"
+
+
+# ---------------------------------------------------------------------------------------------
+# combine laws (semantics/combine_laws.py, D439)
+# ---------------------------------------------------------------------------------------------
+def _obligations() -> dict:
+    import tilefoundry.smt.obligations  # noqa: F401  (registers every obligation)
+    from tilefoundry.smt.framework import REGISTRY
+
+    return REGISTRY
+
+
+def test_every_reduction_and_scan_combine_has_its_laws():
+    from tilefoundry.semantics.combine_laws import COMBINE_LAWS, REDUCE_COMBINES
+    from tilefoundry.semantics.ops.tile_reduce import SEEDED_KINDS
+    from tilefoundry.semantics.ops.tile_scan import SCAN_COMBINES
+    from tilefoundry.semantics.reductions import SCAN_OPS
+    from tilefoundry.semantics.types import REDUCTIONS
+
+    for name, kinds in (("Partial reductions", REDUCTIONS), ("seeded kinds", SEEDED_KINDS)):
+        missing = [k for k in kinds if REDUCE_COMBINES.get(k) not in COMBINE_LAWS]
+        assert not missing, f"{name} without combine laws: {missing}"
+    for name, combs in (("Scan combines", SCAN_COMBINES), ("reductions.SCAN_OPS", SCAN_OPS)):
+        missing = [c for c in combs if c not in COMBINE_LAWS]
+        assert not missing, f"{name} without combine laws: {missing}"
+
+
+@pytest.mark.parametrize("comb", ["add", "max", "min", "mul"])
+def test_the_law_obligations_follow_the_table(comb: str):
+    """Each law the table states is proved by an obligation, and each float associativity it
+    denies is refuted by one: associative on floats -> ``laws.<kind>_f32`` proved; not
+    associative on floats (a float combine) -> ``laws.f32_<comb>_assoc`` a counterexample;
+    associative on integers -> an 8-bit SMT model in ``smt/obligations/scan.py`` (whose
+    ``scan.prefix_law`` proves every regrouping of the prefixes equal)."""
+    from tilefoundry.semantics.combine_laws import COMBINE_LAWS, REDUCE_COMBINES
+    from tilefoundry.smt.obligations.scan import COMBINES as SCAN_MODELS
+
+    reg = _obligations()
+    laws = COMBINE_LAWS[comb]
+    kind = next((r for r, c in REDUCE_COMBINES.items() if c == comb), None)
+    if "float" in laws.associative:
+        assert kind is not None and reg[f"laws.{kind}_f32"].expect == "proved", comb
+    elif not laws.int_only:
+        assert reg[f"laws.f32_{comb}_assoc"].expect == "counterexample", comb
+    if "int" in laws.associative:
+        assert comb in SCAN_MODELS, f"{comb}: no Scan SMT model (smt/obligations/scan.py)"
+        assert reg["scan.prefix_law"].expect == "proved"
+
+
+def test_the_law_table_is_the_combines():
+    """The parametrization above is every combine of the table (a new one is checked too)."""
+    from tilefoundry.semantics.combine_laws import COMBINE_LAWS
+
+    assert sorted(COMBINE_LAWS) == ["add", "max", "min", "mul"], (
+        "a combine was added: extend test_the_law_obligations_follow_the_table's list")
+
+
+def test_monotone_activations_commute_with_exactly_the_order_reductions():
+    from tilefoundry.semantics.combine_laws import order_reductions
+    from tilefoundry.semantics.typeinfer.commutation import TABLE
+
+    assert set(order_reductions()) == {"max", "min"}  # the lattice reductions, proved in laws.*
+    for c in ACTIVATIONS:
+        if "monotone" in (c.FACTS or ()):
+            allowed = {r.reduction for r in TABLE if r.op == c.__name__ and r.allow}
+            assert allowed == set(order_reductions()), c.__name__
