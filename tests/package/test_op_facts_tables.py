@@ -181,3 +181,49 @@ def test_monotone_activations_commute_with_exactly_the_order_reductions():
         if "monotone" in (c.FACTS or ()):
             allowed = {r.reduction for r in TABLE if r.op == c.__name__ and r.allow}
             assert allowed == set(order_reductions()), c.__name__
+
+
+def test_the_docs_math_instruction_row_lists_exactly_the_math_fns():
+    lines = (ROOT / "docs" / "compiler.md").read_text(encoding="utf-8").splitlines()
+    row = next(line for line in lines if line.startswith("| `math.fn %x"))
+    listed = row.split("|")[2].split(" on a float dtype")[0]
+    names = [n.strip() for n in listed.split(",")]
+    assert names == list(MATH_FNS), f"docs/compiler.md math row lists {names}, the table {MATH_FNS}"
+
+
+# ---------------------------------------------------------------------------------------------
+# generator bounds (oracle/generator/bounds.py, D441)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", ALL_OPS, ids=lambda c: c.__name__)
+def test_every_op_has_a_generator_bound_rule_or_states_why_not(cls: type):
+    from tilefoundry.oracle.generator.bounds import BOUND_RULES, NO_BOUND
+
+    assert (cls in BOUND_RULES) != (cls in NO_BOUND), (
+        f"{cls.__name__}: register a bound rule in oracle/generator/bounds.py or add it to "
+        f"NO_BOUND with the reason (not both)")
+    if cls in NO_BOUND:
+        assert NO_BOUND[cls].strip(), cls.__name__
+
+
+def test_the_bound_rules_compute_bounds():
+    """A few rules on hand-made operands: |a + b| <= 3 + 4, |max| <= max, a sum of 5 <= 5·3,
+    comparisons are 0/1, a float activation is untracked, and over the exact limit is None."""
+    from tilefoundry.oracle.generator.bounds import bounds
+    from tilefoundry.semantics.formats import DType
+    from tilefoundry.semantics.ops import Binary, BinaryKind, Reduce, ReduceKind
+    from tilefoundry.semantics.ops.nn import Sigmoid
+    from tilefoundry.semantics.types import TensorType
+
+    class V:
+        def __init__(self, bound, shape=(5,)):
+            self.bound, self.is_tensor = bound, True
+            self.type = TensorType(shape, DType.F32)
+
+    t = TensorType((5,), DType.F32)
+    assert bounds(Binary(BinaryKind.ADD), [V(3), V(4)], t) == [7]
+    assert bounds(Binary(BinaryKind.MAX), [V(3), V(4)], t) == [4]
+    assert bounds(Binary(BinaryKind.LT), [V(3), V(4)], TensorType((5,), DType.BOOL)) == [1]
+    assert bounds(Reduce(axes=(0,), kind=ReduceKind.SUM), [V(3)], TensorType((), DType.F32)) == [15]
+    assert bounds(Sigmoid(), [V(3)], t) == [None]
+    assert bounds(Binary(BinaryKind.MUL), [V(2.0 ** 12), V(2.0 ** 12)], t) == [2.0 ** 24]
+    assert bounds(Binary(BinaryKind.MUL), [V(2.0 ** 12), V(2.0 ** 12 + 1)], t) == [None]  # > 2^24
