@@ -20,7 +20,6 @@ from tilefoundry.semantics.ops.tile_reduce import (
     SeededReduce,
 )
 from tilefoundry.semantics.reducers import REDUCERS
-from tilefoundry.semantics.reductions import POLICIES
 from tilefoundry.semantics.types import (
     TensorType,
     simplify,
@@ -64,7 +63,8 @@ def _build_seeded(g: _Gen, sc: _Scope, masked: bool) -> bool:
             return False
         args.append(m)
     cls = MaskedReduce if masked else SeededReduce
-    op = cls(axes, kind, src.choice(POLICIES if g.limit is None else g.limit.policies), keepdim)
+    op = cls(axes, kind, src.choice(cls.POLICIES if g.limit is None else g.limit.policies),
+             keepdim)
     return g.apply(sc, op, args) is not None
 
 
@@ -95,7 +95,7 @@ def build_custom_reduce(g: _Gen, sc: _Scope) -> bool:
     red = {a % max(xt.rank, 1) for a in axes}
     ext = [simplify(xt.shape[a]) for a in red]
     n = math.prod(ext) if all(isinstance(e, int) for e in ext) else None
-    pols = [p for p in (POLICIES if g.limit is None else g.limit.policies)
+    pols = [p for p in (CustomReduce.POLICIES if g.limit is None else g.limit.policies)
             if p.startswith("fold") or (r.merge_contract and n is not None and
                                         n + 1 <= (6 if p == "ordered_tree" else 5))]
     if not pols:

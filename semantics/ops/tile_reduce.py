@@ -45,8 +45,8 @@ def _common(self, name: str) -> None:
     _axes(self.axes, f"{name}.axes")
     if not isinstance(self.keepdim, bool):
         raise IRError(f"{name}.keepdim must be a bool, got {self.keepdim!r}")
-    if not isinstance(self.policy, str) or self.policy not in POLICIES:
-        raise IRError(f"{name}.policy must be one of {POLICIES}, got {self.policy!r}")
+    if not isinstance(self.policy, str) or self.policy not in self.POLICIES:
+        raise IRError(f"{name}.policy must be one of {self.POLICIES}, got {self.policy!r}")
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ class SeededReduce(_Tile):
     policy: str = "unordered_tree"
     keepdim: bool = True
     INPUTS: ClassVar[tuple[str, ...]] = ("x", "seed")
+    #: the orders the contract admits (D442); MaskedReduce inherits them
+    POLICIES: ClassVar[tuple[str, ...]] = POLICIES
 
     def __post_init__(self):
         _common(self, type(self).__name__)
@@ -76,6 +78,8 @@ class CustomReduce(_Tile):
     policy: str = "fold_left"
     keepdim: bool = True
     INPUTS: ClassVar[tuple[str, ...]] = ("x", "seed")
+    #: the orders the contract admits (D442)
+    POLICIES: ClassVar[tuple[str, ...]] = POLICIES
 
     def __post_init__(self):
         _common(self, "CustomReduce")

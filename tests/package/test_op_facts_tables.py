@@ -6,6 +6,7 @@ entry, when an op or instruction is added without its entry."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -227,3 +228,50 @@ def test_the_bound_rules_compute_bounds():
     assert bounds(Sigmoid(), [V(3)], t) == [None]
     assert bounds(Binary(BinaryKind.MUL), [V(2.0 ** 12), V(2.0 ** 12)], t) == [2.0 ** 24]
     assert bounds(Binary(BinaryKind.MUL), [V(2.0 ** 12), V(2.0 ** 12 + 1)], t) == [None]  # > 2^24
+
+
+# ---------------------------------------------------------------------------------------------
+# admitted sets: the orders each reduction / scan op admits (D442)
+# ---------------------------------------------------------------------------------------------
+def _with_policy(cls: type, policy: str):
+    from tilefoundry.semantics.ops import ReduceKind
+
+    if cls.__name__ == "Reduce":
+        return cls(axes=(0,), kind=ReduceKind.SUM, policy=policy)
+    if "axes" in {f.name for f in dataclasses.fields(cls)}:
+        return cls(axes=(0,), policy=policy)
+    return cls(policy=policy)
+
+
+_POLICY_OPS = [c for c in ALL_OPS if "policy" in {f.name for f in dataclasses.fields(c)}]
+
+
+def test_the_policy_ops_are_the_reductions_and_scans():
+    assert {c.__name__ for c in _POLICY_OPS} == {
+        "Reduce", "SeededReduce", "MaskedReduce", "CustomReduce", "Scan", "MaskedScan",
+        "SegmentedScan"}, "a new op with a policy: give it POLICIES (its admitted orders)"
+
+
+@pytest.mark.parametrize("cls", _POLICY_OPS, ids=lambda c: c.__name__)
+def test_every_policy_op_states_its_admitted_orders_and_its_type_check_reads_them(cls: type):
+    """``POLICIES`` (a class fact) is a non-empty subset of the reduction policies; the op is
+    built with each of them and refused (IRError) with each other policy."""
+    from tilefoundry.semantics.reductions import POLICIES
+    from tilefoundry.semantics.types import IRError
+
+    admitted = getattr(cls, "POLICIES", None)
+    assert isinstance(admitted, tuple) and admitted and set(admitted) <= set(POLICIES), \
+        f"{cls.__name__}.POLICIES: {admitted!r}"
+    for p in POLICIES:
+        if p in admitted:
+            assert _with_policy(cls, p).policy == p
+        else:
+            with pytest.raises(IRError, match="policy"):
+                _with_policy(cls, p)
+
+
+def test_the_scan_policy_lists_agree():
+    from tilefoundry.semantics.ops.tile_scan import Scan
+    from tilefoundry.semantics.reductions import SCAN_POLICIES
+
+    assert set(Scan.POLICIES) == set(SCAN_POLICIES)
