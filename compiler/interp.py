@@ -29,6 +29,7 @@ import numpy as np
 
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
+from tilefoundry.compiler.kir_math import LIBM64, MATH_OPS
 from tilefoundry.compiler.lower import RunChecks
 from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.semantics.dtypes import DType, cast, widen_to_f32
@@ -37,21 +38,12 @@ from tilefoundry.semantics.evaluator.math import (
     FLOAT_BINARY,
     FLOAT_UNARY,
     INT_UNARY,
-    TRANSCENDENTAL,
     f64_to_f32_odd,
     round_f64_once,
-    transcendental,
 )
-from tilefoundry.semantics.evaluator.nn import (
-    dd_row_sum,
-    eval_gelu,
-    eval_sigmoid,
-    eval_silu,
-    eval_tanh,
-)
-from tilefoundry.semantics.evaluator.registry import EvalCtx
+from tilefoundry.semantics.evaluator.nn import dd_row_sum
+from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
 from tilefoundry.semantics.ops.math import BinaryKind, UnaryKind
-from tilefoundry.semantics.ops.nn import Gelu, Sigmoid, Silu, Tanh
 from tilefoundry.semantics.reductions import (
     extreme_index,
     fold,
@@ -65,12 +57,6 @@ _F32, _F64 = np.float32, np.float64
 _UNARY_KIND = {"neg": UnaryKind.NEG, "abs": UnaryKind.ABS, "ceil": UnaryKind.CEIL,
                "round": UnaryKind.ROUND, "relu": UnaryKind.RELU, "square": UnaryKind.SQUARE,
                "sqrt": UnaryKind.SQRT}
-_MATH_KIND = {"exp": UnaryKind.EXP, "log": UnaryKind.LOG, "exp2": UnaryKind.EXP2,
-              "log2": UnaryKind.LOG2, "rsqrt": UnaryKind.RSQRT}
-_LIBM64 = {"exp": np.exp, "log": np.log, "exp2": np.exp2, "log2": np.log2, "tanh": np.tanh}
-_NN_FN = {"sigmoid": (eval_sigmoid, Sigmoid()), "tanh": (eval_tanh, Tanh()),
-          "silu": (eval_silu, Silu()), "gelu_tanh": (eval_gelu, Gelu("tanh")),
-          "gelu_none": (eval_gelu, Gelu("none"))}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,11 +447,9 @@ class KernelRun:
     def i_Math(self, ins: kir.Math) -> np.ndarray:
         x = self.values[ins.x]
         if x.dtype == _F64:
-            return _LIBM64[ins.fn](x)
-        if ins.fn in _MATH_KIND:
-            return transcendental(TRANSCENDENTAL[_MATH_KIND[ins.fn]], x)
-        impl, op = _NN_FN[ins.fn]
-        return np.asarray(impl(EvalCtx(op, None, None), (x,)))
+            return LIBM64[ins.fn](x)
+        op = MATH_OPS[ins.fn]  # the reference evaluator of the op the name stands for (D437)
+        return np.asarray(EVALUATORS[type(op)](EvalCtx(op, None, None), (x,)))
 
     def i_Reduce(self, ins: kir.Reduce) -> np.ndarray:
         x = self.values[ins.x]

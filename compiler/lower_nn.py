@@ -11,6 +11,7 @@ import numpy as np
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.errors import LoweringError
 from tilefoundry.compiler.kir import Buffer
+from tilefoundry.compiler.kir_math import MATH_ACTIVATIONS, MATH_OPS, math_fn_of
 from tilefoundry.compiler.lower import (
     KB,
     _dt,
@@ -28,17 +29,13 @@ from tilefoundry.semantics.ops import (
     Binary,
     Cast,
     Conv2D,
-    Gelu,
     LayerNorm,
     MatMul,
     Reduce,
     ReLU,
     RMSNorm,
     RoPE,
-    Sigmoid,
-    Silu,
     SoftMax,
-    Tanh,
     Unary,
     UnaryKind,
 )
@@ -50,8 +47,8 @@ _FLOAT_UNOPS = {UnaryKind.NEG: "neg", UnaryKind.ABS: "abs", UnaryKind.CEIL: "cei
                 UnaryKind.SQRT: "sqrt"}
 
 
-_MATH_UNARY = {UnaryKind.EXP: "exp", UnaryKind.LOG: "log", UnaryKind.EXP2: "exp2",
-               UnaryKind.LOG2: "log2", UnaryKind.RSQRT: "rsqrt"}
+#: Unary kinds computed by one kernel-IR ``math`` (from the one table, compiler/kir_math.py)
+_MATH_UNARY = {op.kind: name for name, op in MATH_OPS.items() if isinstance(op, Unary)}
 
 
 @register(Binary)
@@ -96,14 +93,12 @@ def _relu(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
                           lambda kb, x: lowp_apply(kb, dt, lambda v: kb.unop("relu", v), x))
 
 
-_ACTIVATIONS = {Sigmoid: "sigmoid", Tanh: "tanh", Silu: "silu"}
-
-
-@register(Sigmoid, Tanh, Silu, Gelu)
+@register(*MATH_ACTIVATIONS)
 def _activation(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
     t = out_type(node)
-    fn = f"gelu_{node.op.approximate}" if isinstance(node.op, Gelu) else \
-        _ACTIVATIONS[type(node.op)]
+    fn = math_fn_of(node.op)
+    if fn is None:
+        raise AssertionError(f"{node.op!r} has no entry in compiler/kir_math.py MATH_OPS")
     return lw.elementwise(fn, args[0].dtype, t.shape, args, lambda kb, x: kb.math(fn, x))
 
 

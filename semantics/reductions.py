@@ -28,6 +28,7 @@ from itertools import combinations
 import numpy as np
 
 from tilefoundry.errors import EmptyReductionError, InvalidArgumentError, bad_choice
+from tilefoundry.semantics.combine_laws import SCAN_COMBINES
 from tilefoundry.semantics.dtypes import cast, dtype_of, widen_to_f32
 from tilefoundry.semantics.formats import FORMATS, DType, require_evaluable
 
@@ -39,7 +40,7 @@ __all__ = [
 
 KINDS = ("sum", "mean", "max", "min", "abs_max")
 POLICIES = ("unordered_tree", "ordered_tree", "fold_left", "fold_right")
-SCAN_OPS = ("add", "max", "min", "mul")  # mul: integer dtypes only
+SCAN_OPS = SCAN_COMBINES  # mul: integer dtypes only (semantics/combine_laws.py)
 SCAN_POLICIES = ("ordered_tree", "fold_left")
 ENUMERATE_MAX = 6
 U32 = 2.0 ** -24  # unit roundoff of f32

@@ -26,6 +26,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tilefoundry.errors import InvalidArgumentError
+from tilefoundry.semantics.combine_laws import COMBINE_LAWS
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.reductions import (
     _F32,
@@ -89,9 +90,10 @@ def _check(x: np.ndarray, flags: np.ndarray, mode: str, combine: str, axis: int
         raise InvalidArgumentError(
             f"flagged scan: the {'mask' if mode == 'mask' else 'heads'} must be bool with x's "
             f"shape {x.shape}, got {f.dtype} {f.shape}")
-    if combine not in ("add", "max", "min", "mul"):
-        raise InvalidArgumentError(f"flagged scan: combine {combine!r} is not add/max/min/mul")
-    if combine == "mul" and not dt.is_int:
+    if combine not in COMBINE_LAWS:
+        raise InvalidArgumentError(f"flagged scan: combine {combine!r} is not "
+                                   f"{'/'.join(COMBINE_LAWS)}")
+    if COMBINE_LAWS[combine].int_only and not dt.is_int:
         raise InvalidArgumentError(f"flagged scan mul: integer dtypes only, got {dt}")
     _check_kind_dtype({"add": "sum", "mul": "max"}.get(combine, combine), dt, "flagged scan")
     return x, dt, normalize_axis(axis, x.ndim, "flagged scan"), f

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Union
 
 from tilefoundry.errors import TilefoundryError
+from tilefoundry.semantics.combine_laws import REDUCE_COMBINES as _REDUCE_COMBINES
 from tilefoundry.semantics.formats import DType
 
 
@@ -491,7 +492,8 @@ class Broadcast:
     """Every device along the mesh axis holds the whole value."""
 
 
-REDUCTIONS = ("sum", "max", "min")
+#: the Partial reductions: the kinds that fold with one combine (semantics/combine_laws.py)
+REDUCTIONS = tuple(_REDUCE_COMBINES)
 
 
 @dataclass(frozen=True)

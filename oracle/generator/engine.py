@@ -20,6 +20,9 @@ import numpy as np
 
 from tilefoundry.errors import TilefoundryError
 from tilefoundry.oracle.generator.base import BUILDERS
+from tilefoundry.oracle.generator.bounds import bounds as _bounds
+from tilefoundry.oracle.generator.bounds import domain as _domain
+from tilefoundry.oracle.generator.bounds import exact_limit as _exact_limit
 from tilefoundry.oracle.generator.config import (
     _LEAF_DTYPES,
     _SHARDED_DTYPES,
@@ -59,35 +62,12 @@ from tilefoundry.semantics.ir import (
     Var,
 )
 from tilefoundry.semantics.ops import (
-    Binary,
     BinaryKind,
-    CacheUpdate,
-    Cast,
-    Concat,
-    Conv2D,
-    Gather,
-    InsertSlice,
     Local,
-    MatMul,
     Rank,
-    Reduce,
-    ReduceKind,
-    ReLU,
-    Reshape,
     Reshard,
-    RoPE,
     ShapeOf,
-    Slice,
-    Stack,
-    TopK,
-    Transpose,
-    Unary,
-    UnaryKind,
-    Zeros,
 )
-from tilefoundry.semantics.ops.tile_scan import Scan
-from tilefoundry.semantics.ops.tile_select import Select
-from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.typeinfer import RULES, Ctx, Session, TypeInferError
 from tilefoundry.semantics.typeinfer.commutation import lookup
 from tilefoundry.semantics.types import (
@@ -175,21 +155,6 @@ def _resolvable(d, shape: tuple) -> bool:
     """``d`` evaluates from the DimVars that are whole axes of ``shape`` (what the evaluator can
     read off an operand's array)."""
     return {v.name for v in free_dimvars(simplify(d))} <= _direct(shape)
-
-
-def _exact_limit(dt: DType) -> float:
-    info = FORMATS[dt]
-    if info.kind == "bool":
-        return 1
-    if info.kind == "int":
-        return (1 << (info.bits - 1)) - 1 if info.signed else (1 << info.bits) - 1
-    if not info.implicit_bit:
-        return 1  # f8e8m0: the integers it holds exactly are powers of two; keep only 1
-    return float(min(2 ** (info.mbits + 1), info.max_finite))
-
-
-def _mx(*bs):
-    return None if any(b is None for b in bs) else max(bs, default=0)
 
 
 def _has_shard(t: Any) -> bool:
@@ -575,114 +540,6 @@ def _split_input(lay: ShardLayout, dt: DType, shape: tuple, sharded: bool, d: So
     global array itself)."""
     arr = draw_array(d, dt, shape, _TAME)
     return shard(arr, lay) if sharded else arr
-
-
-# =============================================================================================
-# bounds and domains (exactness tracking)
-# =============================================================================================
-def _clip(b: float | None, t: Any) -> float | None:
-    if b is None or not isinstance(t, TensorType):
-        return None
-    return b if b <= _exact_limit(t.dtype) else None
-
-
-def _static_prod(ds) -> int | None:
-    out = 1
-    for d in ds:
-        d = simplify(d)
-        if not isinstance(d, int):
-            return None
-        out *= d
-    return out
-
-
-def _bounds(op: Op, args: Sequence[_Val], t: Any) -> list[float | None]:
-    bs = [a.bound if a.is_tensor else None for a in args]
-    b0 = bs[0] if bs else None
-    res: float | list | None = None
-    if isinstance(op, Binary):
-        k = op.kind
-        if k.is_comparison or k.is_boolean:
-            res = 1
-        elif k in (BinaryKind.ADD, BinaryKind.SUB):
-            res = None if None in bs else bs[0] + bs[1]
-        elif k is BinaryKind.MUL:
-            res = None if None in bs else bs[0] * bs[1]
-        elif k in (BinaryKind.MIN, BinaryKind.MAX):
-            res = _mx(*bs)
-    elif isinstance(op, Unary):
-        if op.kind in (UnaryKind.NEG, UnaryKind.ABS, UnaryKind.CEIL, UnaryKind.ROUND,
-                       UnaryKind.RELU):
-            res = b0
-        elif op.kind is UnaryKind.SQUARE:
-            res = None if b0 is None else b0 * b0
-        elif op.kind is UnaryKind.LOGICAL_NOT:
-            res = 1
-    elif isinstance(op, ReLU):
-        res = b0
-    elif isinstance(op, Reduce):
-        x = args[0].type
-        if op.kind in (ReduceKind.MAX, ReduceKind.MIN, ReduceKind.ABS_MAX):
-            res = b0
-        elif op.kind is ReduceKind.SUM and b0 is not None:
-            n = _static_prod(x.shape[a % max(x.rank, 1)] for a in op.axes)
-            res = None if n is None else b0 * n
-    elif isinstance(op, MatMul):
-        k = simplify(args[0].type.shape[-1])
-        res = None if None in bs or not isinstance(k, int) else bs[0] * bs[1] * k
-    elif isinstance(op, Conv2D):
-        w = args[1].type.shape
-        k = _static_prod(w[1:])
-        res = None if None in bs or k is None else bs[0] * bs[1] * k + bs[2]
-    elif isinstance(op, RoPE):
-        if None in bs[:4]:
-            return [None, None]
-        c = bs[2] + bs[3]
-        return [_clip(bs[0] * c, t.fields[0]), _clip(bs[1] * c, t.fields[1])]
-    elif isinstance(op, TopK | Sort):
-        n = simplify(args[0].type.shape[op.axis % args[0].type.rank])
-        return [_clip(b0, t.fields[0]), _clip(n - 1 if isinstance(n, int) else None,
-                                              t.fields[1])]
-    elif isinstance(op, Zeros):
-        res = 0
-    elif isinstance(op, Select):
-        res = _mx(bs[1], bs[2])
-    elif isinstance(op, Scan):
-        sd = abs(op.seed) if op.seed is not None else 0
-        n = simplify(args[0].type.shape[op.axis % args[0].type.rank])
-        if b0 is not None and op.combine in ("max", "min"):
-            res = max(b0, sd)
-        elif b0 is not None and op.combine == "add" and isinstance(n, int):
-            res = b0 * n + sd
-    elif isinstance(op, Rank):
-        res = args[0].type.rank
-    elif isinstance(op, Cast):
-        res = b0 if op.dtype is not BOOL else 1
-    elif isinstance(op, Gather | Transpose | Reshape | Slice | Reshard | Local):
-        res = b0
-    elif isinstance(op, Concat | Stack):
-        res = _mx(*bs)
-    elif isinstance(op, InsertSlice):
-        res = _mx(bs[0], bs[1])
-    elif isinstance(op, CacheUpdate):
-        res = _mx(bs[0], bs[3])
-    if isinstance(t, TupleType):
-        return [None] * len(t.fields)
-    return [_clip(res, t)]
-
-
-def _domain(op: Op, args: Sequence[_Val], i: int) -> tuple[int, int] | None:
-    if isinstance(op, TopK | Sort) and i == 1:
-        n = simplify(args[0].type.shape[op.axis % args[0].type.rank])
-        return (0, n - 1) if isinstance(n, int) and n >= 1 else None
-    if isinstance(op, Rank):
-        r = args[0].type.rank
-        return (r, r)
-    if isinstance(op, Transpose | Reshape | Slice | Reshard | Gather) and args[0].domain:
-        return args[0].domain
-    if isinstance(op, Concat | Stack) and all(a.domain for a in args):
-        return (min(a.domain[0] for a in args), max(a.domain[1] for a in args))
-    return None
 
 
 def _has_split(t: TensorType) -> bool:

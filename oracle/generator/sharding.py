@@ -19,6 +19,7 @@ from tilefoundry.semantics.ops import (
     Reshard,
 )
 from tilefoundry.semantics.types import (
+    REDUCTIONS,
     Broadcast,
     Layout,
     ShardLayout,
@@ -39,7 +40,7 @@ def build_reshard(g: _Gen, sc: _Scope) -> bool:
     t = x.type
     numeric = t.dtype is not BOOL and t.dtype is not F8E8M0 and x.bound is not None
     lay = draw_shard_layout(src, tuple(simplify(d) for d in t.shape), g.mesh,
-                            partials=("sum", "max", "min") if numeric else ())
+                            partials=REDUCTIONS if numeric else ())
     return g.apply(sc, Reshard(layout=lay), [x]) is not None
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from tilefoundry.oracle.generator.bounds import clip as _clip
+from tilefoundry.oracle.generator.bounds import mx as _mx
 from tilefoundry.oracle.generator.config import BOOL, I32, I64
 from tilefoundry.oracle.generator.engine import (
-    _clip,
     _eq,
     _Gen,
-    _mx,
     _partials,
     _Scope,
     _table_ok,

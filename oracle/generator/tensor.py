@@ -64,7 +64,6 @@ from tilefoundry.semantics.ops import (
     Transpose,
     Zeros,
 )
-from tilefoundry.semantics.reductions import POLICIES
 from tilefoundry.semantics.types import (
     DimMin,
     DimMul,
@@ -238,7 +237,7 @@ def build_reduce(g: _Gen, sc: _Scope) -> bool:
     order = src.permutation(len(axes))
     axes = [axes[i] for i in order]
     op = Reduce(tuple(axes), keepdim=src.boolean(0.5), kind=kind,
-                policy=src.choice(POLICIES if g.limit is None else g.limit.policies))
+                policy=src.choice(Reduce.POLICIES if g.limit is None else g.limit.policies))
     return g.apply(sc, op, [x]) is not None
 
 

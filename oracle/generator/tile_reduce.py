@@ -13,9 +13,13 @@ import math
 from tilefoundry.oracle.generator.base import _builder
 from tilefoundry.oracle.generator.config import BOOL, F8E8M0, F32
 from tilefoundry.oracle.generator.engine import _Gen, _Scope, _Val
-from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
+from tilefoundry.semantics.ops.tile_reduce import (
+    SEEDED_KINDS,
+    CustomReduce,
+    MaskedReduce,
+    SeededReduce,
+)
 from tilefoundry.semantics.reducers import REDUCERS
-from tilefoundry.semantics.reductions import POLICIES
 from tilefoundry.semantics.types import (
     TensorType,
     simplify,
@@ -44,7 +48,7 @@ def _build_seeded(g: _Gen, sc: _Scope, masked: bool) -> bool:
         return False
     xt = x.type
     src = g.src
-    kinds = [k for k in ("sum", "max", "min")
+    kinds = [k for k in SEEDED_KINDS
              if not (k == "sum" and xt.dtype in (BOOL, F8E8M0))]
     kind = src.choice(kinds)
     axes = _tile_reduce_axes(g, xt)
@@ -59,7 +63,8 @@ def _build_seeded(g: _Gen, sc: _Scope, masked: bool) -> bool:
             return False
         args.append(m)
     cls = MaskedReduce if masked else SeededReduce
-    op = cls(axes, kind, src.choice(POLICIES if g.limit is None else g.limit.policies), keepdim)
+    op = cls(axes, kind, src.choice(cls.POLICIES if g.limit is None else g.limit.policies),
+             keepdim)
     return g.apply(sc, op, args) is not None
 
 
@@ -90,7 +95,7 @@ def build_custom_reduce(g: _Gen, sc: _Scope) -> bool:
     red = {a % max(xt.rank, 1) for a in axes}
     ext = [simplify(xt.shape[a]) for a in red]
     n = math.prod(ext) if all(isinstance(e, int) for e in ext) else None
-    pols = [p for p in (POLICIES if g.limit is None else g.limit.policies)
+    pols = [p for p in (CustomReduce.POLICIES if g.limit is None else g.limit.policies)
             if p.startswith("fold") or (r.merge_contract and n is not None and
                                         n + 1 <= (6 if p == "ordered_tree" else 5))]
     if not pols:

@@ -13,7 +13,6 @@ from tilefoundry.oracle.generator.engine import _Gen, _Scope, _split_axes, _tabl
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ops.tile_scan import (
     SCAN_COMBINES,
-    SCAN_POLICIES,
     Scan,
     scan_combine_refuses,
 )
@@ -47,7 +46,7 @@ def build_scan(g: _Gen, sc: _Scope) -> bool:
         pool = _SCAN_SEEDS["float" if xt.dtype.is_float else "int"]
         ok = [v for v in pool if seed_problem(v, xt.dtype) is None]
         seed = src.choice(ok) if ok else None
-    pols = [p for p in SCAN_POLICIES if g.limit is None or p in g.limit.policies]
+    pols = [p for p in Scan.POLICIES if g.limit is None or p in g.limit.policies]
     if not pols:
         return False
     ax = axis - xt.rank if src.boolean(0.3) else axis

@@ -9,7 +9,6 @@ from __future__ import annotations
 from tilefoundry.oracle.generator.base import _builder
 from tilefoundry.oracle.generator.tile_scan import _SCAN_SEEDS, _scan_combines
 from tilefoundry.semantics.formats import DType
-from tilefoundry.semantics.ops.tile_scan import SCAN_POLICIES
 from tilefoundry.semantics.ops.tile_scan_flags import MaskedScan, SegmentedScan
 from tilefoundry.semantics.types import TensorType
 
@@ -33,7 +32,7 @@ def _build(g, sc, cls: type) -> bool:
         pool = _SCAN_SEEDS["float" if xt.dtype.is_float else "int"]
         ok = [v for v in pool if seed_problem(v, xt.dtype) is None]
         seed = src.choice(ok) if ok else None
-    pols = [p for p in SCAN_POLICIES if g.limit is None or p in g.limit.policies]
+    pols = [p for p in cls.POLICIES if g.limit is None or p in g.limit.policies]
     if not pols:
         return False
     flags = g.leaf(sc, TensorType(tuple(xt.shape), DType.BOOL),

@@ -132,6 +132,8 @@ class Reduce(_Tensor):
     kind: ReduceKind = ReduceKind.MEAN
     policy: str = "unordered_tree"
     INPUTS: ClassVar[tuple[str, ...]] = ("x",)
+    #: the orders the contract admits (D442): every reduction policy
+    POLICIES: ClassVar[tuple[str, ...]] = POLICIES
 
     def __post_init__(self):
         _ints(self.axes, "Reduce.axes")
@@ -139,8 +141,8 @@ class Reduce(_Tensor):
             raise IRError(f"Reduce.keepdim must be a bool, got {self.keepdim!r}")
         if not isinstance(self.kind, ReduceKind):
             raise IRError(f"Reduce.kind must be a ReduceKind, got {self.kind!r}")
-        if not isinstance(self.policy, str) or self.policy not in POLICIES:
-            raise IRError(f"Reduce.policy must be one of {POLICIES}, got {self.policy!r}")
+        if not isinstance(self.policy, str) or self.policy not in self.POLICIES:
+            raise IRError(f"Reduce.policy must be one of {self.POLICIES}, got {self.policy!r}")
 
 
 @dataclass(frozen=True)

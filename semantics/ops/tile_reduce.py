@@ -21,13 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from tilefoundry.semantics.combine_laws import REDUCE_COMBINES
 from tilefoundry.semantics.ir import Op
 from tilefoundry.semantics.reductions import POLICIES
 from tilefoundry.semantics.types import IRError
 
 #: the kinds a seeded / masked reduction takes (mean has no seeded meaning; abs_max would
 #: leave the seed's sign open)
-SEEDED_KINDS = ("sum", "max", "min")
+SEEDED_KINDS = tuple(REDUCE_COMBINES)
 
 
 class _Tile(Op):
@@ -44,8 +45,8 @@ def _common(self, name: str) -> None:
     _axes(self.axes, f"{name}.axes")
     if not isinstance(self.keepdim, bool):
         raise IRError(f"{name}.keepdim must be a bool, got {self.keepdim!r}")
-    if not isinstance(self.policy, str) or self.policy not in POLICIES:
-        raise IRError(f"{name}.policy must be one of {POLICIES}, got {self.policy!r}")
+    if not isinstance(self.policy, str) or self.policy not in self.POLICIES:
+        raise IRError(f"{name}.policy must be one of {self.POLICIES}, got {self.policy!r}")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class SeededReduce(_Tile):
     policy: str = "unordered_tree"
     keepdim: bool = True
     INPUTS: ClassVar[tuple[str, ...]] = ("x", "seed")
+    #: the orders the contract admits (D442); MaskedReduce inherits them
+    POLICIES: ClassVar[tuple[str, ...]] = POLICIES
 
     def __post_init__(self):
         _common(self, type(self).__name__)
@@ -75,6 +78,8 @@ class CustomReduce(_Tile):
     policy: str = "fold_left"
     keepdim: bool = True
     INPUTS: ClassVar[tuple[str, ...]] = ("x", "seed")
+    #: the orders the contract admits (D442)
+    POLICIES: ClassVar[tuple[str, ...]] = POLICIES
 
     def __post_init__(self):
         _common(self, "CustomReduce")

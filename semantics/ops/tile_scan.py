@@ -23,12 +23,13 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from tilefoundry.semantics.combine_laws import SCAN_COMBINES as _SCAN_COMBINES
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ops.tile_select import _Tile
 from tilefoundry.semantics.types import IRError
 
-#: combine operations of Scan (``mul`` on integer dtypes only: a type rule)
-SCAN_COMBINES = ("add", "max", "min", "mul")
+#: combine operations of Scan (``mul`` on integer dtypes only: a type rule); semantics/combine_laws.py
+SCAN_COMBINES = _SCAN_COMBINES
 
 
 def scan_combine_refuses(combine: str, dt: DType) -> bool:
@@ -52,6 +53,8 @@ class Scan(_Tile):
     seed: int | float | None = None
     policy: str = "ordered_tree"
     INPUTS: ClassVar[tuple[str, ...]] = ("x",)
+    #: the orders the contract admits (D442): never a permutation
+    POLICIES: ClassVar[tuple[str, ...]] = SCAN_POLICIES
 
     def __post_init__(self):
         if not isinstance(self.axis, int) or isinstance(self.axis, bool):
@@ -61,16 +64,16 @@ class Scan(_Tile):
         if not isinstance(self.inclusive, bool):
             raise IRError(f"Scan.inclusive must be a bool, got {self.inclusive!r}")
         if not isinstance(self.policy, str):
-            raise IRError(f"Scan.policy must be one of {SCAN_POLICIES}, got "
+            raise IRError(f"Scan.policy must be one of {self.POLICIES}, got "
                           f"{type(self.policy).__name__} {self.policy!r}")
-        if self.policy not in SCAN_POLICIES:
+        if self.policy not in self.POLICIES:
             why = (" (a scan never permutes contributions: the Tile design says scan 'must not "
                    "inherit the permission to globally permute reduction contributions')"
                    if self.policy == "unordered_tree" else
                    " (a scan follows the left prefix recurrence; to scan from the right, "
                    "reverse the axis with a Gather of indices n-1, ..., 0 first)"
                    if self.policy == "fold_right" else "")
-            raise IRError(f"Scan.policy must be one of {SCAN_POLICIES}, got "
+            raise IRError(f"Scan.policy must be one of {self.POLICIES}, got "
                           f"{self.policy!r}{why}")
         s = self.seed
         if s is not None and (isinstance(s, bool) or not isinstance(s, int | float) or

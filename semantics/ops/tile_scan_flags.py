@@ -37,6 +37,8 @@ class _FlaggedScan(_Tile):
     inclusive: bool = True
     seed: int | float | None = None
     policy: str = "ordered_tree"
+    #: the orders the contract admits (D442): Scan's (its checks run on a Scan)
+    POLICIES: ClassVar[tuple[str, ...]] = Scan.POLICIES
 
     def __post_init__(self):
         name = type(self).__name__

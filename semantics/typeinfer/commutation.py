@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tilefoundry.semantics.combine_laws import REDUCE_COMBINES, order_reductions
 from tilefoundry.semantics.ops.math import UNARY_PROPERTIES, BinaryKind, UnaryKind
 from tilefoundry.semantics.ops.nn import ACTIVATIONS
 from tilefoundry.semantics.ops.tensor import ReduceKind
 from tilefoundry.semantics.ops.tile_scan import SCAN_COMBINES
+from tilefoundry.semantics.types import REDUCTIONS
 
-REDS = ("sum", "max", "min")
+REDS = REDUCTIONS  # the Partial reductions (semantics/combine_laws.py)
 FIX = "insert an explicit Reshard of that operand to Broadcast on the mesh axis first"
 
 
@@ -53,7 +55,7 @@ def _rows() -> list[Row]:
                     ("Partial states on one axis must agree" if red == "mixed" else
                      f"{red}(x)+{red}(y) is not {red}(x+y)"))
                 if red != "mixed":
-                    one = red in ("max", "min")
+                    one = red in order_reductions()
                     for p in ("lhs", "rhs"):
                         add("Binary", k.value, p, red, one,
                             "adding a replicated constant is order-preserving" if one else
@@ -80,7 +82,7 @@ def _rows() -> list[Row]:
         props = UNARY_PROPERTIES[k]
         for red in REDS:
             if "monotone" in props:
-                ok, why = red in ("max", "min"), ("monotone non-decreasing: commutes with "
+                ok, why = red in order_reductions(), ("monotone non-decreasing: commutes with "
                                                   "max / min, not sum")
             elif "linear" in props:
                 ok, why = red == "sum", "linear: commutes with sum; negation reverses order"
@@ -105,7 +107,7 @@ def _rows() -> list[Row]:
     for cls in ACTIVATIONS:
         if "monotone" in (cls.FACTS or ()):
             for red in REDS:
-                add(cls.__name__, "-", "x", red, red in ("max", "min"),
+                add(cls.__name__, "-", "x", red, red in order_reductions(),
                     "monotone non-decreasing: commutes with max / min, not sum")
     for red in REDS:
         add("SoftMax", "-", "x", red, False,
@@ -248,7 +250,7 @@ def _tile_rows(add) -> None:
            "the other operands) once per device, or needs a Partial result these ops do not "
            "produce")
     for op, ins in (("SeededReduce", ("x", "seed")), ("MaskedReduce", ("x", "seed", "mask"))):
-        for k in ("sum", "max", "min"):
+        for k in REDUCE_COMBINES:  # the seeded / masked kinds (semantics/combine_laws.py)
             for pat in _subsets(ins):
                 for red in (*REDS, "mixed"):
                     if red == "mixed" and "+" not in pat:

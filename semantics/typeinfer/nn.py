@@ -57,17 +57,13 @@ from typing import NoReturn
 
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ops.nn import (
+    ACTIVATIONS,
     Conv2D,
-    Gelu,
     LayerNorm,
     MatMul,
-    ReLU,
     RMSNorm,
     RoPE,
-    Sigmoid,
-    Silu,
     SoftMax,
-    Tanh,
 )
 from tilefoundry.semantics.typeinfer.common import broadcast_shapes, dims_equal, with_partials
 from tilefoundry.semantics.typeinfer.commutation import FIX as PARTIAL_FIX
@@ -452,7 +448,7 @@ def infer_activation(ctx: Ctx, types: tuple) -> TensorType:
     return TensorType(x.shape, x.dtype, layout, x.storage)
 
 
-for _cls in (ReLU, Sigmoid, Tanh, Gelu, Silu):
+for _cls in ACTIVATIONS:  # the elementwise activations (ops/nn.py), one rule for all
     register_typeinfer(_cls)(infer_activation)
 
 

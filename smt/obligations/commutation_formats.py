@@ -16,6 +16,7 @@ from functools import cache
 import numpy as np
 import z3
 
+from tilefoundry.semantics.combine_laws import order_reductions
 from tilefoundry.semantics.ops.math import UNARY_PROPERTIES, BinaryKind, UnaryKind
 from tilefoundry.semantics.typeinfer.commutation import REDS, TABLE, Row
 from tilefoundry.smt.framework import Outcome, ProveCtx, obligation
@@ -319,7 +320,7 @@ def _fp_template(row: Row) -> tuple[str, str | None] | None:
     if op == "Mma" and red == "sum":  # (a+acc) and (b+acc) alike: the product commutes
         return "mma_input_acc_sum", None
     props = UNARY_PROPERTIES.get(UnaryKind(kind)) if op == "Unary" else NN_PROPERTIES.get(op)
-    if props is not None and "monotone" in props and red in ("max", "min"):
+    if props is not None and "monotone" in props and red in order_reductions():
         return f"mono_{red}", (kind if op == "Unary" else _NN_KERNEL[op])
     if op == "Unary" and props is not None and "linear" in props and red == "sum":
         return "neg_sum", None

@@ -34,7 +34,7 @@ import z3
 
 from tilefoundry.semantics.reducers import REDUCERS, Reducer, custom_admits, merge_states
 from tilefoundry.smt.framework import Outcome, ProveCtx, obligation
-from tilefoundry.smt.obligations.laws import _RNE, _combine, _f32, _np32, refute
+from tilefoundry.smt.obligations.laws_refute import _RNE, _combine, _f32, _np32, refute
 
 _F = z3.Float32()
 

@@ -31,12 +31,12 @@ import z3
 from tilefoundry.semantics.ordering import sort as ref_sort
 from tilefoundry.semantics.ordering import topk as ref_topk
 from tilefoundry.smt.framework import Outcome, ProveCtx, obligation
-from tilefoundry.smt.obligations.laws import (
+from tilefoundry.smt.obligations.laws_refute import _combine
+from tilefoundry.smt.obligations.laws_topk import (
     IDX_BITS,
     KEY_BITS_ABSTRACT,
     ORDERINGS,
     Cand,
-    _combine,
     _cx,
     _same,
     _show,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import z3
 
 import tilefoundry.smt.obligations.laws as L
+import tilefoundry.smt.obligations.laws_refute as LR
+import tilefoundry.smt.obligations.laws_topk as LT
 from tilefoundry.semantics.formats import DType
 from tilefoundry.smt.framework import REGISTRY, ProveCtx, run_obligations
 
@@ -81,7 +83,7 @@ def test_wrong_identity_for_sum_is_a_counterexample():
 def test_topk_merge_without_sorting_is_caught():
     def concat_take(a, b, k):  # take_K(a ++ b): no sort
         out = [c.canonical() for c in [*a, *b][:k]]
-        return out + [L._invalid(out[0].key.size() if out else 4)] * (k - len(out))
+        return out + [LT._invalid(out[0].key.size() if out else 4)] * (k - len(out))
 
     out = L.check_topk_laws(ProveCtx(), 2, orderings=[(True, "last")], merge=concat_take)
     assert out.status == "counterexample"
@@ -89,9 +91,9 @@ def test_topk_merge_without_sorting_is_caught():
 
 def test_topk_wrong_empty_state_is_caught():
     def one_valid(k):  # an "identity" holding a valid candidate
-        return [L.Cand(z3.BoolVal(True), z3.BitVecVal(0, L.KEY_BITS_ABSTRACT),
-                       z3.BitVecVal(0, 32), z3.BitVecVal(7, L.IDX_BITS))] + [
-            L._invalid(L.KEY_BITS_ABSTRACT)] * (k - 1)
+        return [L.Cand(z3.BoolVal(True), z3.BitVecVal(0, LT.KEY_BITS_ABSTRACT),
+                       z3.BitVecVal(0, 32), z3.BitVecVal(7, LT.IDX_BITS))] + [
+            LT._invalid(LT.KEY_BITS_ABSTRACT)] * (k - 1)
 
     out = L.check_topk_laws(ProveCtx(), 1, orderings=[(True, "last")], empty=one_valid)
     assert out.status == "counterexample" and "identity" in out.detail
@@ -113,12 +115,12 @@ def test_topk_key_that_orders_signed_zeros_is_caught():
 
 
 def test_refuting_a_law_that_holds_finds_nothing():
-    va, vb = L.Var("a", z3.BitVec("a", 32), DType.F32), L.Var("b", z3.BitVec("b", 32), DType.F32)
+    va, vb = LR.Var("a", z3.BitVec("a", 32), DType.F32), LR.Var("b", z3.BitVec("b", 32), DType.F32)
     rne = z3.RNE()
     ab, ba = z3.fpAdd(rne, va.fp, vb.fp), z3.fpAdd(rne, vb.fp, va.fp)
-    out = L.refute(ProveCtx(), "f32_add_comm", [va, vb], L._differ(ab, ba),
+    out = LR.refute(ProveCtx(), "f32_add_comm", [va, vb], LR._differ(ab, ba),
                    {"a+b": ab, "b+a": ba},
-                   lambda f: {"a+b": L._np32(f)[0] + L._np32(f)[1],
-                              "b+a": L._np32(f)[1] + L._np32(f)[0]},
-                   lambda r: L._np_differ(r["a+b"], r["b+a"]), "f32 add is not commutative")
+                   lambda f: {"a+b": LR._np32(f)[0] + LR._np32(f)[1],
+                              "b+a": LR._np32(f)[1] + LR._np32(f)[0]},
+                   lambda r: LR._np_differ(r["a+b"], r["b+a"]), "f32 add is not commutative")
     assert out.status == "failed"  # no witness: never reported as a counterexample

@@ -9,7 +9,7 @@ import z3
 
 from tilefoundry.smt.framework import REGISTRY, ProveCtx
 from tilefoundry.smt.obligations import tile_sort as TS
-from tilefoundry.smt.obligations.laws import IDX_BITS
+from tilefoundry.smt.obligations.laws_topk import IDX_BITS
 
 
 def test_sort_merge_obligation_is_proved():
