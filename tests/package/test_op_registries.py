@@ -20,6 +20,7 @@ import tilefoundry.semantics.evaluator.families
 import tilefoundry.semantics.typeinfer  # noqa: F401  (registers every family's type rule)
 from tilefoundry.oracle.enclosure import ENCLOSURES
 from tilefoundry.oracle.generator.base import BUILDERS
+from tilefoundry.oracle.relax import SCOPE
 from tilefoundry.semantics.evaluator.mesh_rules import mesh_rules
 from tilefoundry.semantics.evaluator.registry import EVALUATORS
 from tilefoundry.semantics.ops import (
@@ -64,6 +65,12 @@ def _lowering(c: type) -> str | None:
 
 def _builder(c: type) -> str | None:
     return None if c in BUILDERS else "no generator builder (oracle/generator/)"
+
+
+def _relax_scope(c: type) -> str | None:
+    """Which declared relaxations can apply to the op (an op without an entry would silently
+    admit none: ``relax.applicable`` reads a missing class as the empty set)."""
+    return None if c in SCOPE else "no relaxation scope (oracle/relax.py SCOPE)"
 
 
 def _mesh_rule(c: type) -> str | None:
@@ -115,6 +122,7 @@ CONCERNS: dict[str, Callable[[type], str | None]] = {
     "lowering": _lowering,
     "generator": _builder,
     "mesh_rule": _mesh_rule,
+    "relax_scope": _relax_scope,
     "op_facts": _op_facts,
     "smt_model": _smt_model,
 }
@@ -130,7 +138,7 @@ def test_every_op_has_an_entry_for_every_concern(op_cls: type, concern: str):
 @pytest.mark.parametrize("registry,name", [
     (RULES, "type rules"), (EVALUATORS, "evaluators"), (ENCLOSURES, "enclosure rules"),
     (BUILDERS, "generator builders"), (lower.LOWERINGS, "lowerings"),
-    (mesh_rules(), "mesh rules"),
+    (mesh_rules(), "mesh rules"), (SCOPE, "relaxation scopes"),
 ])
 def test_registries_hold_only_catalog_ops(registry: dict, name: str):
     """The other direction: a registry key outside ALL_OPS is a class the catalog forgot.
