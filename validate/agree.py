@@ -90,7 +90,8 @@ def agreement_hir(module, entry: str, inputs: Sequence[np.ndarray]) -> list[str]
     entry elaborated for the inputs' shapes."""
     from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
     from tilefoundry.semantics.evaluator.core import evaluate
-    from tilefoundry.validate.hir_smt import run_hir
+    from tilefoundry.validate.hir_smt import flatten, run_hir
+    from tilefoundry.validate.refine import flat_arrays
 
     st = State(module, entry, [tuple(np.shape(x)) for x in inputs], TARGETS["interp"])
     run_passes(st, ["typeinfer", "elaborate", "canonicalize"])
@@ -101,16 +102,26 @@ def agreement_hir(module, entry: str, inputs: Sequence[np.ndarray]) -> list[str]
         b = _literal_bits(np.asarray(x), dt)
         vals[p.name] = np.vectorize(lambda t, d=dt: E.from_input_bits(t, d), otypes=[object])(b) \
             if b.size else b
-    (res, dt), abstr = run_hir(fn, vals)
-    ref = np.ascontiguousarray(evaluate(module, entry, list(inputs)))
-    rbits = ref.view(np.dtype(f"u{ref.dtype.itemsize}")).reshape(-1)
-    rnan = _nan_codes(dt, rbits) if kir.is_float(dt) else np.zeros(rbits.size, bool)
+    result, abstr = run_hir(fn, vals)
+    refs = flat_arrays(evaluate(module, entry, list(inputs)))
+    results = flatten(result)
+    if len(refs) != len(results):
+        return [f"{len(results)} encoded results vs {len(refs)} reference results"]
     bad = []
-    for i, t in enumerate(res.reshape(-1)):
-        b, nan = _value_bits(_interp_member(t, abstr), dt)
-        if E.is_code(dt):
-            nan = b is not None and bool(_nan_codes(dt, np.array([b], rbits.dtype))[0])
-        if (nan and rnan[i]) or (b is not None and not nan and not rnan[i] and b == rbits[i]):
+    for k, ((res, dt), ref0) in enumerate(zip(results, refs, strict=True)):
+        ref = np.ascontiguousarray(ref0)
+        if ref.shape != res.shape:
+            bad.append(f"result {k}: shape {res.shape} vs reference {ref.shape}")
             continue
-        bad.append(f"[{i}]: smt {'NaN' if nan else hex(b or 0)} vs reference {hex(int(rbits[i]))}")
+        rbits = ref.view(np.dtype(f"u{ref.dtype.itemsize}")).reshape(-1)
+        rnan = _nan_codes(dt, rbits) if kir.is_float(dt) else np.zeros(rbits.size, bool)
+        for i, t in enumerate(res.reshape(-1)):
+            b, nan = _value_bits(_interp_member(t, abstr), dt)
+            if E.is_code(dt):
+                nan = b is not None and bool(_nan_codes(dt, np.array([b], rbits.dtype))[0])
+            if (nan and rnan[i]) or (b is not None and not nan and not rnan[i] and
+                                     b == rbits[i]):
+                continue
+            bad.append(f"result {k} [{i}]: smt {'NaN' if nan else hex(b or 0)} vs reference "
+                       f"{hex(int(rbits[i]))}")
     return bad

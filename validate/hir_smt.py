@@ -15,6 +15,16 @@ any other op is ``Unsupported("unsupported op <Class>")``:
   one rounding; max / min / abs_max NaN-propagating with -0 < +0; integers in their dtype.
 * ``MatMul`` (rank 2): f32 products (operands widened), the K-order left fold seeded with the
   first product, one rounding; integers in i64, wrapped back.
+* Data movement (``MOVEMENT``: Reshape, Transpose, Slice, Concat, Stack): the reference
+  evaluator's own implementation run on *index arrays* (each operand element's position in the
+  concatenation of the operands, int64) gives, per output element, the operand element it
+  copies; the output is those terms, moved unchanged (bit-exact, NaN payloads included, D478).
+  An implementation that does not return such an index map (it computes, fills or converts)
+  is "unsupported".
+* Value-independent ops (``CONSTANT_OPS``: ShapeOf, Rank, Zeros): the reference evaluator on
+  zero operands of the operands' shapes; the result is constants.
+* ``Tuple`` / ``TupleGetItem``: a tuple of encoded values / one of them (a tuple result is
+  compared output by output, in the kernel IR's output order).
 """
 
 from __future__ import annotations
@@ -28,13 +38,28 @@ import z3
 
 from tilefoundry.compiler import kir
 from tilefoundry.semantics.formats import dtype_of
-from tilefoundry.semantics.ir import Call, Constant, Function, Var
-from tilefoundry.semantics.ops import Binary, Cast, MatMul, Reduce, Select, Unary
+from tilefoundry.semantics.ir import Call, Constant, Function, Tuple, TupleGetItem, Var
+from tilefoundry.semantics.ops import (
+    Binary,
+    Cast,
+    Concat,
+    MatMul,
+    Rank,
+    Reduce,
+    Reshape,
+    Select,
+    ShapeOf,
+    Slice,
+    Stack,
+    Transpose,
+    Unary,
+    Zeros,
+)
 from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
 from tilefoundry.validate.symexec import _vmap, reduce_lanes
 
-__all__ = ["HIR_OPS", "run_hir"]
+__all__ = ["CONSTANT_OPS", "HIR_OPS", "MOVEMENT", "run_hir"]
 
 Val = tuple[np.ndarray, str]  # (object array of terms, kernel-IR dtype name)
 _MATH = {"exp", "log", "exp2", "log2", "rsqrt"}
@@ -160,11 +185,83 @@ HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
     Binary: _binary, Unary: _unary, Cast: _cast, Select: _select, Reduce: _reduce,
     MatMul: _matmul}
 
+#: pure data movement: encoded through the reference evaluator's index map
+MOVEMENT: tuple[type, ...] = (Reshape, Transpose, Slice, Concat, Stack)
+#: results that do not depend on the operands' values
+CONSTANT_OPS: tuple[type, ...] = (ShapeOf, Rank, Zeros)
 
-def run_hir(fn: Function, inputs: Mapping[str, np.ndarray]) -> tuple[Val, set[str]]:
-    """The entry's result as terms of the inputs (param name -> object array of values)."""
+
+def _ctx(call: Call, env: Mapping[str, int]):
+    from tilefoundry.semantics.evaluator.registry import EvalCtx
+
+    return EvalCtx(call.op, call, call.checked_type if call.has_type else None, [], (), env)
+
+
+def _run_ref(call: Call, operands: tuple, env: Mapping[str, int]) -> Any:
+    import tilefoundry.semantics.evaluator.families  # noqa: F401  (registers every evaluator)
+    from tilefoundry.semantics.evaluator.registry import EVALUATORS
+
+    name = type(call.op).__name__
+    try:
+        return EVALUATORS[type(call.op)](_ctx(call, env), operands)
+    except Exception as e:  # the reference refuses these operands: not encodable this way
+        raise Unsupported(f"unsupported op {name}: the reference evaluator on index / zero "
+                          f"operands raised {type(e).__name__}: {e}") from None
+
+
+def _movement(call: Call, args: list[Val], env: Mapping[str, int]) -> Val:
+    """Data movement as the reference's own index map (module docstring)."""
+    name = type(call.op).__name__
+    dts = {dt for _, dt in args}
+    if len(dts) != 1:
+        raise Unsupported(f"unsupported op {name} over operands of dtypes {sorted(dts)}")
+    sizes = [a.size for a, _ in args]
+    offs = np.cumsum([0, *sizes])
+    idx = tuple(np.arange(o, o + a.size, dtype=np.int64).reshape(a.shape)
+                for o, (a, _) in zip(offs, args, strict=False))
+    res = np.asarray(_run_ref(call, idx, env))
+    total = int(offs[-1])
+    if res.dtype != np.int64 or (res.size and (res.min() < 0 or res.max() >= total)):
+        raise Unsupported(f"unsupported op {name}: its reference implementation is not an "
+                          f"index map (it computes or fills values)")
+    flat = np.empty(total, object)
+    for o, (a, _) in zip(offs, args, strict=False):
+        flat[o:o + a.size] = a.reshape(-1)
+    return flat[res], dts.pop()
+
+
+def _constant(call: Call, args: list[Val], env: Mapping[str, int]) -> Val:
+    zeros = tuple(np.zeros(a.shape, kir.numpy_dtype(dt)) for a, dt in args)
+    res = np.asarray(_run_ref(call, zeros, env))
+    dt = dtype_of(res).value
+    return _vmap(lambda c: E.const(c, dt), res.astype(object)) if res.size else \
+        np.empty(res.shape, object), dt
+
+
+def _tensor_val(v: Any) -> Val:
+    if isinstance(v, tuple) and not (len(v) == 2 and isinstance(v[0], np.ndarray)
+                                     and isinstance(v[1], str)):
+        raise Unsupported("a tuple value as an op's operand")
+    return v
+
+
+def flatten(v: Any) -> list[Val]:
+    """A result's tensors in order (a tuple's fields depth first)."""
+    if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], np.ndarray) and \
+            isinstance(v[1], str):
+        return [v]
+    return [t for f in v for t in flatten(f)]
+
+
+def run_hir(fn: Function, inputs: Mapping[str, np.ndarray]) -> tuple[Any, set[str]]:
+    """The entry's result as terms of the inputs (param name -> object array of values): a
+    ``Val`` or, for a tuple result, a tuple of them."""
+    from tilefoundry.semantics.evaluator.core import dim_env
+
     abstr: set[str] = set()
-    memo: dict[int, Val] = {}
+    memo: dict[int, Any] = {}
+    env = dim_env(fn.params, [inputs[p.name].shape for p in fn.params]) \
+        if all(p.name in inputs for p in fn.params) else {}
 
     def ev(e: Any) -> Val:
         key = id(e)
@@ -181,11 +278,22 @@ def run_hir(fn: Function, inputs: Mapping[str, np.ndarray]) -> tuple[Val, set[st
             dt = dtype_of(arr).value
             v = (_vmap(lambda c: E.const(c, dt), arr.astype(object)) if arr.size
                  else np.empty(arr.shape, object), dt)
+        elif isinstance(e, Tuple):
+            v = tuple(ev(f) for f in e.fields)
+        elif isinstance(e, TupleGetItem):
+            t = ev(e.tuple_value)
+            if not isinstance(t, tuple):
+                raise Unsupported("TupleGetItem of a value that is not a tuple")
+            v = t[e.index]
+        elif isinstance(e, Call) and isinstance(e.op, MOVEMENT):
+            v = _movement(e, [_tensor_val(ev(a)) for a in e.args], env)
+        elif isinstance(e, Call) and isinstance(e.op, CONSTANT_OPS):
+            v = _constant(e, [_tensor_val(ev(a)) for a in e.args], env)
         elif isinstance(e, Call):
             enc = HIR_OPS.get(type(e.op))
             if enc is None:
                 raise Unsupported(f"unsupported op {type(e.op).__name__} (no HIR SMT encoding)")
-            v = enc(e.op, [ev(a) for a in e.args], abstr)
+            v = enc(e.op, [_tensor_val(ev(a)) for a in e.args], abstr)
         else:
             raise Unsupported(f"unsupported HIR node {type(e).__name__}")
         memo[key] = v

@@ -300,7 +300,7 @@ def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,
     source is ``hir_smt``'s encoding; a counterexample is replayed against the reference
     evaluator (``evaluate(module, entry, inputs)``)."""
     from tilefoundry.semantics.evaluator.core import evaluate
-    from tilefoundry.validate.hir_smt import run_hir
+    from tilefoundry.validate.hir_smt import flatten, run_hir
 
     t0 = time.perf_counter()
     tbm = tgt.buffer_map()
@@ -313,28 +313,44 @@ def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,
         vals = {}
         for p, n in zip(fn.params, tgt.inputs, strict=True):
             vals[p.name] = _vmap_in(bits[n], tbm[n].dtype)
-        (res, dt), abstr = run_hir(fn, vals)
+        result, abstr = run_hir(fn, vals)
     except Unsupported as e:
         return Outcome("unsupported", str(e), time.perf_counter() - t0)
+    results = flatten(result)
     outs = tgt.output_names()
-    if len(outs) != 1:
-        return Outcome("unsupported", f"{len(outs)} kernel-IR outputs (tuple results are not "
-                       f"encoded)", time.perf_counter() - t0)
-    b = t.outputs[outs[0]]
-    if b.shape != res.shape or t.dtypes[outs[0]] != dt:
-        return Outcome("unsupported", f"result {dt}{list(res.shape)} vs lowered "
-                       f"{t.dtypes[outs[0]]}{list(b.shape)}", time.perf_counter() - t0)
+    if len(outs) != len(results):
+        return Outcome("unsupported", f"{len(results)} HIR results vs {len(outs)} kernel-IR "
+                       f"outputs", time.perf_counter() - t0)
+    pairs = []
+    for (res, dt), o in zip(results, outs, strict=True):
+        b = t.outputs[o]
+        if b.shape != res.shape or t.dtypes[o] != dt:
+            return Outcome("unsupported", f"result {dt}{list(res.shape)} vs lowered "
+                           f"{t.dtypes[o]}{list(b.shape)} ({o})", time.perf_counter() - t0)
+        pairs.append((res, b))
+
     def rp(model: z3.ModelRef) -> Counterexample:
         inputs = _model_inputs(model, tgt, bits)
-        ref = np.asarray(evaluate(module, entry, inputs))
+        refs = flat_arrays(evaluate(module, entry, inputs))
         to, ttemps = _temps(tgt, inputs)
-        got = next(iter(to.values()))
-        bad = ~_same(ref.astype(got.dtype), got).reshape(-1)
-        diff = [f"{outs[0]}[{i}]" for i in np.nonzero(bad)[0]]
-        return Counterexample(dict(zip(tgt.inputs, inputs, strict=True)), {"reference": ref},
+        diff = []
+        for o, ref in zip(outs, refs, strict=True):
+            got = to[o]
+            bad = ~_same(np.asarray(ref).astype(got.dtype), got).reshape(-1)
+            diff += [f"{o}[{i}]" for i in np.nonzero(bad)[0]]
+        return Counterexample(dict(zip(tgt.inputs, inputs, strict=True)),
+                              {f"reference {o}": np.asarray(r) for o, r in zip(outs, refs,
+                                                                                 strict=True)},
                               to, {}, ttemps, diff)
 
-    return decide([(res, b)], abstr, t.abstractions, rp, t0, timeout_ms, _hints(tgt, bits))
+    return decide(pairs, abstr, t.abstractions, rp, t0, timeout_ms, _hints(tgt, bits))
+
+
+def flat_arrays(v: Any) -> list[np.ndarray]:
+    """The reference's result as its tensors in order (a tuple's fields depth first)."""
+    if isinstance(v, tuple | list):
+        return [a for f in v for a in flat_arrays(f)]
+    return [np.asarray(v)]
 
 
 def _vmap_in(bits: np.ndarray, dt: str) -> np.ndarray:

@@ -4,6 +4,7 @@ reported by name."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tilefoundry.semantics.dtypes import DType
@@ -64,9 +65,65 @@ def test_matmul_and_select():
 
 
 def test_unencoded_hir_op_is_named():
-    from tilefoundry.semantics.ops import Transpose
+    from tilefoundry.semantics.ops import Sort
     from tilefoundry.validate.encode import Unsupported
 
-    with pytest.raises(Unsupported, match="unsupported op Transpose"):
-        agreement_hir(module_of(Transpose((1, 0)), [DType.F32], [(2, 3)]), "f",
+    with pytest.raises(Unsupported, match="unsupported op Sort"):
+        agreement_hir(module_of(Sort(), [DType.F32], [(2, 3)]), "f",
                       [values(DType.F32, 6, 1).reshape(2, 3)])
+
+
+# -- data movement, value-independent ops and tuples (D478) ------------------------------------
+def _movement_module(src: str):
+    from tilefoundry.semantics.dsl import parse_module
+
+    return parse_module(src)
+
+
+@pytest.mark.parametrize("dt", [DType.F32, DType.BF16, DType.FP8E5M2, DType.I8, DType.BOOL],
+                         ids=str)
+def test_data_movement_is_the_reference_index_map(dt):
+    """Reshape, Transpose, Slice, Concat, Stack: every output element is the operand element the
+    reference moves there, bit for bit (NaN payloads included: the special values hold
+    signalling and negative NaNs in the float dtypes)."""
+    t = dt.value
+    m = _movement_module(f'''
+@func
+def f(a: Tensor[(2, 3), {t}], b: Tensor[(2, 3), {t}]):
+    c = concat((transpose(a, (1, 0)), transpose(b, (1, 0))), 0)
+    s = stack((a, b), 1)
+    return (reshape(c, (4, 3)), s[:, 1, 1:], slice(c, (1, 0), (5, 2)))
+
+module(f)
+''')
+    a, b = values(dt, 6, 11).reshape(2, 3), values(dt, 6, 12).reshape(2, 3)
+    assert agreement_hir(m, "f", [a, b]) == []
+
+
+def test_a_value_independent_op_is_constants_and_tuples_compare_field_by_field():
+    m = _movement_module('''
+@func
+def f(a: Tensor[(2, 3), f32]):
+    return (zeros((2, 2), f32), a + a)
+
+module(f)
+''')
+    assert agreement_hir(m, "f", [values(DType.F32, 6, 13).reshape(2, 3)]) == []
+
+
+def test_the_index_map_encoding_detects_a_wrong_move(monkeypatch):
+    """The check can fail: an index map that reads the wrong element (the reference's Transpose
+    replaced by the identity while the encoding keeps the reference's) disagrees."""
+    import tilefoundry.validate.hir_smt as H
+
+    m = _movement_module('''
+@func
+def f(a: Tensor[(2, 3), f32]):
+    return transpose(a, (1, 0))
+
+module(f)
+''')
+    x = values(DType.F32, 6, 14).reshape(2, 3)
+    real = H._run_ref
+    monkeypatch.setattr(H, "_run_ref", lambda call, ops, env: np.flip(real(call, ops, env)))
+    assert agreement_hir(m, "f", [x]) != []
