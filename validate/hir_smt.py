@@ -253,50 +253,85 @@ def flatten(v: Any) -> list[Val]:
     return [t for f in v for t in flatten(f)]
 
 
-def run_hir(fn: Function, inputs: Mapping[str, np.ndarray]) -> tuple[Any, set[str]]:
+def run_hir(fn: Function, inputs: Mapping[str, np.ndarray], session: Any = None
+            ) -> tuple[Any, set[str]]:
     """The entry's result as terms of the inputs (param name -> object array of values): a
-    ``Val`` or, for a tuple result, a tuple of them."""
+    ``Val`` or, for a tuple result, a tuple of them. A Call of a Function (a module that is
+    not elaborated) is read as the reference evaluator reads it (``Evaluator.call_function``):
+    the target the typing session resolved, its dispatch variant selected by the argument
+    shapes, its DimVars bound from them; that needs the module's typing ``session``."""
     from tilefoundry.semantics.evaluator.core import dim_env
 
     abstr: set[str] = set()
-    memo: dict[int, Any] = {}
-    env = dim_env(fn.params, [inputs[p.name].shape for p in fn.params]) \
-        if all(p.name in inputs for p in fn.params) else {}
+    depth = [0]
 
-    def ev(e: Any) -> Val:
-        key = id(e)
-        if key in memo:
-            return memo[key]
-        if isinstance(e, Var):
-            if e.name not in inputs:
+    def call(f: Function, args: list[Any]) -> Any:
+        shapes = [a[0].shape for a in args]
+        if f.body is None:
+            from tilefoundry.semantics.typeinfer.functions import select_variant
+
+            f = select_variant(f, shapes)
+        env = dim_env(f.params, shapes)
+        bound = {id(p): a for p, a in zip(f.params, args, strict=True)}
+        depth[0] += 1
+        if depth[0] > 50:
+            raise Unsupported("calls nest deeper than 50")
+        try:
+            return body(f, bound, env)
+        finally:
+            depth[0] -= 1
+
+    def body(f: Function, bound: dict[int, Any], env: Mapping[str, int]) -> Any:
+        memo: dict[int, Any] = dict(bound)
+
+        def ev(e: Any) -> Any:
+            key = id(e)
+            if key in memo:
+                return memo[key]
+            if isinstance(e, Var):
                 raise Unsupported(f"variable {e.name} is not a parameter (let-bound values are "
                                   f"not encoded)")
-            t = e.checked_type if e.has_type else e.type
-            v = (inputs[e.name], t.dtype.value)
-        elif isinstance(e, Constant):
-            arr = np.asarray(e.value)
-            dt = dtype_of(arr).value
-            v = (_vmap(lambda c: E.const(c, dt), arr.astype(object)) if arr.size
-                 else np.empty(arr.shape, object), dt)
-        elif isinstance(e, Tuple):
-            v = tuple(ev(f) for f in e.fields)
-        elif isinstance(e, TupleGetItem):
-            t = ev(e.tuple_value)
-            if not isinstance(t, tuple):
-                raise Unsupported("TupleGetItem of a value that is not a tuple")
-            v = t[e.index]
-        elif isinstance(e, Call) and isinstance(e.op, MOVEMENT):
-            v = _movement(e, [_tensor_val(ev(a)) for a in e.args], env)
-        elif isinstance(e, Call) and isinstance(e.op, CONSTANT_OPS):
-            v = _constant(e, [_tensor_val(ev(a)) for a in e.args], env)
-        elif isinstance(e, Call):
-            enc = HIR_OPS.get(type(e.op))
-            if enc is None:
-                raise Unsupported(f"unsupported op {type(e.op).__name__} (no HIR SMT encoding)")
-            v = enc(e.op, [_tensor_val(ev(a)) for a in e.args], abstr)
-        else:
-            raise Unsupported(f"unsupported HIR node {type(e).__name__}")
-        memo[key] = v
-        return v
+            if isinstance(e, Constant):
+                arr = np.asarray(e.value)
+                dt = dtype_of(arr).value
+                v = (_vmap(lambda c: E.const(c, dt), arr.astype(object)) if arr.size
+                     else np.empty(arr.shape, object), dt)
+            elif isinstance(e, Tuple):
+                v = tuple(ev(x) for x in e.fields)
+            elif isinstance(e, TupleGetItem):
+                t = ev(e.tuple_value)
+                if not isinstance(t, tuple) or (len(t) == 2 and isinstance(t[0], np.ndarray)):
+                    raise Unsupported("TupleGetItem of a value that is not a tuple")
+                v = t[e.index]
+            elif isinstance(e, Call) and isinstance(e.op, Function):
+                if session is None:
+                    raise Unsupported("a Call of a Function (the module is not elaborated; no "
+                                      "typing session given)")
+                from tilefoundry.semantics.typeinfer.functions import resolved_target
 
-    return ev(fn.body), abstr
+                v = call(resolved_target(e, session), [_tensor_val(ev(a)) for a in e.args])
+            elif isinstance(e, Call) and isinstance(e.op, MOVEMENT):
+                v = _movement(e, [_tensor_val(ev(a)) for a in e.args], env)
+            elif isinstance(e, Call) and isinstance(e.op, CONSTANT_OPS):
+                v = _constant(e, [_tensor_val(ev(a)) for a in e.args], env)
+            elif isinstance(e, Call):
+                enc = HIR_OPS.get(type(e.op))
+                if enc is None:
+                    raise Unsupported(f"unsupported op {type(e.op).__name__} (no HIR SMT "
+                                      f"encoding)")
+                v = enc(e.op, [_tensor_val(ev(a)) for a in e.args], abstr)
+            else:
+                raise Unsupported(f"unsupported HIR node {type(e).__name__}")
+            memo[key] = v
+            return v
+
+        return ev(f.body)
+
+    for p in fn.params:
+        if p.name not in inputs:
+            raise Unsupported(f"parameter {p.name} has no input")
+    args = []
+    for p in fn.params:
+        t = p.checked_type if p.has_type else p.type
+        args.append((inputs[p.name], t.dtype.value))
+    return call(fn, args), abstr
