@@ -15,12 +15,13 @@ any other op is ``Unsupported("unsupported op <Class>")``:
   one rounding; max / min / abs_max NaN-propagating with -0 < +0; integers in their dtype.
 * ``MatMul`` (rank 2): f32 products (operands widened), the K-order left fold seeded with the
   first product, one rounding; integers in i64, wrapped back.
-* Data movement (``MOVEMENT``: Reshape, Transpose, Slice, Concat, Stack): the reference
+* Data movement (``MOVEMENT``: Reshape, Transpose, Slice, Concat, Stack, Gather): the reference
   evaluator's own implementation run on *index arrays* (each operand element's position in the
   concatenation of the operands, int64) gives, per output element, the operand element it
   copies; the output is those terms, moved unchanged (bit-exact, NaN payloads included, D478).
-  An implementation that does not return such an index map (it computes, fills or converts)
-  is "unsupported".
+  An integer operand whose terms are all constants (an index in an unrolled loop) is passed
+  as its value; an implementation that does not return such an index map (it computes, fills
+  or converts) is "unsupported".
 * Value-independent ops (``CONSTANT_OPS``: ShapeOf, Rank, Zeros): the reference evaluator on
   zero operands of the operands' shapes; the result is constants.
 * ``Tuple`` / ``TupleGetItem``: a tuple of encoded values / one of them (a tuple result is
@@ -38,15 +39,26 @@ import z3
 
 from tilefoundry.compiler import kir
 from tilefoundry.semantics.formats import dtype_of
-from tilefoundry.semantics.ir import Call, Constant, Function, Tuple, TupleGetItem, Var
+from tilefoundry.semantics.ir import (
+    Call,
+    Constant,
+    Function,
+    GridRegionExpr,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
 from tilefoundry.semantics.ops import (
     Binary,
     Cast,
     Concat,
+    Gather,
+    MaskedReduce,
     MatMul,
     Rank,
     Reduce,
     Reshape,
+    SeededReduce,
     Select,
     ShapeOf,
     Slice,
@@ -181,12 +193,70 @@ def _matmul(op: MatMul, args: list[Val], abstr: set[str]) -> Val:
     return out, dt
 
 
+def _fibers(x: np.ndarray, axes_in: tuple) -> tuple[np.ndarray, tuple, tuple]:
+    axes = sorted(a % x.ndim for a in axes_in) if x.ndim else []
+    keep = [i for i in range(x.ndim) if i not in axes]
+    batch = tuple(x.shape[i] for i in keep)
+    f = np.transpose(x, keep + axes).reshape(math.prod(batch),
+                                             math.prod(x.shape[a] for a in axes))
+    keep_shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+    return f, batch, keep_shape
+
+
+def _seeded(op: SeededReduce, args: list[Val], abstr: set[str]) -> Val:
+    """``reducers._seeded_fibers``: the seed is the state the contributions enter; floats
+    widened to f32 and rounded once; a MaskedReduce's inactive lanes are absent (an ``If`` per
+    lane for the folds and max / min; a masked tree sum's admitted set depends on the mask's
+    value, which is not encoded)."""
+    (x, dt), (sd, _) = args[0], args[1]
+    masked = isinstance(op, MaskedReduce)
+    kind, policy = op.kind, op.policy
+    if dt == "bool":
+        raise Unsupported(f"unsupported op {type(op).__name__}.{kind} on bool")
+    fp = kir.is_float(dt)
+    if masked and fp and kind == "sum" and policy in ("ordered_tree", "unordered_tree"):
+        raise Unsupported(f"unsupported op MaskedReduce.sum under {policy} (the admitted set "
+                          f"depends on the mask's value)")
+    f, batch, keep_shape = _fibers(x, op.axes)
+    mf = _fibers(args[2][0], op.axes)[0] if masked else None
+    seeds = sd.reshape(-1)
+    acc = "f32" if fp else dt
+    up = (lambda v: E.widen(v, dt, "f32")) if _lowp(dt) else (lambda v: v)
+    out = np.empty(f.shape[0], object)
+    for r in range(f.shape[0]):
+        lanes, init = [up(v) for v in f[r]], up(seeds[r])
+        if not masked:
+            res = reduce_lanes(lanes, acc, kind, policy, init, abstr)
+        elif kind == "sum":
+            add = E.binary("add", acc)
+            order = range(len(lanes) - 1, -1, -1) if policy == "fold_right" else \
+                range(len(lanes))
+            res = init
+            for i in order:
+                step = add(lanes[i], res) if policy == "fold_right" else add(res, lanes[i])
+                res = z3.If(mf[r, i], step, res)
+        else:  # max / min: exact, every policy gives this value
+            pick = (lambda a, b: E.fminmax(a, b, kind == "max")) if fp else \
+                E.binary(kind, acc)
+            res = init
+            for i in range(len(lanes)):
+                res = z3.If(mf[r, i], pick(res, lanes[i]), res)
+        out[r] = E.round_to(res, "f32", dt, "nonfinite") if _lowp(dt) else res
+    return out.reshape(keep_shape if op.keepdim else batch), dt
+
+
 HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
     Binary: _binary, Unary: _unary, Cast: _cast, Select: _select, Reduce: _reduce,
-    MatMul: _matmul}
+    MatMul: _matmul, SeededReduce: _seeded, MaskedReduce: _seeded}
 
-#: pure data movement: encoded through the reference evaluator's index map
-MOVEMENT: tuple[type, ...] = (Reshape, Transpose, Slice, Concat, Stack)
+#: loops longer than this are "unsupported" (each iteration's terms are built)
+MAX_UNROLL = 64
+
+#: pure data movement: encoded through the reference evaluator's index map (positions offset
+#: by ``_BASE``, so that a value the implementation fills in — a Gather's fill, a zero — is
+#: never mistaken for a position)
+MOVEMENT: tuple[type, ...] = (Reshape, Transpose, Slice, Concat, Stack, Gather)
+_BASE = 1 << 40
 #: results that do not depend on the operands' values
 CONSTANT_OPS: tuple[type, ...] = (ShapeOf, Rank, Zeros)
 
@@ -209,25 +279,53 @@ def _run_ref(call: Call, operands: tuple, env: Mapping[str, int]) -> Any:
                           f"operands raised {type(e).__name__}: {e}") from None
 
 
+def _concrete_int(a: np.ndarray, dt: str) -> np.ndarray | None:
+    """An integer operand whose every term is a constant (an unrolled loop's induction
+    variable, a folded index) as a numpy array of ``dt``, else None."""
+    if not kir.is_int(dt) or not all(z3.is_bv_value(t) for t in a.reshape(-1)):
+        return None
+    npdt = kir.numpy_dtype(dt)
+    vals = [t.as_signed_long() if np.issubdtype(npdt, np.signedinteger) else t.as_long()
+            for t in a.reshape(-1)]
+    return np.asarray(vals, npdt).reshape(a.shape)
+
+
 def _movement(call: Call, args: list[Val], env: Mapping[str, int]) -> Val:
-    """Data movement as the reference's own index map (module docstring)."""
+    """Data movement as the reference's own index map (module docstring); an integer operand
+    whose terms are all constants (a start index) is passed as its concrete value."""
     name = type(call.op).__name__
-    dts = {dt for _, dt in args}
+    names = type(call.op).INPUTS
+    # the operands that are positions, not data (a Gather's ``indices``): constants only
+    index = {i for i, n in enumerate(names) if n not in ("x", "xs")} \
+        if len(names) == len(args) else set()
+    concrete: list[np.ndarray | None] = [None] * len(args)
+    for i in index:
+        concrete[i] = _concrete_int(*args[i])
+        if concrete[i] is None:
+            raise Unsupported(f"unsupported op {name} with a data-dependent {names[i]} operand")
+    data = [i for i in range(len(args)) if i not in index]
+    dts = {args[i][1] for i in data}
     if len(dts) != 1:
         raise Unsupported(f"unsupported op {name} over operands of dtypes {sorted(dts)}")
-    sizes = [a.size for a, _ in args]
+    sizes = [args[i][0].size for i in data]
     offs = np.cumsum([0, *sizes])
-    idx = tuple(np.arange(o, o + a.size, dtype=np.int64).reshape(a.shape)
-                for o, (a, _) in zip(offs, args, strict=False))
-    res = np.asarray(_run_ref(call, idx, env))
+    ops: list[np.ndarray] = [np.empty(0)] * len(args)
+    for o, i in zip(offs, data, strict=False):
+        a = args[i][0]
+        ops[i] = np.arange(_BASE + o, _BASE + o + a.size, dtype=np.int64).reshape(a.shape)
+    for i, c in enumerate(concrete):
+        if c is not None:
+            ops[i] = c
+    res = np.asarray(_run_ref(call, tuple(ops), env))
     total = int(offs[-1])
-    if res.dtype != np.int64 or (res.size and (res.min() < 0 or res.max() >= total)):
+    if res.dtype != np.int64 or (res.size and (res.min() < _BASE or
+                                               res.max() >= _BASE + total)):
         raise Unsupported(f"unsupported op {name}: its reference implementation is not an "
-                          f"index map (it computes or fills values)")
+                          f"index map here (it computes or fills values)")
     flat = np.empty(total, object)
-    for o, (a, _) in zip(offs, args, strict=False):
-        flat[o:o + a.size] = a.reshape(-1)
-    return flat[res], dts.pop()
+    for o, i in zip(offs, data, strict=False):
+        flat[o:o + args[i][0].size] = args[i][0].reshape(-1)
+    return flat[res - _BASE], dts.pop()
 
 
 def _constant(call: Call, args: list[Val], env: Mapping[str, int]) -> Val:
@@ -282,7 +380,9 @@ def run_hir(fn: Function, inputs: Mapping[str, np.ndarray], session: Any = None
             depth[0] -= 1
 
     def body(f: Function, bound: dict[int, Any], env: Mapping[str, int]) -> Any:
-        memo: dict[int, Any] = dict(bound)
+        return scope(f.body, dict(bound), env)
+
+    def scope(root: Any, memo: dict[int, Any], env: Mapping[str, int]) -> Any:
 
         def ev(e: Any) -> Any:
             key = id(e)
@@ -303,6 +403,8 @@ def run_hir(fn: Function, inputs: Mapping[str, np.ndarray], session: Any = None
                 if not isinstance(t, tuple) or (len(t) == 2 and isinstance(t[0], np.ndarray)):
                     raise Unsupported("TupleGetItem of a value that is not a tuple")
                 v = t[e.index]
+            elif isinstance(e, GridRegionExpr):
+                v = loop(e, memo, env)
             elif isinstance(e, Call) and isinstance(e.op, Function):
                 if session is None:
                     raise Unsupported("a Call of a Function (the module is not elaborated; no "
@@ -325,7 +427,29 @@ def run_hir(fn: Function, inputs: Mapping[str, np.ndarray], session: Any = None
             memo[key] = v
             return v
 
-        return ev(f.body)
+        return ev(root)
+
+    def loop(node: GridRegionExpr, memo: dict[int, Any], env: Mapping[str, int]) -> Any:
+        """Unrolled as the evaluator runs it (``Evaluator.eval_loop``): per iteration the
+        induction variable a constant of its dtype, the carried values rebound, the yields
+        evaluated in a scope that shares the loop-invariant values."""
+        from tilefoundry.semantics.typeinfer.functions import resolve_grid_domain
+
+        dom = resolve_grid_domain(node, dict(env))
+        if len(dom) > MAX_UNROLL:
+            raise Unsupported(f"a GridRegionExpr of {len(dom)} iterations (more than "
+                              f"{MAX_UNROLL} are not unrolled)")
+        carried = [scope(a, memo, env) for a in node.init_args]
+        ivt = node.induction_var.checked_type if node.induction_var.has_type else None
+        idt = ivt.dtype.value if ivt is not None and hasattr(ivt, "dtype") else "i32"
+        for i in dom:
+            inner = dict(memo)
+            iv = np.empty((), object)
+            iv[()] = E.const(np.asarray(i, kir.numpy_dtype(idt)), idt)
+            inner[id(node.induction_var)] = (iv, idt)
+            inner.update((id(c), v) for c, v in zip(node.carried_args, carried, strict=True))
+            carried = [scope(y, inner, env) for y in node.yield_values]
+        return carried[0] if len(carried) == 1 else tuple(carried)
 
     for p in fn.params:
         if p.name not in inputs:

@@ -127,3 +127,77 @@ module(f)
     real = H._run_ref
     monkeypatch.setattr(H, "_run_ref", lambda call, ops, env: np.flip(real(call, ops, env)))
     assert agreement_hir(m, "f", [x]) != []
+
+
+@pytest.mark.parametrize("dt", [DType.F32, DType.BF16, DType.I32], ids=str)
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+@pytest.mark.parametrize("policy", ["fold_left", "fold_right", "ordered_tree",
+                                    "unordered_tree"])
+def test_seeded_reduce(kind, policy, dt):
+    """SeededReduce (reducers._seeded_fibers): the seed enters as a state; narrow floats widen
+    to f32 and round once; tree sums are their admitted set (the reference's member in it)."""
+    t = dt.value
+    m = _movement_module(f'''
+@func
+def f(x: Tensor[(3, 4), {t}], s: Tensor[(3,), {t}]):
+    return reduce_{kind}_seeded(x, s, (1,), "{policy}", False)
+
+module(f)
+''')
+    x, s = values(dt, 12, 21).reshape(3, 4), values(dt, 3, 22)
+    assert agreement_hir(m, "f", [x, s]) == []
+
+
+@pytest.mark.parametrize("dt", [DType.F32, DType.F16, DType.I8], ids=str)
+@pytest.mark.parametrize("kind,policy", [("sum", "fold_left"), ("sum", "fold_right"),
+                                         ("max", "ordered_tree"), ("min", "unordered_tree")])
+def test_masked_reduce(kind, policy, dt):
+    """MaskedReduce: inactive lanes are absent (a fully masked fiber is its seed)."""
+    t = dt.value
+    m = _movement_module(f'''
+@func
+def f(x: Tensor[(3, 4), {t}], s: Tensor[(3,), {t}], k: Tensor[(3, 4), bool]):
+    return reduce_{kind}_masked(x, s, k, (1,), "{policy}", False)
+
+module(f)
+''')
+    x, s = values(dt, 12, 23).reshape(3, 4), values(dt, 3, 24)
+    k = np.array([[1, 0, 1, 1], [0, 0, 0, 0], [1, 1, 0, 1]], bool)
+    assert agreement_hir(m, "f", [x, s, k]) == []
+
+
+def test_a_masked_tree_sum_is_unsupported_by_name():
+    from tilefoundry.validate.encode import Unsupported
+
+    m = _movement_module('''
+@func
+def f(x: Tensor[(2, 4), f32], s: Tensor[(2,), f32], k: Tensor[(2, 4), bool]):
+    return reduce_sum_masked(x, s, k, (1,), "ordered_tree", False)
+
+module(f)
+''')
+    with pytest.raises(Unsupported, match="MaskedReduce.sum under ordered_tree"):
+        agreement_hir(m, "f", [values(DType.F32, 8, 1).reshape(2, 4), values(DType.F32, 2, 2),
+                               np.ones((2, 4), bool)])
+
+
+def test_a_loop_unrolls_as_the_evaluator_runs_it_and_constant_indices_gather():
+    """A GridRegionExpr carrying two values over x[i] (a Gather at the unrolled, constant i):
+    the encoding agrees with the reference; the elaborate pass over it is proved valid."""
+    from tilefoundry.semantics.dsl import DimVar, Tensor, bf16, func, maximum, module, tile, zeros
+    from tilefoundry.validate.passes import validate_program
+
+    K = DimVar("K", 1, 33)
+
+    @func
+    def running(x: Tensor[(K, 3), bf16]):
+        total = zeros((3,), bf16)
+        peak = x[0]
+        for i in tile(K):
+            total = total + x[i]
+            peak = maximum(peak, x[i])
+        return total, peak
+
+    m = module(running)
+    assert agreement_hir(m, "running", [values(DType.BF16, 12, 25).reshape(4, 3)]) == []
+    assert validate_program(m, "running", [(4, 3)]).status("elaborate") == "valid"
