@@ -16,7 +16,10 @@ is one of these trees, so the same box is sound (looser) for ordered_tree. NaN: 
 whose bound would be NaN, or that spans both infinities, becomes the full box, which also
 admits a NaN result. A component whose associativity and commutativity are both claimed
 ``exact`` (and checked, ``reducer_laws``) has one value over every tree: it is compared for
-equality with the reference tree instead. Cost: O(L²) interval operations for L leaves, one
+equality with the reference tree instead. A component whose declared merge is literally
+``add(a.c, b.c)`` (an f32 sum of itself, associativity claimed) is also held to the rigorous
+sum bound of every tree (``reductions``) — the box alone is loose for sums of mixed signs
+(``m·[min, max]``). Cost: O(L²) interval operations for L leaves, one
 vectorized ``merge#`` per m (over every split and fiber); fibers longer than ``ENCLOSE_MAX`` leaves are refused with the
 project's error (not silently admitted).
 """
@@ -142,8 +145,21 @@ def declared_tree_admits(r, result: np.ndarray, leaves: np.ndarray, seed: np.nda
         ref = _custom_fibers(r, leaves, seed, "unordered_tree" if unordered else "ordered_tree")
         for i in exact:
             inside[..., i] = _same_f32(result[..., i], ref[..., i])
+    sums = [i for i, c in enumerate(r.state) if i not in exact and
+            r.merge[i] == ("add", f"a.{c}", f"b.{c}") and r.law("associative", c)]
+    if sums:  # a component whose declared merge is an f32 sum of itself: the rigorous sum bound
+        from tilefoundry.semantics.formats import DType
+        from tilefoundry.semantics.reductions import ENUMERATE_MAX, _tree_admits
+
+        for i in sums:
+            v = np.concatenate([seed[..., i:i + 1], leaves[..., i]], -1)
+            ok_i, _, _ = _tree_admits(v, result[..., i], DType.F32, unordered, None,
+                                      ENUMERATE_MAX)
+            inside[..., i] &= ok_i
     names = [r.state[i] for i in exact]
     how = (f"every f32 merge tree over the seed and {n} lifted contributions enclosed by "
            f"interval arithmetic over the declared merge (declared_enclosure)"
-           + (f"; {names} exact by the declared exact laws" if names else ""))
+           + (f"; {names} exact by the declared exact laws" if names else "")
+           + (f"; {[r.state[i] for i in sums]} also by the rigorous f32 sum bound (their merge "
+              f"is a + b)" if sums else ""))
     return np.all(inside, -1), how

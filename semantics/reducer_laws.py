@@ -191,7 +191,9 @@ def _z3_real(r, law: str, k: int) -> str:
     s.set("timeout", Z3_TIMEOUT_MS)
     s.add(z3.Not(claim))
     res = s.check()
-    return {z3.unsat: "proved", z3.sat: "counterexample"}.get(res, "unknown")
+    if res == z3.unsat:
+        return "proved"
+    return "counterexample" if res == z3.sat else "unknown"
 
 
 def _fail(r, law: str, over: str, comp: str, inputs, how: str) -> ReducerLawError:

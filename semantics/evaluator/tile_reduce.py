@@ -59,6 +59,9 @@ def _declared_laws(r: object) -> str:
     """A declared reducer's law verdicts with their provenance (D449), for the case's note."""
     if not getattr(r, "declared", False):
         return ""
-    from tilefoundry.semantics.reducer_laws import laws_summary
+    from tilefoundry.semantics.reducer_laws import ReducerLawError, laws_summary
 
-    return f"; declared reducer {r.name} laws: {laws_summary(r)}"
+    try:
+        return f"; declared reducer {r.name} laws: {laws_summary(r)}"
+    except ReducerLawError as e:  # the type rule refuses such a program; say why here too
+        return f"; declared reducer {r.name} laws: {e}"
