@@ -23,7 +23,7 @@ from tilefoundry.compiler.kir import Buffer, c_strides
 from tilefoundry.compiler.lower import KB, _Lowerer, _spread, bcast_strides, out_type, register
 from tilefoundry.semantics.ir import Call
 from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
-from tilefoundry.semantics.reducers import REDUCERS
+from tilefoundry.semantics.reducers import reducer
 
 
 def _axes(node: Call, x: Buffer) -> tuple[int, ...]:
@@ -122,7 +122,7 @@ def _merge(kb: KB, r, a: list[str], b: list[str]) -> list[str]:
 def _custom(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
     t = out_type(node)
     op = node.op
-    r = REDUCERS[op.reducer]
+    r = reducer(op.reducer)
     x, seed = args
     dt = x.dtype
     axes = _axes(node, x)

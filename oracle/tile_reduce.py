@@ -32,10 +32,10 @@ from tilefoundry.oracle.enclosures.tensor import _fiber_last, _tree_bounds, mixe
 from tilefoundry.semantics.dtypes import cast, dtype_of
 from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
 from tilefoundry.semantics.reducers import (
-    REDUCERS,
     TREES,
     custom_admits,
     custom_prepare,
+    reducer,
     reducer_trees,
     seeded_admits,
 )
@@ -130,13 +130,15 @@ def _custom_enclosure(s: Site):
     if not s.exact_inputs:
         return _full_like(v, f"CustomReduce({op.reducer}) of enclosed inputs: its state is not "
                              f"monotone in them")
-    r = REDUCERS[op.reducer]
+    r = reducer(op.reducer)
     _, leaves, seed, _batch, _ = custom_prepare(s.args[0], s.args[1], r, tuple(op.axes),
                                                 "CustomReduce enclosure")
     n = leaves.shape[-2]
     if n + 1 > (6 if op.policy == "ordered_tree" else 5):
         if op.reducer == "welford":
             return _welford_bound(s, leaves, seed, v, op)
+        if getattr(r, "declared", False):
+            return _declared_bound(r, leaves, seed, v, op)
         return _full_like(v, f"CustomReduce({op.reducer}, {op.policy}) over {n + 1} leaves: "
                              f"beyond enumeration")
     cols = [seed] + [leaves[..., i, :] for i in range(n)]
@@ -161,6 +163,20 @@ def _welford_bound(s: Site, leaves, seed, v: np.ndarray, op) -> Enc:
     shape = v.shape
     return Enc(lo32.reshape(shape), hi32.reshape(shape), np.zeros(shape, bool),
                np.ones(shape, bool), f"CustomReduce(welford, {op.policy}) merge-tree bound")
+
+
+def _declared_bound(r, leaves, seed, v: np.ndarray, op) -> Enc:
+    """A declared reducer beyond enumeration: the declared-law box (``declared_enclosure``,
+    D451); a full component box admits NaN too."""
+    from tilefoundry.semantics.declared_enclosure import ENCLOSE_MAX, tree_box
+
+    if leaves.shape[-2] + 1 > ENCLOSE_MAX:
+        return _full_like(v, f"CustomReduce({r.name}, {op.policy}): beyond {ENCLOSE_MAX} leaves")
+    lo, hi = tree_box(r, leaves, seed)
+    full = np.isneginf(lo) & np.isposinf(hi)
+    shape = v.shape
+    return Enc(lo.reshape(shape), hi.reshape(shape), full.reshape(shape),
+               np.ones(shape, bool), f"CustomReduce({r.name}, {op.policy}) declared-law box")
 
 
 __all__ = ["ADMITTED"]

@@ -157,7 +157,11 @@ _OPS: dict[str, Callable] = {
 OPS = (*_OPS, "ifzero")
 
 
-def reducer(name: str) -> Reducer:
+def reducer(name: str | Reducer) -> Reducer:
+    """The reducer a ``CustomReduce`` names: a built-in by name, or the program's own
+    declaration (a ``Reducer`` value, ``declared_reducers.declare_reducer``) as it stands."""
+    if isinstance(name, Reducer):
+        return name
     if name not in REDUCERS:
         raise InvalidArgumentError(bad_choice("reducer", name, tuple(REDUCERS)))
     return REDUCERS[name]
@@ -492,6 +496,11 @@ def custom_admits(result: np.ndarray, x: np.ndarray, seed: np.ndarray,
             ok |= _same_state(rr, c)
         method = "enumeration"
         how = f"every f32 merge tree over the seed and {n} lifted contributions enumerated"
+    elif getattr(r, "declared", False):  # a program's own reducer: the declared-law enclosure
+        from tilefoundry.semantics.declared_enclosure import declared_tree_admits
+
+        ok, how = declared_tree_admits(r, rr, leaves, s, policy == "unordered_tree")
+        method = "bound"
     elif r.name == "welford":  # any length: the sound bound of every merge tree
         from tilefoundry.semantics.reducer_bounds import welford_tree_bounds
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 
+from tilefoundry.semantics.declared_reducers import declare_reducer as Reducer
 from tilefoundry.semantics.dsl.errors import DSLError
 from tilefoundry.semantics.dsl.frontend import DSLFunction, func, module, parse_module
 from tilefoundry.semantics.dsl.source import to_source
@@ -56,7 +57,7 @@ nn = FAMILIES["nn"]
 __all__ = [
     "Broadcast", "DSLError", "DSLFunction", "DimAdd", "DimFloorDiv", "DimMax", "DimMin",
     "DimMod", "DimMul", "DimSub", "DimVar", "DimVarRangePat", "Layout", "Mesh", "Partial",
-    "SPELLINGS", "ShardLayout", "Split", "Target", "Tensor", "Topology", "TopologyLevel",
+    "Reducer", "SPELLINGS", "ShardLayout", "Split", "Target", "Tensor", "Topology", "TopologyLevel",
     "Tuple", "dim_max", "dim_min", "func", "module", "nn", "parse_module", "to_source",
     *sorted(k for k in INTRINSICS if not hasattr(builtins, k)),
     *sorted(k for k in DTYPE_NAMES if k != "bool"), *sorted(STORAGE_NAMES),

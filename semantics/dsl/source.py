@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from tilefoundry.errors import TilefoundryError
+from tilefoundry.semantics.declared_reducers import DeclaredReducer, reducer_source
 from tilefoundry.semantics.dsl.errors import DSLError
 from tilefoundry.semantics.dsl.parser import structurally_tuple
 from tilefoundry.semantics.dsl.surface import (
@@ -215,6 +216,9 @@ class _ModulePrinter:
             return f"Partial({_str(v.reduction)})"
         if isinstance(v, Mesh):
             return mesh_name(v)
+        if isinstance(v, DeclaredReducer):  # a program's own reducer (D448)
+            self.note("Reducer")
+            return reducer_source(v, lambda x: self.static(x, mesh_name))
         raise _err("attribute value", f"{v!r} ({type(v).__name__}) has no DSL spelling")
 
     def storage(self, k: StorageKind) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tilefoundry.semantics.declared_reducers import declare_reducer
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import DimVarRangePat, Op, Target
 from tilefoundry.semantics.ops import ALIASES
@@ -364,6 +365,7 @@ STATIC_CALLABLES: dict[str, Any] = {
     "Layout": Layout, "ShardLayout": ShardLayout, "Mesh": Mesh, "Split": Split,
     "Broadcast": Broadcast, "Partial": Partial, "DimVarRangePat": DimVarRangePat,
     "Topology": Topology, "TopologyLevel": TopologyLevel, "Target": Target,
+    "Reducer": declare_reducer,  # a program's own reducer (declared_reducers, D448)
 }
 STATIC_CALLABLE_IDS = {id(v) for v in STATIC_CALLABLES.values()}
 

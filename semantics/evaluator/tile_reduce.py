@@ -50,5 +50,18 @@ def eval_custom_reduce(ctx: EvalCtx, args: tuple) -> np.ndarray:
             op=f"CustomReduce({op.reducer})", kind="admitted_set", dtype=dtype_of(out),
             policy=op.policy,
             detail=f"axes {tuple(op.axes)}: every f32 merge tree over the seed and the lifted "
-                   f"contributions; the reference is merge(seed, pairwise tree)"))
+                   f"contributions; the reference is merge(seed, pairwise tree)"
+                   + _declared_laws(op.reducer)))
     return _out(positive_nan(out))  # D21: not numpy's propagated payload
+
+
+def _declared_laws(r: object) -> str:
+    """A declared reducer's law verdicts with their provenance (D449), for the case's note."""
+    if not getattr(r, "declared", False):
+        return ""
+    from tilefoundry.semantics.reducer_laws import ReducerLawError, laws_summary
+
+    try:
+        return f"; declared reducer {r.name} laws: {laws_summary(r)}"
+    except ReducerLawError as e:  # the type rule refuses such a program; say why here too
+        return f"; declared reducer {r.name} laws: {e}"

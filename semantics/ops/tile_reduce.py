@@ -83,9 +83,11 @@ class CustomReduce(_Tile):
 
     def __post_init__(self):
         _common(self, "CustomReduce")
-        if not isinstance(self.reducer, str):
-            raise IRError(f"CustomReduce.reducer must be a reducer name (str), got "
-                          f"{self.reducer!r}")
+        from tilefoundry.semantics.reducers import Reducer
+
+        if not isinstance(self.reducer, str | Reducer):
+            raise IRError(f"CustomReduce.reducer must be a reducer name (str) or a declared "
+                          f"Reducer(...), got {self.reducer!r}")
 
 
 __all__ = ["SEEDED_KINDS", "CustomReduce", "MaskedReduce", "SeededReduce"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from tilefoundry.semantics.formats import FORMATS, DType
 from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
-from tilefoundry.semantics.reducers import REDUCERS, TREES
+from tilefoundry.semantics.reducers import REDUCERS, TREES, reducer
 from tilefoundry.semantics.typeinfer.common import dims_equal, norm_axis
 from tilefoundry.semantics.typeinfer.commutation import check_partials
 from tilefoundry.semantics.typeinfer.core import Ctx, register_typeinfer, tensor_operand
@@ -91,11 +91,16 @@ def infer_custom_reduce(ctx: Ctx, types: tuple) -> TensorType:
     op: CustomReduce = ctx.op  # type: ignore[assignment]
     x = tensor_operand(ctx, types[0], 0)
     seed = tensor_operand(ctx, types[1], 1)
-    if op.reducer not in REDUCERS:
+    if isinstance(op.reducer, str) and op.reducer not in REDUCERS:
         ctx.error(f"reducer {op.reducer!r} is not declared", rule="CustomReduce reducer is a "
-                  "registered reducer", fix=f"use one of {tuple(REDUCERS)}")
-    r = REDUCERS[op.reducer]
-    _unsharded(ctx, types, op.reducer)
+                  "registered reducer", fix=f"use one of {tuple(REDUCERS)} or declare it with "
+                  f"Reducer(...)")
+    r = reducer(op.reducer)
+    if getattr(r, "declared", False):  # the program's own laws, checked per program (D449)
+        from tilefoundry.semantics.reducer_laws import check_laws
+
+        check_laws(r)
+    _unsharded(ctx, types, r.name)
     shape = _reduced(ctx, x, op.axes, op.keepdim)
     if not x.dtype.is_float or x.dtype is DType.F8E8M0 or not FORMATS[x.dtype].evaluable:
         ctx.error(f"reducer {r.name!r} takes a float x, got {x.dtype}", operand=0,

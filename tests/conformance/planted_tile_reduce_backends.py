@@ -169,10 +169,44 @@ def welford_unweighted_merge() -> Planted:
     return Planted("welford-unweighted-merge", patch)
 
 
+def declared_wrong_merge() -> Planted:
+    """A backend that runs a program-declared reducer with its own, wrong merge formula: the sum
+    component merged as ``a.sum + b.amax`` (a component typo). The reference evaluates the
+    program's declaration, never the backend's (D450)."""
+    def make(good):
+        def bad(ctx, args):
+            op = ctx.op
+            r = op.reducer
+            if not getattr(r, "declared", False) or "amax" not in r.state:
+                return good(ctx, args)
+            wrong = dataclasses.replace(r, merge=(("add", "a.sum", "b.amax"), *r.merge[1:]))
+            return good(_ctx(ctx, dataclasses.replace(op, reducer=wrong)), args)
+        return bad
+    return Planted("declared-wrong-merge", lambda: _wrap_eval(CustomReduce, make))
+
+
+def declared_reversed_fold() -> Planted:
+    """A declared reducer's tree policy computed as a left fold over the contributions in
+    reverse order: one tree of a permutation (unordered_tree) — legal where the declared laws
+    admit it; ordered_tree and folds are computed as the reference."""
+    def make(good):
+        def bad(ctx, args):
+            op = ctx.op
+            if not getattr(op.reducer, "declared", False) or op.policy != "unordered_tree":
+                return good(ctx, args)
+            x = np.flip(np.asarray(args[0]), tuple(op.axes))
+            return good(_ctx(ctx, dataclasses.replace(op, policy="fold_left")),
+                        [np.ascontiguousarray(x), *args[1:]])
+        return bad
+    return Planted("declared-reversed-fold", lambda: _wrap_eval(CustomReduce, make))
+
+
 BUGS = {"seed_per_tree_leaf": ("SeededReduce", "MaskedReduce"),
         "masked_lane_plus_zero": ("MaskedReduce",),
         "welford_mean_99": ("CustomReduce",),
-        "welford_unweighted_merge": ("CustomReduce",)}
+        "welford_unweighted_merge": ("CustomReduce",),
+        "declared_wrong_merge": ("CustomReduce",)}
 LEGAL = {"masked_lane_minus_zero": ("MaskedReduce",),
          "seed_merged_last": ("SeededReduce", "MaskedReduce"),
-         "welford_left_fold": ("CustomReduce",)}
+         "welford_left_fold": ("CustomReduce",),
+         "declared_reversed_fold": ("CustomReduce",)}

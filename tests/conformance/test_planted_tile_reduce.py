@@ -21,7 +21,8 @@ from tilefoundry.semantics.evaluator.core import evaluate
 CATCHES = {"seed_per_tree_leaf": "spec/tile/seeded-reduce/seed-once-",
            "masked_lane_plus_zero": "spec/tile/masked-reduce/skip-not-plus-zero-",
            "welford_mean_99": "spec/tile/custom-reduce/welford-ordered_tree-len8/",
-           "welford_unweighted_merge": "spec/tile/custom-reduce/welford-unordered_tree-len1000/"}
+           "welford_unweighted_merge": "spec/tile/custom-reduce/welford-unordered_tree-len1000/",
+           "declared_wrong_merge": "spec/tile/custom-reduce/declared-sum-absmax-unordered_tree-len24/"}
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +71,14 @@ def test_a_wrong_welford_mean_fails_over_8_and_1000_contributions(tile_quick):
     _, failed, _ = _judge("welford_mean_99", pt.BUGS["welford_mean_99"], tile_quick)
     assert {"spec/tile/custom-reduce/welford-ordered_tree-len8/f32",
             "spec/tile/custom-reduce/welford-unordered_tree-len1000/f32"} <= set(failed), failed
+
+
+def test_a_declared_wrong_merge_fails_past_enumeration(tile_quick):
+    """Issue 37 item 2: a backend whose merge formula for a program-declared reducer is wrong
+    FAILs the quick tier under every policy past enumeration (24 contributions), judged from the
+    program's own declaration."""
+    verdicts, failed, _ = _judge("declared_wrong_merge", pt.BUGS["declared_wrong_merge"],
+                                 [c for c in tile_quick if "declared" in c.id])
+    assert {f"spec/tile/custom-reduce/declared-sum-absmax-{p}-len24/f32" for p in
+            ("fold_left", "fold_right", "ordered_tree", "unordered_tree")} <= set(failed), failed
+    assert set(verdicts) <= {PASS, FAIL}, dict(verdicts)

@@ -1,0 +1,246 @@
+"""Checking the laws a declared reducer claims, per program (docs/decisions.md D449).
+
+Each claimed law, per component it covers, gets one verdict with its provenance:
+
+* ``over="real"`` (the law holds for the merge over the reals): Z3 over ``Real`` states (``ite``
+  for ``max`` / ``min`` / ``ifzero``; Z3's division is total, so an ``unsat`` answer covers
+  every value ``x / 0`` could take) — ``proved by Z3 (reals)``. Where Z3 finds a real
+  counterexample (it may lie outside the states a reduction reaches, e.g. a negative count) or
+  times out, seeded random falsification over *reachable* states (lifts of random
+  contributions, merges of two lifts, the identity) in exact rational arithmetic
+  (``fractions.Fraction``; a trial that divides by zero is skipped and counted).
+* ``over="exact"`` (bit-exact for the f32 merge): seeded random falsification of the f32 merge
+  over reachable states, vectorized (``reducers.merge_states``), NaN equal to NaN. Z3's FP
+  theory is not used yet (D449 says why).
+
+A law falsified at some inputs raises ``ReducerLawError`` naming the reducer, the law, the
+component and the inputs. Otherwise the verdicts say "proved by Z3 (reals)" or "not refuted by
+N random trials, seed S". Same reducer, seed and count: same verdicts.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from tilefoundry.errors import InvalidArgumentError
+
+__all__ = ["LAW_SEED", "LAW_TRIALS", "LawVerdict", "ReducerLawError", "check_laws",
+           "laws_summary"]
+
+LAW_SEED = 20260437
+LAW_TRIALS = 4096  # f32 trials (vectorized); real-law trials use REAL_TRIALS
+REAL_TRIALS = 256
+Z3_TIMEOUT_MS = 3000
+
+
+class ReducerLawError(InvalidArgumentError):
+    """A declared reducer claims a law its merge does not satisfy."""
+
+
+@dataclass(frozen=True)
+class LawVerdict:
+    law: str
+    over: str
+    component: str
+    status: str  # "proved" | "not refuted"
+    provenance: str
+
+    def __str__(self) -> str:
+        return f"{self.law} ({self.over}) of {self.component}: {self.provenance}"
+
+
+# --- random reachable states ------------------------------------------------------------------
+_SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0, 1e-3, 1e6, -7.25, 1e-40],
+                    np.float32)
+
+
+def _samples(rng: np.random.Generator, n: int) -> np.ndarray:
+    pick = rng.integers(0, 3, n)
+    out = np.where(pick == 0, _SPECIAL[rng.integers(0, _SPECIAL.size, n)],
+                   np.where(pick == 1, rng.integers(-8, 9, n).astype(np.float64),
+                            rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)))
+    return out.astype(np.float32)
+
+
+def _states(r, rng: np.random.Generator, n: int) -> np.ndarray:
+    from tilefoundry.semantics.reducers import lift, merge_states
+
+    one = lift(r, _samples(rng, n))
+    two = merge_states(r, lift(r, _samples(rng, n)), lift(r, _samples(rng, n)))
+    kind = rng.integers(0, 5 if r.identity is not None else 4, n)
+    out = np.where((kind < 2)[:, None], one, two)
+    if r.identity is not None:
+        out = np.where((kind == 4)[:, None], np.asarray(r.identity, np.float32), out)
+    return out.astype(np.float32)
+
+
+def _sides(r, law: str, a, b, c, e, merge):
+    if law == "associative":
+        return merge(r, merge(r, a, b), c), merge(r, a, merge(r, b, c))
+    if law == "commutative":
+        return merge(r, a, b), merge(r, b, a)
+    return (merge(r, e, a), a), (merge(r, a, e), a)  # identity: both sides
+
+
+def _f32_check(r, law: str, k: int, rng, trials: int):
+    """None, or the first falsifying (a, b, c) as lists of floats."""
+    from tilefoundry.semantics.reducers import _same_f32, merge_states
+
+    a, b, c = (_states(r, rng, trials) for _ in range(3))
+    e = np.asarray(r.identity if r.identity is not None else [0.0] * len(r.state), np.float32)
+    pairs = _sides(r, law, a, b, c, e, merge_states)
+    pairs = list(pairs) if law == "identity" else [pairs]
+    bad = np.zeros(trials, bool)
+    for lhs, rhs in pairs:
+        lk, rk = np.broadcast_to(lhs, a.shape)[:, k], np.broadcast_to(rhs, a.shape)[:, k]
+        bad |= ~_same_f32(lk, rk)
+    if bad.any():
+        i = int(np.argmax(bad))
+        return [a[i].tolist(), b[i].tolist(), c[i].tolist()]
+    return None
+
+
+# --- exact rationals ----------------------------------------------------------------------------
+def _q_expr(e, env):
+    if isinstance(e, str):
+        return env[e]
+    if isinstance(e, float | int):
+        return Fraction(float(np.float32(e)))
+    head, *args = e
+    vals = [_q_expr(x, env) for x in args]
+    if head == "ifzero":
+        return vals[1] if vals[0] == 0 else vals[2]
+    a, b = vals
+    if head == "div":
+        if b == 0:
+            raise ZeroDivisionError
+        return a / b
+    return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+            "max": lambda: max(a, b), "min": lambda: min(a, b)}[head]()
+
+
+def _q_merge(r, a, b):
+    env = {f"a.{c}": a[i] for i, c in enumerate(r.state)}
+    env.update({f"b.{c}": b[i] for i, c in enumerate(r.state)})
+    for n, e in r.lets:
+        env[n] = _q_expr(e, env)
+    return [_q_expr(e, env) for e in r.merge]
+
+
+def _real_check(r, law: str, k: int, rng, trials: int):
+    """(None or falsifying inputs, skipped count) in exact rationals over reachable states."""
+    st = [_states(r, rng, trials) for _ in range(3)]
+    e = [Fraction(v) for v in (r.identity or [0.0] * len(r.state))]
+    skipped = 0
+    for i in range(trials):  # not the evaluator: a law check over sampled states
+        a, b, c = ([Fraction(float(v)) for v in s[i]] if np.all(np.isfinite(s[i])) else None
+                   for s in st)
+        if a is None or b is None or c is None:
+            skipped += 1
+            continue
+        try:
+            pairs = _sides(r, law, a, b, c, e, _q_merge)
+        except ZeroDivisionError:
+            skipped += 1
+            continue
+        for lhs, rhs in (pairs if law == "identity" else [pairs]):
+            if lhs[k] != rhs[k]:
+                return [st[0][i].tolist(), st[1][i].tolist(), st[2][i].tolist()], skipped
+    return None, skipped
+
+
+# --- Z3 over the reals ------------------------------------------------------------------------
+def _z3_real(r, law: str, k: int) -> str:
+    """"proved", "counterexample" or "unknown"."""
+    try:
+        import z3
+    except ImportError:  # pragma: no cover - z3 is a dependency
+        return "unknown"
+
+    def ex(e, env):
+        if isinstance(e, str):
+            return env[e]
+        if isinstance(e, float | int):
+            return z3.RealVal(Fraction(float(np.float32(e))))
+        head, *args = e
+        v = [ex(x, env) for x in args]
+        if head == "ifzero":
+            return z3.If(v[0] == 0, v[1], v[2])
+        a, b = v
+        return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+                "div": lambda: a / b, "max": lambda: z3.If(a >= b, a, b),
+                "min": lambda: z3.If(a <= b, a, b)}[head]()
+
+    def merge(_r, a, b):
+        env = {f"a.{c}": a[i] for i, c in enumerate(r.state)}
+        env.update({f"b.{c}": b[i] for i, c in enumerate(r.state)})
+        for n, e in r.lets:
+            env[n] = ex(e, env)
+        return [ex(e, env) for e in r.merge]
+
+    a, b, c = ([z3.Real(f"{s}_{x}") for x in r.state] for s in "abc")
+    e = [z3.RealVal(Fraction(v)) for v in (r.identity or [0.0] * len(r.state))]
+    pairs = _sides(r, law, a, b, c, e, merge)
+    claim = z3.And(*[lhs[k] == rhs[k] for lhs, rhs in
+                     (pairs if law == "identity" else [pairs])])
+    s = z3.Solver()
+    s.set("timeout", Z3_TIMEOUT_MS)
+    s.add(z3.Not(claim))
+    res = s.check()
+    if res == z3.unsat:
+        return "proved"
+    return "counterexample" if res == z3.sat else "unknown"
+
+
+def _fail(r, law: str, over: str, comp: str, inputs, how: str) -> ReducerLawError:
+    what = "a, b, c" if law == "associative" else "a, b" if law == "commutative" else "a"
+    shown = inputs[:3 if law == "associative" else 2 if law == "commutative" else 1]
+    return ReducerLawError(
+        f"reducer {r.name!r} claims {law} ({over}) for component {comp!r}, but its merge "
+        f"is falsified at inputs {what} = {', '.join(map(str, shown))} (states {r.state}; "
+        f"{how}); drop the law (a fold policy needs none) or fix the merge")
+
+
+@functools.lru_cache(maxsize=256)
+def check_laws(r, seed: int = LAW_SEED, trials: int = LAW_TRIALS) -> tuple[LawVerdict, ...]:
+    """Every claimed law's verdict (module docstring); raises ReducerLawError on a false one."""
+    out = []
+    for lw in r.laws:
+        comps = lw.components or r.state
+        for comp in comps:
+            k = r.state.index(comp)
+            rng = np.random.default_rng([seed, k, ("associative", "commutative",
+                                                   "identity").index(lw.name)])
+            if lw.over == "real":
+                z = _z3_real(r, lw.name, k)
+                if z == "proved":
+                    out.append(LawVerdict(lw.name, "real", comp, "proved", "proved by Z3 (reals)"))
+                    continue
+                n = min(trials, REAL_TRIALS)
+                bad, skipped = _real_check(r, lw.name, k, rng, n)
+                how = f"exact rationals, random trial with seed {seed}"
+                if bad is not None:
+                    raise _fail(r, lw.name, "real", comp, bad, how)
+                note = ("Z3 found a real counterexample outside the sampled reachable states"
+                        if z == "counterexample" else "Z3 gave no answer in time")
+                out.append(LawVerdict(lw.name, "real", comp, "not refuted",
+                                      f"not refuted by {n - skipped} random trials in exact "
+                                      f"rationals, seed {seed} ({skipped} skipped: division by "
+                                      f"zero or a non-finite state; {note})"))
+            else:
+                bad = _f32_check(r, lw.name, k, rng, trials)
+                if bad is not None:
+                    raise _fail(r, lw.name, "exact", comp, bad,
+                                f"f32 merge, random trial with seed {seed}")
+                out.append(LawVerdict(lw.name, "exact", comp, "not refuted",
+                                      f"not refuted by {trials} random f32 trials, seed {seed}"))
+    return tuple(out)
+
+
+def laws_summary(r) -> str:
+    """One line of every verdict, for a case's contract note."""
+    return "; ".join(str(v) for v in check_laws(r)) or "no laws claimed"

@@ -1,0 +1,120 @@
+"""Program-declared reducers (issue 37 item 2): type-checked declarations, per-program law
+checks with provenance, the declared-law enclosure, the DSL spelling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tilefoundry.conformance.catalog.declared_reduce import COUNT_MEAN, SUM_ABSMAX
+from tilefoundry.errors import TilefoundryError
+from tilefoundry.semantics.declared_reducers import ReducerDeclarationError, declare_reducer
+from tilefoundry.semantics.formats import DType
+from tilefoundry.semantics.reducer_laws import ReducerLawError, check_laws
+from tilefoundry.semantics.reducers import custom_admits, custom_reduce
+
+F32 = DType.F32
+
+
+def _diff(laws):
+    return declare_reducer("diff", state=(("v", F32),), lift=("x",),
+                           merge=(("sub", "a.v", "b.v"),), laws=laws)
+
+
+def test_a_non_associative_merge_claimed_associative_is_refused():
+    with pytest.raises(ReducerLawError, match=r"'diff' claims associative \(real\).*falsified "
+                                              r"at inputs a, b, c ="):
+        check_laws(_diff((("associative", "real"),)))
+    with pytest.raises(ReducerLawError, match="commutative"):
+        check_laws(_diff((("commutative", "exact"),)))
+    assert issubclass(ReducerLawError, TilefoundryError)
+
+
+def test_law_verdicts_name_their_provenance():
+    v = {(x.law, x.over, x.component): x.provenance for x in check_laws(SUM_ABSMAX)}
+    assert v[("associative", "real", "sum")] == "proved by Z3 (reals)"
+    assert v[("associative", "exact", "amax")].startswith("not refuted by 4096 random f32 "
+                                                          "trials, seed ")
+    cm = {(x.law, x.component): x.provenance for x in check_laws(COUNT_MEAN)}
+    assert "random trials in exact rationals" in cm[("associative", "mean")]
+
+
+def test_an_exact_identity_refuted_at_minus_zero():
+    """(count, mean) with the identity (0, 0): merge(identity, (1, -0)) gives mean +0, so an
+    identity claimed bit-exact is false (the catalog declares it over the reals)."""
+    r = declare_reducer("cm", state=(("count", F32), ("mean", F32)), lift=(1.0, "x"),
+                        lets=(("n", ("add", "a.count", "b.count")),),
+                        merge=("n", ("ifzero", "n", 0.0, ("add", "a.mean", (
+                            "mul", ("sub", "b.mean", "a.mean"), ("div", "b.count", "n"))))),
+                        identity=(0.0, 0.0), laws=(("identity", "exact", ("mean",)),))
+    with pytest.raises(ReducerLawError, match="identity"):
+        check_laws(r)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(state=()), "state"),
+    (dict(state=(("s", DType.I32),)), "dtype"),
+    (dict(merge=(("pow", "a.s", "b.s"),)), "not an elementwise kind"),
+    (dict(merge=(("add", "a.s", "c.s"),)), "'c.s' is not bound"),
+    (dict(lift=("y",)), "'y' is not bound"),
+    (dict(merge=(("add", "a.s"),)), "add takes 2 operands"),
+    (dict(laws=(("idempotent", "real"),)), "law 'idempotent' is unknown"),
+    (dict(laws=(("identity", "exact"),)), "declares no identity"),
+    (dict(name="welford"), "built-in"),
+])
+def test_bad_declarations_name_the_reducer_and_the_fix(kw, match):
+    args = dict(name="r1", state=(("s", F32),), lift=("x",), merge=(("add", "a.s", "b.s"),))
+    args.update(kw)
+    with pytest.raises(ReducerDeclarationError, match=match) as e:
+        declare_reducer(**args)
+    assert "; " in str(e.value)  # the message carries a fix
+
+
+def _fibers(n, seed=3):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((4, n)) * 10).astype(np.float32)
+    return x, np.tile(np.float32([-0.0, 0.0]), (4, 1))
+
+
+@pytest.mark.parametrize("policy", ["ordered_tree", "unordered_tree"])
+def test_enclosure_admits_a_regrouping_and_rejects_a_wrong_merge(policy):
+    x, s = _fibers(100)
+    ref = custom_reduce(x, s, SUM_ABSMAX, (1,), policy=policy)
+    rev = custom_reduce(x[:, ::-1].copy(), s, SUM_ABSMAX, (1,), policy="fold_left")
+    chain = custom_reduce(x, s, SUM_ABSMAX, (1,), policy="fold_left")
+    assert custom_admits(ref, x, s, SUM_ABSMAX, (1,), policy=policy).admitted.all()
+    assert custom_admits(chain, x, s, SUM_ABSMAX, (1,), policy=policy).admitted.all()
+    if policy == "unordered_tree":
+        assert custom_admits(rev, x, s, SUM_ABSMAX, (1,), policy=policy).admitted.all()
+    bad = ref.copy()
+    bad[:, 1] = np.nextafter(bad[:, 1], np.float32(np.inf))  # amax is exact by its laws
+    assert not custom_admits(bad, x, s, SUM_ABSMAX, (1,), policy=policy).admitted.any()
+    bad = ref.copy()
+    bad[:, 0] = ref[:, 0] + ref[:, 1]  # a.sum + b.amax style error
+    assert not custom_admits(bad, x, s, SUM_ABSMAX, (1,), policy=policy).admitted.any()
+
+
+def test_coupled_state_box_contains_trees_and_rejects_out_of_range_mean():
+    rng = np.random.default_rng(5)
+    x = rng.uniform(1, 2, (3, 40)).astype(np.float32)
+    s = np.float32([[1.0, 1.5]] * 3)
+    ref = custom_reduce(x, s, COUNT_MEAN, (1,), policy="unordered_tree")
+    chain = custom_reduce(x, s, COUNT_MEAN, (1,), policy="fold_left")
+    assert custom_admits(chain, x, s, COUNT_MEAN, (1,), policy="unordered_tree").admitted.all()
+    assert custom_admits(ref, x, s, COUNT_MEAN, (1,), policy="unordered_tree").admitted.all()
+    bad = ref.copy()
+    bad[:, 1] = 1000.0  # far above every contribution (the coupled box is loose: D451)
+    assert not custom_admits(bad, x, s, COUNT_MEAN, (1,), policy="unordered_tree").admitted.any()
+
+
+def test_dsl_prints_and_parses_a_declared_reducer():
+    from tilefoundry.conformance.catalog.declared_reduce import _module_of
+    from tilefoundry.semantics.dsl import parse_module, to_source
+
+    x, s = _fibers(6)
+    m, entry, _ = _module_of(SUM_ABSMAX, "unordered_tree", x, s)()
+    src = to_source(m)
+    assert "Reducer(" in src and "sum_absmax" in src
+    m2 = parse_module(src)
+    op = m2[entry].body.op
+    assert op.reducer == SUM_ABSMAX
