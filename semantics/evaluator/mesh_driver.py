@@ -5,7 +5,7 @@ implementation (the collectives interface):
 
 * ``sharding.AllDevices`` — every device of the mesh in this process (the reference evaluator's
   mesh simulation: values are ``Sharded`` / ``PerDevice``, stacked with the mesh axes first);
-* ``conformance.distributed_backend.RankDevices`` — one ``torch.distributed`` rank, the device
+* ``conformance.distributed_rank.RankDevices`` — one ``torch.distributed`` rank, the device
   it is (values are ``LocalShard`` / ``LocalVarying``; collectives run in one process group per
   set of mesh axes).
 
