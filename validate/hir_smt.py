@@ -15,7 +15,9 @@ any other op is ``Unsupported("unsupported op <Class>")``:
   one rounding; max / min / abs_max NaN-propagating with -0 < +0; integers in their dtype.
 * ``MatMul`` (rank 2): f32 products (operands widened), the K-order left fold seeded with the
   first product, one rounding; integers in i64, wrapped back.
-* Data movement (``MOVEMENT``: Reshape, Transpose, Slice, Concat, Stack, Gather): the reference
+* Data movement (``MOVEMENT``: the op classes whose fact ``COPIES_BITS`` holds, but Select
+  — encoded as a choice — and Bitcast — a reinterpretation: Reshape, Transpose, Slice, Concat,
+  Stack, Gather, InsertSlice, CacheUpdate): the reference
   evaluator's own implementation run on *index arrays* (each operand element's position in the
   concatenation of the operands, int64) gives, per output element, the operand element it
   copies; the output is those terms, moved unchanged (bit-exact, NaN payloads included, D478).
@@ -49,21 +51,17 @@ from tilefoundry.semantics.ir import (
     Var,
 )
 from tilefoundry.semantics.ops import (
+    ALL_OPS,
     Binary,
+    Bitcast,
     Cast,
-    Concat,
-    Gather,
     MaskedReduce,
     MatMul,
     Rank,
     Reduce,
-    Reshape,
     SeededReduce,
     Select,
     ShapeOf,
-    Slice,
-    Stack,
-    Transpose,
     Unary,
     Zeros,
 )
@@ -259,7 +257,10 @@ MAX_UNROLL = 64
 #: pure data movement: encoded through the reference evaluator's index map (positions offset
 #: by ``_BASE``, so that a value the implementation fills in — a Gather's fill, a zero — is
 #: never mistaken for a position)
-MOVEMENT: tuple[type, ...] = (Reshape, Transpose, Slice, Concat, Stack, Gather)
+MOVEMENT: tuple[type, ...] = tuple(
+    c for c in ALL_OPS if getattr(c, "COPIES_BITS", False) and c not in (Select, Bitcast))
+#: operands of the MOVEMENT ops that are positions, not data: constants only
+INDEX_INPUTS = frozenset({"indices", "offsets", "cur_pos", "s"})
 _BASE = 1 << 40
 #: results that do not depend on the operands' values
 CONSTANT_OPS: tuple[type, ...] = (ShapeOf, Rank, Zeros)
@@ -298,10 +299,11 @@ def _movement(call: Call, args: list[Val], env: Mapping[str, int]) -> Val:
     """Data movement as the reference's own index map (module docstring); an integer operand
     whose terms are all constants (a start index) is passed as its concrete value."""
     name = type(call.op).__name__
-    names = type(call.op).INPUTS
+    names = tuple(type(call.op).INPUTS)
+    if names and len(args) > len(names):  # a variadic last input (InsertSlice's offsets)
+        names += (names[-1],) * (len(args) - len(names))
     # the operands that are positions, not data (a Gather's ``indices``): constants only
-    index = {i for i, n in enumerate(names) if n not in ("x", "xs")} \
-        if len(names) == len(args) else set()
+    index = {i for i, n in enumerate(names) if n in INDEX_INPUTS and i < len(args)}
     concrete: list[np.ndarray | None] = [None] * len(args)
     for i in index:
         concrete[i] = _concrete_int(*args[i])

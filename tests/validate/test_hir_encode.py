@@ -176,7 +176,7 @@ def f(x: Tensor[(2, 4), f32], s: Tensor[(2,), f32], k: Tensor[(2, 4), bool]):
 
 module(f)
 ''')
-    with pytest.raises(Unsupported, match="MaskedReduce.sum under ordered_tree"):
+    with pytest.raises(Unsupported, match=r"MaskedReduce\.sum under ordered_tree"):
         agreement_hir(m, "f", [values(DType.F32, 8, 1).reshape(2, 4), values(DType.F32, 2, 2),
                                np.ones((2, 4), bool)])
 
@@ -201,3 +201,32 @@ def test_a_loop_unrolls_as_the_evaluator_runs_it_and_constant_indices_gather():
     m = module(running)
     assert agreement_hir(m, "running", [values(DType.BF16, 12, 25).reshape(4, 3)]) == []
     assert validate_program(m, "running", [(4, 3)]).status("elaborate") == "valid"
+
+
+@pytest.mark.parametrize("dt", [DType.F32, DType.FP8E4M3, DType.I32], ids=str)
+def test_insert_slice_and_cache_update_are_index_maps_at_constant_positions(dt):
+    """The other bit-copying ops (``COPIES_BITS``): InsertSlice and CacheUpdate at constant
+    positions agree with the reference, NaN payloads included."""
+    t = dt.value
+    m = _movement_module(f'''
+@func
+def f(d: Tensor[(4, 4), {t}], u: Tensor[(2, 2), {t}], c: Tensor[(1, 5, 1, 2), {t}],
+      n: Tensor[(1, 2, 1, 2), {t}]):
+    return (insert_slice(d, u, 1, 2), cache_update(c, 2, 2, n))
+
+module(f)
+''')
+    ins = [values(dt, 16, 31).reshape(4, 4), values(dt, 4, 32).reshape(2, 2),
+           values(dt, 10, 33).reshape(1, 5, 1, 2), values(dt, 4, 34).reshape(1, 2, 1, 2)]
+    assert agreement_hir(m, "f", ins) == []
+
+
+def test_every_bit_copying_op_is_encoded():
+    """One fact, one reader: every op class whose ``COPIES_BITS`` holds has an HIR encoding
+    (an index map, or Select's choice); Bitcast is the one stated exception."""
+    from tilefoundry.semantics.ops import ALL_OPS
+    from tilefoundry.validate.hir_smt import HIR_OPS, MOVEMENT
+
+    copying = {c for c in ALL_OPS if getattr(c, "COPIES_BITS", False)}
+    missing = {c.__name__ for c in copying if c not in MOVEMENT and c not in HIR_OPS}
+    assert missing == {"Bitcast"}, missing
