@@ -69,8 +69,8 @@ from tilefoundry.conformance.cases import Case, Catalog
 from tilefoundry.conformance.catalog.build import (
     ENTRY,
     GENERATED_PER_TIER,
+    Acc,
     Built,
-    _Acc,
     int_special_values,
     special_values,
 )
@@ -98,7 +98,7 @@ def build_catalog(seed: int = 0, *, backend_caps=None) -> Catalog:
 
         raise InvalidArgumentError(f"build_catalog: seed must be a non-negative int, got "
                                    f"{seed!r}")
-    acc = _Acc()
+    acc = Acc()
     _spec_cases(acc)
     _cast_sweeps(acc)
     _arith_sweeps(acc)
@@ -159,7 +159,7 @@ def pool_case(i: int) -> Case:
                 f"what the rest of the quick tier does not", "full")
 
 
-def _quick_fill(acc: _Acc) -> None:
+def _quick_fill(acc: Acc) -> None:
     """The quick tier's coverage fill (``conformance/quick_fill.json``, written by
     ``tilefoundry conformance coverage --write-fill``): full-tier cases promoted to quick and
     pool programs added, so the quick tier exercises every op feature and cast boundary class

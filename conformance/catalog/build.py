@@ -1,9 +1,9 @@
-"""The case-building helpers every catalog family uses (split from ``conformance/catalog.py``,
-D383).
+"""The public case-building module every catalog family uses (split from
+``conformance/catalog.py``, D383; names made public, D444).
 
 Types, variables, calls and modules of the IR in a line each; the dtype groups; special and random
-input values seeded from the case id (``_rng``: a SHA-256 of the id); the mesh and shard-layout
-helpers; ``_Acc``, which collects the cases. ``ENTRY``, ``special_values`` and
+input values seeded from the case id (``case_rng``: a SHA-256 of the id); the mesh and shard-layout
+helpers; ``Acc``, which collects the cases. ``ENTRY``, ``special_values`` and
 ``int_special_values`` are also re-exported by ``tilefoundry.conformance.catalog``.
 """
 
@@ -78,26 +78,26 @@ Built = tuple[Module, str, list]
 # =============================================================================================
 # small helpers
 # =============================================================================================
-def _rng(case_id: str) -> np.random.Generator:
+def case_rng(case_id: str) -> np.random.Generator:
     """The case's own generator: seeded by the id, so inputs never depend on build order."""
     d = hashlib.sha256(case_id.encode()).digest()
     return np.random.default_rng(int.from_bytes(d[:8], "little"))
 
 
-def _t(shape: tuple, dt: DType, shard: ShardLayout | None = None) -> TensorType:
+def tensor_type(shape: tuple, dt: DType, shard: ShardLayout | None = None) -> TensorType:
     return TensorType(tuple(shape), dt, shard) if shard is not None else \
         TensorType(tuple(shape), dt)
 
 
-def _var(name: str, shape: tuple, dt: DType, shard: ShardLayout | None = None) -> Var:
-    return Var(name, _t(shape, dt, shard))
+def make_var(name: str, shape: tuple, dt: DType, shard: ShardLayout | None = None) -> Var:
+    return Var(name, tensor_type(shape, dt, shard))
 
 
-def _call(op, *args) -> Call:
+def make_call(op, *args) -> Call:
     return Call(op, tuple(args))
 
 
-def _module(params: list[Var], body, topology: Topology | None = None,
+def make_module(params: list[Var], body, topology: Topology | None = None,
             extra: tuple[Function, ...] = ()) -> Module:
     fn = Function(ENTRY, tuple(params), body, None)
     if topology is None:
@@ -105,7 +105,7 @@ def _module(params: list[Var], body, topology: Topology | None = None,
     return Module((fn, *extra), topology=topology)
 
 
-def _vals(values, dt: DType) -> np.ndarray:
+def values_array(values, dt: DType) -> np.ndarray:
     """Python numbers as an array of ``dt`` (one rounding from f64 through the exact cast for
     floats: exact for every value used here)."""
     if dt.is_float:
@@ -113,27 +113,27 @@ def _vals(values, dt: DType) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(values).astype(FORMATS[dt].storage))
 
 
-def _frac(v: Fraction) -> float:
+def frac(v: Fraction) -> float:
     return float(v)
 
 
-def _named(dt: DType) -> dict[str, np.ndarray]:
+def named_values(dt: DType) -> dict[str, np.ndarray]:
     """Named special scalars of a float dtype (0-d arrays)."""
     info = FORMATS[dt]
-    big = _frac(info.max_finite)
-    sub = _frac(info.min_subnormal)
+    big = frac(info.max_finite)
+    sub = frac(info.min_subnormal)
     table = {
         "nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"),
         "max": big, "-max": -big, "0": 0.0, "-0": -0.0, "minsub": sub, "-minsub": -sub,
-        "minnorm": _frac(info.min_normal), "1": 1.0, "-1": -1.0, "2": 2.0, "-2": -2.0,
+        "minnorm": frac(info.min_normal), "1": 1.0, "-1": -1.0, "2": 2.0, "-2": -2.0,
         "3": 3.0, "-3": -3.0, "4": 4.0, "-4": -4.0, "0.5": 0.5, "-0.5": -0.5, "1.5": 1.5, "2.5": 2.5,
         "-2.5": -2.5, "10": 10.0, "-10": -10.0, "0.25": 0.25, "5": 5.0,
     }
     return {k: np.asarray(cast(np.asarray(v, np.float32), dt)) for k, v in table.items()}
 
 
-def _rows(dt: DType, rows: list[list[str]]) -> np.ndarray:
-    named = _named(dt)
+def rows_array(dt: DType, rows: list[list[str]]) -> np.ndarray:
+    named = named_values(dt)
     out = np.stack([np.stack([named[n] for n in r]) for r in rows])
     return np.ascontiguousarray(out)
 
@@ -175,7 +175,7 @@ def int_special_values(dt: DType) -> np.ndarray:
     return np.asarray(vals, dtype=FORMATS[dt].storage)
 
 
-def _fill(values: np.ndarray, shape: tuple, rng: np.random.Generator | None = None) -> np.ndarray:
+def fill_shape(values: np.ndarray, shape: tuple, rng: np.random.Generator | None = None) -> np.ndarray:
     """``values`` cycled (optionally permuted by ``rng``) into ``shape``."""
     n = math.prod(shape)
     v = values if rng is None else values[rng.permutation(values.size)]
@@ -183,33 +183,33 @@ def _fill(values: np.ndarray, shape: tuple, rng: np.random.Generator | None = No
     return np.ascontiguousarray(np.tile(v, reps)[:n].reshape(shape))
 
 
-def _random_float(rng: np.random.Generator, shape: tuple, dt: DType, lo: float = -2.0,
+def random_float(rng: np.random.Generator, shape: tuple, dt: DType, lo: float = -2.0,
                   hi: float = 2.0) -> np.ndarray:
     return np.ascontiguousarray(cast(rng.uniform(lo, hi, shape).astype(np.float32), dt))
 
 
-def _pairs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def split_pairs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = x.size
     return (np.ascontiguousarray(np.repeat(x, n)), np.ascontiguousarray(np.tile(x, n)))
 
 
-def _scalar(v: int, dt: DType = I32) -> np.ndarray:
+def scalar_array(v: int, dt: DType = I32) -> np.ndarray:
     return np.asarray(v, FORMATS[dt].storage)
 
 
-def _mesh(ext: tuple[int, ...]) -> tuple[Mesh, Topology]:
+def make_mesh(ext: tuple[int, ...]) -> tuple[Mesh, Topology]:
     mesh = Mesh("device", ("x", "y")[:len(ext)], ext)
     return mesh, Topology((TopologyLevel("device", math.prod(ext)),))
 
 
-def _sl(mesh: Mesh, attrs: tuple, shape: tuple) -> ShardLayout:
+def shard_layout(mesh: Mesh, attrs: tuple, shape: tuple) -> ShardLayout:
     return ShardLayout(mesh, tuple(attrs), Layout(tuple(shape)))
 
 
 # =============================================================================================
 # the catalog
 # =============================================================================================
-class _Acc:
+class Acc:
     """Collects cases; ``add`` takes the builder and its metadata."""
 
     def __init__(self) -> None:
@@ -222,26 +222,26 @@ class _Acc:
                                spec, tier, expect_error))
 
 
-def _kinded(op) -> tuple[str, ...]:
+def kinded(op) -> tuple[str, ...]:
     name = type(op).__name__
     kind = getattr(op, "kind", None)
     return (name, f"{name}.{kind.value}") if hasattr(kind, "value") else (name,)
 
 
-def _sp(dt: DType) -> np.ndarray:
+def special_array(dt: DType) -> np.ndarray:
     """The special set of a float dtype; every pattern for the 8-bit formats."""
     return all_patterns(dt) if FORMATS[dt].bits == 8 else special_values(dt)
 
 
-def _special_unary_op(op, dt: DType, values: Callable[[DType], np.ndarray] | None = None
+def special_unary_op(op, dt: DType, values: Callable[[DType], np.ndarray] | None = None
                       ) -> Callable[[], Built]:
     def build() -> Built:
-        a = (values or _sp)(dt)
-        x = _var("x", a.shape, dt)
-        return _module([x], _call(op, x)), ENTRY, [a]
+        a = (values or special_array)(dt)
+        x = make_var("x", a.shape, dt)
+        return make_module([x], make_call(op, x)), ENTRY, [a]
 
     return build
 
 
-_NN_ELEMENTWISE = {"relu": ReLU(), "sigmoid": Sigmoid(), "tanh": Tanh(), "silu": Silu(),
+NN_ELEMENTWISE = {"relu": ReLU(), "sigmoid": Sigmoid(), "tanh": Tanh(), "silu": Silu(),
                    "gelu-tanh": Gelu("tanh"), "gelu-none": Gelu("none")}

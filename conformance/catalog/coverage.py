@@ -70,35 +70,35 @@ def coverage_cases(acc) -> None:
 
     def split_k(mesh, dt: DType, cid: str, m: int = 4, k: int = 6, n: int = 3):
         """A split-K matmul's Partial(sum) and its operands' values."""
-        r = c._rng(cid)
-        a = c._random_float(r, (m, k), dt)
-        b = c._random_float(r, (k, n), dt)
-        av = c._var("a", (m, k), dt, c._sl(mesh, (Split(1),), (m, k)))
-        bv = c._var("b", (k, n), dt, c._sl(mesh, (Split(0),), (k, n)))
-        return c._call(MatMul(), av, bv), [av, bv], [a, b]
+        r = c.case_rng(cid)
+        a = c.random_float(r, (m, k), dt)
+        b = c.random_float(r, (k, n), dt)
+        av = c.make_var("a", (m, k), dt, c.shard_layout(mesh, (Split(1),), (m, k)))
+        bv = c.make_var("b", (k, n), dt, c.shard_layout(mesh, (Split(0),), (k, n)))
+        return c.make_call(MatMul(), av, bv), [av, bv], [a, b]
 
     consumers: dict[str, tuple[Callable, tuple]] = {
-        "exp": (lambda s, extra: c._call(Unary(UnaryKind.EXP), s), ("Unary", "Unary.exp")),
-        "mul": (lambda s, extra: c._call(Binary(BinaryKind.MUL), s, extra),
+        "exp": (lambda s, extra: c.make_call(Unary(UnaryKind.EXP), s), ("Unary", "Unary.exp")),
+        "mul": (lambda s, extra: c.make_call(Binary(BinaryKind.MUL), s, extra),
                 ("Binary", "Binary.mul")),
-        "reduce-sum": (lambda s, extra: c._call(Reduce((1,), keepdim=True, kind=ReduceKind.SUM),
+        "reduce-sum": (lambda s, extra: c.make_call(Reduce((1,), keepdim=True, kind=ReduceKind.SUM),
                                                 s), ("Reduce", "Reduce.sum")),
-        "matmul": (lambda s, extra: c._call(MatMul(), s, extra), ("MatMul",)),
-        "softmax": (lambda s, extra: c._call(SoftMax(-1), s), ("SoftMax",)),
+        "matmul": (lambda s, extra: c.make_call(MatMul(), s, extra), ("MatMul",)),
+        "softmax": (lambda s, extra: c.make_call(SoftMax(-1), s), ("SoftMax",)),
     }
 
     def feeds(consumer: str, dt: DType) -> Callable:
         cid = f"sharded/partial-completion-feeds/{consumer}/{dt}"
 
         def build():
-            mesh, topo = c._mesh((2,))
+            mesh, topo = c.make_mesh((2,))
             mm, params, vals = split_k(mesh, dt, cid)
-            full = c._call(Reshard(layout=c._sl(mesh, (Broadcast(),), (4, 3))), mm)
+            full = c.make_call(Reshard(layout=c.shard_layout(mesh, (Broadcast(),), (4, 3))), mm)
             eshape = (3, 2) if consumer == "matmul" else (4, 3)
-            ev = c._var("e", eshape, dt, c._sl(mesh, (Broadcast(),), eshape))
+            ev = c.make_var("e", eshape, dt, c.shard_layout(mesh, (Broadcast(),), eshape))
             out = consumers[consumer][0](full, ev)
-            e = c._random_float(c._rng(cid + "/e"), eshape, dt)
-            return c._module([*params, ev], out, topo), c.ENTRY, [*vals, e]
+            e = c.random_float(c.case_rng(cid + "/e"), eshape, dt)
+            return c.make_module([*params, ev], out, topo), c.ENTRY, [*vals, e]
 
         return build
 
@@ -112,10 +112,10 @@ def coverage_cases(acc) -> None:
         cid = f"sharded/partial-completion-order/mesh3-exp/{dt}"
 
         def build():
-            mesh, topo = c._mesh((3,))
+            mesh, topo = c.make_mesh((3,))
             mm, params, vals = split_k(mesh, dt, cid)
-            full = c._call(Reshard(layout=c._sl(mesh, (Broadcast(),), (4, 3))), mm)
-            return c._module(params, c._call(Unary(UnaryKind.EXP), full), topo), c.ENTRY, vals
+            full = c.make_call(Reshard(layout=c.shard_layout(mesh, (Broadcast(),), (4, 3))), mm)
+            return c.make_module(params, c.make_call(Unary(UnaryKind.EXP), full), topo), c.ENTRY, vals
 
         return build
 
@@ -126,11 +126,11 @@ def coverage_cases(acc) -> None:
 
     def max_feeds(dt: DType) -> Callable:
         def build():
-            mesh, topo = c._mesh((3,))
-            a = c._vals([1.0, -0.0, 0.0, np.nan, -np.inf, 2.5], dt)
-            x = c._var("x", (6,), dt, c._sl(mesh, (Partial("max"),), (6,)))
-            full = c._call(Reshard(layout=c._sl(mesh, (Broadcast(),), (6,))), x)
-            return c._module([x], c._call(Unary(UnaryKind.NEG), full), topo), c.ENTRY, [a]
+            mesh, topo = c.make_mesh((3,))
+            a = c.values_array([1.0, -0.0, 0.0, np.nan, -np.inf, 2.5], dt)
+            x = c.make_var("x", (6,), dt, c.shard_layout(mesh, (Partial("max"),), (6,)))
+            full = c.make_call(Reshard(layout=c.shard_layout(mesh, (Broadcast(),), (6,))), x)
+            return c.make_module([x], c.make_call(Unary(UnaryKind.NEG), full), topo), c.ENTRY, [a]
 
         return build
 
@@ -153,13 +153,13 @@ def coverage_cases(acc) -> None:
         cid = f"sharded/reshape/{name}/{dt}"
 
         def build():
-            mesh, topo = c._mesh((2,))
+            mesh, topo = c.make_mesh((2,))
             lay = ShardLayout(mesh, attrs, Layout(layout))
-            x = c._var("x", shape, dt, lay)
-            r = c._call(Reshape(new), c._call(Unary(UnaryKind.NEG), x))
-            out = c._call(Reshard(layout=c._sl(mesh, (Broadcast(),), new)), r)
-            xv = c._random_float(c._rng(cid), shape, dt)
-            return c._module([x], out, topo), c.ENTRY, [xv]
+            x = c.make_var("x", shape, dt, lay)
+            r = c.make_call(Reshape(new), c.make_call(Unary(UnaryKind.NEG), x))
+            out = c.make_call(Reshard(layout=c.shard_layout(mesh, (Broadcast(),), new)), r)
+            xv = c.random_float(c.case_rng(cid), shape, dt)
+            return c.make_module([x], out, topo), c.ENTRY, [xv]
 
         return build
 
@@ -173,11 +173,11 @@ def coverage_cases(acc) -> None:
         cid = f"sharded/reshape/partial-sum/{dt}"
 
         def build():
-            mesh, topo = c._mesh((2,))
+            mesh, topo = c.make_mesh((2,))
             mm, params, vals = split_k(mesh, dt, cid)
-            r = c._call(Reshape((12,)), mm)
-            out = c._call(Reshard(layout=c._sl(mesh, (Broadcast(),), (12,))), r)
-            return c._module(params, out, topo), c.ENTRY, vals
+            r = c.make_call(Reshape((12,)), mm)
+            out = c.make_call(Reshard(layout=c.shard_layout(mesh, (Broadcast(),), (12,))), r)
+            return c.make_module(params, out, topo), c.ENTRY, vals
 
         return build
 
@@ -190,12 +190,12 @@ def coverage_cases(acc) -> None:
             # [2^25, 1, -2^25, 0]: every order-preserving tree gives 0 (1 is absorbed by 2^25
             # or 1 - 2^25 rounds to -2^25), a permutation pairing 2^25 with -2^25 first gives 1
             m = 2.0 ** 25
-            a = c._vals([[m, 1.0, -m, 0.0], [0.0, -m, 1.0, m], [1.0, m, 1.0, -m],
+            a = c.values_array([[m, 1.0, -m, 0.0], [0.0, -m, 1.0, m], [1.0, m, 1.0, -m],
                          [m, -1.0, -m, 0.5]], dt)
-            x = c._var("x", a.shape, dt)
-            out = c._call(Reduce((1,), keepdim=False, kind=ReduceKind.SUM,
+            x = c.make_var("x", a.shape, dt)
+            out = c.make_call(Reduce((1,), keepdim=False, kind=ReduceKind.SUM,
                                  policy="ordered_tree"), x)
-            return c._module([x], out), c.ENTRY, [a]
+            return c.make_module([x], out), c.ENTRY, [a]
 
         return build
 
@@ -209,11 +209,11 @@ def coverage_cases(acc) -> None:
         def build():
             # row 0: every product -0 (+0 from the zeros seed); row 1 mixes signs; row 2 has one
             # +0 product among -0 ones
-            a = c._vals([[-0.0, 1.0, -0.0], [1.5, -2.0, 0.25], [0.0, -0.0, 1.0]], dt)
-            b = c._vals([[1.0, -3.0], [-0.0, 0.5], [2.0, -0.0]], dt)
-            av, bv = c._var("a", (3, 3), dt), c._var("b", (3, 2), dt)
-            out = c._call(MatMul(allow_reassociation=reassoc), av, bv)
-            return c._module([av, bv], out), c.ENTRY, [a, b]
+            a = c.values_array([[-0.0, 1.0, -0.0], [1.5, -2.0, 0.25], [0.0, -0.0, 1.0]], dt)
+            b = c.values_array([[1.0, -3.0], [-0.0, 0.5], [2.0, -0.0]], dt)
+            av, bv = c.make_var("a", (3, 3), dt), c.make_var("b", (3, 2), dt)
+            out = c.make_call(MatMul(allow_reassociation=reassoc), av, bv)
+            return c.make_module([av, bv], out), c.ENTRY, [a, b]
 
         return build
 
@@ -224,13 +224,13 @@ def coverage_cases(acc) -> None:
 
     def topk_set(dt: DType) -> Callable:
         def build():
-            a = c._vals([[5, -1, 3, 9, 0, 2, 7], [1, 1, 1, 1, 1, 1, 1],
+            a = c.values_array([[5, -1, 3, 9, 0, 2, 7], [1, 1, 1, 1, 1, 1, 1],
                          [-0.0, 0.0, -2, 4, np.nan, 4, 8]], dt)
-            x = c._var("x", a.shape, dt)
-            t = c._call(TopK(4, axis=1, sorted=False), x)
+            x = c.make_var("x", a.shape, dt)
+            t = c.make_call(TopK(4, axis=1, sorted=False), x)
             out = Tuple((TupleGetItem(t, 0), TupleGetItem(t, 1),
-                         c._call(Unary(UnaryKind.NEG), TupleGetItem(t, 0))))
-            return c._module([x], out), c.ENTRY, [a]
+                         c.make_call(Unary(UnaryKind.NEG), TupleGetItem(t, 0))))
+            return c.make_module([x], out), c.ENTRY, [a]
 
         return build
 

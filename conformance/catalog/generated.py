@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tilefoundry.conformance.catalog.build import GENERATED_PER_TIER, Built, _Acc
+from tilefoundry.conformance.catalog.build import GENERATED_PER_TIER, Acc, Built
 from tilefoundry.semantics.ops import (
     ALL_OPS,
     Local,
@@ -47,7 +47,7 @@ def _program_generator() -> Callable[..., Built] | None:
     return gen
 
 
-def _program_cases(acc: _Acc, seed: int) -> None:
+def _program_cases(acc: Acc, seed: int) -> None:
     gen = _program_generator()
     if gen is None:
         return

@@ -141,7 +141,7 @@ S = {
 # values
 # =============================================================================================
 def _rng(case_id: str, what: str) -> np.random.Generator:
-    from tilefoundry.conformance.catalog.build import _rng as catalog_rng
+    from tilefoundry.conformance.catalog.build import case_rng as catalog_rng
 
     return catalog_rng(f"{case_id}#{what}")
 

@@ -15,16 +15,16 @@ from tilefoundry.conformance.catalog.build import (
     F32,
     I32,
     I64,
+    Acc,
     Built,
-    _Acc,
-    _call,
-    _mesh,
-    _module,
-    _scalar,
-    _sl,
-    _t,
-    _vals,
-    _var,
+    make_call,
+    make_mesh,
+    make_module,
+    make_var,
+    scalar_array,
+    shard_layout,
+    tensor_type,
+    values_array,
 )
 from tilefoundry.semantics.ir import (
     Call,
@@ -77,7 +77,7 @@ _S_RTC_DISPATCH = ("HIR Function, Dispatch resolution: \"A shape outside the env
                    "prototype body is None).\"")
 
 
-def _run_time_check_cases(acc: _Acc) -> None:
+def _run_time_check_cases(acc: Acc) -> None:
     """Inputs that fail each run-time check of the spec, every case tiny and in the quick tier
     (``Case.expect_error`` names the check; the runner verifies the reference raises it)."""
     add = acc.add
@@ -86,9 +86,9 @@ def _run_time_check_cases(acc: _Acc) -> None:
         def build() -> Built:
             a = np.arange(10, dtype=np.float32).reshape(2, 5)
             i = np.asarray(idx, np.int64 if batched else np.int32)
-            x, iv = _var("x", a.shape, F32), _var("i", i.shape, I64 if batched else I32)
+            x, iv = make_var("x", a.shape, F32), make_var("i", i.shape, I64 if batched else I32)
             op = Gather(axis=1, batch_dims=1) if batched else Gather(axis=1)
-            return _module([x, iv], _call(op, x, iv)), ENTRY, [a, i]
+            return make_module([x, iv], make_call(op, x, iv)), ENTRY, [a, i]
 
         return build
 
@@ -101,14 +101,14 @@ def _run_time_check_cases(acc: _Acc) -> None:
             spec=_S_RTC_GATHER, tier="quick", expect_error="index_range")
 
     def gather_split() -> Built:
-        mesh, topo = _mesh((2,))
+        mesh, topo = make_mesh((2,))
         a = np.arange(12, dtype=np.float32).reshape(4, 3)
-        x = _var("x", (4, 3), F32, _sl(mesh, (Split(0),), (4, 3)))
+        x = make_var("x", (4, 3), F32, shard_layout(mesh, (Split(0),), (4, 3)))
         idx = np.asarray([3, 4], np.int64)
-        i = _var("i", idx.shape, I64)
-        g = _call(Gather(axis=0), x, i)
-        out = _call(Reshard(layout=_sl(mesh, (Broadcast(),), (2, 3))), g)
-        return _module([x, i], out, topo), ENTRY, [a, idx]
+        i = make_var("i", idx.shape, I64)
+        g = make_call(Gather(axis=0), x, i)
+        out = make_call(Reshard(layout=shard_layout(mesh, (Broadcast(),), (2, 3))), g)
+        return make_module([x, i], out, topo), ENTRY, [a, idx]
 
     add("sharded/run-time-check/index_range/gather-split-axis-index-at-extent/f32",
         "run-time-check", gather_split, ops=("Gather", "Reshard"), dtypes=(F32, I64),
@@ -121,13 +121,13 @@ def _run_time_check_cases(acc: _Acc) -> None:
             k = q[::-1].copy()
             ang = np.outer(np.arange(p), [1.0, 0.01])
             ang = np.concatenate([ang, ang], axis=-1)
-            cos, sin = _vals(np.cos(ang), F32), _vals(np.sin(ang), F32)
+            cos, sin = values_array(np.cos(ang), F32), values_array(np.sin(ang), F32)
             pos_a = np.asarray(pos, np.int64)
-            qv, kv = _var("q", q.shape, F32), _var("k", k.shape, F32)
-            cv, sv = _var("cos", cos.shape, F32), _var("sin", sin.shape, F32)
-            pv = _var("pos", pos_a.shape, I64)
-            body = _call(RoPE(), qv, kv, cv, sv, pv)
-            return _module([qv, kv, cv, sv, pv], body), ENTRY, [q, k, cos, sin, pos_a]
+            qv, kv = make_var("q", q.shape, F32), make_var("k", k.shape, F32)
+            cv, sv = make_var("cos", cos.shape, F32), make_var("sin", sin.shape, F32)
+            pv = make_var("pos", pos_a.shape, I64)
+            body = make_call(RoPE(), qv, kv, cv, sv, pv)
+            return make_module([qv, kv, cv, sv, pv], body), ENTRY, [q, k, cos, sin, pos_a]
 
         return build
 
@@ -140,10 +140,10 @@ def _run_time_check_cases(acc: _Acc) -> None:
         def build() -> Built:
             c = np.zeros((1, 4, 1, 2), np.float32)
             n = np.arange(1, 7, dtype=np.float32).reshape(1, 3, 1, 2)
-            cv, nv = _var("cache", c.shape, F32), _var("new", n.shape, F32)
-            pv, sv = _var("cur_pos", (), I32), _var("s", (), I32)
-            body = _call(CacheUpdate(), cv, pv, sv, nv)
-            return _module([cv, pv, sv, nv], body), ENTRY, [c, _scalar(cur), _scalar(s), n]
+            cv, nv = make_var("cache", c.shape, F32), make_var("new", n.shape, F32)
+            pv, sv = make_var("cur_pos", (), I32), make_var("s", (), I32)
+            body = make_call(CacheUpdate(), cv, pv, sv, nv)
+            return make_module([cv, pv, sv, nv], body), ENTRY, [c, scalar_array(cur), scalar_array(s), n]
 
         return build
 
@@ -158,10 +158,10 @@ def _run_time_check_cases(acc: _Acc) -> None:
         def build() -> Built:
             d = np.zeros((3, 4), np.float32)
             u = np.ones((2, 2), np.float32)
-            dv, uv = _var("dst", d.shape, F32), _var("update", u.shape, F32)
-            v0, v1 = _var("o0", (), I32), _var("o1", (), I32)
-            return (_module([dv, uv, v0, v1], _call(InsertSlice(), dv, uv, v0, v1)), ENTRY,
-                    [d, u, _scalar(o0), _scalar(o1)])
+            dv, uv = make_var("dst", d.shape, F32), make_var("update", u.shape, F32)
+            v0, v1 = make_var("o0", (), I32), make_var("o1", (), I32)
+            return (make_module([dv, uv, v0, v1], make_call(InsertSlice(), dv, uv, v0, v1)), ENTRY,
+                    [d, u, scalar_array(o0), scalar_array(o1)])
 
         return build
 
@@ -173,11 +173,11 @@ def _run_time_check_cases(acc: _Acc) -> None:
             expect_error="slice_window")
 
     def prototype(name: str, m: DimVar) -> Function:
-        proto = Function(name, (_var("x", (m,), F32),), None, _t((m,), F32))
+        proto = Function(name, (make_var("x", (m,), F32),), None, tensor_type((m,), F32))
         for lo, hi, kind, label in ((2, 5, BinaryKind.ADD, "small"),
                                     (5, 9, BinaryKind.MUL, "large")):
-            xv = _var("x", (m,), F32)
-            proto.add_variant(Function(name, (xv,), _call(Binary(kind), xv, xv), _t((m,), F32),
+            xv = make_var("x", (m,), F32)
+            proto.add_variant(Function(name, (xv,), make_call(Binary(kind), xv, xv), tensor_type((m,), F32),
                                        (DimVarRangePat("M", lo, hi),), label=label))
         return proto
 
@@ -192,9 +192,9 @@ def _run_time_check_cases(acc: _Acc) -> None:
         def build() -> Built:  # the entry calls the prototype with an argument of its envelope
             m = DimVar("M", 2, 9)
             proto = prototype("g", m)
-            y = _var("y", (m,), F32)
-            body = _call(Unary(UnaryKind.NEG), Call(proto, (y,)))
-            return _module([y], body, extra=(proto,)), ENTRY, [np.arange(n, dtype=np.float32)]
+            y = make_var("y", (m,), F32)
+            body = make_call(Unary(UnaryKind.NEG), Call(proto, (y,)))
+            return make_module([y], body, extra=(proto,)), ENTRY, [np.arange(n, dtype=np.float32)]
 
         return build
 

@@ -19,18 +19,18 @@ from tilefoundry.conformance.catalog.build import (
     F32,
     I32,
     I64,
+    Acc,
     Built,
-    _Acc,
-    _call,
-    _fill,
-    _mesh,
-    _module,
-    _rng,
-    _rows,
-    _sl,
-    _vals,
-    _var,
+    case_rng,
+    fill_shape,
+    make_call,
+    make_mesh,
+    make_module,
+    make_var,
+    rows_array,
+    shard_layout,
     special_values,
+    values_array,
 )
 from tilefoundry.conformance.catalog.quotes import _S_GATHER_SPLIT, _S_GRID, _S_LOCAL, _S_PARTIAL
 from tilefoundry.conformance.catalog.special import _REDUCE_ROWS, _SPECIAL_SPEC
@@ -67,20 +67,20 @@ from tilefoundry.semantics.types import (
 # =============================================================================================
 # sharded programs
 # =============================================================================================
-def _sharded_cases(acc: _Acc) -> None:
+def _sharded_cases(acc: Acc) -> None:
     add = acc.add
 
     def split_k(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
-            mesh, topo = _mesh((2,))
-            r = _rng(f"sharded/matmul/split-k/{dt}")
+            mesh, topo = make_mesh((2,))
+            r = case_rng(f"sharded/matmul/split-k/{dt}")
             a = r.integers(-50, 50, (3, 4)).astype(FORMATS[dt].storage)
             b = r.integers(-50, 50, (4, 2)).astype(FORMATS[dt].storage)
-            av = _var("a", (3, 4), dt, _sl(mesh, (Split(1),), (3, 4)))
-            bv = _var("b", (4, 2), dt, _sl(mesh, (Split(0),), (4, 2)))
-            mm = _call(MatMul(), av, bv)
-            out = _call(Reshard(layout=_sl(mesh, (Broadcast(),), (3, 2))), mm)
-            return _module([av, bv], out, topo), ENTRY, [a, b]
+            av = make_var("a", (3, 4), dt, shard_layout(mesh, (Split(1),), (3, 4)))
+            bv = make_var("b", (4, 2), dt, shard_layout(mesh, (Split(0),), (4, 2)))
+            mm = make_call(MatMul(), av, bv)
+            out = make_call(Reshard(layout=shard_layout(mesh, (Broadcast(),), (3, 2))), mm)
+            return make_module([av, bv], out, topo), ENTRY, [a, b]
 
         return build
 
@@ -90,17 +90,17 @@ def _sharded_cases(acc: _Acc) -> None:
 
     def split_add(dt: DType, ext: tuple[int, ...]) -> Callable[[], Built]:
         def build() -> Built:
-            mesh, topo = _mesh(ext)
-            r = _rng(f"sharded/elementwise/{dt}/{ext}")
+            mesh, topo = make_mesh(ext)
+            r = case_rng(f"sharded/elementwise/{dt}/{ext}")
             shape = (4, 6)
             attrs = (Split(0),) if len(ext) == 1 else (Split(0), Split(1))
-            lay = _sl(mesh, attrs, shape)
-            a = _fill(special_values(dt), shape, r)
-            b = _fill(special_values(dt), shape, r)
-            x, y = _var("x", shape, dt, lay), _var("y", shape, dt, lay)
-            s = _call(Binary(BinaryKind.ADD), _call(Unary(UnaryKind.NEG), x), y)
-            out = _call(Reshard(layout=_sl(mesh, (Broadcast(),) * len(ext), shape)), s)
-            return _module([x, y], out, topo), ENTRY, [a, b]
+            lay = shard_layout(mesh, attrs, shape)
+            a = fill_shape(special_values(dt), shape, r)
+            b = fill_shape(special_values(dt), shape, r)
+            x, y = make_var("x", shape, dt, lay), make_var("y", shape, dt, lay)
+            s = make_call(Binary(BinaryKind.ADD), make_call(Unary(UnaryKind.NEG), x), y)
+            out = make_call(Reshard(layout=shard_layout(mesh, (Broadcast(),) * len(ext), shape)), s)
+            return make_module([x, y], out, topo), ENTRY, [a, b]
 
         return build
 
@@ -114,11 +114,11 @@ def _sharded_cases(acc: _Acc) -> None:
 
     def reduce_split(dt: DType, kind: ReduceKind) -> Callable[[], Built]:
         def build() -> Built:
-            mesh, topo = _mesh((2,))
-            a = _rows(dt, _REDUCE_ROWS)  # (16, 4): rows split over the mesh
-            x = _var("x", a.shape, dt, _sl(mesh, (Split(1),), a.shape))
-            red = _call(Reduce((1,), keepdim=True, kind=kind, policy="fold_left"), x)
-            return _module([x], red, topo), ENTRY, [a]
+            mesh, topo = make_mesh((2,))
+            a = rows_array(dt, _REDUCE_ROWS)  # (16, 4): rows split over the mesh
+            x = make_var("x", a.shape, dt, shard_layout(mesh, (Split(1),), a.shape))
+            red = make_call(Reduce((1,), keepdim=True, kind=kind, policy="fold_left"), x)
+            return make_module([x], red, topo), ENTRY, [a]
 
         return build
 
@@ -131,11 +131,11 @@ def _sharded_cases(acc: _Acc) -> None:
 
     def resplit(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
-            mesh, topo = _mesh((2,))
-            a = _fill(special_values(dt), (4, 6), _rng(f"sharded/reshard/{dt}"))
-            x = _var("x", (4, 6), dt, _sl(mesh, (Split(0),), (4, 6)))
-            out = _call(Reshard(layout=_sl(mesh, (Split(1),), (4, 6))), x)
-            return _module([x], out, topo), ENTRY, [a]
+            mesh, topo = make_mesh((2,))
+            a = fill_shape(special_values(dt), (4, 6), case_rng(f"sharded/reshard/{dt}"))
+            x = make_var("x", (4, 6), dt, shard_layout(mesh, (Split(0),), (4, 6)))
+            out = make_call(Reshard(layout=shard_layout(mesh, (Split(1),), (4, 6))), x)
+            return make_module([x], out, topo), ENTRY, [a]
 
         return build
 
@@ -147,11 +147,11 @@ def _sharded_cases(acc: _Acc) -> None:
 
     def local_rank(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
-            mesh, topo = _mesh((2,))
-            a = _fill(special_values(dt), (4, 2), _rng(f"sharded/local/{dt}"))
-            x = _var("x", (4, 2), dt, _sl(mesh, (Split(0),), (4, 2)))
-            loc = _call(Local(), x)
-            return (_module([x], Tuple((_call(ShapeOf(), loc), _call(Rank(), loc))), topo),
+            mesh, topo = make_mesh((2,))
+            a = fill_shape(special_values(dt), (4, 2), case_rng(f"sharded/local/{dt}"))
+            x = make_var("x", (4, 2), dt, shard_layout(mesh, (Split(0),), (4, 2)))
+            loc = make_call(Local(), x)
+            return (make_module([x], Tuple((make_call(ShapeOf(), loc), make_call(Rank(), loc))), topo),
                     ENTRY, [a])
 
         return build
@@ -173,16 +173,16 @@ def _sharded_cases(acc: _Acc) -> None:
         def build() -> Built:
             from tilefoundry.semantics.evaluator.mesh import Sharded
 
-            mesh, topo = _mesh((4,))
+            mesh, topo = make_mesh((4,))
             nan, inf = np.nan, np.inf
             cols = [[1.0, 1.0, nan, 1.0], [-0.0, 0.0, 0.0, 0.0], [0.0, -0.0, -0.0, -0.0],
                     [nan, 1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0], [-inf, inf, 0.0, -1.0],
                     [nan, nan, nan, nan], [2.5, 2.5, 2.5, 2.5]]
-            pieces = _vals(np.array(cols, np.float64).T, dt)  # (device, column)
-            lay = _sl(mesh, (Partial(red),), (8,))
-            x = _var("x", (8,), dt, lay)
-            out = _call(Reshard(layout=_sl(mesh, (Broadcast(),), (8,))), x)
-            return _module([x], out, topo), ENTRY, [Sharded.from_devices(lay, pieces)]
+            pieces = values_array(np.array(cols, np.float64).T, dt)  # (device, column)
+            lay = shard_layout(mesh, (Partial(red),), (8,))
+            x = make_var("x", (8,), dt, lay)
+            out = make_call(Reshard(layout=shard_layout(mesh, (Broadcast(),), (8,))), x)
+            return make_module([x], out, topo), ENTRY, [Sharded.from_devices(lay, pieces)]
 
         return build
 
@@ -216,63 +216,63 @@ def sharded_loop(kind: str, ext: tuple[int, ...], trips: int, dt: DType) -> Call
 
     Inputs are small integers (exact in every dtype used)."""
     def build() -> Built:
-        mesh, topo = _mesh(ext)
+        mesh, topo = make_mesh(ext)
         two = len(ext) == 2
-        r = _rng(f"sharded/loop/{kind}/{ext}/{trips}/{dt}")
+        r = case_rng(f"sharded/loop/{kind}/{ext}/{trips}/{dt}")
         st = FORMATS[dt].storage
         bc = (Broadcast(),) * len(ext)
-        i = _var("i", (), I32)
+        i = make_var("i", (), I32)
         c = Var("c", None)
 
         def lay(shape: tuple, *attrs) -> ShardLayout:
-            return _sl(mesh, attrs + ((Broadcast(),) if two and len(attrs) == 1 else ()),
+            return shard_layout(mesh, attrs + ((Broadcast(),) if two and len(attrs) == 1 else ()),
                        shape)
 
         def ints(shape: tuple, lo: int = -4, hi: int = 5) -> np.ndarray:
             return np.ascontiguousarray(r.integers(lo, hi, shape).astype(st))
 
-        iv = _call(Cast(dt), i)
+        iv = make_call(Cast(dt), i)
         if kind == "partial-sum":
-            av = _var("a", (4, 8), dt, lay((4, 8), Split(1)))
-            bv = _var("b", (8, 4), dt, lay((8, 4), Split(0)))
-            acc = _var("acc", (4, 4), dt, _sl(mesh, bc, (4, 4)))
-            racc = _var("racc", (4, 1), dt, _sl(mesh, bc, (4, 1)))
+            av = make_var("a", (4, 8), dt, lay((4, 8), Split(1)))
+            bv = make_var("b", (8, 4), dt, lay((8, 4), Split(0)))
+            acc = make_var("acc", (4, 4), dt, shard_layout(mesh, bc, (4, 4)))
+            racc = make_var("racc", (4, 1), dt, shard_layout(mesh, bc, (4, 1)))
             d = Var("d", None)
-            ai = _call(Binary(BinaryKind.MUL), av, iv)
-            mm = _call(Reshard(layout=_sl(mesh, bc, (4, 4))), _call(MatMul(), ai, bv))
-            rs = _call(Reduce((1,), keepdim=True, kind=ReduceKind.SUM, policy="fold_left"), ai)
-            s1 = _call(Binary(BinaryKind.ADD), c, mm)
-            s2 = _call(Binary(BinaryKind.ADD), d, rs)
+            ai = make_call(Binary(BinaryKind.MUL), av, iv)
+            mm = make_call(Reshard(layout=shard_layout(mesh, bc, (4, 4))), make_call(MatMul(), ai, bv))
+            rs = make_call(Reduce((1,), keepdim=True, kind=ReduceKind.SUM, policy="fold_left"), ai)
+            s1 = make_call(Binary(BinaryKind.ADD), c, mm)
+            s2 = make_call(Binary(BinaryKind.ADD), d, rs)
             loop = GridRegionExpr(i, (c, d), (acc, racc), Tuple((s1, s2)), (s1, s2), trips)
-            out = Tuple((_call(Reshard(layout=_sl(mesh, bc, (4, 4))), TupleGetItem(loop, 0)),
-                         _call(Reshard(layout=_sl(mesh, bc, (4, 1))), TupleGetItem(loop, 1))))
-            return (_module([av, bv, acc, racc], out, topo), ENTRY,
+            out = Tuple((make_call(Reshard(layout=shard_layout(mesh, bc, (4, 4))), TupleGetItem(loop, 0)),
+                         make_call(Reshard(layout=shard_layout(mesh, bc, (4, 1))), TupleGetItem(loop, 1))))
+            return (make_module([av, bv, acc, racc], out, topo), ENTRY,
                     [ints((4, 8)), ints((8, 4)), ints((4, 4)), ints((4, 1))])
         if kind == "split-to-broadcast":
             shape = (8, 4)
-            ls = _sl(mesh, (Split(0), Split(1)) if two else (Split(0),), shape)
-            x = _var("x", shape, dt, ls)
-            rot = _var("rot", (8,), I64)
-            g = _call(Gather(axis=0), _call(Reshard(layout=_sl(mesh, bc, shape)), c), rot)
-            step = _call(Reshard(layout=ls), _call(Binary(BinaryKind.ADD), g, iv))
+            ls = shard_layout(mesh, (Split(0), Split(1)) if two else (Split(0),), shape)
+            x = make_var("x", shape, dt, ls)
+            rot = make_var("rot", (8,), I64)
+            g = make_call(Gather(axis=0), make_call(Reshard(layout=shard_layout(mesh, bc, shape)), c), rot)
+            step = make_call(Reshard(layout=ls), make_call(Binary(BinaryKind.ADD), g, iv))
             loop = GridRegionExpr(i, (c,), (x,), step, (step,), trips)
-            out = _call(Reshard(layout=_sl(mesh, bc, shape)), loop)
-            return (_module([x, rot], out, topo), ENTRY,
+            out = make_call(Reshard(layout=shard_layout(mesh, bc, shape)), loop)
+            return (make_module([x, rot], out, topo), ENTRY,
                     [ints(shape), np.roll(np.arange(8, dtype=np.int64), -1)])
         assert kind == "all-to-all", kind
         shape = (8, 8)
         l0, l1 = lay(shape, Split(0)), lay(shape, Split(1))
-        x, y = _var("x", shape, dt, l0), _var("y", shape, dt, l1)
-        t = _call(Binary(BinaryKind.ADD), _call(Reshard(layout=l1), c), y)
-        step = _call(Reshard(layout=l0), t)
+        x, y = make_var("x", shape, dt, l0), make_var("y", shape, dt, l1)
+        t = make_call(Binary(BinaryKind.ADD), make_call(Reshard(layout=l1), c), y)
+        step = make_call(Reshard(layout=l0), t)
         loop = GridRegionExpr(i, (c,), (x,), step, (step,), trips)
-        out = _call(Reshard(layout=_sl(mesh, bc, shape)), loop)
-        return _module([x, y], out, topo), ENTRY, [ints(shape), ints(shape)]
+        out = make_call(Reshard(layout=shard_layout(mesh, bc, shape)), loop)
+        return make_module([x, y], out, topo), ENTRY, [ints(shape), ints(shape)]
 
     return build
 
 
-def _sharded_loop_cases(acc: _Acc) -> None:
+def _sharded_loop_cases(acc: Acc) -> None:
     """``sharded/loop/...``: loops whose body needs collectives (full tier)."""
     ops = {"partial-sum": ("MatMul", "Reduce", "Reduce.sum", "Binary", "Binary.add",
                            "Binary.mul", "Cast", "Reshard"),
@@ -292,14 +292,14 @@ def _sharded_loop_cases(acc: _Acc) -> None:
 
 def _gather_split(dt: DType) -> Callable[[], Built]:
     def build() -> Built:
-        mesh, topo = _mesh((2, 2))
-        r = _rng(f"sharded/gather/{dt}")
-        a = _fill(special_values(dt), (8, 3), r)
-        x = _var("x", (8, 3), dt, _sl(mesh, (Split(0), Broadcast()), (8, 3)))
+        mesh, topo = make_mesh((2, 2))
+        r = case_rng(f"sharded/gather/{dt}")
+        a = fill_shape(special_values(dt), (8, 3), r)
+        x = make_var("x", (8, 3), dt, shard_layout(mesh, (Split(0), Broadcast()), (8, 3)))
         idx = np.asarray([[7, 0], [3, 4], [1, 1]], np.int64)
-        i = _var("i", idx.shape, I64)
-        g = _call(Gather(axis=0), x, i)
-        out = _call(Reshard(layout=_sl(mesh, (Broadcast(), Broadcast()), (3, 2, 3))), g)
-        return _module([x, i], out, topo), ENTRY, [a, idx]
+        i = make_var("i", idx.shape, I64)
+        g = make_call(Gather(axis=0), x, i)
+        out = make_call(Reshard(layout=shard_layout(mesh, (Broadcast(), Broadcast()), (3, 2, 3))), g)
+        return make_module([x, i], out, topo), ENTRY, [a, idx]
 
     return build

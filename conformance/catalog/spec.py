@@ -26,19 +26,19 @@ from tilefoundry.conformance.catalog.build import (
     I64,
     INT4,
     U8,
+    Acc,
     Built,
-    _Acc,
-    _call,
-    _kinded,
-    _module,
-    _pairs,
-    _random_float,
-    _rng,
-    _rows,
-    _scalar,
-    _vals,
-    _var,
+    case_rng,
     int_special_values,
+    kinded,
+    make_call,
+    make_module,
+    make_var,
+    random_float,
+    rows_array,
+    scalar_array,
+    split_pairs,
+    values_array,
 )
 from tilefoundry.conformance.catalog.quotes import (
     _S_CEIL,
@@ -84,9 +84,9 @@ def _reduce_build(kind: ReduceKind, dt: DType, make: Callable[[], np.ndarray], *
                   keepdim: bool = False) -> Callable[[], Built]:
     def build() -> Built:
         a = make()
-        x = _var("x", a.shape, dt)
+        x = make_var("x", a.shape, dt)
         op = Reduce(axes, keepdim=keepdim, kind=kind, policy=policy)
-        return _module([x], _call(op, x)), ENTRY, [a]
+        return make_module([x], make_call(op, x)), ENTRY, [a]
 
     return build
 
@@ -107,22 +107,22 @@ def _loop_fold(dt: DType, right: bool) -> Callable[[], Built]:
     acc = 0; for i in range(3): acc = x[2 - i] - acc  (fold_right)."""
 
     def build() -> Built:
-        x = _var("x", (3,), dt)
-        i = _var("i", (), I32)
+        x = make_var("x", (3,), dt)
+        i = make_var("i", (), I32)
         acc = Var("acc", None)
         if right:
-            j = _call(Binary(BinaryKind.SUB), Constant(_scalar(2)), i)
-            step = _call(Binary(BinaryKind.SUB), _call(Gather(axis=0), x, j), acc)
+            j = make_call(Binary(BinaryKind.SUB), Constant(scalar_array(2)), i)
+            step = make_call(Binary(BinaryKind.SUB), make_call(Gather(axis=0), x, j), acc)
         else:
-            step = _call(Binary(BinaryKind.SUB), acc, _call(Gather(axis=0), x, i))
-        init = _call(Zeros((), dt))
+            step = make_call(Binary(BinaryKind.SUB), acc, make_call(Gather(axis=0), x, i))
+        init = make_call(Zeros((), dt))
         loop = GridRegionExpr(i, (acc,), (init,), step, (step,), 3)
-        return _module([x], loop), ENTRY, [_vals([1, 2, 3], dt)]
+        return make_module([x], loop), ENTRY, [values_array([1, 2, 3], dt)]
 
     return build
 
 
-def _spec_cases(acc: _Acc) -> None:
+def _spec_cases(acc: Acc) -> None:
     add = acc.add
     # --- Reduce: empty identities ------------------------------------------------------------
     for kind in (ReduceKind.SUM, ReduceKind.MAX, ReduceKind.MIN, ReduceKind.ABS_MAX):
@@ -138,7 +138,7 @@ def _spec_cases(acc: _Acc) -> None:
     for kind in (ReduceKind.SUM, ReduceKind.MAX):
         for dt in (F32, I32):
             add(f"spec/reduce/no-axes-is-identity-{kind.value}/{dt}", "tensor",
-                _reduce_build(kind, dt, lambda d=dt: _vals([[1, -2, 3], [4, 5, -6]], d),
+                _reduce_build(kind, dt, lambda d=dt: values_array([[1, -2, 3], [4, 5, -6]], d),
                               axes=()),
                 ops=("Reduce", f"Reduce.{kind.value}"), dtypes=(dt,),
                 spec="HIR Reduce: \"The logical result shape follows numpy reduction rules.\" "
@@ -150,25 +150,25 @@ def _spec_cases(acc: _Acc) -> None:
     for dt in (F32, BF16, F16, E4M3):
         for kind in (ReduceKind.MAX, ReduceKind.MIN, ReduceKind.ABS_MAX):
             add(f"spec/reduce/{kind.value}-propagates-nan/{dt}", "tensor",
-                _reduce_build(kind, dt, lambda d=dt: _rows(d, nan_rows)),
+                _reduce_build(kind, dt, lambda d=dt: rows_array(d, nan_rows)),
                 ops=("Reduce", f"Reduce.{kind.value}"), dtypes=(dt,), spec=_S_MAXMIN,
                 tier="quick")
         for kind in (ReduceKind.MAX, ReduceKind.MIN):
             add(f"spec/reduce/{kind.value}-orders-signed-zeros/{dt}", "tensor",
-                _reduce_build(kind, dt, lambda d=dt: _rows(d, zero_rows)),
+                _reduce_build(kind, dt, lambda d=dt: rows_array(d, zero_rows)),
                 ops=("Reduce", f"Reduce.{kind.value}"), dtypes=(dt,), spec=_S_MAXMIN,
                 tier="quick")
             add(f"spec/binary/{kind.value}-orders-signed-zeros/{dt}", "math",
                 _binary_build(BinaryKind(kind.value), dt,
-                              lambda d=dt: (_vals([-0.0, 0.0, -0.0, 0.0, 1.0, -0.0], d),
-                                            _vals([0.0, -0.0, -0.0, 0.0, -0.0, -1.0], d))),
-                ops=_kinded(Binary(BinaryKind(kind.value))), dtypes=(dt,), spec=_S_MAXMIN,
+                              lambda d=dt: (values_array([-0.0, 0.0, -0.0, 0.0, 1.0, -0.0], d),
+                                            values_array([0.0, -0.0, -0.0, 0.0, -0.0, -1.0], d))),
+                ops=kinded(Binary(BinaryKind(kind.value))), dtypes=(dt,), spec=_S_MAXMIN,
                 tier="quick")
             add(f"spec/binary/{kind.value}-propagates-nan/{dt}", "math",
                 _binary_build(BinaryKind(kind.value), dt,
-                              lambda d=dt: (_vals([np.nan, 1.0, np.nan, -np.inf, 0.0], d),
-                                            _vals([1.0, np.nan, np.nan, np.nan, -0.0], d))),
-                ops=_kinded(Binary(BinaryKind(kind.value))), dtypes=(dt,), spec=_S_MAXMIN,
+                              lambda d=dt: (values_array([np.nan, 1.0, np.nan, -np.inf, 0.0], d),
+                                            values_array([1.0, np.nan, np.nan, np.nan, -0.0], d))),
+                ops=kinded(Binary(BinaryKind(kind.value))), dtypes=(dt,), spec=_S_MAXMIN,
                 tier="quick")
     # --- folds -------------------------------------------------------------------------------
     for dt in (F32, I32, BF16):
@@ -187,12 +187,12 @@ def _spec_cases(acc: _Acc) -> None:
             a = np.zeros((len(rows), width), np.float64)
             for r, row in enumerate(rows):
                 a[r, :len(row)] = row
-            a = _vals(a, dt)
-            x = _var("x", a.shape, dt)
-            left = _call(Reduce((1,), keepdim=False, kind=ReduceKind.SUM, policy="fold_left"), x)
-            right = _call(Reduce((1,), keepdim=False, kind=ReduceKind.SUM, policy="fold_right"),
+            a = values_array(a, dt)
+            x = make_var("x", a.shape, dt)
+            left = make_call(Reduce((1,), keepdim=False, kind=ReduceKind.SUM, policy="fold_left"), x)
+            right = make_call(Reduce((1,), keepdim=False, kind=ReduceKind.SUM, policy="fold_right"),
                           x)
-            return _module([x], Tuple((left, right))), ENTRY, [a]
+            return make_module([x], Tuple((left, right))), ENTRY, [a]
 
         return build
 
@@ -203,16 +203,16 @@ def _spec_cases(acc: _Acc) -> None:
             for kind in (ReduceKind.SUM, ReduceKind.MEAN):
                 cid = f"spec/reduce/{pol.replace('_', '-')}-{kind.value}/{dt}"
                 add(cid, "tensor",
-                    _reduce_build(kind, dt, lambda c=cid, d=dt: _random_float(
-                        _rng(c), (8, 64), d, -4.0, 4.0), policy=pol),
+                    _reduce_build(kind, dt, lambda c=cid, d=dt: random_float(
+                        case_rng(c), (8, 64), d, -4.0, 4.0), policy=pol),
                     ops=("Reduce", f"Reduce.{kind.value}"), dtypes=(dt,), spec=_S_LOWP_RED,
                     tier="quick")
         for pol in ("unordered_tree", "ordered_tree"):
             for n in (5, 1000):
                 cid = f"spec/reduce/{pol.replace('_', '-')}-sum-len{n}/{dt}"
                 add(cid, "tensor",
-                    _reduce_build(ReduceKind.SUM, dt, lambda c=cid, d=dt, k=n: _random_float(
-                        _rng(c), (6, k), d, -100.0, 100.0), policy=pol),
+                    _reduce_build(ReduceKind.SUM, dt, lambda c=cid, d=dt, k=n: random_float(
+                        case_rng(c), (6, k), d, -100.0, 100.0), policy=pol),
                     ops=("Reduce", "Reduce.sum"), dtypes=(dt,), spec=_S_TREE, tier="quick")
     for dt in (I32, I8, U8, I64):
         def wrap_sum(d=dt) -> np.ndarray:
@@ -232,42 +232,42 @@ def _spec_cases(acc: _Acc) -> None:
               np.nan, 0.25, 0.75, 1.75, 2.25]
     for dt in (F32, BF16, F16, E4M3, E5M2):
         add(f"spec/unary/round-half-even/{dt}", "math",
-            _unary_build(UnaryKind.ROUND, dt, lambda d=dt: _vals(halves, d)),
-            ops=_kinded(Unary(UnaryKind.ROUND)), dtypes=(dt,), spec=_S_ROUND, tier="quick")
+            _unary_build(UnaryKind.ROUND, dt, lambda d=dt: values_array(halves, d)),
+            ops=kinded(Unary(UnaryKind.ROUND)), dtypes=(dt,), spec=_S_ROUND, tier="quick")
         add(f"spec/unary/ceil-toward-positive-infinity/{dt}", "math",
-            _unary_build(UnaryKind.CEIL, dt, lambda d=dt: _vals(halves, d)),
-            ops=_kinded(Unary(UnaryKind.CEIL)), dtypes=(dt,), spec=_S_CEIL, tier="quick")
+            _unary_build(UnaryKind.CEIL, dt, lambda d=dt: values_array(halves, d)),
+            ops=kinded(Unary(UnaryKind.CEIL)), dtypes=(dt,), spec=_S_CEIL, tier="quick")
     for dt in INT4:
         def wrap_pairs(d=dt) -> tuple[np.ndarray, np.ndarray]:
-            return _pairs(int_special_values(d))
+            return split_pairs(int_special_values(d))
 
         for kind in (BinaryKind.ADD, BinaryKind.SUB, BinaryKind.MUL):
             add(f"spec/binary/int-wraparound-{kind.value}/{dt}", "math",
-                _binary_build(kind, dt, wrap_pairs), ops=_kinded(Binary(kind)), dtypes=(dt,),
+                _binary_build(kind, dt, wrap_pairs), ops=kinded(Binary(kind)), dtypes=(dt,),
                 spec=_S_WRAP, tier="quick")
         for kind in (UnaryKind.NEG, UnaryKind.ABS, UnaryKind.SQUARE):
             add(f"spec/unary/int-wraparound-{kind.value}/{dt}", "math",
                 _unary_build(kind, dt, lambda d=dt: int_special_values(d)),
-                ops=_kinded(Unary(kind)), dtypes=(dt,), spec=_S_WRAP, tier="quick")
+                ops=kinded(Unary(kind)), dtypes=(dt,), spec=_S_WRAP, tier="quick")
     for dt in (BF16, F16):
         for kind in (BinaryKind.ADD, BinaryKind.SUB, BinaryKind.MUL, BinaryKind.DIV):
             cid = f"spec/binary/widen-op-round-{kind.value}/{dt}"
 
             def rand_pairs(c=cid, d=dt) -> tuple[np.ndarray, np.ndarray]:
-                r = _rng(c)
+                r = case_rng(c)
                 bits = r.integers(0, 1 << 16, (2, 1 << 14), dtype=np.uint64).astype(np.uint16)
                 return from_bits(bits[0], d), from_bits(bits[1], d)
 
-            add(cid, "math", _binary_build(kind, dt, rand_pairs), ops=_kinded(Binary(kind)),
+            add(cid, "math", _binary_build(kind, dt, rand_pairs), ops=kinded(Binary(kind)),
                 dtypes=(dt,), spec=_LOWP, tier="quick")
     for dt in (F32, BF16):
         for kind in (BinaryKind.EQ, BinaryKind.NE, BinaryKind.LT, BinaryKind.LE,
                      BinaryKind.GT, BinaryKind.GE):
             add(f"spec/binary/compare-nan-signed-zero-{kind.value}/{dt}", "math",
                 _binary_build(kind, dt, lambda d=dt: (
-                    _vals([np.nan, 1.0, np.nan, -0.0, 0.0, np.inf, -np.inf, 1.0], d),
-                    _vals([1.0, np.nan, np.nan, 0.0, -0.0, np.inf, np.inf, 1.0], d))),
-                ops=_kinded(Binary(kind)), dtypes=(dt,), spec=_S_CMP, tier="quick")
+                    values_array([np.nan, 1.0, np.nan, -0.0, 0.0, np.inf, -np.inf, 1.0], d),
+                    values_array([1.0, np.nan, np.nan, 0.0, -0.0, np.inf, np.inf, 1.0], d))),
+                ops=kinded(Binary(kind)), dtypes=(dt,), spec=_S_CMP, tier="quick")
     # --- casts -------------------------------------------------------------------------------
     _spec_casts(acc)
     # --- tensor ops --------------------------------------------------------------------------

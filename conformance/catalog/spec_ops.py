@@ -22,20 +22,20 @@ from tilefoundry.conformance.catalog.build import (
     I32,
     I64,
     U8,
+    Acc,
     Built,
-    _Acc,
-    _call,
-    _fill,
-    _mesh,
-    _module,
-    _random_float,
-    _rng,
-    _scalar,
-    _sl,
-    _t,
-    _vals,
-    _var,
+    case_rng,
+    fill_shape,
+    make_call,
+    make_mesh,
+    make_module,
+    make_var,
+    random_float,
+    scalar_array,
+    shard_layout,
     special_values,
+    tensor_type,
+    values_array,
 )
 from tilefoundry.conformance.catalog.quotes import (
     _S_BF16,
@@ -106,12 +106,12 @@ from tilefoundry.semantics.types import (
 
 def _cast_vals(src: DType, dst: DType, values, overflow: str = "nonfinite",
                rounding: str = "nearest") -> Callable[[], Built]:
-    return _build_cast(src, dst, overflow, rounding, lambda: _vals(values, src))
+    return _build_cast(src, dst, overflow, rounding, lambda: values_array(values, src))
 
 
 def _double_rounding_inputs(dst: DType, via: DType, n: int, case_id: str) -> np.ndarray:
     """f32 values whose one rounding to ``dst`` differs from rounding through ``via``."""
-    r = _rng(case_id)
+    r = case_rng(case_id)
     hits: list[np.ndarray] = []
     total = 0
     while total < n:
@@ -126,7 +126,7 @@ def _double_rounding_inputs(dst: DType, via: DType, n: int, case_id: str) -> np.
     return np.ascontiguousarray(np.concatenate(hits)[:n])
 
 
-def _spec_casts(acc: _Acc) -> None:
+def _spec_casts(acc: Acc) -> None:
     add = acc.add
     big = [448.0, 449.0, 464.0, 465.0, 480.0, 500.0, 1e6, 3e38, np.inf, -np.inf, np.nan,
            -465.0, -1e6, 57344.0, 61439.0, 61440.0, 65504.0, 1e5, -1e5, 1.0, -0.0]
@@ -182,26 +182,26 @@ def _spec_casts(acc: _Acc) -> None:
         ops=("Cast",), dtypes=(BF16, I32), spec=_S_F2INT, tier="quick")
 
 
-def _spec_tensor(acc: _Acc) -> None:
+def _spec_tensor(acc: Acc) -> None:
     add = acc.add
 
     def gather_batched(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
-            r = _rng(f"spec/gather/batch-dims/{dt}")
-            a = _fill(special_values(dt), (2, 3, 5), r) if dt.is_float else \
+            r = case_rng(f"spec/gather/batch-dims/{dt}")
+            a = fill_shape(special_values(dt), (2, 3, 5), r) if dt.is_float else \
                 np.arange(30, dtype=FORMATS[dt].storage).reshape(2, 3, 5)
             idx = np.asarray([[4, 0, 2, 2], [1, 3, 0, 4]], np.int64)
-            x, i = _var("x", a.shape, dt), _var("i", idx.shape, I64)
-            return _module([x, i], _call(Gather(axis=2, batch_dims=1), x, i)), ENTRY, [a, idx]
+            x, i = make_var("x", a.shape, dt), make_var("i", idx.shape, I64)
+            return make_module([x, i], make_call(Gather(axis=2, batch_dims=1), x, i)), ENTRY, [a, idx]
 
         return build
 
     def gather_plain(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
-            a = _fill(special_values(dt), (2, 5), _rng(f"spec/gather/plain/{dt}"))
+            a = fill_shape(special_values(dt), (2, 5), case_rng(f"spec/gather/plain/{dt}"))
             idx = np.asarray([[4, 0, 1], [1, 1, 3]], np.int32)
-            x, i = _var("x", a.shape, dt), _var("i", idx.shape, I32)
-            return _module([x, i], _call(Gather(axis=1), x, i)), ENTRY, [a, idx]
+            x, i = make_var("x", a.shape, dt), make_var("i", idx.shape, I32)
+            return make_module([x, i], make_call(Gather(axis=1), x, i)), ENTRY, [a, idx]
 
         return build
 
@@ -214,13 +214,13 @@ def _spec_tensor(acc: _Acc) -> None:
 
     def cache_update(dt: DType, cur: int, s: int, new_len: int) -> Callable[[], Built]:
         def build() -> Built:
-            r = _rng(f"spec/cache-update/{dt}/{cur}/{s}/{new_len}")
-            c = _random_float(r, (2, 8, 2, 4), dt)
-            n = _random_float(r, (2, new_len, 2, 4), dt, 10.0, 20.0)
-            cv, nv = _var("cache", c.shape, dt), _var("new", n.shape, dt)
-            pv, sv = _var("cur_pos", (), I32), _var("s", (), I32)
-            body = _call(CacheUpdate(), cv, pv, sv, nv)
-            return _module([cv, pv, sv, nv], body), ENTRY, [c, _scalar(cur), _scalar(s), n]
+            r = case_rng(f"spec/cache-update/{dt}/{cur}/{s}/{new_len}")
+            c = random_float(r, (2, 8, 2, 4), dt)
+            n = random_float(r, (2, new_len, 2, 4), dt, 10.0, 20.0)
+            cv, nv = make_var("cache", c.shape, dt), make_var("new", n.shape, dt)
+            pv, sv = make_var("cur_pos", (), I32), make_var("s", (), I32)
+            body = make_call(CacheUpdate(), cv, pv, sv, nv)
+            return make_module([cv, pv, sv, nv], body), ENTRY, [c, scalar_array(cur), scalar_array(s), n]
 
         return build
 
@@ -234,13 +234,13 @@ def _spec_tensor(acc: _Acc) -> None:
 
     def insert(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
-            r = _rng(f"spec/insert-slice/{dt}")
-            d = _random_float(r, (4, 6), dt)
-            u = _fill(special_values(dt), (2, 3), r)
-            dv, uv = _var("dst", d.shape, dt), _var("update", u.shape, dt)
-            o0, o1 = _var("o0", (), I32), _var("o1", (), I32)
-            return (_module([dv, uv, o0, o1], _call(InsertSlice(), dv, uv, o0, o1)), ENTRY,
-                    [d, u, _scalar(2), _scalar(3)])
+            r = case_rng(f"spec/insert-slice/{dt}")
+            d = random_float(r, (4, 6), dt)
+            u = fill_shape(special_values(dt), (2, 3), r)
+            dv, uv = make_var("dst", d.shape, dt), make_var("update", u.shape, dt)
+            o0, o1 = make_var("o0", (), I32), make_var("o1", (), I32)
+            return (make_module([dv, uv, o0, o1], make_call(InsertSlice(), dv, uv, o0, o1)), ENTRY,
+                    [d, u, scalar_array(2), scalar_array(3)])
 
         return build
 
@@ -250,9 +250,9 @@ def _spec_tensor(acc: _Acc) -> None:
 
     def topk(dt: DType, rows: list[list[float]], k: int, largest: bool) -> Callable[[], Built]:
         def build() -> Built:
-            a = _vals(rows, dt)
-            x = _var("x", a.shape, dt)
-            return (_module([x], _call(TopK(k, axis=-1, largest=largest), x)), ENTRY, [a])
+            a = values_array(rows, dt)
+            x = make_var("x", a.shape, dt)
+            return (make_module([x], make_call(TopK(k, axis=-1, largest=largest), x)), ENTRY, [a])
 
         return build
 
@@ -276,10 +276,10 @@ def _spec_tensor(acc: _Acc) -> None:
 
     def zeros_case(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
-            a = _vals([-0.0, 0.0, 1.0, -1.0], dt)
-            x = _var("x", (4,), dt)
-            z = _call(Zeros((4,), dt))
-            return _module([x], Tuple((z, _call(Binary(BinaryKind.ADD), x, z)))), ENTRY, [a]
+            a = values_array([-0.0, 0.0, 1.0, -1.0], dt)
+            x = make_var("x", (4,), dt)
+            z = make_call(Zeros((4,), dt))
+            return make_module([x], Tuple((z, make_call(Binary(BinaryKind.ADD), x, z)))), ENTRY, [a]
 
         return build
 
@@ -288,14 +288,14 @@ def _spec_tensor(acc: _Acc) -> None:
             ops=("Zeros", "Binary", "Binary.add"), dtypes=(dt,), spec=_S_ZEROS, tier="quick")
 
 
-def _spec_nn(acc: _Acc) -> None:
+def _spec_nn(acc: Acc) -> None:
     add = acc.add
 
     def silu_all(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
             a = all_patterns(dt)
-            x = _var("x", a.shape, dt)
-            return _module([x], _call(Silu(), x)), ENTRY, [a]
+            x = make_var("x", a.shape, dt)
+            return make_module([x], make_call(Silu(), x)), ENTRY, [a]
 
         return build
 
@@ -305,9 +305,9 @@ def _spec_nn(acc: _Acc) -> None:
 
     def gelu_default(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
-            a = _random_float(_rng(f"spec/gelu/{dt}"), (512,), dt, -6.0, 6.0)
-            x = _var("x", a.shape, dt)
-            return _module([x], _call(Gelu(), x)), ENTRY, [a]
+            a = random_float(case_rng(f"spec/gelu/{dt}"), (512,), dt, -6.0, 6.0)
+            x = make_var("x", a.shape, dt)
+            return make_module([x], make_call(Gelu(), x)), ENTRY, [a]
 
         return build
 
@@ -317,20 +317,20 @@ def _spec_nn(acc: _Acc) -> None:
 
     def rope(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
-            r = _rng(f"spec/rope/{dt}")
+            r = case_rng(f"spec/rope/{dt}")
             s, d, p = 5, 8, 7
-            q = _random_float(r, (2, s, d), dt, -3.0, 3.0)
-            k = _random_float(r, (2, s, d), dt, -3.0, 3.0)
+            q = random_float(r, (2, s, d), dt, -3.0, 3.0)
+            k = random_float(r, (2, s, d), dt, -3.0, 3.0)
             inv = 1.0 / (10000.0 ** (np.arange(0, d, 2) / d))
             ang = np.outer(np.arange(p), inv)
             ang = np.concatenate([ang, ang], axis=-1)
-            cos, sin = _vals(np.cos(ang), dt), _vals(np.sin(ang), dt)
+            cos, sin = values_array(np.cos(ang), dt), values_array(np.sin(ang), dt)
             pos = np.asarray([6, 0, 3, 3, 1], np.int64)
-            qv, kv = _var("q", q.shape, dt), _var("k", k.shape, dt)
-            cv, sv = _var("cos", cos.shape, dt), _var("sin", sin.shape, dt)
-            pv = _var("pos", pos.shape, I64)
-            body = _call(RoPE(), qv, kv, cv, sv, pv)
-            return _module([qv, kv, cv, sv, pv], body), ENTRY, [q, k, cos, sin, pos]
+            qv, kv = make_var("q", q.shape, dt), make_var("k", k.shape, dt)
+            cv, sv = make_var("cos", cos.shape, dt), make_var("sin", sin.shape, dt)
+            pv = make_var("pos", pos.shape, I64)
+            body = make_call(RoPE(), qv, kv, cv, sv, pv)
+            return make_module([qv, kv, cv, sv, pv], body), ENTRY, [q, k, cos, sin, pos]
 
         return build
 
@@ -340,11 +340,11 @@ def _spec_nn(acc: _Acc) -> None:
 
     def matmul_korder(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
-            r = _rng(f"spec/matmul/k-order/{dt}")
-            a = _random_float(r, (4, 16), dt, -8.0, 8.0)
-            b = _random_float(r, (16, 3), dt, -8.0, 8.0)
-            av, bv = _var("a", a.shape, dt), _var("b", b.shape, dt)
-            return (_module([av, bv], _call(MatMul(allow_reassociation=False), av, bv)), ENTRY,
+            r = case_rng(f"spec/matmul/k-order/{dt}")
+            a = random_float(r, (4, 16), dt, -8.0, 8.0)
+            b = random_float(r, (16, 3), dt, -8.0, 8.0)
+            av, bv = make_var("a", a.shape, dt), make_var("b", b.shape, dt)
+            return (make_module([av, bv], make_call(MatMul(allow_reassociation=False), av, bv)), ENTRY,
                     [a, b])
 
         return build
@@ -358,8 +358,8 @@ def _spec_nn(acc: _Acc) -> None:
             ii = np.iinfo(FORMATS[dt].storage)
             a = np.asarray([[ii.max, 1], [ii.min, -1], [3, 4]], FORMATS[dt].storage)
             b = np.asarray([[2, 1], [ii.max, ii.min]], FORMATS[dt].storage)
-            av, bv = _var("a", a.shape, dt), _var("b", b.shape, dt)
-            return _module([av, bv], _call(MatMul(), av, bv)), ENTRY, [a, b]
+            av, bv = make_var("a", a.shape, dt), make_var("b", b.shape, dt)
+            return make_module([av, bv], make_call(MatMul(), av, bv)), ENTRY, [a, b]
 
         return build
 
@@ -369,17 +369,17 @@ def _spec_nn(acc: _Acc) -> None:
             "accumulate in i64 and wrap into the result dtype.", tier="quick")
 
 
-def _spec_functions(acc: _Acc) -> None:
+def _spec_functions(acc: Acc) -> None:
     add = acc.add
 
     def carried(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
-            x = _var("x", (4,), dt)
-            i = _var("i", (), I32)
+            x = make_var("x", (4,), dt)
+            i = make_var("i", (), I32)
             a = Var("acc", None)
-            step = _call(Binary(BinaryKind.ADD), a, x)
-            loop = GridRegionExpr(i, (a,), (_call(Zeros((4,), dt)),), step, (step,), 5)
-            return _module([x], loop), ENTRY, [_vals([0.1, -0.0, 3.0, 1e30], dt)]
+            step = make_call(Binary(BinaryKind.ADD), a, x)
+            loop = GridRegionExpr(i, (a,), (make_call(Zeros((4,), dt)),), step, (step,), 5)
+            return make_module([x], loop), ENTRY, [values_array([0.1, -0.0, 3.0, 1e30], dt)]
 
         return build
 
@@ -389,13 +389,13 @@ def _spec_functions(acc: _Acc) -> None:
 
     def dimvar_extent() -> Built:
         n = DimVar("N", 1, 9)
-        x = _var("x", (n,), F32)
-        i = _var("i", (), I32)
+        x = make_var("x", (n,), F32)
+        i = make_var("i", (), I32)
         a, b = Var("acc", None), Var("cnt", None)
-        s1 = _call(Binary(BinaryKind.MUL), a, x)
-        s2 = _call(Binary(BinaryKind.ADD), b, _call(Cast(F32), i))
-        loop = GridRegionExpr(i, (a, b), (x, _call(Zeros((), F32))), s1, (s1, s2), n, 2, 1)
-        return _module([x], loop), ENTRY, [_vals([1.5, -1.0, 2.0, 0.5, 3.0, -0.0], F32)]
+        s1 = make_call(Binary(BinaryKind.MUL), a, x)
+        s2 = make_call(Binary(BinaryKind.ADD), b, make_call(Cast(F32), i))
+        loop = GridRegionExpr(i, (a, b), (x, make_call(Zeros((), F32))), s1, (s1, s2), n, 2, 1)
+        return make_module([x], loop), ENTRY, [values_array([1.5, -1.0, 2.0, 0.5, 3.0, -0.0], F32)]
 
     add("spec/grid/dimvar-extent-step-start/f32", "program", dimvar_extent,
         ops=("Binary", "Binary.mul", "Binary.add", "Cast", "Zeros"), dtypes=(F32, I32),
@@ -404,19 +404,19 @@ def _spec_functions(acc: _Acc) -> None:
     def dispatch(n_val: int) -> Callable[[], Built]:
         def build() -> Built:
             m = DimVar("M", 1, 17)
-            proto = Function("g", (_var("x", (m,), F32),), None, _t((m,), F32))
-            xs = _var("x", (m,), F32)
-            proto.add_variant(Function("g", (xs,), _call(Binary(BinaryKind.ADD), xs, xs),
-                                       _t((m,), F32), (DimVarRangePat("M", 1, 8),),
+            proto = Function("g", (make_var("x", (m,), F32),), None, tensor_type((m,), F32))
+            xs = make_var("x", (m,), F32)
+            proto.add_variant(Function("g", (xs,), make_call(Binary(BinaryKind.ADD), xs, xs),
+                                       tensor_type((m,), F32), (DimVarRangePat("M", 1, 8),),
                                        label="small"))
-            xl = _var("x", (m,), F32)
-            proto.add_variant(Function("g", (xl,), _call(Binary(BinaryKind.MUL), xl, xl),
-                                       _t((m,), F32), (DimVarRangePat("M", 8, 17),),
+            xl = make_var("x", (m,), F32)
+            proto.add_variant(Function("g", (xl,), make_call(Binary(BinaryKind.MUL), xl, xl),
+                                       tensor_type((m,), F32), (DimVarRangePat("M", 8, 17),),
                                        label="large"))
-            y = _var("y", (m,), F32)
-            body = _call(Unary(UnaryKind.NEG), Call(proto, (y,)))
-            a = _vals(np.linspace(-3, 3, n_val), F32)
-            return _module([y], body, extra=(proto,)), ENTRY, [a]
+            y = make_var("y", (m,), F32)
+            body = make_call(Unary(UnaryKind.NEG), Call(proto, (y,)))
+            a = values_array(np.linspace(-3, 3, n_val), F32)
+            return make_module([y], body, extra=(proto,)), ENTRY, [a]
 
         return build
 
@@ -426,33 +426,33 @@ def _spec_functions(acc: _Acc) -> None:
             spec=_S_DISPATCH, tier="quick")
 
     def call_twice() -> Built:
-        p = _var("p", (3,), F32)
-        callee = Function("sq_plus", (p,), _call(Binary(BinaryKind.ADD),
-                                                  _call(Unary(UnaryKind.SQUARE), p), p), None)
-        x = _var("x", (3,), F32)
-        body = Tuple((Call(callee, (x,)), Call(callee, (_call(Unary(UnaryKind.NEG), x),))))
-        return _module([x], body, extra=(callee,)), ENTRY, [_vals([1.5, -2.0, 1e20], F32)]
+        p = make_var("p", (3,), F32)
+        callee = Function("sq_plus", (p,), make_call(Binary(BinaryKind.ADD),
+                                                  make_call(Unary(UnaryKind.SQUARE), p), p), None)
+        x = make_var("x", (3,), F32)
+        body = Tuple((Call(callee, (x,)), Call(callee, (make_call(Unary(UnaryKind.NEG), x),))))
+        return make_module([x], body, extra=(callee,)), ENTRY, [values_array([1.5, -2.0, 1e20], F32)]
 
     add("spec/function/call-elaboration/f32", "program", call_twice,
         ops=("Binary", "Binary.add", "Unary", "Unary.square", "Unary.neg"), dtypes=(F32,),
         spec=_S_CALL, tier="quick")
 
 
-def _spec_sharded(acc: _Acc) -> None:
+def _spec_sharded(acc: Acc) -> None:
     add = acc.add
 
     def gather_partial(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
-            mesh, topo = _mesh((2,))
-            r = _rng(f"spec/reshard/partial-sum/{dt}")
-            a = _fill(special_values(dt), (4, 3), r)
-            a[0] = _vals([-0.0, -0.0, 1.0], dt)
-            x = _var("x", (4, 3), dt, _sl(mesh, (Split(0),), (4, 3)))
+            mesh, topo = make_mesh((2,))
+            r = case_rng(f"spec/reshard/partial-sum/{dt}")
+            a = fill_shape(special_values(dt), (4, 3), r)
+            a[0] = values_array([-0.0, -0.0, 1.0], dt)
+            x = make_var("x", (4, 3), dt, shard_layout(mesh, (Split(0),), (4, 3)))
             idx = np.asarray([0, 3, 1, 0, 2], np.int64)
-            i = _var("i", idx.shape, I64)
-            g = _call(Gather(axis=0), x, i)
-            out = _call(Reshard(layout=_sl(mesh, (Broadcast(),), (5, 3))), g)
-            return _module([x, i], out, topo), ENTRY, [a, idx]
+            i = make_var("i", idx.shape, I64)
+            g = make_call(Gather(axis=0), x, i)
+            out = make_call(Reshard(layout=shard_layout(mesh, (Broadcast(),), (5, 3))), g)
+            return make_module([x, i], out, topo), ENTRY, [a, idx]
 
         return build
 
@@ -463,14 +463,14 @@ def _spec_sharded(acc: _Acc) -> None:
 
     def partial_max(dt: DType) -> Callable[[], Built]:
         def build() -> Built:
-            mesh, topo = _mesh((3,))
-            a = _vals([1.0, -0.0, 0.0, np.nan, -np.inf, 2.5], dt)
-            b = _vals([0.5, 0.0, -0.0, 1.0, 1.0, -2.5], dt)
-            x = _var("x", (6,), dt, _sl(mesh, (Partial("max"),), (6,)))
-            y = _var("y", (6,), dt)
-            s = _call(Binary(BinaryKind.ADD), x, y)
-            out = _call(Reshard(layout=_sl(mesh, (Broadcast(),), (6,))), s)
-            return _module([x, y], out, topo), ENTRY, [a, b]
+            mesh, topo = make_mesh((3,))
+            a = values_array([1.0, -0.0, 0.0, np.nan, -np.inf, 2.5], dt)
+            b = values_array([0.5, 0.0, -0.0, 1.0, 1.0, -2.5], dt)
+            x = make_var("x", (6,), dt, shard_layout(mesh, (Partial("max"),), (6,)))
+            y = make_var("y", (6,), dt)
+            s = make_call(Binary(BinaryKind.ADD), x, y)
+            out = make_call(Reshard(layout=shard_layout(mesh, (Broadcast(),), (6,))), s)
+            return make_module([x, y], out, topo), ENTRY, [a, b]
 
         return build
 
@@ -480,10 +480,10 @@ def _spec_sharded(acc: _Acc) -> None:
             tier="quick")
 
     def local_shape() -> Built:
-        mesh, topo = _mesh((2, 2))
-        x = _var("x", (4, 6), F32, _sl(mesh, (Split(0), Split(1)), (4, 6)))
-        out = _call(ShapeOf(), _call(Local(), x))
-        return _module([x], out, topo), ENTRY, [_fill(special_values(F32), (4, 6))]
+        mesh, topo = make_mesh((2, 2))
+        x = make_var("x", (4, 6), F32, shard_layout(mesh, (Split(0), Split(1)), (4, 6)))
+        out = make_call(ShapeOf(), make_call(Local(), x))
+        return make_module([x], out, topo), ENTRY, [fill_shape(special_values(F32), (4, 6))]
 
     add("spec/local/shape-contracts-split-axes/f32", "sharding", local_shape,
         ops=("Local", "ShapeOf"), dtypes=(F32,), spec=_S_LOCAL, tier="quick")

@@ -13,7 +13,6 @@ from collections.abc import Callable
 import numpy as np
 
 from tilefoundry.conformance.catalog.build import (
-    _NN_ELEMENTWISE,
     BF16,
     BOOL,
     E4M3,
@@ -24,16 +23,17 @@ from tilefoundry.conformance.catalog.build import (
     F32,
     I32,
     I64,
+    NN_ELEMENTWISE,
+    Acc,
     Built,
-    _Acc,
-    _call,
-    _kinded,
-    _module,
-    _pairs,
-    _rng,
-    _special_unary_op,
-    _var,
+    case_rng,
+    kinded,
+    make_call,
+    make_module,
+    make_var,
+    special_unary_op,
     special_values,
+    split_pairs,
 )
 from tilefoundry.conformance.numerics_sweep import (
     EXHAUSTIVE_SOURCES,
@@ -84,8 +84,8 @@ _QUICK_SWEEPS = {
 
 
 def _cast_module(src: DType, dst: DType, overflow: str, rounding: str, n: int) -> Module:
-    x = _var("x", (n,), src)
-    return _module([x], _call(Cast(dst, overflow=overflow, rounding=rounding), x))
+    x = make_var("x", (n,), src)
+    return make_module([x], make_call(Cast(dst, overflow=overflow, rounding=rounding), x))
 
 
 def _build_cast(src: DType, dst: DType, overflow: str, rounding: str,
@@ -118,7 +118,7 @@ def _near_tie_ints(src: DType) -> np.ndarray:
     return np.asarray(sorted(vals), dtype=FORMATS[src].storage)
 
 
-def _cast_sweeps(acc: _Acc) -> None:
+def _cast_sweeps(acc: Acc) -> None:
     dsts = FLOATS + INTS + (BOOL,)
     for src in EXHAUSTIVE_SOURCES:
         for dst in dsts:
@@ -157,8 +157,8 @@ _FLOAT_UNARY = tuple(k for k in UnaryKind if k is not UnaryKind.LOGICAL_NOT)
 def _binary_build(kind: BinaryKind, dt: DType, make: Callable[[], tuple]) -> Callable[[], Built]:
     def build() -> Built:
         a, b = make()
-        x, y = _var("a", a.shape, dt), _var("b", b.shape, dt)
-        return _module([x, y], _call(Binary(kind), x, y)), ENTRY, [a, b]
+        x, y = make_var("a", a.shape, dt), make_var("b", b.shape, dt)
+        return make_module([x, y], make_call(Binary(kind), x, y)), ENTRY, [a, b]
 
     return build
 
@@ -167,8 +167,8 @@ def _unary_build(kind: UnaryKind, dt: DType, make: Callable[[], np.ndarray]
                  ) -> Callable[[], Built]:
     def build() -> Built:
         a = make()
-        x = _var("x", a.shape, dt)
-        return _module([x], _call(Unary(kind), x)), ENTRY, [a]
+        x = make_var("x", a.shape, dt)
+        return make_module([x], make_call(Unary(kind), x)), ENTRY, [a]
 
     return build
 
@@ -178,18 +178,18 @@ _LOWP = "ARCHITECTURE.md, Numeric contracts: \"Low-precision arithmetic (bf16, f
         "even), round the f32 result to the operand dtype.\""
 
 
-def _arith_sweeps(acc: _Acc) -> None:
+def _arith_sweeps(acc: Acc) -> None:
     for dt in (E4M3, E5M2):
         for kind in _SWEEP_BINARY:
             cid = f"binary/{dt}/{kind.value}/all-pairs"
-            acc.add(cid, "math", _binary_build(kind, dt, lambda d=dt: _pairs(all_patterns(d))),
-                    ops=_kinded(Binary(kind)), dtypes=(dt,), spec=_LOWP,
+            acc.add(cid, "math", _binary_build(kind, dt, lambda d=dt: split_pairs(all_patterns(d))),
+                    ops=kinded(Binary(kind)), dtypes=(dt,), spec=_LOWP,
                     tier="quick" if cid in _QUICK_SWEEPS else "full")
     for dt in (F16, BF16, E4M3, E5M2):
         for kind in _FLOAT_UNARY:
             cid = f"unary/{dt}/{kind.value}/all-patterns"
             acc.add(cid, "math", _unary_build(kind, dt, lambda d=dt: all_patterns(d)),
-                    ops=_kinded(Unary(kind)), dtypes=(dt,),
+                    ops=kinded(Unary(kind)), dtypes=(dt,),
                     tier="quick" if cid in _QUICK_SWEEPS else "full")
     # 16- and 32-bit formats: every pair is too many; seeded random bit patterns plus the
     # special set crossed with itself
@@ -197,19 +197,19 @@ def _arith_sweeps(acc: _Acc) -> None:
         for kind in _SWEEP_BINARY[:6]:
             cid = f"binary/{dt}/{kind.value}/sampled"
             acc.add(cid, "math", _binary_build(kind, dt, lambda c=cid, d=dt: _sampled_pairs(c, d)),
-                    ops=_kinded(Binary(kind)), dtypes=(dt,), spec=_LOWP, tier="full")
+                    ops=kinded(Binary(kind)), dtypes=(dt,), spec=_LOWP, tier="full")
     for kind in _FLOAT_UNARY:
         cid = f"unary/f32/{kind.value}/sampled"
         acc.add(cid, "math", _unary_build(kind, F32, lambda c=cid: _sampled(c, F32)),
-                ops=_kinded(Unary(kind)), dtypes=(F32,), tier="full")
+                ops=kinded(Unary(kind)), dtypes=(F32,), tier="full")
     for dt in (BF16, F16, E4M3, E5M2):
-        for name, op in _NN_ELEMENTWISE.items():
+        for name, op in NN_ELEMENTWISE.items():
             acc.add(f"nn/{dt}/{name}/all-patterns", "nn",
-                    _special_unary_op(op, dt, all_patterns), ops=(type(op).__name__,),
+                    special_unary_op(op, dt, all_patterns), ops=(type(op).__name__,),
                     dtypes=(dt,), tier="full")
-    for name, op in _NN_ELEMENTWISE.items():
+    for name, op in NN_ELEMENTWISE.items():
         cid = f"nn/f32/{name}/sampled"
-        acc.add(cid, "nn", _special_unary_op(op, F32, lambda d, c=cid: _sampled(c, d)),
+        acc.add(cid, "nn", special_unary_op(op, F32, lambda d, c=cid: _sampled(c, d)),
                 ops=(type(op).__name__,), dtypes=(F32,), tier="full")
 
 
@@ -218,14 +218,14 @@ _SAMPLES = 1 << 18
 
 def _sampled(case_id: str, dt: DType) -> np.ndarray:
     """The special set, then seeded uniformly random bit patterns of ``dt`` (``_SAMPLES``)."""
-    r = _rng(case_id)
+    r = case_rng(case_id)
     nbits = FORMATS[dt].bits
     bits = r.integers(0, 1 << nbits, _SAMPLES, dtype=np.uint64).astype(bits_dtype(dt))
     return np.ascontiguousarray(np.concatenate([special_values(dt), from_bits(bits, dt)]))
 
 
 def _sampled_pairs(case_id: str, dt: DType) -> tuple[np.ndarray, np.ndarray]:
-    a, b = _pairs(special_values(dt))
+    a, b = split_pairs(special_values(dt))
     x, y = _sampled(case_id + "/a", dt), _sampled(case_id + "/b", dt)
     return (np.ascontiguousarray(np.concatenate([a, x])),
             np.ascontiguousarray(np.concatenate([b, y])))

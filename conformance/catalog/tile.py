@@ -91,17 +91,17 @@ def tile_cases(acc) -> None:
     def ite_case(dt: DType, cid: str, cshape: tuple, tshape: tuple, fshape: tuple
                  ) -> Callable[[], tuple]:
         def build():
-            r = c._rng(cid)
+            r = c.case_rng(cid)
             cond = r.random(cshape) < 0.5
             if dt.is_float:
-                t = c._fill(c.special_values(dt), tshape, r)
-                f = c._fill(c.special_values(dt), fshape, r)
+                t = c.fill_shape(c.special_values(dt), tshape, r)
+                f = c.fill_shape(c.special_values(dt), fshape, r)
             else:
-                t = c._fill(c.int_special_values(dt), tshape, r)
-                f = c._fill(c.int_special_values(dt), fshape, r)
-            cv, tv, fv = c._var("cond", cshape, BOOL), c._var("t", tshape, dt), \
-                c._var("f", fshape, dt)
-            return (c._module([cv, tv, fv], c._call(Select(), cv, tv, fv)), ENTRY,
+                t = c.fill_shape(c.int_special_values(dt), tshape, r)
+                f = c.fill_shape(c.int_special_values(dt), fshape, r)
+            cv, tv, fv = c.make_var("cond", cshape, BOOL), c.make_var("t", tshape, dt), \
+                c.make_var("f", fshape, dt)
+            return (c.make_module([cv, tv, fv], c.make_call(Select(), cv, tv, fv)), ENTRY,
                     [np.array(cond, order="C"), np.array(t.reshape(tshape), order="C"),
                      np.array(f.reshape(fshape), order="C")])
         return build
@@ -119,11 +119,11 @@ def tile_cases(acc) -> None:
             dtypes=(dt, BOOL), spec=_S_ITE_VALUES, tier="quick")
 
     def ite_order():
-        cv = c._var("cond", (4,), BOOL)
-        tv, fv = c._var("t", (4,), F32), c._var("f", (4,), F32)
-        return (c._module([cv, tv, fv], c._call(Select(), cv, tv, fv)), ENTRY,
-                [np.array([True, False, True, False]), c._vals([1, 2, 3, 4], F32),
-                 c._vals([-1, -2, -3, -4], F32)])
+        cv = c.make_var("cond", (4,), BOOL)
+        tv, fv = c.make_var("t", (4,), F32), c.make_var("f", (4,), F32)
+        return (c.make_module([cv, tv, fv], c.make_call(Select(), cv, tv, fv)), ENTRY,
+                [np.array([True, False, True, False]), c.values_array([1, 2, 3, 4], F32),
+                 c.values_array([-1, -2, -3, -4], F32)])
 
     add("spec/tile/ite/argument-order/f32", "tile", ite_order, ops=("Select",),
         dtypes=(F32, BOOL), spec=_S_ITE, tier="quick")
@@ -138,25 +138,25 @@ def tile_cases(acc) -> None:
 
     def bitcast_to_u32():
         a = from_bits(_f32_patterns().reshape(4, 5), F32)
-        x = c._var("x", a.shape, F32)
-        u = c._call(Bitcast(U32), x)
-        return c._module([x], u), ENTRY, [np.ascontiguousarray(a)]
+        x = c.make_var("x", a.shape, F32)
+        u = c.make_call(Bitcast(U32), x)
+        return c.make_module([x], u), ENTRY, [np.ascontiguousarray(a)]
 
     def bitcast_round_trip():
         u = _f32_patterns().reshape(4, 5).copy()
-        x = c._var("u", u.shape, U32)
-        f = c._call(Bitcast(F32), x)
-        return c._module([x], Tuple((f, c._call(Bitcast(U32), f)))), ENTRY, [u]
+        x = c.make_var("u", u.shape, U32)
+        f = c.make_call(Bitcast(F32), x)
+        return c.make_module([x], Tuple((f, c.make_call(Bitcast(U32), f)))), ENTRY, [u]
 
     def bitcast_order():
         # u32 order of the bits: unsigned, so every negative float compares above every
         # non-negative one (bits(-1.0) = 0xBF800000 > bits(2.0) = 0x40000000)
-        a = c._vals([-1.0, 2.0, -0.0, 0.0, 1.0, -2.0], F32)
-        b = c._vals([2.0, -1.0, 0.0, -0.0, 2.0, -1.0], F32)
-        x, y = c._var("x", (6,), F32), c._var("y", (6,), F32)
-        ux, uy = c._call(Bitcast(U32), x), c._call(Bitcast(U32), y)
-        lt = c._call(Binary(BinaryKind.LT), ux, uy)
-        return (c._module([x, y], Tuple((lt, c._call(Select(), lt, ux, uy)))), ENTRY, [a, b])
+        a = c.values_array([-1.0, 2.0, -0.0, 0.0, 1.0, -2.0], F32)
+        b = c.values_array([2.0, -1.0, 0.0, -0.0, 2.0, -1.0], F32)
+        x, y = c.make_var("x", (6,), F32), c.make_var("y", (6,), F32)
+        ux, uy = c.make_call(Bitcast(U32), x), c.make_call(Bitcast(U32), y)
+        lt = c.make_call(Binary(BinaryKind.LT), ux, uy)
+        return (c.make_module([x, y], Tuple((lt, c.make_call(Select(), lt, ux, uy)))), ENTRY, [a, b])
 
     add("spec/tile/bitcast/f32-to-u32-payloads/f32", "tile", bitcast_to_u32, ops=("Bitcast",),
         dtypes=(F32, U32), spec=_S_BITCAST, tier="quick")
@@ -171,9 +171,9 @@ def tile_cases(acc) -> None:
             v = c.special_values(dt)
             if dt is not F32:  # a widening cast first (NaNs left out: the cast's NaN rule)
                 v = v[~np.isnan(v.astype(np.float32))]
-            x = c._var("x", v.shape, dt)
-            f = x if dt is F32 else c._call(Cast(F32), x)
-            return c._module([x], c._call(Bitcast(U32), f)), ENTRY, [np.ascontiguousarray(v)]
+            x = c.make_var("x", v.shape, dt)
+            f = x if dt is F32 else c.make_call(Cast(F32), x)
+            return c.make_module([x], c.make_call(Bitcast(U32), f)), ENTRY, [np.ascontiguousarray(v)]
         return build
 
     for dt in (F32, BF16, F16):
@@ -185,15 +185,15 @@ def tile_cases(acc) -> None:
     def scan_case(op: Scan, dt: DType, make: Callable[[], np.ndarray]) -> Callable[[], tuple]:
         def build():
             a = make()
-            x = c._var("x", a.shape, dt)
-            return c._module([x], c._call(op, x)), ENTRY, [a]
+            x = c.make_var("x", a.shape, dt)
+            return c.make_module([x], c.make_call(op, x)), ENTRY, [a]
         return build
 
     for dt in (I32, F32):
         for pol in ("fold_left", "ordered_tree"):
             add(f"spec/tile/scan/design-example-123/{pol.replace('_', '-')}/{dt}", "tile",
                 scan_case(Scan(-1, "add", policy=pol), dt,
-                          lambda d=dt: c._vals([[1, 2, 3], [3, 1, 2]], d)),
+                          lambda d=dt: c.values_array([[1, 2, 3], [3, 1, 2]], d)),
                 ops=("Scan",), dtypes=(dt,), spec=_S_SCAN_EXAMPLE, tier="quick")
     rows = [[1, 2, 3, 4, 5], [-1, 0, 7, -7, 2], [10, -3, 3, 1, 0]]
     for dt in (F32, BF16, I32, I8):
@@ -203,7 +203,7 @@ def tile_cases(acc) -> None:
                 sd = "" if seed is None else "-seed2"
                 add(f"spec/tile/scan/{w}{sd}/{dt}", "tile",
                     scan_case(Scan(1, "add", inclusive=inc, seed=seed), dt,
-                              lambda d=dt: c._vals(rows, d)),
+                              lambda d=dt: c.values_array(rows, d)),
                     ops=("Scan",), dtypes=(dt,), spec=_S_SCAN_REC, tier="quick")
     for comb in ("max", "min"):
         for dt in (F32, BF16, F16, E4M3):
@@ -211,14 +211,14 @@ def tile_cases(acc) -> None:
                 w = "inclusive" if inc else "exclusive"
                 add(f"spec/tile/scan/{comb}-nan-signed-zeros-{w}/{dt}", "tile",
                     scan_case(Scan(1, comb, inclusive=inc), dt,
-                              lambda d=dt: c._rows(d, [["-0", "0", "-0", "1", "nan", "2"],
+                              lambda d=dt: c.rows_array(d, [["-0", "0", "-0", "1", "nan", "2"],
                                                        ["0", "-0", "0", "-1", "-2", "-0"],
                                                        ["-1", "nan", "3", "nan", "-4", "5"]])),
                     ops=("Scan",), dtypes=(dt,), spec=_S_SCAN_VALID, tier="quick")
         for dt in (I32, U8, BOOL):
             add(f"spec/tile/scan/{comb}-seeded/{dt}", "tile",
                 scan_case(Scan(0, comb, seed=1), dt,
-                          lambda d=dt: c._vals([[0, 1, 0], [1, 0, 0], [0, 0, 1], [0, 1, 1]],
+                          lambda d=dt: c.values_array([[0, 1, 0], [1, 0, 0], [0, 0, 1], [0, 1, 1]],
                                                d)),
                 ops=("Scan",), dtypes=(dt,), spec=_S_SCAN_REC, tier="quick")
     for dt in (F32, I32):
@@ -228,22 +228,22 @@ def tile_cases(acc) -> None:
             ops=("Scan",), dtypes=(dt,), spec=_S_SCAN_EMPTY, tier="quick")
         add(f"spec/tile/scan/single-element-axis/{dt}", "tile",
             scan_case(Scan(0, "add", inclusive=False), dt,
-                      lambda d=dt: c._vals([[5, -6, 7]], d)),
+                      lambda d=dt: c.values_array([[5, -6, 7]], d)),
             ops=("Scan",), dtypes=(dt,), spec=_S_SCAN_VALID, tier="quick")
     for dt in (U8, I32):  # 21 lanes: a SIMD realization's interleaved accumulators
         cid = f"spec/tile/scan/seeded-long-axis/{dt}"
         add(cid, "tile",
             scan_case(Scan(1, "add", inclusive=False, seed=7), dt,
-                      lambda d=dt, i=cid: c._rng(i).integers(0, 50, (2, 21)).astype(d.storage)),
+                      lambda d=dt, i=cid: c.case_rng(i).integers(0, 50, (2, 21)).astype(d.storage)),
             ops=("Scan",), dtypes=(dt,), spec=_S_SCAN_TREE, tier="quick")
     for dt in (I8, U8, I32):
         add(f"spec/tile/scan/add-wraps/{dt}", "tile",
-            scan_case(Scan(-1, "add"), dt, lambda d=dt: c._fill(c.int_special_values(d),
+            scan_case(Scan(-1, "add"), dt, lambda d=dt: c.fill_shape(c.int_special_values(d),
                                                                 (3, 7))),
             ops=("Scan",), dtypes=(dt,), spec=_S_SCAN_VALID, tier="quick")
         add(f"spec/tile/scan/mul-wraps/{dt}", "tile",
             scan_case(Scan(-1, "mul", seed=3), dt,
-                      lambda d=dt: c._vals([[2, 3, 5, 7, 11, 13], [-1, 2, -3, 4, -5, 6]]
+                      lambda d=dt: c.values_array([[2, 3, 5, 7, 11, 13], [-1, 2, -3, 4, -5, 6]]
                                            if d is not U8 else
                                            [[2, 3, 5, 7, 11, 13], [1, 2, 3, 4, 5, 6]], d)),
             ops=("Scan",), dtypes=(dt,), spec=_S_SCAN_VALID, tier="quick")
@@ -254,7 +254,7 @@ def tile_cases(acc) -> None:
         def make():
             a = np.array([[1.0, t, t, t, t, 1.0], [t, t, 1.0, t, t, -1.0],
                           [1.0, -1.0, t, 2.0 ** 24, 1.0, -(2.0 ** 24)]])
-            return c._vals(a, dt)
+            return c.values_array(a, dt)
         return make
 
     for pol in ("ordered_tree", "fold_left"):
@@ -269,15 +269,15 @@ def tile_cases(acc) -> None:
         cid = f"spec/tile/scan/ragged-axis-37/{dt}"
         add(cid, "tile",
             scan_case(Scan(0, "add", policy="fold_left"), dt,
-                      lambda d=dt, i=cid: c._random_float(c._rng(i), (37, 3), d)),
+                      lambda d=dt, i=cid: c.random_float(c.case_rng(i), (37, 3), d)),
             ops=("Scan",), dtypes=(dt,), spec=_S_SCAN_VALID, tier="quick")
         add(f"special/tile/scan/{dt}", "tile",
             scan_case(Scan(1, "max", inclusive=False, seed=-1.0), dt,
-                      lambda d=dt: c._rows(d, _REDUCE_ROWS)),
+                      lambda d=dt: c.rows_array(d, _REDUCE_ROWS)),
             ops=("Scan",), dtypes=(dt,), spec=_SPECIAL.format(op="Scan"), tier="quick")
         add(f"special/tile/scan-add-fold-left/{dt}", "tile",
             scan_case(Scan(1, "add", policy="fold_left"), dt,
-                      lambda d=dt: c._rows(d, _REDUCE_ROWS)),
+                      lambda d=dt: c.rows_array(d, _REDUCE_ROWS)),
             ops=("Scan",), dtypes=(dt,), spec=_SPECIAL.format(op="Scan"), tier="quick")
 
     # --- fold_right orientation on x - state ------------------------------------------------
@@ -285,17 +285,17 @@ def tile_cases(acc) -> None:
         n = len(values)
 
         def build():
-            x = c._var("x", (n,), dt)
-            i = c._var("i", (), I32)
+            x = c.make_var("x", (n,), dt)
+            i = c.make_var("i", (), I32)
             acc_v = Var("acc", None)
             if right:
-                j = c._call(Binary(BinaryKind.SUB), Constant(c._scalar(n - 1)), i)
-                step = c._call(Binary(BinaryKind.SUB), c._call(Gather(axis=0), x, j), acc_v)
+                j = c.make_call(Binary(BinaryKind.SUB), Constant(c.scalar_array(n - 1)), i)
+                step = c.make_call(Binary(BinaryKind.SUB), c.make_call(Gather(axis=0), x, j), acc_v)
             else:
-                step = c._call(Binary(BinaryKind.SUB), acc_v, c._call(Gather(axis=0), x, i))
-            init = c._call(Zeros((), dt))
+                step = c.make_call(Binary(BinaryKind.SUB), acc_v, c.make_call(Gather(axis=0), x, i))
+            init = c.make_call(Zeros((), dt))
             loop = GridRegionExpr(i, (acc_v,), (init,), step, (step,), n)
-            return c._module([x], loop), ENTRY, [c._vals(values, dt)]
+            return c.make_module([x], loop), ENTRY, [c.values_array(values, dt)]
         return build
 
     for dt in (F32, I32, I64):

@@ -34,9 +34,9 @@ def hillis_steele(c, x, n: int, dt: DType):
     iota = Constant(np.arange(n, dtype=np.int32))
     d = 1
     while d < n:
-        idx = c._call(Binary(BinaryKind.SUB), iota, Constant(np.asarray(d, np.int32)))
-        left = c._call(Gather(1, fill=0 if dt.is_int else 0.0), prefix, idx)
-        prefix = c._call(Binary(BinaryKind.ADD), left, prefix)
+        idx = c.make_call(Binary(BinaryKind.SUB), iota, Constant(np.asarray(d, np.int32)))
+        left = c.make_call(Gather(1, fill=0 if dt.is_int else 0.0), prefix, idx)
+        prefix = c.make_call(Binary(BinaryKind.ADD), left, prefix)
         d *= 2
     return prefix
 
@@ -48,15 +48,15 @@ def tile_gather_cases(acc) -> None:
 
     def hs_case(dt: DType, shape: tuple, cid: str):
         def build():
-            r = c._rng(cid)
+            r = c.case_rng(cid)
             if dt.is_int:
                 a = r.integers(-50, 50, shape).astype(dt.storage)
             else:
                 t = 2.0 ** -24
-                a = c._vals(r.choice([1.0, t, -t, 3.5, -2.0, 0.25, 1e6], shape), dt)
-            x = c._var("x", shape, dt)
-            body = Tuple((hillis_steele(c, x, shape[1], dt), c._call(Scan(1, "add"), x)))
-            return c._module([x], body), c.ENTRY, [a]
+                a = c.values_array(r.choice([1.0, t, -t, 3.5, -2.0, 0.25, 1e6], shape), dt)
+            x = c.make_var("x", shape, dt)
+            body = Tuple((hillis_steele(c, x, shape[1], dt), c.make_call(Scan(1, "add"), x)))
+            return c.make_module([x], body), c.ENTRY, [a]
         return build
 
     for dt, shape in ((DType.I32, (3, 13)), (DType.I8, (2, 8)), (DType.F32, (3, 11)),
@@ -68,20 +68,20 @@ def tile_gather_cases(acc) -> None:
     def fill_case(dt: DType, fill, bd: int):
         def build():
             shape = (3, 6)
-            x = c._var("x", shape, dt)
+            x = c.make_var("x", shape, dt)
             if bd:
-                i = c._var("i", (3, 4), DType.I32)
+                i = c.make_var("i", (3, 4), DType.I32)
                 idx = np.array([[-1, 0, 5, 6], [2, -7, 3, 100], [0, 1, 2, 3]], np.int32)
             else:
-                i = c._var("i", (5,), DType.I32)
+                i = c.make_var("i", (5,), DType.I32)
                 idx = np.array([-1, 0, 5, 6, -6], np.int32)
             if dt.is_float:
-                a = c._rows(dt, [["nan", "-0", "1", "inf", "-1", "0.5"],
+                a = c.rows_array(dt, [["nan", "-0", "1", "inf", "-1", "0.5"],
                                  ["2", "nan", "minsub", "-max", "3", "-0"],
                                  ["1", "2", "3", "4", "5", "-inf"]])
             else:
                 a = np.arange(18).reshape(shape).astype(dt.storage)
-            return c._module([x, i], c._call(Gather(1, bd, fill=fill), x, i)), c.ENTRY, [a, idx]
+            return c.make_module([x, i], c.make_call(Gather(1, bd, fill=fill), x, i)), c.ENTRY, [a, idx]
         return build
 
     for dt, fill in ((DType.F32, -0.0), (DType.F32, 2.5), (DType.BF16, -1.5), (DType.F16, 0.0),

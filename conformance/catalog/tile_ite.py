@@ -28,13 +28,13 @@ def tile_ite_nan_cases(acc) -> None:
                      BinaryKind.NE):
             def build(d=dt, k=kind):
                 shape = (2, 6)
-                a, b = c._var("a", shape, d), c._var("b", shape, d)
-                t, f = c._var("t", shape, d), c._var("f", shape, d)
-                cond = c._call(Binary(k), a, b)
-                mod = c._module([a, b, t, f], c._call(Select(), cond, t, f))
-                return mod, c.ENTRY, [c._rows(d, rows_a), c._rows(d, rows_b),
-                                      c._vals(np.full(shape, 1.0), d),
-                                      c._vals(np.full(shape, -1.0), d)]
+                a, b = c.make_var("a", shape, d), c.make_var("b", shape, d)
+                t, f = c.make_var("t", shape, d), c.make_var("f", shape, d)
+                cond = c.make_call(Binary(k), a, b)
+                mod = c.make_module([a, b, t, f], c.make_call(Select(), cond, t, f))
+                return mod, c.ENTRY, [c.rows_array(d, rows_a), c.rows_array(d, rows_b),
+                                      c.values_array(np.full(shape, 1.0), d),
+                                      c.values_array(np.full(shape, -1.0), d)]
             c_id = f"spec/tile/ite/nan-compare-condition-{kind.value}/{dt}"
             acc.add(c_id, "tile", build, ops=("Select", "Binary"), dtypes=(dt, DType.BOOL),
                     spec=S_ITE_NAN, tier="quick")

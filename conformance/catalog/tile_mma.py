@@ -34,11 +34,11 @@ def spec_tile_mma(acc) -> None:
         ENTRY,
         F16,
         F32,
-        _call,
-        _module,
-        _random_float,
-        _rng,
-        _var,
+        case_rng,
+        make_call,
+        make_module,
+        make_var,
+        random_float,
         special_values,
     )
     from tilefoundry.conformance.catalog.special import _SPECIAL_SPEC
@@ -48,13 +48,13 @@ def spec_tile_mma(acc) -> None:
     def mma_case(cid: str, dt: DType, batch: tuple, m: int, k: int, n: int, reassoc: bool,
                  lo: float = -4.0, hi: float = 4.0) -> Callable:
         def build():
-            r = _rng(cid)
-            a = _random_float(r, (*batch, m, k), dt, lo, hi)
-            b = _random_float(r, (*batch, k, n), dt, lo, hi)
-            c = _random_float(r, (*batch, m, n), F32, -16.0, 16.0)
-            av, bv, cv = (_var(nm, v.shape, t) for nm, v, t in
+            r = case_rng(cid)
+            a = random_float(r, (*batch, m, k), dt, lo, hi)
+            b = random_float(r, (*batch, k, n), dt, lo, hi)
+            c = random_float(r, (*batch, m, n), F32, -16.0, 16.0)
+            av, bv, cv = (make_var(nm, v.shape, t) for nm, v, t in
                           (("a", a, dt), ("b", b, dt), ("acc", c, F32)))
-            return _module([av, bv, cv], _call(Mma(reassoc), av, bv, cv)), ENTRY, [a, b, c]
+            return make_module([av, bv, cv], make_call(Mma(reassoc), av, bv, cv)), ENTRY, [a, b, c]
 
         return build
 
@@ -89,9 +89,9 @@ def spec_tile_mma(acc) -> None:
             b = np.ones((4, 2), np.float32)
             c = np.full((2, 2), 2.0 ** 24, np.float32)
             c[1, 1] = np.float32(-(2.0 ** 24))
-            av, bv, cv = _var("a", a.shape, F32), _var("b", b.shape, F32), _var("acc", c.shape,
+            av, bv, cv = make_var("a", a.shape, F32), make_var("b", b.shape, F32), make_var("acc", c.shape,
                                                                                  F32)
-            return _module([av, bv, cv], _call(Mma(reassoc), av, bv, cv)), ENTRY, [a, b, c]
+            return make_module([av, bv, cv], make_call(Mma(reassoc), av, bv, cv)), ENTRY, [a, b, c]
 
         return build
 
@@ -107,9 +107,9 @@ def spec_tile_mma(acc) -> None:
             a = np.asarray([[-0.0, 1.0], [0.0, -0.0]], np.float32)
             b = np.asarray([[1.0, -0.0], [-0.0, 1.0]], np.float32)
             c = np.asarray([[-0.0, -0.0], [-0.0, 0.0]], np.float32)
-            av, bv, cv = _var("a", a.shape, F32), _var("b", b.shape, F32), _var("acc", c.shape,
+            av, bv, cv = make_var("a", a.shape, F32), make_var("b", b.shape, F32), make_var("acc", c.shape,
                                                                                  F32)
-            return _module([av, bv, cv], _call(Mma(False), av, bv, cv)), ENTRY, [a, b, c]
+            return make_module([av, bv, cv], make_call(Mma(False), av, bv, cv)), ENTRY, [a, b, c]
 
         return build
 
@@ -121,9 +121,9 @@ def spec_tile_mma(acc) -> None:
             a = np.zeros((3, 0), np.float32).astype(np.float16 if dt is F16 else np.float32)
             b = np.zeros((0, 2), a.dtype)
             c = np.asarray([[1.5, -0.0], [0.0, -2.0], [np.inf, 3.0]], np.float32)
-            av, bv, cv = _var("a", a.shape, dt), _var("b", b.shape, dt), _var("acc", c.shape,
+            av, bv, cv = make_var("a", a.shape, dt), make_var("b", b.shape, dt), make_var("acc", c.shape,
                                                                                F32)
-            return _module([av, bv, cv], _call(Mma(), av, bv, cv)), ENTRY, [a, b, c]
+            return make_module([av, bv, cv], make_call(Mma(), av, bv, cv)), ENTRY, [a, b, c]
 
         return build
 
@@ -135,15 +135,15 @@ def spec_tile_mma(acc) -> None:
         def build():
             v = special_values(dt)
             f = special_values(F32)
-            r = _rng(f"special/tile/mma/{dt}")
+            r = case_rng(f"special/tile/mma/{dt}")
             k = 4
             m = v.size // k
             a = np.ascontiguousarray(v[: m * k].reshape(m, k))
             b = np.ascontiguousarray(v[r.permutation(v.size)][: k * 3].reshape(k, 3))
             c = np.ascontiguousarray(f[r.permutation(f.size)][: m * 3].reshape(m, 3))
-            av, bv, cv = _var("a", a.shape, dt), _var("b", b.shape, dt), _var("acc", c.shape,
+            av, bv, cv = make_var("a", a.shape, dt), make_var("b", b.shape, dt), make_var("acc", c.shape,
                                                                                F32)
-            return _module([av, bv, cv], _call(Mma(reassoc), av, bv, cv)), ENTRY, [a, b, c]
+            return make_module([av, bv, cv], make_call(Mma(reassoc), av, bv, cv)), ENTRY, [a, b, c]
 
         return build
 

@@ -24,17 +24,17 @@ def tile_mma_acc_cases(acc) -> None:
     def case(cid: str, dt: DType, acc_dt: DType, batch: tuple, m: int, k: int, n: int,
              special: bool = False):
         def build():
-            r = c._rng(cid)
+            r = c.case_rng(cid)
             if special:
-                a = c._fill(c.special_values(dt), (*batch, m, k), r)
-                b = c._fill(c.special_values(dt), (*batch, k, n), r)
+                a = c.fill_shape(c.special_values(dt), (*batch, m, k), r)
+                b = c.fill_shape(c.special_values(dt), (*batch, k, n), r)
             else:
-                a = c._random_float(r, (*batch, m, k), dt, -4.0, 4.0)
-                b = c._random_float(r, (*batch, k, n), dt, -4.0, 4.0)
-            z = c._random_float(r, (*batch, m, n), acc_dt, -16.0, 16.0)
-            av, bv, cv = (c._var(nm, v.shape, t) for nm, v, t in
+                a = c.random_float(r, (*batch, m, k), dt, -4.0, 4.0)
+                b = c.random_float(r, (*batch, k, n), dt, -4.0, 4.0)
+            z = c.random_float(r, (*batch, m, n), acc_dt, -16.0, 16.0)
+            av, bv, cv = (c.make_var(nm, v.shape, t) for nm, v, t in
                           (("a", a, dt), ("b", b, dt), ("acc", z, acc_dt)))
-            return c._module([av, bv, cv], c._call(Mma(True), av, bv, cv)), c.ENTRY, [a, b, z]
+            return c.make_module([av, bv, cv], c.make_call(Mma(True), av, bv, cv)), c.ENTRY, [a, b, z]
         return build
 
     for acc_dt in (DType.BF16, DType.F16):

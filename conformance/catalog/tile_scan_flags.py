@@ -46,9 +46,9 @@ def tile_scan_flag_cases(acc) -> None:
         def build():
             a = make()
             f = np.asarray(flags() if callable(flags) else flags, bool)
-            x = c._var("x", a.shape, dt)
-            m = c._var("m" if type(op) is MaskedScan else "h", a.shape, BOOL)
-            return c._module([x, m], c._call(op, x, m)), c.ENTRY, [a, f]
+            x = c.make_var("x", a.shape, dt)
+            m = c.make_var("m" if type(op) is MaskedScan else "h", a.shape, BOOL)
+            return c.make_module([x, m], c.make_call(op, x, m)), c.ENTRY, [a, f]
         return build
 
     def name(op) -> str:
@@ -63,13 +63,13 @@ def tile_scan_flag_cases(acc) -> None:
                 sd = "" if seed is None else "-seed2"
                 op = MaskedScan(1, "add", inclusive=inc, seed=seed)
                 add(f"spec/tile/scan-masked/{w}{sd}/{dt}", "tile",
-                    case(op, dt, lambda d=dt: c._vals(rows, d), FLAGS6),
+                    case(op, dt, lambda d=dt: c.values_array(rows, d), FLAGS6),
                     ops=("MaskedScan",), dtypes=(dt, BOOL), spec=S_MASK, tier="quick")
     for dt in (F32, BF16, F16):  # padding that is no identity: NaN, inf, huge in masked lanes
         for comb in ("add", "max", "min"):
             op = MaskedScan(1, comb, seed=None if comb != "add" else -0.0)
             add(f"spec/tile/scan-masked/padding-is-not-identity-{comb}/{dt}", "tile",
-                case(op, dt, lambda d=dt: c._rows(d, [["1", "nan", "2", "inf", "-1", "-inf"],
+                case(op, dt, lambda d=dt: c.rows_array(d, [["1", "nan", "2", "inf", "-1", "-inf"],
                                                       ["nan", "nan", "nan", "nan", "nan", "nan"],
                                                       ["-0", "max", "0", "-max", "3", "nan"]]),
                      FLAGS6), ops=("MaskedScan",), dtypes=(dt, BOOL), spec=S_MASK, tier="quick")
@@ -77,12 +77,12 @@ def tile_scan_flag_cases(acc) -> None:
         for comb in ("max", "min"):
             add(f"spec/tile/scan-masked/{comb}-all-masked-identity/{dt}", "tile",
                 case(MaskedScan(1, comb, inclusive=False), dt,
-                     lambda d=dt: c._vals([[1, 0, 1, 1, 0, 1]] * 3, d), FLAGS6),
+                     lambda d=dt: c.values_array([[1, 0, 1, 1, 0, 1]] * 3, d), FLAGS6),
                 ops=("MaskedScan",), dtypes=(dt, BOOL), spec=S_MASK, tier="quick")
     for dt in (I8, U8, I32):
         add(f"spec/tile/scan-masked/add-mul-wrap/{dt}", "tile",
             case(MaskedScan(-1, "mul", seed=3), dt,
-                 lambda d=dt: c._vals([[2, 3, 5, 7, 11, 13], [1, 2, 3, 4, 5, 6],
+                 lambda d=dt: c.values_array([[2, 3, 5, 7, 11, 13], [1, 2, 3, 4, 5, 6],
                                        [9, 9, 9, 9, 9, 9]], d), FLAGS6),
             ops=("MaskedScan",), dtypes=(dt, BOOL), spec=S_REC, tier="quick")
     # --- segments: the lifted (head, value) state; the seed before the first head only -------
@@ -93,26 +93,26 @@ def tile_scan_flag_cases(acc) -> None:
                 sd = "" if seed is None else "-seed2"
                 op = SegmentedScan(1, "add", inclusive=inc, seed=seed)
                 add(f"spec/tile/scan-segmented/{w}{sd}/{dt}", "tile",
-                    case(op, dt, lambda d=dt: c._vals(rows, d), HEADS6),
+                    case(op, dt, lambda d=dt: c.values_array(rows, d), HEADS6),
                     ops=("SegmentedScan",), dtypes=(dt, BOOL), spec=S_SEG, tier="quick")
     for comb in ("max", "min", "add"):  # every lane a head: each output its own element
         for dt in (F32, I32):
             add(f"spec/tile/scan-segmented/{comb}-every-lane-a-head-seed/{dt}", "tile",
                 case(SegmentedScan(0, comb, seed=100 if comb == "max" else -100), dt,
-                     lambda d=dt: c._vals([[1, -2], [3, 4], [-5, 6]], d),
+                     lambda d=dt: c.values_array([[1, -2], [3, 4], [-5, 6]], d),
                      np.ones((3, 2), bool)),
                 ops=("SegmentedScan",), dtypes=(dt, BOOL), spec=S_SEG, tier="quick")
     for dt in (I8, U8, I32):
         add(f"spec/tile/scan-segmented/mul-wraps-seeded/{dt}", "tile",
             case(SegmentedScan(-1, "mul", seed=3), dt,
-                 lambda d=dt: c._vals([[2, 3, 5, 7, 11, 13], [1, 2, 3, 4, 5, 6],
+                 lambda d=dt: c.values_array([[2, 3, 5, 7, 11, 13], [1, 2, 3, 4, 5, 6],
                                        [9, 9, 9, 9, 9, 9]], d), HEADS6),
             ops=("SegmentedScan",), dtypes=(dt, BOOL), spec=S_SEG, tier="quick")
     for dt in (F32, BF16):
         for comb in ("max", "min"):
             add(f"spec/tile/scan-segmented/{comb}-nan-signed-zeros/{dt}", "tile",
                 case(SegmentedScan(1, comb, inclusive=False, seed=-1.0), dt,
-                     lambda d=dt: c._rows(d, [["-0", "0", "nan", "1", "-0", "2"],
+                     lambda d=dt: c.rows_array(d, [["-0", "0", "nan", "1", "-0", "2"],
                                               ["0", "-0", "0", "-1", "-2", "-0"],
                                               ["-1", "nan", "3", "nan", "-4", "5"]]), HEADS6),
                 ops=("SegmentedScan",), dtypes=(dt, BOOL), spec=S_REC, tier="quick")
@@ -123,7 +123,7 @@ def tile_scan_flag_cases(acc) -> None:
         for pol in ("fold_left", "ordered_tree"):
             op = cls(1, "add", seed=1.0, policy=pol)
             add(f"spec/tile/{name(op)}/regrouping-{pol.replace('_', '-')}/f32", "tile",
-                case(op, F32, lambda: c._vals([[t, t, 5.0, 1.0, t, t], [t, -1.0, t, t, 1.0, t]],
+                case(op, F32, lambda: c.values_array([[t, t, 5.0, 1.0, t, t], [t, -1.0, t, t, 1.0, t]],
                                               F32), flags),
                 ops=(cls.__name__,), dtypes=(F32, BOOL), spec=S_TREE, tier="quick")
     # --- a long axis (the TileLoop path on small tiles) and an empty one -------------------
@@ -132,8 +132,8 @@ def tile_scan_flag_cases(acc) -> None:
             cid = f"spec/tile/{name(cls())}/seeded-long-axis/{dt}"
             add(cid, "tile",
                 case(cls(1, "add", inclusive=False, seed=7, policy="fold_left"), dt,
-                     lambda d=dt, i=cid: c._rng(i).integers(0, 50, (2, 41)).astype(d.storage),
-                     lambda i=cid: c._rng(i + "/flags").random((2, 41)) < 0.3),
+                     lambda d=dt, i=cid: c.case_rng(i).integers(0, 50, (2, 41)).astype(d.storage),
+                     lambda i=cid: c.case_rng(i + "/flags").random((2, 41)) < 0.3),
                 ops=(cls.__name__,), dtypes=(dt, BOOL), spec=S_REC, tier="quick")
             add(f"spec/tile/{name(cls())}/empty-axis/{dt}", "tile",
                 case(cls(1, "add", seed=3), dt, lambda d=dt: np.zeros((3, 0), d.storage),
@@ -148,6 +148,6 @@ def tile_scan_flag_cases(acc) -> None:
                 for pol in ("fold_left", "ordered_tree"):
                     op = cls(1, comb, inclusive=comb != "min", policy=pol)
                     add(f"special/tile/{name(op)}/{comb}-{pol.replace('_', '-')}/{dt}", "tile",
-                        case(op, dt, lambda d=dt: c._rows(d, specials), flags),
+                        case(op, dt, lambda d=dt: c.rows_array(d, specials), flags),
                         ops=(cls.__name__,), dtypes=(dt, BOOL),
                         spec=S_SPECIAL.format(op=cls.__name__), tier="full")

@@ -34,13 +34,13 @@ def spec_tile_sort(acc) -> None:
         F16,
         F32,
         I32,
-        _call,
-        _module,
-        _random_float,
-        _rng,
-        _vals,
-        _var,
+        case_rng,
+        make_call,
+        make_module,
+        make_var,
+        random_float,
         special_values,
+        values_array,
     )
     from tilefoundry.conformance.catalog.special import _SPECIAL_SPEC
 
@@ -48,9 +48,9 @@ def spec_tile_sort(acc) -> None:
 
     def sort_case(dt: DType, rows, op: Sort) -> Callable:
         def build():
-            a = _vals(rows, dt)
-            x = _var("x", a.shape, dt)
-            return _module([x], _call(op, x)), ENTRY, [a]
+            a = values_array(rows, dt)
+            x = make_var("x", a.shape, dt)
+            return make_module([x], make_call(op, x)), ENTRY, [a]
 
         return build
 
@@ -82,13 +82,13 @@ def spec_tile_sort(acc) -> None:
 
     def packed(n: int, desc: bool) -> Callable:
         def build():
-            r = _rng(f"spec/sort/packed/{n}/{desc}")
-            a = _random_float(r, (3, n), F32, -4.0, 4.0)
+            r = case_rng(f"spec/sort/packed/{n}/{desc}")
+            a = random_float(r, (3, n), F32, -4.0, 4.0)
             a[:, ::3] = np.float32(1.5)  # ties
             a[0, 1::4], a[1, 2::5] = np.float32(-0.0), np.float32(0.0)  # both zero signs
             a[2, : n // 2] = np.round(a[2, : n // 2])
-            x = _var("x", a.shape, F32)
-            return _module([x], _call(Sort(-1, desc), x)), ENTRY, [a]
+            x = make_var("x", a.shape, F32)
+            return make_module([x], make_call(Sort(-1, desc), x)), ENTRY, [a]
 
         return build
 
@@ -101,11 +101,11 @@ def spec_tile_sort(acc) -> None:
 
     def long_axis(dt: DType) -> Callable:
         def build():
-            r = _rng(f"spec/sort/long-axis/{dt}")
-            a = _random_float(r, (37, 3), dt, -3.0, 3.0)
+            r = case_rng(f"spec/sort/long-axis/{dt}")
+            a = random_float(r, (37, 3), dt, -3.0, 3.0)
             a[::4, 1] = a[0, 1]
-            x = _var("x", a.shape, dt)
-            return _module([x], _call(Sort(0, False, "last"), x)), ENTRY, [a]
+            x = make_var("x", a.shape, dt)
+            return make_module([x], make_call(Sort(0, False, "last"), x)), ENTRY, [a]
 
         return build
 
@@ -116,10 +116,10 @@ def spec_tile_sort(acc) -> None:
     def special(dt: DType, desc: bool, nan: str) -> Callable:
         def build():
             v = special_values(dt)
-            r = _rng(f"special/tile/sort/{dt}")
+            r = case_rng(f"special/tile/sort/{dt}")
             a = np.ascontiguousarray(np.stack([v, v[::-1], v[r.permutation(v.size)]]))
-            x = _var("x", a.shape, dt)
-            return _module([x], _call(Sort(-1, desc, nan), x)), ENTRY, [a]
+            x = make_var("x", a.shape, dt)
+            return make_module([x], make_call(Sort(-1, desc, nan), x)), ENTRY, [a]
 
         return build
 

@@ -21,7 +21,13 @@ from tilefoundry.compiler.lower_mesh import (
     plan_reshard,
     run_collective,
 )
-from tilefoundry.conformance.catalog.build import _call, _mesh, _module, _sl, _var
+from tilefoundry.conformance.catalog.build import (
+    make_call,
+    make_mesh,
+    make_module,
+    make_var,
+    shard_layout,
+)
 from tilefoundry.errors import RunTimeCheckError
 from tilefoundry.semantics.evaluator.mesh import Sharded
 from tilefoundry.semantics.formats import DType
@@ -32,8 +38,8 @@ from tilefoundry.semantics.ops.tensor import Gather
 from tilefoundry.semantics.types import Broadcast, Partial, Split
 
 F32, I32, I64 = DType.F32, DType.I32, DType.I64
-MESH2, _ = _mesh((2,))
-MESH22, _ = _mesh((2, 2))
+MESH2, _ = make_mesh((2,))
+MESH22, _ = make_mesh((2, 2))
 
 
 def kinds(src, dst) -> list[str]:
@@ -44,8 +50,8 @@ def test_reshard_table_rows_are_the_collectives():
     """HIR Reshard: "The single op covers zero-copy view, cross-storage copy, cross-CTA
     redistribute, and mixed cases" — each row of the table is its collective."""
     sh = (4, 6)
-    s0, s1 = _sl(MESH2, (Split(0),), sh), _sl(MESH2, (Split(1),), sh)
-    b, ps = _sl(MESH2, (Broadcast(),), sh), _sl(MESH2, (Partial("sum"),), sh)
+    s0, s1 = shard_layout(MESH2, (Split(0),), sh), shard_layout(MESH2, (Split(1),), sh)
+    b, ps = shard_layout(MESH2, (Broadcast(),), sh), shard_layout(MESH2, (Partial("sum"),), sh)
     assert kinds(ps, b) == ["all_reduce"]  # Partial completion
     assert kinds(s0, b) == ["all_gather"]  # Split -> Broadcast
     assert kinds(b, s0) == ["slice"]  # Broadcast -> Split: a local slice
@@ -55,8 +61,8 @@ def test_reshard_table_rows_are_the_collectives():
     assert kinds(None, s1) == ["slice"]
     assert kinds(s0, s0) == []
     # distinct reductions complete one mesh axis at a time, in mesh-axis order
-    mixed = _sl(MESH22, (Partial("max"), Partial("sum")), sh)
-    plan = plan_reshard(mixed, _sl(MESH22, (Broadcast(), Broadcast()), sh))
+    mixed = shard_layout(MESH22, (Partial("max"), Partial("sum")), sh)
+    plan = plan_reshard(mixed, shard_layout(MESH22, (Broadcast(), Broadcast()), sh))
     assert [(k, a) for k, a, _ in plan] == [("all_reduce", (0,)), ("all_reduce", (1,))]
 
 
@@ -74,7 +80,7 @@ def _values(x: np.ndarray, lay) -> np.ndarray:
 @pytest.mark.parametrize("src,dst", [((0,), (1,)), ((1,), (0,))])
 def test_all_to_all_delivers_each_block_to_its_owner(src, dst):
     x = np.arange(24, dtype=np.float32).reshape(4, 6)
-    ls, ld = (_sl(MESH2, (Split(src[0]),), (4, 6)), _sl(MESH2, (Split(dst[0]),), (4, 6)))
+    ls, ld = (shard_layout(MESH2, (Split(src[0]),), (4, 6)), shard_layout(MESH2, (Split(dst[0]),), (4, 6)))
     slots = {"a": Slot("a", F32, tuple(ls.local_axis_extents()), ls),
              "b": Slot("b", F32, tuple(ld.local_axis_extents()), ld)}
     got = run_collective(Collective("all_to_all", ("a",), "b", (0,)), slots,
@@ -84,7 +90,7 @@ def test_all_to_all_delivers_each_block_to_its_owner(src, dst):
 
 def test_all_gather_and_slice_move_blocks_in_device_order():
     x = np.arange(24, dtype=np.int32).reshape(4, 6)
-    ls, lb = _sl(MESH2, (Split(1),), (4, 6)), _sl(MESH2, (Broadcast(),), (4, 6))
+    ls, lb = shard_layout(MESH2, (Split(1),), (4, 6)), shard_layout(MESH2, (Broadcast(),), (4, 6))
     slots = {"a": Slot("a", I32, (4, 3), ls), "b": Slot("b", I32, (4, 6), lb)}
     got = run_collective(Collective("all_gather", ("a",), "b", (0,)), slots,
                          {"a": _values(x, ls)}, MESH2)
@@ -94,7 +100,7 @@ def test_all_gather_and_slice_move_blocks_in_device_order():
 
 
 def test_a_diverged_replica_is_an_error_not_averaged():
-    lb = _sl(MESH2, (Broadcast(),), (2,))
+    lb = shard_layout(MESH2, (Broadcast(),), (2,))
     slots = {"a": Slot("a", F32, (2,), lb), "b": Slot("b", F32, (2,))}
     bad = np.array([[1.0, 2.0], [1.0, 3.0]], np.float32)
     with pytest.raises(KernelIRError, match="device 1's replica differs"):
@@ -102,10 +108,10 @@ def test_a_diverged_replica_is_an_error_not_averaged():
 
 
 def _split_k(dt, target):
-    av = _var("a", (3, 4), dt, _sl(MESH2, (Split(1),), (3, 4)))
-    bv = _var("b", (4, 2), dt, _sl(MESH2, (Split(0),), (4, 2)))
-    out = _call(Reshard(layout=_sl(MESH2, (Broadcast(),), (3, 2))), _call(MatMul(), av, bv))
-    m = _module([av, bv], out, _mesh((2,))[1])
+    av = make_var("a", (3, 4), dt, shard_layout(MESH2, (Split(1),), (3, 4)))
+    bv = make_var("b", (4, 2), dt, shard_layout(MESH2, (Split(0),), (4, 2)))
+    out = make_call(Reshard(layout=shard_layout(MESH2, (Broadcast(),), (3, 2))), make_call(MatMul(), av, bv))
+    m = make_module([av, bv], out, make_mesh((2,))[1])
     return compile_mesh(m, "f", [(3, 4), (4, 2)], target)
 
 
@@ -139,10 +145,10 @@ def test_partial_max_min_pieces_complete_with_nan_and_signed_zero():
                        [2.0, 0.0, 5.0, -0.0, -4.0]], np.float32)
     for red, want in (("max", [2.0, 0.0, nan, 0.0, -3.0]),
                       ("min", [1.0, -0.0, nan, -0.0, -4.0])):
-        lay = _sl(MESH2, (Partial(red),), (5,))
-        x = _var("x", (5,), F32, lay)
-        out = _call(Reshard(layout=_sl(MESH2, (Broadcast(),), (5,))), x)
-        c = compile_mesh(_module([x], out, _mesh((2,))[1]), "f", [(5,)])
+        lay = shard_layout(MESH2, (Partial(red),), (5,))
+        x = make_var("x", (5,), F32, lay)
+        out = make_call(Reshard(layout=shard_layout(MESH2, (Broadcast(),), (5,))), x)
+        c = compile_mesh(make_module([x], out, make_mesh((2,))[1]), "f", [(5,)])
         got = c([Sharded.from_devices(lay, pieces)])
         w = np.array(want, np.float32)
         assert np.array_equal(np.isnan(got), np.isnan(w))
@@ -153,11 +159,11 @@ def test_partial_max_min_pieces_complete_with_nan_and_signed_zero():
 
 def test_broadcast_operand_is_sliced_for_a_split_result():
     """An elementwise op reads a replicated operand's own block (HIR elementwise sharding)."""
-    ls, lb = _sl(MESH2, (Split(0),), (4, 3)), _sl(MESH2, (Broadcast(),), (4, 3))
-    x, y = _var("x", (4, 3), F32, ls), _var("y", (4, 3), F32, lb)
-    s = _call(Binary(BinaryKind.ADD), x, y)
-    out = _call(Reshard(layout=lb), s)
-    c = compile_mesh(_module([x, y], out, _mesh((2,))[1]), "f", [(4, 3), (4, 3)])
+    ls, lb = shard_layout(MESH2, (Split(0),), (4, 3)), shard_layout(MESH2, (Broadcast(),), (4, 3))
+    x, y = make_var("x", (4, 3), F32, ls), make_var("y", (4, 3), F32, lb)
+    s = make_call(Binary(BinaryKind.ADD), x, y)
+    out = make_call(Reshard(layout=lb), s)
+    c = compile_mesh(make_module([x, y], out, make_mesh((2,))[1]), "f", [(4, 3), (4, 3)])
     a = np.arange(12, dtype=np.float32).reshape(4, 3)
     b = np.full((4, 3), 0.5, np.float32)
     assert np.array_equal(c([a, b]), a + 0.5)  # exact: every value is a multiple of 0.5
@@ -165,11 +171,11 @@ def test_broadcast_operand_is_sliced_for_a_split_result():
 
 
 def test_gather_on_a_split_axis_checks_global_indices():
-    lx = _sl(MESH2, (Split(0),), (4, 3))
-    x, i = _var("x", (4, 3), F32, lx), _var("i", (2,), I64)
-    g = _call(Gather(axis=0), x, i)
-    out = _call(Reshard(layout=_sl(MESH2, (Broadcast(),), (2, 3))), g)
-    c = compile_mesh(_module([x, i], out, _mesh((2,))[1]), "f", [(4, 3), (2,)])
+    lx = shard_layout(MESH2, (Split(0),), (4, 3))
+    x, i = make_var("x", (4, 3), F32, lx), make_var("i", (2,), I64)
+    g = make_call(Gather(axis=0), x, i)
+    out = make_call(Reshard(layout=shard_layout(MESH2, (Broadcast(),), (2, 3))), g)
+    c = compile_mesh(make_module([x, i], out, make_mesh((2,))[1]), "f", [(4, 3), (2,)])
     a = np.arange(12, dtype=np.float32).reshape(4, 3)
     assert np.array_equal(c([a, np.array([3, 0], np.int64)]), a[[3, 0]])
     with pytest.raises(RunTimeCheckError, match=r"index 4 .* outside \[0, 4\)") as e:

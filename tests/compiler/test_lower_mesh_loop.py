@@ -21,7 +21,13 @@ from tilefoundry.compiler.lower_mesh import (
     mesh_text,
     verify_mesh,
 )
-from tilefoundry.conformance.catalog.build import _call, _mesh, _module, _sl, _var
+from tilefoundry.conformance.catalog.build import (
+    make_call,
+    make_mesh,
+    make_module,
+    make_var,
+    shard_layout,
+)
 from tilefoundry.conformance.catalog.sharded import SHARDED_LOOP_KINDS, sharded_loop
 from tilefoundry.limits import LimitError, use_limits
 from tilefoundry.oracle.compare import PASS, check
@@ -82,15 +88,15 @@ def _steps(steps) -> list:
 def _reshard_loop(trips: int = 2):
     """The program the old lowering refused ("Reshard: ... inside a loop"): ``c = -c`` through a
     Split -> Broadcast -> Split round trip every iteration."""
-    mesh, topo = _mesh((2,))
-    lay = _sl(mesh, (Split(0),), (4,))
-    x = _var("x", (4,), F32, lay)
+    mesh, topo = make_mesh((2,))
+    lay = shard_layout(mesh, (Split(0),), (4,))
+    x = make_var("x", (4,), F32, lay)
     iv, carry = Var("i", TensorType((), I64)), Var("c", None)
-    step = _call(Reshard(layout=lay), _call(Reshard(layout=_sl(mesh, (Broadcast(),), (4,))),
-                                            _call(Unary(UnaryKind.NEG), carry)))
+    step = make_call(Reshard(layout=lay), make_call(Reshard(layout=shard_layout(mesh, (Broadcast(),), (4,))),
+                                            make_call(Unary(UnaryKind.NEG), carry)))
     loop = GridRegionExpr(iv, (carry,), (x,), Tuple((step,)), (step,), extent=trips)
-    out = _call(Reshard(layout=_sl(mesh, (Broadcast(),), (4,))), loop)
-    return _module([x], out, topo)
+    out = make_call(Reshard(layout=shard_layout(mesh, (Broadcast(),), (4,))), loop)
+    return make_module([x], out, topo)
 
 
 def test_a_reshard_inside_a_loop_compiles_to_a_host_loop():
@@ -109,13 +115,13 @@ def test_a_reshard_inside_a_loop_compiles_to_a_host_loop():
 
 
 def test_a_collective_free_loop_stays_one_local_op():
-    mesh, topo = _mesh((2,))
-    lay = _sl(mesh, (Split(0),), (4,))
-    x = _var("x", (4,), F32, lay)
+    mesh, topo = make_mesh((2,))
+    lay = shard_layout(mesh, (Split(0),), (4,))
+    x = make_var("x", (4,), F32, lay)
     iv, carry = Var("i", TensorType((), I32)), Var("c", None)
-    step = _call(Binary(BinaryKind.ADD), carry, x)
+    step = make_call(Binary(BinaryKind.ADD), carry, x)
     loop = GridRegionExpr(iv, (carry,), (x,), step, (step,), extent=3)
-    m = _module([x], _call(Reshard(layout=_sl(mesh, (Broadcast(),), (4,))), loop), topo)
+    m = make_module([x], make_call(Reshard(layout=shard_layout(mesh, (Broadcast(),), (4,))), loop), topo)
     c = compile_mesh(m, "f", [(4,)])
     assert c.program.loops() == []
     assert [s.kind for s in c.program.collectives()] == ["all_gather", "replicate"]
@@ -124,18 +130,18 @@ def test_a_collective_free_loop_stays_one_local_op():
 
 def _nested(outer: int, inner: int):
     """A host loop inside a host loop: the inner one's body is an all-to-all round trip."""
-    mesh, topo = _mesh((2,))
-    l0, l1 = _sl(mesh, (Split(0),), (4, 4)), _sl(mesh, (Split(1),), (4, 4))
-    x, y = _var("x", (4, 4), I32, l0), _var("y", (4, 4), I32, l1)
+    mesh, topo = make_mesh((2,))
+    l0, l1 = shard_layout(mesh, (Split(0),), (4, 4)), shard_layout(mesh, (Split(1),), (4, 4))
+    x, y = make_var("x", (4, 4), I32, l0), make_var("y", (4, 4), I32, l1)
     i, j = Var("i", TensorType((), I32)), Var("j", TensorType((), I32))
     c, d = Var("c", None), Var("d", None)
-    s_in = _call(Reshard(layout=l0), _call(Binary(BinaryKind.ADD), _call(Reshard(layout=l1), d),
+    s_in = make_call(Reshard(layout=l0), make_call(Binary(BinaryKind.ADD), make_call(Reshard(layout=l1), d),
                                            y))
     inner_loop = GridRegionExpr(j, (d,), (c,), s_in, (s_in,), extent=inner)
-    s_out = _call(Binary(BinaryKind.SUB), inner_loop, x)
+    s_out = make_call(Binary(BinaryKind.SUB), inner_loop, x)
     loop = GridRegionExpr(i, (c,), (x,), s_out, (s_out,), extent=outer)
-    bc = _sl(mesh, (Broadcast(),), (4, 4))
-    return _module([x, y], _call(Reshard(layout=bc), loop), topo)
+    bc = shard_layout(mesh, (Broadcast(),), (4, 4))
+    return make_module([x, y], make_call(Reshard(layout=bc), loop), topo)
 
 
 @pytest.mark.parametrize("target", ["interp", "simd"])
@@ -167,13 +173,13 @@ def test_a_loop_that_cannot_be_lowered_names_the_op():
     into a split destination, at the induction variable's offset)."""
     from tilefoundry.semantics.ops.tensor import InsertSlice
 
-    mesh, topo = _mesh((2,))
-    lay = _sl(mesh, (Split(0),), (4,))
-    x, u = _var("x", (4,), F32, lay), _var("u", (1,), F32)
+    mesh, topo = make_mesh((2,))
+    lay = shard_layout(mesh, (Split(0),), (4,))
+    x, u = make_var("x", (4,), F32, lay), make_var("u", (1,), F32)
     iv, carry = Var("i", TensorType((), I32)), Var("c", None)
-    step = _call(InsertSlice(), carry, u, iv)
+    step = make_call(InsertSlice(), carry, u, iv)
     loop = GridRegionExpr(iv, (carry,), (x,), step, (step,), extent=2)
-    m = _module([x, u], _call(Reshard(layout=_sl(mesh, (Broadcast(),), (4,))), loop), topo)
+    m = make_module([x, u], make_call(Reshard(layout=shard_layout(mesh, (Broadcast(),), (4,))), loop), topo)
     with pytest.raises(NotSupportedError, match=r"^InsertSlice: not supported by the "
                                                 r"per-device lowering of sharded programs "
                                                 r"\(a replicated update written into a split "
@@ -185,14 +191,14 @@ def test_a_device_varying_carried_value_is_found_and_refused_as_an_output():
     """The yield is device-varying (it adds a Local block) though the init is replicated: the
     carried value is partitioned again as varying, and as the program's output it is refused
     (it has no logical value), not returned as device 0's block."""
-    mesh, topo = _mesh((2,))
-    x = _var("x", (4,), F32, _sl(mesh, (Split(0),), (4,)))
-    z = _var("z", (2,), F32)
+    mesh, topo = make_mesh((2,))
+    x = make_var("x", (4,), F32, shard_layout(mesh, (Split(0),), (4,)))
+    z = make_var("z", (2,), F32)
     iv, carry = Var("i", TensorType((), I32)), Var("c", None)
-    step = _call(Binary(BinaryKind.ADD), carry, _call(Local(), x))
+    step = make_call(Binary(BinaryKind.ADD), carry, make_call(Local(), x))
     loop = GridRegionExpr(iv, (carry,), (z,), step, (step,), extent=2)
     with pytest.raises(NotSupportedError, match="a device-varying \\(Local\\) output"):
-        compile_mesh(_module([x, z], loop, topo), "f", [(4,), (2,)])
+        compile_mesh(make_module([x, z], loop, topo), "f", [(4,), (2,)])
 
 
 def test_verify_mesh_checks_loop_scopes():

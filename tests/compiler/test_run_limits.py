@@ -127,16 +127,22 @@ def test_a_loop_inside_a_mesh_launch_counts_too():
     """A collective-free loop over sharded values stays inside its launch (no host loop):
     its trips count against the limit at the call as the reference counts them."""
     from tilefoundry.compiler.lower_mesh import compile_mesh
-    from tilefoundry.conformance.catalog.build import _call, _mesh, _module, _sl, _var
+    from tilefoundry.conformance.catalog.build import (
+        make_call,
+        make_mesh,
+        make_module,
+        make_var,
+        shard_layout,
+    )
     from tilefoundry.semantics.ops.sharding import Reshard
     from tilefoundry.semantics.types import Broadcast, Split
 
-    mesh, topo = _mesh((2,))
-    x = _var("x", (4,), DType.F32, _sl(mesh, (Split(0),), (4,)))
+    mesh, topo = make_mesh((2,))
+    x = make_var("x", (4,), DType.F32, shard_layout(mesh, (Split(0),), (4,)))
     iv, carry = Var("i", TensorType((), DType.I32)), Var("c", None)
-    step = _call(ADD, carry, x)
+    step = make_call(ADD, carry, x)
     loop = GridRegionExpr(iv, (carry,), (x,), step, (step,), extent=3)
-    m = _module([x], _call(Reshard(layout=_sl(mesh, (Broadcast(),), (4,))), loop), topo)
+    m = make_module([x], make_call(Reshard(layout=shard_layout(mesh, (Broadcast(),), (4,))), loop), topo)
     c = compile_mesh(m, "f", [(4,)])
     assert c.program.loops() == []  # the loop is in a launch, not on the host
     xs = np.array([1, 2, 3, 4], np.float32)

@@ -19,7 +19,13 @@ from tilefoundry.compiler.pipeline import compile
 from tilefoundry.compiler.simd_backend import SimdBackend
 from tilefoundry.conformance.backend import ReferenceBackend
 from tilefoundry.conformance.catalog import build_catalog
-from tilefoundry.conformance.catalog.build import ENTRY, _call, _module, _scalar, _var
+from tilefoundry.conformance.catalog.build import (
+    ENTRY,
+    make_call,
+    make_module,
+    make_var,
+    scalar_array,
+)
 from tilefoundry.conformance.runner import run
 from tilefoundry.errors import RunTimeCheckError
 from tilefoundry.oracle.compare import check
@@ -103,30 +109,30 @@ def _computed_gather(idx: list) -> tuple:
     """out = Gather(axis=1)(x, i + z): the indices are a kernel's result, not an input."""
     a = np.arange(10, dtype=np.float32).reshape(2, 5)
     i = np.asarray(idx, np.int32)
-    x, iv, zv = _var("x", a.shape, F32), _var("i", i.shape, I32), _var("z", i.shape, I32)
-    j = _call(Binary(BinaryKind.ADD), iv, zv)
-    return _module([x, iv, zv], _call(Gather(axis=1), x, j)), ENTRY, [a, i, np.zeros_like(i)]
+    x, iv, zv = make_var("x", a.shape, F32), make_var("i", i.shape, I32), make_var("z", i.shape, I32)
+    j = make_call(Binary(BinaryKind.ADD), iv, zv)
+    return make_module([x, iv, zv], make_call(Gather(axis=1), x, j)), ENTRY, [a, i, np.zeros_like(i)]
 
 
 def _computed_cache(cur: int, s: int) -> tuple:
     c = np.zeros((1, 4, 1, 2), np.float32)
     n = np.arange(1, 7, dtype=np.float32).reshape(1, 3, 1, 2)
-    cv, nv = _var("cache", c.shape, F32), _var("new", n.shape, F32)
-    pv, sv, zv = _var("cur_pos", (), I32), _var("s", (), I32), _var("z", (), I32)
+    cv, nv = make_var("cache", c.shape, F32), make_var("new", n.shape, F32)
+    pv, sv, zv = make_var("cur_pos", (), I32), make_var("s", (), I32), make_var("z", (), I32)
     add = Binary(BinaryKind.ADD)
-    body = _call(CacheUpdate(), cv, _call(add, pv, zv), _call(add, sv, zv), nv)
-    return (_module([cv, pv, sv, zv, nv], body), ENTRY,
-            [c, _scalar(cur), _scalar(s), _scalar(0), n])
+    body = make_call(CacheUpdate(), cv, make_call(add, pv, zv), make_call(add, sv, zv), nv)
+    return (make_module([cv, pv, sv, zv, nv], body), ENTRY,
+            [c, scalar_array(cur), scalar_array(s), scalar_array(0), n])
 
 
 def _computed_insert(o0: int, o1: int) -> tuple:
     d, u = np.zeros((3, 4), np.float32), np.ones((2, 2), np.float32)
-    dv, uv = _var("dst", d.shape, F32), _var("update", u.shape, F32)
-    v0, v1, zv = _var("o0", (), I32), _var("o1", (), I32), _var("z", (), I32)
+    dv, uv = make_var("dst", d.shape, F32), make_var("update", u.shape, F32)
+    v0, v1, zv = make_var("o0", (), I32), make_var("o1", (), I32), make_var("z", (), I32)
     add = Binary(BinaryKind.ADD)
-    body = _call(InsertSlice(), dv, uv, _call(add, v0, zv), _call(add, v1, zv))
-    return (_module([dv, uv, v0, v1, zv], body), ENTRY,
-            [d, u, _scalar(o0), _scalar(o1), _scalar(0)])
+    body = make_call(InsertSlice(), dv, uv, make_call(add, v0, zv), make_call(add, v1, zv))
+    return (make_module([dv, uv, v0, v1, zv], body), ENTRY,
+            [d, u, scalar_array(o0), scalar_array(o1), scalar_array(0)])
 
 
 def _computed_rope(pos: list) -> tuple:
@@ -137,25 +143,25 @@ def _computed_rope(pos: list) -> tuple:
     ang = np.concatenate([ang, ang], axis=-1)
     cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
     pa = np.asarray(pos, np.int64)
-    qv, kv = _var("q", q.shape, F32), _var("k", k.shape, F32)
-    cv, sv = _var("cos", cos.shape, F32), _var("sin", sin.shape, F32)
-    pv, zv = _var("pos", pa.shape, I64), _var("z", pa.shape, I64)
-    body = _call(RoPE(), qv, kv, cv, sv, _call(Binary(BinaryKind.ADD), pv, zv))
-    return (_module([qv, kv, cv, sv, pv, zv], body), ENTRY,
+    qv, kv = make_var("q", q.shape, F32), make_var("k", k.shape, F32)
+    cv, sv = make_var("cos", cos.shape, F32), make_var("sin", sin.shape, F32)
+    pv, zv = make_var("pos", pa.shape, I64), make_var("z", pa.shape, I64)
+    body = make_call(RoPE(), qv, kv, cv, sv, make_call(Binary(BinaryKind.ADD), pv, zv))
+    return (make_module([qv, kv, cv, sv, pv, zv], body), ENTRY,
             [q, k, cos, sin, pa, np.zeros_like(pa)])
 
 
 def _loop_gather(n_iter: int) -> tuple:
     """acc = 0; for i in range(n_iter): acc = acc + x[i + off] — the index is the loop's."""
-    x = _var("x", (4,), F32)
-    off = _var("off", (), I32)
-    i = _var("i", (), I32)
+    x = make_var("x", (4,), F32)
+    off = make_var("off", (), I32)
+    i = make_var("i", (), I32)
     acc = Var("acc", None)
-    g = _call(Gather(axis=0), x, _call(Binary(BinaryKind.ADD), i, off))
-    step = _call(Binary(BinaryKind.ADD), acc, g)
-    loop = GridRegionExpr(i, (acc,), (_call(Zeros((), F32)),), step, (step,), n_iter)
-    return (_module([x, off], loop), ENTRY,
-            [np.asarray([1, 2, 4, 8], np.float32), _scalar(0)])
+    g = make_call(Gather(axis=0), x, make_call(Binary(BinaryKind.ADD), i, off))
+    step = make_call(Binary(BinaryKind.ADD), acc, g)
+    loop = GridRegionExpr(i, (acc,), (make_call(Zeros((), F32)),), step, (step,), n_iter)
+    return (make_module([x, off], loop), ENTRY,
+            [np.asarray([1, 2, 4, 8], np.float32), scalar_array(0)])
 
 
 # (builder, check, a substring of the message) for inputs failing the check; the same builder
@@ -230,8 +236,8 @@ def test_where_each_check_runs():
 
 def _const_gather(idx: list) -> tuple:
     a = np.arange(10, dtype=np.float32).reshape(2, 5)
-    x = _var("x", a.shape, F32)
-    return (_module([x], _call(Gather(axis=1), x, Constant(np.asarray(idx, np.int32)))), ENTRY,
+    x = make_var("x", a.shape, F32)
+    return (make_module([x], make_call(Gather(axis=1), x, Constant(np.asarray(idx, np.int32)))), ENTRY,
             [a])
 
 
@@ -239,9 +245,9 @@ def _reshaped_gather(idx: list) -> tuple:
     """The indices are a view (Reshape) of an input: an alias buffer, checked on the host."""
     a = np.arange(10, dtype=np.float32).reshape(2, 5)
     i = np.asarray(idx, np.int32)
-    x, iv = _var("x", a.shape, F32), _var("i", i.shape, I32)
-    j = _call(Reshape(new_shape=(1, len(idx))), iv)
-    return _module([x, iv], _call(Gather(axis=1), x, j)), ENTRY, [a, i]
+    x, iv = make_var("x", a.shape, F32), make_var("i", i.shape, I32)
+    j = make_call(Reshape(new_shape=(1, len(idx))), iv)
+    return make_module([x, iv], make_call(Gather(axis=1), x, j)), ENTRY, [a, i]
 
 
 @pytest.mark.parametrize("backend", [KernelInterpBackend(), SimdBackend()],
