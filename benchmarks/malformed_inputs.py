@@ -1,4 +1,6 @@
 """Malformed-input fuzz of every place a user hands tilefoundry data (issue 34, item 6).
+Over 800 lines: one generator of hostile inputs per file kind and entry point, written
+here on purpose (sharing nothing with the project's own fuzzers).
 
     python benchmarks/malformed_inputs.py [N] [--seed S] [--jobs J] [--only CAT,...]
 

@@ -1,6 +1,8 @@
 """The per-device lowering of sharded programs: a ``MeshProgram`` of device launches and
 explicit collective steps, run by ``kernel-interp`` and ``simd`` with the collectives simulated
 on the host.
+Over 800 lines: not split yet — its per-op planning is to move onto the shared mesh driver
+and planner (issue 36 item 1, D430), after which what remains is split by concern.
 
 A program whose values carry ShardLayouts is elaborated keeping the layouts
 (``elaborate(..., keep_shard=True)``), canonicalized, then partitioned (``lower_mesh``):

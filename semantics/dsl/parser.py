@@ -1,5 +1,7 @@
 """The @func parser: a Python ``ast.FunctionDef`` becomes one HIR ``Function``; the body is never
 run.
+Over 800 lines: one recursive-descent reader of Python's ``ast`` (statements, expressions,
+subscripts, loops) over one lexical environment; the op spellings are data in ``surface.py``.
 
 - **Lexical environment.** Assignments bind names to IR values in the parser, never in the IR:
   ``c = a + b`` used twice is one Call node (SSA sharing by object identity, HIR spec §1.1).

@@ -1,5 +1,7 @@
 """``to_source(module)``: a Module printed back as DSL source that ``parse_module`` reads back to
 a structurally equal Module (and that Python can import from a file).
+Over 800 lines: the parser's inverse, one writer over one naming environment (which nodes
+are inlined, named, looped); the op spellings are the parser's data (``surface.py``).
 
 The printer writes the preferred spellings — operators (``a + b``, ``a @ b``, ``-a``, ``~m``),
 subscripts (``x[1:3, :]``, ``x[:, 3]``, ``x[i]``, ``t[0]``) and Python float / int literals where

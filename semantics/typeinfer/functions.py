@@ -27,16 +27,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
 from typing import Any
 
-from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import (
     Call,
     Constant,
     DimVarRangePat,
     Expr,
     Function,
-    GridRegionExpr,
-    Module,
-    Op,
     Var,
     all_children,
     reachable,
@@ -52,7 +48,6 @@ from tilefoundry.semantics.types import (
     ShapeDim,
     ShardLayout,
     TensorType,
-    Topology,
     TupleType,
     c_order,
     dim_bounds,
@@ -61,25 +56,18 @@ from tilefoundry.semantics.types import (
     free_dimvars,
     is_type,
     simplify,
-    upper_bound,
 )
 
 __all__ = [
     "check_function",
-    "check_strides_materialized",
-    "dim_env",
     "elaborate",
     "infer_call_to_function",
     "infer_function",
-    "infer_grid_region",
-    "infer_module",
     "materialize_signature",
     "materialize_type",
-    "resolve_grid_domain",
     "resolved_target",
     "resolved_variant",
     "select_variant",
-    "verify_module",
 ]
 
 
@@ -743,302 +731,19 @@ def select_variant(prototype: Function, arg_shapes: Sequence[Sequence[Any]]) -> 
     return _select(prototype, value)
 
 
-# =============================================================================================
-# GridRegionExpr
-# =============================================================================================
-def _grid_error(message: str, rule: str, fix: str | None = None) -> TypeInferError:
-    return TypeInferError(message, op="GridRegionExpr", rule=rule, fix=fix)
+
+# the loop typing and the module verifier live in their own modules (D480); their public names
+# stay importable from here, resolved on first use (PEP 562) so that neither module is imported
+# while this one is still initializing
+_MOVED = {"dim_env": "grid", "infer_grid_region": "grid", "resolve_grid_domain": "grid",
+          "check_strides_materialized": "module_verify", "infer_module": "module_verify",
+          "reachable_functions": "module_verify", "verify_module": "module_verify"}
 
 
-def _stamp_binder(v: Var, t: Any, what: str) -> None:
-    if v.has_type and v.checked_type != t:
-        raise _grid_error(f"{what} {v.name} is already typed {type_str(v.checked_type)} "
-                          f"elsewhere; here it would be {type_str(t)}",
-                          rule="a loop binder Var belongs to one loop",
-                          fix="use a fresh Var for each loop")
-    v.stamp(t)
+def __getattr__(name: str) -> Any:
+    where = _MOVED.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-
-def _check_domain(node: GridRegionExpr, params: tuple | None) -> None:
-    bound = param_dimvars(params) if params is not None else {}
-    for fld in ("start", "extent", "step"):
-        d = getattr(node, fld)
-        for dv in sorted(free_dimvars(d), key=lambda v: (v.name, v.lo, v.hi)):
-            b = bound.get(dv.name)
-            if b is None:
-                where = "the enclosing Function's parameter shapes" if params is not None \
-                    else "any enclosing Function (the loop is inferred outside one)"
-                raise _grid_error(f"{fld} = {dim_str(d)} uses DimVar {dv.name}, which is not "
-                                  f"bound by {where}",
-                                  rule="Every DimVar referenced by a ShapeDim start / extent / "
-                                  "step MUST be bound by the enclosing Function's parameter "
-                                  "shapes; an unbound DimVar MUST raise",
-                                  fix=f"add a parameter whose shape carries {dv.name}")
-            if b != dv:
-                raise _grid_error(f"{fld} uses {dv.name} with envelope [{dv.lo}, {dv.hi}) but "
-                                  f"the parameter's {dv.name} has [{b.lo}, {b.hi})",
-                                  rule="same-name DimVars agree on (lo, hi)")
-        v = simplify(d)
-        least = 1 if fld == "step" else 0
-        what = "a positive integer" if fld == "step" else "a non-negative integer"
-        if isinstance(v, int):
-            if v < least:
-                raise _grid_error(f"{fld} = {v} is not {what}",
-                                  rule="the resolved start and extent MUST be non-negative "
-                                  "integers and the resolved step MUST be a positive integer")
-        else:
-            ub = upper_bound(v)
-            if ub is not None and ub < least:
-                raise _grid_error(f"{fld} = {dim_str(d)} is at most {ub} for every shape in "
-                                  f"the envelope, never {what}",
-                                  rule="the resolved start and extent MUST be non-negative "
-                                  "integers and the resolved step MUST be a positive integer")
-
-
-def dim_env(params: Sequence[Var], arg_shapes: Sequence[Sequence[Any]]) -> dict[str, int]:
-    """DimVar name -> concrete size, read from concrete argument shapes (one per parameter;
-    non-tensor parameters' entries are ignored) at every axis whose parameter dim is a DimVar.
-    A size outside the DimVar's envelope, or two sizes for one DimVar, raise."""
-    if len(arg_shapes) != len(params):
-        raise TypeInferError(f"{len(arg_shapes)} argument shapes for {len(params)} parameters",
-                             op="Call", rule="Arity MUST match — exactly one argument per "
-                             "parameter")
-    env: dict[str, int] = {}
-    for i, (p, shape) in enumerate(zip(params, arg_shapes, strict=True)):
-        if not isinstance(p.type, TensorType):
-            continue
-        shape = tuple(shape)
-        if len(shape) != len(p.type.shape):
-            raise TypeInferError(f"rank {len(shape)} is not the parameter's {len(p.type.shape)}",
-                                 op="Call", operand=f"argument {i} ({p.name})",
-                                 rule="argument shapes match the parameter shapes")
-        for k, (d, a) in enumerate(zip(p.type.shape, shape, strict=True)):
-            if not isinstance(d, DimVar):
-                continue
-            if not isinstance(a, int) or isinstance(a, bool) or not d.lo <= a < d.hi:
-                raise TypeInferError(f"axis {k} is {a!r}, not a size in {d.name}'s envelope "
-                                     f"[{d.lo}, {d.hi})", op="Call",
-                                     operand=f"argument {i} ({p.name})",
-                                     rule="DimVar shapes keep envelope matching")
-            if env.setdefault(d.name, a) != a:
-                raise TypeInferError(f"DimVar {d.name} is {env[d.name]} in one argument and "
-                                     f"{a} here", op="Call", operand=f"argument {i} ({p.name})",
-                                     rule="a DimVar takes one value per call")
-    return env
-
-
-def resolve_grid_domain(node: GridRegionExpr, env: dict[str, int]) -> range:
-    """The loop's iteration domain ``range(start, extent, step)`` at call time: 'Resolution
-    substitutes each such DimVar with the corresponding argument-shape size and folds the dim
-    Expr to a value n. The resolved start and extent MUST be non-negative integers and the
-    resolved step MUST be a positive integer; otherwise resolution MUST raise. An unbound DimVar
-    MUST raise.' ``env`` comes from ``dim_env`` over the enclosing Function's parameters."""
-    vals = []
-    for fld in ("start", "extent", "step"):
-        d = getattr(node, fld)
-        try:
-            v = evaluate_dim(d, env)
-        except IRError as e:
-            raise _grid_error(f"{fld} = {dim_str(d)}: {e}",
-                              rule="An unbound DimVar MUST raise") from e
-        least = 1 if fld == "step" else 0
-        if v < least:
-            raise _grid_error(f"{fld} = {dim_str(d)} resolves to {v}, not a "
-                              f"{'positive' if fld == 'step' else 'non-negative'} integer",
-                              rule="the resolved start and extent MUST be non-negative "
-                              "integers and the resolved step MUST be a positive integer")
-        vals.append(v)
-    return range(vals[0], vals[1], vals[2])
-
-
-def infer_grid_region(node: GridRegionExpr, session: Session | None = None) -> Any:
-    """Type a GridRegionExpr: the carry chain has one init / phi / yield per carry; phis are
-    typed by their init_args, the induction var is a rank-0 i32 tensor unless annotated (then
-    a rank-0 integer tensor), each yield's type equals its carry's; the domain's DimVars are
-    bound by the enclosing Function's parameter shapes and static values are in range. The
-    value is the single carry's type, a TupleType of all carries' types for several, and the
-    empty TupleType for a loop with no carry."""
-    session = session if session is not None else Session()
-    n = (len(node.carried_args), len(node.init_args), len(node.yield_values))
-    if len(set(n)) != 1:
-        raise _grid_error(f"carried_args / init_args / yield_values have lengths {n}",
-                          rule="len(init_args) == len(carried_args) == len(yield_values)")
-    _check_domain(node, session.scope[-1] if session.scope else None)
-    iv = node.induction_var
-    it = iv.type if iv.type is not None else TensorType((), DType.I32)
-    if not (isinstance(it, TensorType) and it.rank == 0 and it.dtype.is_int):
-        raise _grid_error(f"the induction var {iv.name} is annotated {type_str(it)}",
-                          rule="the induction var is a rank-0 integer tensor",
-                          fix="annotate it Tensor[(), i32] or leave it unannotated")
-    _stamp_binder(iv, it, "induction var")
-    init_t = tuple(infer_expr(a, session) for a in node.init_args)
-    for k, (phi, t) in enumerate(zip(node.carried_args, init_t, strict=True)):
-        if phi.type is not None and phi.type != t:
-            raise _grid_error(f"carry {k} ({phi.name}) is annotated {type_str(phi.type)} but "
-                              f"its init_args entry has type {type_str(t)}",
-                              rule="the first-iteration value of each carried_args phi is its "
-                              "init_args entry")
-        _stamp_binder(phi, t, "carry phi")
-    infer_expr(node.body, session)
-    for k, (y, phi, t) in enumerate(zip(node.yield_values, node.carried_args, init_t,
-                                        strict=True)):
-        yt = infer_expr(y, session)
-        if yt != t:
-            raise _grid_error(f"yield {k} has type {type_str(yt)} but carry {phi.name} has "
-                              f"{type_str(t)}",
-                              rule="each yield's type equals its carry's type (loop-phi)",
-                              fix="Reshard or cast the yielded value to the carry's type")
-    if len(init_t) == 1:
-        return init_t[0]
-    return TupleType(init_t)
-
-
-# =============================================================================================
-# module verification
-# =============================================================================================
-def reachable_functions(module: Module) -> list[Function]:
-    """Module functions, their variants, and every Function their bodies reference, once."""
-    out: list[Function] = []
-    seen: set[int] = set()
-    todo = list(reversed(module.functions))
-    while todo:
-        f = todo.pop()
-        if id(f) in seen:
-            continue
-        seen.add(id(f))
-        out.append(f)
-        todo.extend(reversed(f.variants))
-        if isinstance(f.body, Expr):
-            todo.extend(reversed(list(_referenced_functions(f.body))))
-    return out
-
-
-def _shard_layouts_in(v: Any) -> Iterator[ShardLayout]:
-    if isinstance(v, ShardLayout):
-        yield v
-    elif is_type(v):
-        for t in _tensor_types(v):
-            if isinstance(t.layout, ShardLayout):
-                yield t.layout
-    elif isinstance(v, tuple | list):
-        for x in v:
-            yield from _shard_layouts_in(x)
-
-
-def _check_mesh(topology: Topology, sl: ShardLayout, where: str) -> None:
-    m = sl.mesh
-    level = topology.level(m.topology)
-    if level is None:
-        raise TypeInferError(
-            f"{where}: Mesh topology {m.topology!r} is not a level of the module's Topology "
-            f"{[v.name for v in topology.levels]}", op="Module",
-            rule="a Mesh topology name MUST resolve to one of the owning Module's Topology "
-            "levels; a Mesh MUST NOT create a level",
-            fix="declare the level on the Module or use one of its levels")
-    if m.size != level.extent:
-        axes = " x ".join(f"{n}={e}" for n, e in zip(m.axis_names, m.axis_extents, strict=True))
-        raise TypeInferError(
-            f"{where}: Mesh over level {level.name} has axes {axes} = {m.size} instances, but "
-            f"the level has extent {level.extent}", op="Module",
-            rule="a Mesh MUST NOT change a Topology level's extent (its axis extents multiply "
-            "to the level's extent)")
-
-
-def _unmaterialized(t: Any, shard_only: bool) -> TensorType | None:
-    for tt in _tensor_types(t):
-        lay = tt.layout
-        if isinstance(lay, ShardLayout) and lay.layout.strides is None:
-            return tt
-        if not shard_only and isinstance(lay, Layout) and lay.strides is None:
-            return tt
-    return None
-
-
-def check_strides_materialized(module: Module) -> None:
-    """No signature annotation reachable from the module carries ``strides=None``, and no
-    inferred type (stamp) reachable from it has a ShardLayout with ``strides=None`` (the HIR
-    architecture invariant after typeinfer)."""
-    seen: set[int] = set()
-    for fn in reachable_functions(module):
-        for where, t in [(f"parameter {p.name}", p.type) for p in fn.params] + \
-                [("return_type", fn.return_type)]:
-            bad = _unmaterialized(t, shard_only=False)
-            if bad is not None:
-                raise _fn_error(fn, f"{where} {type_str(t)} carries Layout(strides=None)",
-                                rule="After signature binding, no Tensor[...] annotation "
-                                "reachable from the function carries strides=None",
-                                fix="run infer_module (it materializes signatures)")
-        if not isinstance(fn.body, Expr):
-            continue
-        for node in _walk(fn.body):
-            if id(node) in seen or not node.has_type:
-                continue
-            seen.add(id(node))
-            bad = _unmaterialized(node.checked_type, shard_only=True)
-            if bad is not None:
-                raise _fn_error(fn, f"a {type(node).__name__} has type {type_str(bad)}, a "
-                                f"ShardLayout with strides=None",
-                                rule="after HIR typeinfer every ShardLayout reachable from a "
-                                "value's type has concrete layout.strides",
-                                fix="the op's typeinfer must materialize the sugar")
-
-
-def verify_module(module: Module) -> None:
-    """Module-level verification: no top-level variant; every function's rules (dispatch
-    prototypes: their variants and envelope partition; body is None ⟺ variants != ());
-    every Mesh names a level of the module's Topology without changing its extent; strides are
-    materialized (``check_strides_materialized``)."""
-    if not isinstance(module, Module):
-        raise TypeInferError(f"expected a Module, got {type(module).__name__}", op="Module",
-                             rule="Module")
-    for f in module.functions:
-        if f.specializations:
-            raise TypeInferError(f"top-level function {f.name} is a variant "
-                                 f"({f.canonical_signature})", op="Module",
-                                 rule="A top-level Module.functions entry MUST NOT be a variant")
-        check_function(f)
-    topo = module.topology
-    for fn in reachable_functions(module):
-        for p in fn.params:
-            for sl in _shard_layouts_in(p.type):
-                _check_mesh(topo, sl, f"function {fn.name}, parameter {p.name}")
-        for sl in _shard_layouts_in(fn.return_type):
-            _check_mesh(topo, sl, f"function {fn.name}, return_type")
-        if not isinstance(fn.body, Expr):
-            continue
-        for node in _walk(fn.body):
-            where = f"function {fn.name}, {type(node).__name__}"
-            if isinstance(node, Var):
-                for sl in _shard_layouts_in(node.type):
-                    _check_mesh(topo, sl, f"{where} {node.name}")
-            if node.has_type:
-                for sl in _shard_layouts_in(node.checked_type):
-                    _check_mesh(topo, sl, where)
-            if isinstance(node, Call) and isinstance(node.op, Op):
-                for f_ in fields(node.op):
-                    for sl in _shard_layouts_in(getattr(node.op, f_.name)):
-                        _check_mesh(topo, sl, f"{where} {type(node.op).__name__}.{f_.name}")
-    check_strides_materialized(module)
-
-
-def infer_module(module: Module, session: Session | None = None) -> Module:
-    """Infer every function of ``module`` in one Session (a fresh one unless given) and verify
-    the module. Returns the module whose functions carry materialized signatures — ``module``
-    itself when no signature used the ``Layout(strides=None)`` sugar."""
-    if not isinstance(module, Module):
-        raise TypeInferError(f"expected a Module, got {type(module).__name__}", op="Module",
-                             rule="Module")
-    from tilefoundry.limits import deep_recursion
-    from tilefoundry.semantics.validate import validate_module
-
-    validate_module(module, "infer_module")
-    session = session if session is not None else Session()
-    with deep_recursion():
-        fns = tuple(materialize_signature(f, session) for f in module.functions)
-        out = module if all(a is b for a, b in zip(fns, module.functions, strict=True)) else \
-            Module(fns, module.target, module.topology)
-        for f in out.functions:
-            infer_expr(f, session)
-        verify_module(out)
-    return out
-
+    return getattr(importlib.import_module(f"tilefoundry.semantics.typeinfer.{where}"), name)

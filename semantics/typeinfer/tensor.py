@@ -1,5 +1,7 @@
 """Type rules of ir/hir/tensor: Reshape, Cast, Gather, Zeros, Reduce, InsertSlice, CacheUpdate,
 TopK and the consensus torch / numpy ops Transpose, Slice, Concat, Stack, ShapeOf, Rank.
+Over 800 lines: one type rule per op of the tensor family (``semantics/ops/tensor.py`` holds
+the same ops), each a few dozen lines; the shared helpers are the rules' own.
 
 Each rule enforces the MUST / MUST NOT sentences of its HIR spec entry through ``ctx.error``
 (naming the operand, the rule and the fix). Partial states go through the one commutation table
