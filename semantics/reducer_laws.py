@@ -20,7 +20,6 @@ N random trials, seed S". Same reducer, seed and count: same verdicts.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -205,9 +204,27 @@ def _fail(r, law: str, over: str, comp: str, inputs, how: str) -> ReducerLawErro
         f"{how}); drop the law (a fold policy needs none) or fix the merge")
 
 
-@functools.lru_cache(maxsize=256)
+_CACHE: dict[tuple[str, int, int], tuple[LawVerdict, ...]] = {}
+_CACHE_MAX = 256
+
+
 def check_laws(r, seed: int = LAW_SEED, trials: int = LAW_TRIALS) -> tuple[LawVerdict, ...]:
-    """Every claimed law's verdict (module docstring); raises ReducerLawError on a false one."""
+    """Every claimed law's verdict (module docstring); raises ReducerLawError on a false one.
+    Cached by ``repr(r)``, not by equality (F44): declarations that differ only in a zero's
+    sign compare equal (``-0.0 == 0.0``) yet are different reducers (−0 is an identity of f32
+    addition, +0 is not)."""
+    key = (repr(r), seed, trials)
+    if key not in _CACHE:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()
+        _CACHE[key] = _check_laws(r, seed, trials)  # raises on a false claim: not cached
+    return _CACHE[key]
+
+
+check_laws.cache_clear = _CACHE.clear  # type: ignore[attr-defined]
+
+
+def _check_laws(r, seed: int, trials: int) -> tuple[LawVerdict, ...]:
     out = []
     for lw in r.laws:
         comps = lw.components or r.state
