@@ -10,6 +10,8 @@ from spec_audit import Clause
 DT = "tests/semantics/test_dtypes.py::"
 RED = "tests/semantics/test_reductions.py::"
 RDC = "tests/semantics/test_reducers.py::"
+DRD = "tests/semantics/test_declared_reducers.py::"
+PTR = "tests/conformance/test_planted_tile_reduce.py::"
 ORD = "tests/semantics/test_ordering.py::"
 MM = "tests/semantics/test_matmul.py::"
 EVT = "tests/semantics/evaluator/test_eval_tile.py::"
@@ -267,9 +269,10 @@ CLAUSES: list[Clause] = [
       "control candidate availability only.",
       ROR + "test_a_declared_fold_left_opts_out_and_is_judged_exactly",
       ROR + "test_which_policies_a_declared_order_runs"),
-    M("T-R04", S4, "Custom lift/merge contracts, their general validation and the richer domain "
+    I("T-R04", S4, "Custom lift/merge contracts, their general validation and the richer domain "
       "conveniences below remain design extensions.",
-      "declared reducer contracts: issue 37 item 2, on another branch"),
+      DRD + "test_dsl_prints_and_parses_a_declared_reducer",
+      DRD + "test_a_non_associative_merge_claimed_associative_is_refused"),
     I("T-R05", S4, "Unrecognized bodies currently retain a serial realization; they are not "
       "silently granted an invented parallel merge.",
       RTR + "test_a_tree_policy_without_a_merge_contract_suggests_a_fold"),
@@ -298,8 +301,9 @@ CLAUSES: list[Clause] = [
     I("T-R15", S4, "Recognition of floating-point addition does not by itself permit arbitrary "
       "reassociation; the math policy still decides that.",
       EVO + "test_reduce_fold_planted", RED + "test_ordered_tree_rejects_a_permuted_order"),
-    M("T-R16", S4, "A custom contract can be supplied after the domain",
-      "declared reducer contracts: issue 37 item 2, on another branch"),
+    I("T-R16", S4, "A custom contract can be supplied after the domain",
+      DRD + "test_dsl_prints_and_parses_a_declared_reducer",
+      PTR + "test_a_declared_wrong_merge_fails_past_enumeration"),
     I("T-R17", S4, "An unrecognized pure update can use an explicitly selected strict fold.",
       RDC + "test_difference_orientation_worked_example"),
     I("T-R18", S4, "The default tree policy still needs a compatible merge contract; if none is "
@@ -443,11 +447,12 @@ CLAUSES: list[Clause] = [
       ROR + "test_a_declared_fold_left_opts_out_and_is_judged_exactly"),
     I("T-G23", S6, "Independent state components may need separate trees or a common stricter "
       "realization.", RDC + "test_sum_max_is_two_independent_states"),
-    M("T-G24", S6, "Proof boundary: builtin facts, derived conditions and trusted custom law "
+    I("T-G24", S6, "Proof boundary: builtin facts, derived conditions and trusted custom law "
       "declarations retain their provenance.",
-      "declared reducer contracts: issue 37 item 2, on another branch"),
-    M("T-G25", S6, "Random testing can falsify a law, not prove it for an arbitrary function.",
-      "declared reducer contracts: issue 37 item 2, on another branch"),
+      DRD + "test_law_verdicts_name_their_provenance"),
+    I("T-G25", S6, "Random testing can falsify a law, not prove it for an arbitrary function.",
+      DRD + "test_law_verdicts_name_their_provenance",
+      DRD + "test_an_exact_identity_refuted_at_minus_zero"),
     I("T-G26", S6, "Storage replicas are not semantic contributions.",
       TC + "test_storage_replicas_are_not_contributions"),
     I("T-G27", S6, "This distinction prevents a broadcast or replicated fragment from silently "
