@@ -14,8 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["ARITH", "C_MATH64", "CMP", "LOGIC", "NARROW_ROUND", "TRITON_MATH",
-           "TRITON_NARROW_F32_MATH"]
+__all__ = [
+           "ARITH",
+           "CMP",
+           "C_MATH64",
+           "LOGIC",
+           "NARROW_ROUND",
+           "TRITON_MATH",
+           "TRITON_NARROW_F32_MATH",
+]
 
 #: binary arithmetic ``Binary`` kinds -> C infix operator (Triton's Python spelling agrees)
 ARITH: Mapping[str, str] = MappingProxyType({"add": "+", "sub": "-", "mul": "*", "div": "/"})
