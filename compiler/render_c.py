@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilefoundry.compiler import c_vecmath, kir, render_c_vreduce
+from tilefoundry.compiler import c_vecmath, kir, render_c_vreduce, spelling
 from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
 
@@ -81,11 +81,11 @@ _CSIZE = {"float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "uint16_t": 2, "in
           "uint32_t": 4, "int64_t": 8, "uint64_t": 8}
 _WIDEN = {"bf16": "tf_bf16_to_f32", "f16": "tf_f16_to_f32", "fp8e4m3": "tf_fp8e4m3_to_f32",
           "fp8e5m2": "tf_fp8e5m2_to_f32", "f8e8m0": "tf_f8e8m0_to_f32"}
-_NARROW_ROUND = ("bf16", "f16", "fp8e4m3", "fp8e5m2")
+_NARROW_ROUND = spelling.NARROW_ROUND
 _RND = {"nearest": "TF_RN", "up": "TF_RU", "down": "TF_RD"}
-_ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_LOGIC = {"and": "&", "or": "|", "xor": "^"}
+_ARITH = spelling.ARITH
+_CMP = spelling.CMP
+_LOGIC = spelling.LOGIC
 _INT_NAMES = ("i8", "u8", "i32", "i64")
 
 _PRELUDE = r"""#include <math.h>
@@ -283,10 +283,7 @@ TF_FN double tf__gelu_none64(double w)
 TF_FN double tf__rsqrt64(double w) { return TF__DDIV(1.0, TF__DSQRT(w)); }
 """
 
-_MATH64 = {"exp": "TF_EXP", "log": "TF_LOG", "exp2": "TF_EXP2", "log2": "TF_LOG2",
-           "tanh": "TF_TANH",
-           "rsqrt": "tf__rsqrt64", "sigmoid": "tf__sigmoid64", "silu": "tf__silu64",
-           "gelu_tanh": "tf__gelu_tanh64", "gelu_none": "tf__gelu_none64"}
+_MATH64 = spelling.C_MATH64
 
 
 def _prelude() -> str:

@@ -45,8 +45,13 @@ import numpy as np
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
-from tilefoundry.compiler.render_c import _ARITH, _CMP, _LOGIC, _NARROW_ROUND
 from tilefoundry.compiler.render_triton_rows import ROWS_PRELUDE
+from tilefoundry.compiler.spelling import ARITH as _ARITH
+from tilefoundry.compiler.spelling import CMP as _CMP
+from tilefoundry.compiler.spelling import LOGIC as _LOGIC
+from tilefoundry.compiler.spelling import NARROW_ROUND as _NARROW_ROUND
+from tilefoundry.compiler.spelling import TRITON_MATH as _MATH
+from tilefoundry.compiler.spelling import TRITON_NARROW_F32_MATH as _NARROW_F32_MATH
 
 __all__ = ["NARROW", "PRELUDE", "STORAGE", "TUNING", "render", "storage_view"]
 
@@ -63,8 +68,6 @@ _TL = {"f32": "tl.float32", "f64": "tl.float64", "bf16": "tl.uint16", "f16": "tl
 #: int32 storage, reinterpreted on load and store)
 _STORE_TL = {"bf16": "tl.int16", "f16": "tl.int16", "fp8e4m3": "tl.int8", "fp8e5m2": "tl.int8",
              "f8e8m0": "tl.int8", "u32": "tl.int32"}
-#: the math functions with a fast f32 form for narrow dtypes (``_KernelT.math_narrow_f32``)
-_NARROW_F32_MATH = frozenset({"exp", "sigmoid", "silu"})
 #: matmul tile rows per group of the grouped launch order (``_KernelT.grouped_axes``)
 _GROUP_M = 8
 #: default launch options by kernel class (measured on an H200 in earlier sessions): ``dot``
@@ -88,8 +91,6 @@ NARROW = {"bf16": (16, 8, 7, 127, 0x7F7F, 0x7FC0, 0), "f16": (16, 5, 10, 15, 0x7
 assert set(NARROW) == set(_NARROW_ROUND)
 _BITS = frozenset(NARROW) | {"f8e8m0"}
 _RND = {"nearest": 0, "up": 1, "down": 2}
-_MATH = ("exp", "log", "exp2", "log2", "rsqrt", "tanh", "sigmoid", "silu", "gelu_tanh",
-         "gelu_none")
 
 
 def storage_view(a: np.ndarray, dt: str) -> np.ndarray:
