@@ -1,4 +1,6 @@
 """Render kernel-IR programs to C: the SIMD C backend's renderer (docs/decisions.md D187-D192).
+Over 800 lines: not split yet — its preludes are files now (D481); the decision trees it
+shares with render_triton / render_cuda are to move into compiler/spelling.py (D423) first.
 
 ``render(program) -> str`` emits one exported function ``void tf_program(void **roots)``
 taking one pointer per root buffer (``root_names(program)`` gives the order), one static
@@ -88,200 +90,21 @@ _CMP = spelling.CMP
 _LOGIC = spelling.LOGIC
 _INT_NAMES = ("i8", "u8", "i32", "i64")
 
-_PRELUDE = r"""#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#include <pthread.h>
-#include <sched.h>
-#include "tf_numerics.h"
+def _c_source(name: str) -> str:
+    """A prelude file of ``compiler/c_runtime`` (real C sources that tools can lint and the
+    tests compile on their own), as text."""
+    from importlib.resources import files
 
-/* Program instances over threads: pthreads created and joined within the call (no persistent
- * pool, so a process that forks after running a kernel has nothing left to inherit; libgomp's
- * pool hangs a forked child). Threads: $TILEFOUNDRY_NUM_THREADS, else the CPUs this process may
- * run on. */
-typedef void (*tf__range_fn)(char *const *P, char *const *Q, int64_t lo, int64_t hi);
-/* the instances are taken in chunks from a shared counter (D405), so a thread the OS leaves
- * waiting holds no fixed share: the others take its chunks */
-struct tf__job { tf__range_fn fn; char *const *P; char *const *Q; int64_t *next, n, chunk; };
-static void *tf__run_job(void *arg)
-{
-    const struct tf__job *j = (const struct tf__job *)arg;
-    for (;;) {
-        const int64_t lo = __atomic_fetch_add(j->next, j->chunk, __ATOMIC_RELAXED);
-        if (lo >= j->n) break;
-        j->fn(j->P, j->Q, lo, lo + j->chunk < j->n ? lo + j->chunk : j->n);
-    }
-    return NULL;
-}
-static int tf__threads(void)
-{
-    const char *env = getenv("TILEFOUNDRY_NUM_THREADS");
-    if (env && *env) {
-        const long v = strtol(env, NULL, 10);
-        return v < 1 ? 1 : (v > 64 ? 64 : (int)v);
-    }
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        const int n = CPU_COUNT(&set);
-        return n < 1 ? 1 : (n > 64 ? 64 : n);
-    }
-    return 1;
-}
-static void tf__parallel(tf__range_fn fn, char *const *P, char *const *Q, int64_t n)
-{
-    int t = tf__threads();
-    if ((int64_t)t > n) t = (int)n;
-    if (t <= 1) { fn(P, Q, 0, n); return; }
-    pthread_t th[64];
-    int started[64];
-    int64_t next = 0;
-    int64_t chunk = n / ((int64_t)t * 16);
-    struct tf__job job;
-    job.fn = fn; job.P = P; job.Q = Q; job.next = &next; job.n = n;
-    job.chunk = chunk < 1 ? 1 : chunk;
-    for (int i = 1; i < t; ++i) started[i] = pthread_create(&th[i], NULL, tf__run_job, &job) == 0;
-    tf__run_job(&job); /* this thread takes chunks too, so every chunk runs even if no thread starts */
-    for (int i = 1; i < t; ++i)
-        if (started[i]) pthread_join(th[i], NULL);
-}
+    return files("tilefoundry.compiler.c_runtime").joinpath(name).read_text()
 
-/* the math functions the shared prelude calls (libm in double; D208) */
-#define TF__DDIV(a, b) ((a) / (b))
-#define TF__DSQRT(a) sqrt(a)
-#if defined(TF_LIBMVEC) && defined(__GLIBC__)
-/* glibc's libmvec has vector variants of these; declared under new names whose assembler name
- * is the libm one, GCC calls _ZGV*_exp and friends from the omp simd loops (glibc declares
- * them itself only under -ffast-math, which this build does not use) */
-#define TF__VEC __attribute__((__simd__("notinbranch")))
-TF__VEC double tf__vexp(double) __asm__("exp");
-TF__VEC double tf__vlog(double) __asm__("log");
-TF__VEC double tf__vexp2(double) __asm__("exp2");
-TF__VEC double tf__vlog2(double) __asm__("log2");
-TF__VEC double tf__vtanh(double) __asm__("tanh");
-TF__VEC double tf__verfc(double) __asm__("erfc");
-#define TF_EXP tf__vexp
-#define TF_LOG tf__vlog
-#define TF_EXP2 tf__vexp2
-#define TF_LOG2 tf__vlog2
-#define TF_TANH tf__vtanh
-#define TF_ERFC tf__verfc
-#else
-#define TF_EXP exp
-#define TF_LOG log
-#define TF_EXP2 exp2
-#define TF_LOG2 log2
-#define TF_TANH tanh
-#define TF_ERFC erfc
-#endif
-"""
+
+_PRELUDE = _c_source("tf_prelude_c.h")
 
 #: the prelude both C-family spellings share (SIMD C and CUDA C++): every function ``TF_FN``
 #: (``static inline`` / ``static __device__``), divisions and square roots through the
 #: spelling's ``TF__FDIV`` / ``TF__DDIV`` / ``TF__DSQRT`` (libm operators in C, the explicit
 #: round-to-nearest intrinsics on the GPU) and the math functions through ``TF_EXP`` and friends
-SHARED_PRELUDE = r"""
-/* the f32 value of round-to-bf16 (nonfinite overflow; a NaN keeps its sign) without the 16-bit
- * pattern: tf_bf16_to_f32(tf_f32_to_bf16(x, TF_NONFINITE, 0)) bit for bit */
-TF_FN float tf__rnd_bf16(float x)
-{
-    /* round to nearest even on the signed pattern: for every non-NaN x the carry stops below
-     * the sign bit (|x| + 0x8000 <= 0x7F808000), so no absolute value / sign re-insertion */
-    const uint32_t u = tf_f32_bits(x);
-    const uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-    return tf_f32_from_bits(isnan(x) ? ((u & 0x80000000u) | TF_F32_QNAN) : r);
-}
-
-/* NaN-propagating min / max ordering -0 < +0; a NaN gives the positive quiet NaN */
-TF_FN float tf__fmin(float a, float b)
-{
-    const float tie = signbit(a) ? a : b;
-    const float r = a < b ? a : (b < a ? b : tie);
-    return (isnan(a) || isnan(b)) ? tf_f32_from_bits(TF_F32_QNAN) : r;
-}
-TF_FN float tf__fmax(float a, float b)
-{
-    const float tie = signbit(a) ? b : a;
-    const float r = a > b ? a : (b > a ? b : tie);
-    return (isnan(a) || isnan(b)) ? tf_f32_from_bits(TF_F32_QNAN) : r;
-}
-TF_FN double tf__dmin(double a, double b)
-{
-    const double tie = signbit(a) ? a : b;
-    const double r = a < b ? a : (b < a ? b : tie);
-    return (isnan(a) || isnan(b)) ? tf_f64_from_bits(0x7FF8000000000000ull) : r;
-}
-TF_FN double tf__dmax(double a, double b)
-{
-    const double tie = signbit(a) ? b : a;
-    const double r = a > b ? a : (b > a ? b : tie);
-    return (isnan(a) || isnan(b)) ? tf_f64_from_bits(0x7FF8000000000000ull) : r;
-}
-/* reduction steps: the first NaN met stays; -0 < +0 */
-#define TF__PICKMAX(acc, v) (isnan(acc) ? (acc) : (isnan(v) ? (v) : \
-    (((v) > (acc) || ((v) == (acc) && signbit(acc) && !signbit(v))) ? (v) : (acc))))
-#define TF__PICKMIN(acc, v) (isnan(acc) ? (acc) : (isnan(v) ? (v) : \
-    (((v) < (acc) || ((v) == (acc) && !signbit(acc) && signbit(v))) ? (v) : (acc))))
-
-/* f64 -> float dtypes, rounded once (semantics.evaluator.math.round_f64_once): a NaN gives the
- * positive quiet NaN */
-TF_FN float tf__rf64_f32(double v)
-{
-    const float r = (float)v;
-    return isnan(r) ? tf_f32_from_bits(TF_F32_QNAN) : r;
-}
-TF_FN float tf__rf64_odd(double v)
-{
-    const float r = tf__f64_to_f32_odd(v);
-    return isnan(r) ? tf_f32_from_bits(TF_F32_QNAN) : r;
-}
-
-/* floored integer division and modulo (numpy's): a zero divisor gives 0, MIN / -1 wraps */
-#define TF__FLOORDIV(T, UT)                                                                  \
-    TF_FN T tf__floordiv_##T(T a, T b)                                               \
-    {                                                                                        \
-        if (b == 0) return 0;                                                                \
-        if (b == -1) return (T)((UT)0 - (UT)a);                                              \
-        T q = (T)(a / b);                                                                    \
-        if ((T)(a % b) != 0 && ((a < 0) != (b < 0))) q = (T)(q - 1);                         \
-        return q;                                                                            \
-    }                                                                                        \
-    TF_FN T tf__mod_##T(T a, T b)                                                    \
-    {                                                                                        \
-        if (b == 0 || b == -1) return 0;                                                     \
-        T r = (T)(a % b);                                                                    \
-        if (r != 0 && ((r < 0) != (b < 0))) r = (T)(r + b);                                  \
-        return r;                                                                            \
-    }
-TF__FLOORDIV(int8_t, uint8_t)
-TF__FLOORDIV(int32_t, uint32_t)
-TF__FLOORDIV(int64_t, uint64_t)
-TF_FN uint8_t tf__floordiv_uint8_t(uint8_t a, uint8_t b) { return b ? a / b : 0; }
-TF_FN uint8_t tf__mod_uint8_t(uint8_t a, uint8_t b) { return b ? a % b : 0; }
-/* Bitcast: the f32 <-> u32 bit reinterpretation (tf_numerics.h's bit views: memcpy in C,
-   __float_as_uint on the device; no conversion, no aliasing UB) */
-TF_FN uint32_t tf__bitcast_u32(float v) { return tf_f32_bits(v); }
-TF_FN float tf__bitcast_f32(uint32_t u) { return tf_f32_from_bits(u); }
-
-/* the math functions in double (semantics.evaluator.nn's formulas) */
-TF_FN double tf__sigmoid64(double w) { return TF__DDIV(1.0, 1.0 + TF_EXP(-w)); }
-TF_FN double tf__silu64(double w)
-{
-    return w == -INFINITY ? -0.0 : TF__DDIV(w, 1.0 + TF_EXP(-w));
-}
-TF_FN double tf__gelu_tanh64(double w)
-{
-    const double z = w * (TF__GELU_C0 + TF__GELU_C1 * (w * w));
-    const double v = fabs(w) < TF__TINY ? w * 0.5 : TF__DDIV(w, 1.0 + TF_EXP(-z));
-    return w == -INFINITY ? -0.0 : v;
-}
-TF_FN double tf__gelu_none64(double w)
-{
-    const double v = fabs(w) < TF__TINY ? w * 0.5 : 0.5 * w * TF_ERFC(-w * TF__INV_SQRT2);
-    return w == -INFINITY ? -0.0 : v;
-}
-TF_FN double tf__rsqrt64(double w) { return TF__DDIV(1.0, TF__DSQRT(w)); }
-"""
+SHARED_PRELUDE = _c_source("tf_prelude_shared.h")
 
 _MATH64 = spelling.C_MATH64
 
