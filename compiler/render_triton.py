@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -843,7 +843,8 @@ class _KernelT:
                 else:
                     comb = f"tl.{'minimum' if kind == 'min' else 'maximum'}({init}, {acc})"
                 self.emit(ind, f"{acc} = {comb}")
-        if ins.mask and init is None and kind == "sum" and kir.is_float(dt):
+        if ins.mask and init is None and kind == "sum" and kir.is_float(dt) \
+                and not self.a_lane_is_valid(ins.mask, red):
             # a row with no valid lane is +0 (the interpreter's identity)
             anyv = self.fresh("any")
             cur = f"tl.broadcast_to({_name(ins.mask)}, {xshape}).to(tl.int32)"
@@ -852,6 +853,16 @@ class _KernelT:
             self.emit(ind, f"{anyv} = {cur}")
             self.emit(ind, f"{acc} = tl.where({anyv} != 0, {acc}, 0.0)")
         self.put(ind, ins.out, acc)
+
+    def a_lane_is_valid(self, mask: str, red: Iterable[int]) -> bool:
+        """Every row of a reduction over ``red`` masked by ``mask`` has a valid lane, so the
+        "no valid lane gives +0" flag (a block reduction of its own, F45) is statically true:
+        ``mask`` is an ``EdgeMask`` bounding reduced axes only, each with a nonempty domain.
+        A tile never starts outside the domain (the grid and a ``TileLoop`` visit
+        ceil(domain / block) tiles along an axis), so its first lane along every reduced axis
+        is inside; an edge mask along a kept axis (a row outside the domain) keeps the flag."""
+        axes = self.edge_axes(mask)
+        return bool(axes) and axes <= set(red) and all(self.k.domain[d] >= 1 for d in axes)
 
     def is_abs(self, ssa: str) -> bool:
         """``ssa`` is an ``abs`` of this kernel (its sign bit is clear)."""

@@ -64,6 +64,14 @@ def rowmax(x: Tensor[(R, C), f32]) -> Tensor[(R,), f32]:
 @func
 def rowmin(x: Tensor[(R, C), f32]) -> Tensor[(R,), f32]:
     return reduce_min(x, axes=(1,), keepdim=False)
+
+@func
+def rowsum(x: Tensor[(R, C), f32]) -> Tensor[(R,), f32]:
+    return reduce_sum(x, axes=(1,), keepdim=False)
+
+@func
+def colsum(x: Tensor[(R, C), f32]) -> Tensor[(C,), f32]:
+    return reduce_sum(x, axes=(0,), keepdim=False)
 """
 MOD = parse_module(SOURCE)
 BF = ml_dtypes.bfloat16
@@ -291,6 +299,31 @@ def test_rows_longer_than_a_tile_fall_back_to_a_correct_tile_loop(entry: str) ->
     assert "mapping: rows, tile loop" in report
     assert f"does not fit one tile (max_row = {TRITON_TILES.max_row})" in report
     v = check(MOD, entry, xs, comp(xs))
+    assert v.status == "PASS", v.message[:2000]
+
+
+# -- the "no valid lane" flag of a masked float sum (F45) ----------------------------------------
+@pytest.mark.parametrize("entry,shape,flag", [
+    ("rowsum", (6, 1000), False),   # edge mask along the reduced axis only: lane 0 is valid
+    ("colsum", (1000, 6), False),
+    ("rowsum", (1000, 6), True),    # the mask also bounds the kept (row) axis: flag kept
+    ("colsum", (7, 1000), True),
+])
+def test_the_no_valid_lane_flag_is_rendered_only_where_a_row_can_have_none(
+        entry: str, shape: tuple[int, int], flag: bool) -> None:
+    """A masked float sum of no valid lane is +0, which the tree of -0 identities would not
+    give: the renderer adds a block reduction of the mask (``t_any``) unless the mask is an
+    edge mask of reduced axes only (a tile's first lane along them is inside the domain).
+    Either way the kernel is judged on rows of -0 (the case the flag exists for), +-inf and
+    ragged edges."""
+    src = _gpu_source(entry, [shape]).split("def k_", 1)[1]
+    assert ("t_any" in src) == flag, src
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    x[0, :] = -0.0
+    x[:, 0] = -0.0
+    x[-1, 1] = np.inf
+    comp = tf_compile(MOD, entry, [shape], "triton", cfg=TRITON_TILES)
+    v = check(MOD, entry, [x], comp([x]))
     assert v.status == "PASS", v.message[:2000]
 
 
