@@ -401,7 +401,23 @@ def bench_gemm(n: int, results: list[dict]) -> None:
                  f"kernels {len(comp.kernels)}; oracle on the 64x64 block: {verdict}")
 
 
-def tune_all(shapes, gemm_n: int, out_path: str | None, rows: bool, gemm: bool) -> None:
+def _hoist_space(entry: str, shapes_in) -> list:
+    """The recorded best of a row program beside the same tile size with every load issued
+    before the reductions (``hoist_loads``, F45) at 4 / 8 / 16 warps: all timed in this run,
+    so the choice compares measurements of one run."""
+    from dataclasses import replace
+
+    cfg = triton_tune.tuned_config(_module(entry), entry, shapes_in, TRITON_TILES)
+    launch = dict(cfg.launch)
+    warps, stages = launch.pop("num_warps", 8), launch.pop("num_stages", 1)
+    base = replace(cfg, launch=())
+    space = [triton_tune.Candidate(base, warps, stages, tuple(sorted(launch.items())))]
+    return space + [triton_tune.Candidate(base, w, 1, (("hoist_loads", 1),))
+                    for w in (4, 8, 16) if (w, 1) != (warps, launch.get("hoist_loads"))]
+
+
+def tune_all(shapes, gemm_n: int, out_path: str | None, rows: bool, gemm: bool,
+             hoist: bool = False) -> None:
     """Autotune every benchmark program at its shapes (``compiler/triton_tune.py``): each
     candidate judged by the oracle on the sub-problem, the fastest PASS recorded in the user's
     table (which the benchmark then compiles with) and, with ``--tune-out``, in that file (the
@@ -423,8 +439,17 @@ def tune_all(shapes, gemm_n: int, out_path: str | None, rows: bool, gemm: bool) 
         jobs.append(("gemm", [a, b], "dot", lambda out, s=sub: _judge("gemm", s, out[:64, :64])))
     for entry, xs, kind, judge in jobs:
         shapes_in = [x.shape for x in xs]
-        res = triton_tune.tune(_module(entry), entry, xs,
-                               triton_tune.candidates(kind, TRITON_TILES), judge, _time)
+        if hoist and kind == "rows":
+            from tilefoundry.compiler.render_triton import hoisted
+
+            comp = tf_compile(_module(entry), entry, shapes_in, "triton-cuda")
+            if all(hoisted(k.body) == list(k.body) for k in comp.program.kernels()):
+                print(f"tune {entry} {[list(s) for s in shapes_in]}: hoisting changes "
+                      f"nothing; the record stands", flush=True)
+                continue
+        space = _hoist_space(entry, shapes_in) if hoist and kind == "rows" else \
+            triton_tune.candidates(kind, TRITON_TILES)
+        res = triton_tune.tune(_module(entry), entry, xs, space, judge, _time)
         key = triton_tune.program_key(_module(entry), entry, shapes_in)
         for path in [None] + ([Path(out_path)] if out_path else []):
             best = triton_tune.record(key, entry, shapes_in, res, device, path)["best"]
@@ -449,6 +474,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tune", action="store_true",
                     help="autotune each program first (recorded; the benchmark then uses it)")
     ap.add_argument("--tune-out", help="also write the tuning record to this file")
+    ap.add_argument("--tune-hoist", action="store_true",
+                    help="with --tune: time each row program's recorded best against the same "
+                         "tiles with its loads hoisted (4 candidates, not the whole space)")
     ap.add_argument("--no-cuda", action="store_true",
                     help="leave the CUDA C++ backend out of the row table")
     args = ap.parse_args(argv)
@@ -463,7 +491,7 @@ def main(argv=None) -> int:
     row_shapes = [(1024, 4096)] if args.quick else list(ROW_SHAPES)
     if args.tune:
         tune_all(row_shapes, 1024 if args.quick else 8192, args.tune_out, args.rows or both,
-                 args.gemm or both)
+                 args.gemm or both, args.tune_hoist)
     if args.rows or both:
         bench_rows(row_shapes, results, cuda=not args.no_cuda)
         print("\n" + rows_table(results), flush=True)

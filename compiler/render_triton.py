@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -187,8 +187,14 @@ def _root_size(b: kir.Buffer) -> int:
 class _KernelT:
     """One kernel rendered as a ``@triton.jit`` function."""
 
-    def __init__(self, k: Kernel, bm: Mapping[str, kir.Buffer], interpret: bool = False):
+    def __init__(self, k: Kernel, bm: Mapping[str, kir.Buffer], interpret: bool = False,
+                 hoist_loads: bool = False):
         self.k, self.bm = k, bm
+        #: issue every global load (with what its address and mask need) before the first
+        #: instruction that is not such a load's dependency (``hoisted``): a load written
+        #: after a block reduction otherwise waits out the reduction (F45). More values live
+        #: across the reductions (registers), so the tuner chooses (``ROWS_OPTIONS``).
+        self.hoist_loads = hoist_loads
         #: rendered for Triton's CPU interpreter (whose bf16 / fp8 dot works on raw bits,
         #: findings F20) rather than the GPU; the module is rendered per target
         self.interpret = interpret
@@ -344,7 +350,7 @@ class _KernelT:
             if d in k.loop_axes:
                 continue
             self.emit_coord(ind, d, pids[d])
-        self.body(k.body, ind)
+        self.body(hoisted(k.body) if self.hoist_loads else k.body, ind)
         args = ", ".join(f"P{i}" for i in range(len(self.roots)))
         head = ["@triton.jit", f"def {self.fn_name()}({args}):"]
         return "\n".join(head + self.lines) + "\n", list(self.roots)
@@ -1090,6 +1096,37 @@ class _KernelT:
                 self.emit(ind, f"{_name(o)} = {_name(c)}")
 
 
+#: the row kernels' own render options in a launch record (not Triton launch options):
+#: ``hoist_loads`` (1: every load first, ``hoisted``; 0, the default: the kernel IR's order)
+ROWS_OPTIONS = ("hoist_loads",)
+
+
+def hoisted(body: Sequence[kir.Instr]) -> list[kir.Instr]:
+    """``body`` with its top-level loads, and every instruction they depend on, moved ahead of
+    the rest, each part in its original order. The same values are computed (an instruction
+    still follows everything it reads: a load's dependencies move with it, and the rest keep
+    their order); a kernel never loads storage it stores (``_KernelT`` refuses one), so no
+    load passes a store of what it reads. A load that depends on a loop stays in place."""
+    by = {r: i for i, ins in enumerate(body) for r in ins.results()}
+    early: set[int] = set()
+
+    def close(i: int, seen: set[int]) -> bool:
+        if i in early or i in seen:
+            return True
+        if isinstance(body[i], kir.TileLoop):
+            return False
+        seen.add(i)
+        return all(close(by[n], seen) for n in body[i].operands() if n in by)
+
+    for i, ins in enumerate(body):
+        if isinstance(ins, kir.Load):
+            seen: set[int] = set()
+            if close(i, seen):
+                early |= seen
+    return [body[i] for i in sorted(early)] + \
+        [ins for i, ins in enumerate(body) if i not in early]
+
+
 def render(program: Program, interpret: bool = False,
            launch: Mapping[str, int] | None = None) -> str:
     """The Triton module of ``program``: the prelude, one jit function per kernel and
@@ -1106,9 +1143,11 @@ def render(program: Program, interpret: bool = False,
     def walk(steps) -> None:
         for s in steps:
             if isinstance(s, Kernel):
-                kt = _KernelT(s, bm, interpret)
+                given = dict(launch or {})
+                rows_opts = {o: int(given.pop(o)) for o in ROWS_OPTIONS if o in given}
+                kt = _KernelT(s, bm, interpret, bool(rows_opts.get("hoist_loads", 0)))
                 # a plain matmul: the persistent TMA kernel (render_triton_gemm, D408)
-                opts, gemm_opts = split_launch({**kt.launch_options(), **(launch or {})})
+                opts, gemm_opts = split_launch({**kt.launch_options(), **given})
                 plan = gemm_match(kt)[0]
                 if plan is not None:
                     src, roots, instances = render_gemm(kt, plan, gemm_opts, interpret)

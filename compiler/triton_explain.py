@@ -124,10 +124,15 @@ def kernel_mapping(k: Kernel, bm: Mapping[str, kir.Buffer],
         red = sorted({a for r in reds for a in r.axes if k.domain[a] > 1})
         row = math.prod(t.block[a] for a in red) if red else 1
         rows = math.prod(b for a, b in enumerate(t.block) if a not in red)
+        hoist = dict(cfg.launch).get("hoist_loads", 0)
         return (f"rows: {rows} row(s) of {row} lanes per program, kept in registers; "
-                f"{len(reds)} block reduction(s), one pass over memory",
+                f"{len(reds)} block reduction(s), one pass over memory; "
+                + ("every load issued before the reductions" if hoist else
+                   "loads in the kernel IR's order"),
                 f"every reduced axis fits one tile (at most max_row = {cfg.max_row} "
-                f"elements); {rows} row(s) a program from tile_elems = {cfg.tile_elems}")
+                f"elements); {rows} row(s) a program from tile_elems = {cfg.tile_elems}"
+                + ("; hoist_loads 1 from the launch options (the tuner measured it faster)"
+                   if hoist else ""))
     return (f"elementwise: {math.prod(t.block)} elements per program",
             f"no reduction: tiles of tile_elems = {cfg.tile_elems} elements")
 

@@ -65,7 +65,8 @@ class Candidate:
     cfg: TileConfig
     num_warps: int
     num_stages: int
-    #: the persistent TMA GEMM's options (``render_triton_gemm.GEMM_OPTIONS``), if any
+    #: the persistent TMA GEMM's options (``render_triton_gemm.GEMM_OPTIONS``) or the row
+    #: kernels' (``render_triton.ROWS_OPTIONS``), if any
     extra: tuple[tuple[str, int], ...] = ()
 
     def config(self) -> TileConfig:
@@ -88,8 +89,12 @@ def candidates(kind: str, base: TileConfig) -> list[Candidate]:
     from dataclasses import replace
 
     if kind == "rows":
+        # the row kernels' loads before their reductions (render_triton.hoisted) at the tile
+        # size every row record chose, with each warp count
         return [Candidate(replace(base, tile_elems=t), w, 1)
-                for t in (2048, 4096, 8192, 16384) for w in (4, 8, 16)]
+                for t in (2048, 4096, 8192, 16384) for w in (4, 8, 16)] + \
+            [Candidate(replace(base, tile_elems=2048), w, 1, (("hoist_loads", 1),))
+             for w in (4, 8, 16)]
     if kind == "dot":
         return [Candidate(replace(base, dot_mn=mn, k_block=kb), w, st)
                 for mn in ((128, 128), (128, 256), (256, 128)) for kb in (64,)
@@ -185,10 +190,11 @@ def _config_of(best: dict[str, Any], base: TileConfig) -> TileConfig | None:
     from dataclasses import replace
 
     try:
+        from tilefoundry.compiler.render_triton import ROWS_OPTIONS
         from tilefoundry.compiler.render_triton_gemm import GEMM_OPTIONS
 
         mn = best.get("dot_mn")
-        extra = tuple((k, int(best[k])) for k in GEMM_OPTIONS if k in best)
+        extra = tuple((k, int(best[k])) for k in GEMM_OPTIONS + ROWS_OPTIONS if k in best)
         return replace(base, **{k: int(best[k]) for k in ("tile_elems", "max_row", "k_block")},
                        dot_mn=tuple(int(v) for v in mn) if mn else None,
                        launch=(("num_warps", int(best["num_warps"])),

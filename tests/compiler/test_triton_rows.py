@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import ml_dtypes
@@ -24,8 +25,9 @@ pytest.importorskip("triton")
 pytest.importorskip("torch")
 
 from tilefoundry.cli import main
+from tilefoundry.compiler import kir
 from tilefoundry.compiler.pipeline import compile as tf_compile
-from tilefoundry.compiler.render_triton import render
+from tilefoundry.compiler.render_triton import hoisted, render
 from tilefoundry.compiler.triton_backend import TRITON_TILES, TritonBackend
 from tilefoundry.compiler.triton_explain import explain
 from tilefoundry.oracle.compare import check
@@ -325,6 +327,49 @@ def test_the_no_valid_lane_flag_is_rendered_only_where_a_row_can_have_none(
     comp = tf_compile(MOD, entry, [shape], "triton", cfg=TRITON_TILES)
     v = check(MOD, entry, [x], comp([x]))
     assert v.status == "PASS", v.message[:2000]
+
+
+# -- loads hoisted ahead of the reductions (a tuner option, F45) ---------------------------------
+def _check_order(body) -> None:
+    """Every instruction of ``body`` follows each instruction of ``body`` it reads."""
+    made = {r for ins in body for r in ins.results()}
+    seen: set[str] = set()
+    for ins in body:
+        missing = [n for n in ins.operands() if n in made and n not in seen]
+        assert not missing, f"{ins} reads {missing} before they are made"
+        seen.update(ins.results())
+
+
+@pytest.mark.parametrize("entry", ["rmsnorm", "add_rmsnorm", "softmax_scale_mask", "swiglu"])
+@pytest.mark.parametrize("cols", [1000, TRITON_TILES.max_row + 3000])
+def test_hoisted_loads_keep_every_dependency_and_pass(entry: str, cols: int) -> None:
+    """``hoist_loads`` moves each load, with what its address and mask need, ahead of the
+    rest: the same instructions, each after what it reads; in a one-pass row kernel every
+    load precedes every reduction (the weight's no longer waits them out); a load inside a
+    tile loop stays inside it. The hoisted kernels are judged in the interpreter."""
+    xs = _inputs(entry, 3, cols, seed=4)
+    shapes = [x.shape for x in xs]
+    comp = tf_compile(MOD, entry, shapes, "interp", cfg=TRITON_TILES)
+    for k in comp.program.kernels():
+        h = hoisted(k.body)
+        assert sorted(map(repr, h)) == sorted(map(repr, k.body))
+        _check_order(h)
+        kinds = [type(i).__name__ for i in h]
+        if "Reduce" in kinds and "TileLoop" not in kinds:
+            assert max(i for i, n in enumerate(kinds) if n == "Load") < kinds.index("Reduce")
+    cfg = replace(TRITON_TILES, launch=(("hoist_loads", 1),))
+    hc = tf_compile(MOD, entry, shapes, "triton", cfg=cfg)
+    v = check(MOD, entry, xs, hc(xs))
+    assert v.status == "PASS", v.message[:2000]
+
+
+def test_the_order_check_would_catch_a_load_moved_above_its_mask() -> None:
+    xs = _inputs("rmsnorm", 3, 1000)
+    comp = tf_compile(MOD, "rmsnorm", [x.shape for x in xs], "interp", cfg=TRITON_TILES)
+    body = list(comp.program.kernels()[0].body)
+    load = next(i for i, ins in enumerate(body) if isinstance(ins, kir.Load) and ins.mask)
+    with pytest.raises(AssertionError, match="before they are made"):
+        _check_order([body[load], *body[:load], *body[load + 1:]])
 
 
 # -- tilefoundry compile --explain -----------------------------------------------------------------

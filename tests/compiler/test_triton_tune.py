@@ -91,6 +91,20 @@ def test_the_triton_cuda_target_lowers_with_the_record(mod) -> None:
                                                cfg=TRITON_TILES).executable.source
 
 
+def test_a_recorded_hoist_reaches_the_renderer_and_not_the_launch(mod) -> None:
+    """A record whose best hoists the loads (``hoist_loads``, a render option) renders the
+    kernel's loads first; Triton's launch options never receive it."""
+    shapes = [(64, 4096), (64, 4096)]
+    key = triton_tune.program_key(mod, "sw", shapes)
+    triton_tune.record(key, "sw", shapes, [{**_row(0.3, "PASS", tile=4096, warps=16),
+                                             "hoist_loads": 1}], "d")
+    cfg = triton_tune.tuned_config(mod, "sw", shapes, TRITON_TILES)
+    assert ("hoist_loads", 1) in cfg.launch
+    src = tf_compile(mod, "sw", shapes, "triton-cuda").executable.source
+    assert "hoist_loads" not in src.split("KERNELS = {", 1)[1]
+    assert "'num_warps': 16" in src
+
+
 def test_a_damaged_table_is_ignored(mod) -> None:
     path = triton_tune.user_table()
     path.write_text("{not json")
@@ -104,6 +118,9 @@ def test_the_candidate_spaces() -> None:
     rows = triton_tune.candidates("rows", TRITON_TILES)
     assert {c.cfg.tile_elems for c in rows} == {2048, 4096, 8192, 16384}
     assert {c.num_warps for c in rows} == {4, 8, 16}
+    hoist = [c for c in rows if dict(c.extra).get("hoist_loads") == 1]
+    assert {c.num_warps for c in hoist} == {4, 8, 16}
+    assert all(("hoist_loads", 1) in c.config().launch for c in hoist)
     dots = triton_tune.candidates("dot", TRITON_TILES)
     assert {c.cfg.dot_mn for c in dots} == {(128, 128), (128, 256), (256, 128)}
     assert all(c.config().launch == (("num_warps", c.num_warps), ("num_stages", c.num_stages))
