@@ -13,6 +13,10 @@ any other op is ``Unsupported("unsupported op <Class>")``:
   axes; floats widened to f32; sum / mean by the policy (trees: the balanced pairwise tree;
   ``unordered_tree``: its admitted set, abstracted as in ``symexec``), mean divided by f32(n),
   one rounding; max / min / abs_max NaN-propagating with -0 < +0; integers in their dtype.
+* ``Scan`` (``reductions.scan``): each inclusive prefix is the reduction of its own leaves (the
+  seed first, if any) under the policy — ``fold_left`` the left chain, ``ordered_tree`` a
+  choice among the prefix's order-preserving regroupings, one per prefix (``scan_admits``);
+  floats widened to f32, each output rounded once; exclusive shifts in the seed / identity.
 * ``MatMul`` (rank 2): f32 products (operands widened), the K-order left fold seeded with the
   first product, one rounding; integers in i64, wrapped back.
 * Data movement (``MOVEMENT``: the op classes whose fact ``COPIES_BITS`` holds, but Select
@@ -59,6 +63,7 @@ from tilefoundry.semantics.ops import (
     MatMul,
     Rank,
     Reduce,
+    Scan,
     SeededReduce,
     Select,
     ShapeOf,
@@ -247,9 +252,50 @@ def _seeded(op: SeededReduce, args: list[Val], abstr: set[str]) -> Val:
     return out.reshape(keep_shape if op.keepdim else batch), dt
 
 
+def _scan(op: Scan, args: list[Val], abstr: set[str]) -> Val:
+    """``reductions.scan``: the left recurrence, each inclusive prefix the reduction of its own
+    leaves (the seed, if any, first; then x0..xi) under the policy — ``fold_left`` that chain
+    exactly, ``ordered_tree`` any order-preserving regrouping of the prefix (a choice per
+    prefix, as ``scan_admits`` judges each prefix on its own leaves); floats widened to f32
+    and each output rounded once; integers wrap; exclusive[0] is the seed, else the combine's
+    identity in x's dtype."""
+    from tilefoundry.semantics.reductions import identity
+
+    (x, dt), = args
+    if x.ndim == 0:
+        raise Unsupported("Scan of a rank-0 value (an evaluation error)")
+    ax = op.axis % x.ndim
+    v = np.moveaxis(x, ax, -1)
+    batch, n = v.shape[:-1], v.shape[-1]
+    if n == 0:
+        return x.copy(), dt
+    fp = kir.is_float(dt)
+    if dt == "bool" or (op.combine == "mul" and fp):
+        raise Unsupported(f"unsupported op Scan.{op.combine} on {dt}")
+    kind = {"add": "sum", "mul": "prod"}.get(op.combine, op.combine)
+    acc = "f32" if fp else dt
+    up = (lambda t: E.widen(t, dt, "f32")) if _lowp(dt) else (lambda t: t)
+    seed = None if op.seed is None else E.const(op.seed, dt)
+    out = np.empty(v.shape, object)
+    for b in np.ndindex(*batch):
+        leaves = ([] if seed is None else [up(seed)]) + [up(t) for t in v[b]]
+        first = int(seed is not None)
+        for i in range(n):
+            s = reduce_lanes(leaves[:first + i + 1], acc, kind, op.policy, None, abstr)
+            out[(*b, i)] = E.round_to(s, "f32", dt, "nonfinite") if _lowp(dt) else s
+    if not op.inclusive:
+        start = seed if seed is not None else E.const(
+            1 if op.combine == "mul" else identity(kind, dt), dt)
+        shifted = np.empty(v.shape, object)
+        shifted[..., 1:] = out[..., :-1]
+        shifted[..., 0] = start
+        out = shifted
+    return np.moveaxis(out, -1, ax), dt
+
+
 HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
     Binary: _binary, Unary: _unary, Cast: _cast, Select: _select, Reduce: _reduce,
-    MatMul: _matmul, SeededReduce: _seeded, MaskedReduce: _seeded}
+    MatMul: _matmul, SeededReduce: _seeded, MaskedReduce: _seeded, Scan: _scan}
 
 #: loops longer than this are "unsupported" (each iteration's terms are built)
 MAX_UNROLL = 64

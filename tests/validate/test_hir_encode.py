@@ -230,3 +230,37 @@ def test_every_bit_copying_op_is_encoded():
     copying = {c for c in ALL_OPS if getattr(c, "COPIES_BITS", False)}
     missing = {c.__name__ for c in copying if c not in MOVEMENT and c not in HIR_OPS}
     assert missing == {"Bitcast"}, missing
+
+
+_SCANS = [(c, d) for d in (DType.F32, DType.BF16, DType.I32, DType.I8)
+          for c in ("add", "max", "min", "mul") if not (c == "mul" and d.is_float)]
+
+
+@pytest.mark.parametrize("combine,dt", _SCANS, ids=str)
+@pytest.mark.parametrize("inclusive,seed", [(True, None), (False, None), (True, 2),
+                                            (False, -3)])
+@pytest.mark.parametrize("policy", ["fold_left", "ordered_tree"])
+def test_scan(combine, dt, inclusive, seed, policy):
+    """Scan (reductions.scan; Tile design: "left prefix[i + 1] = op(left prefix[i], x[i])"):
+    each prefix the reduction of its own leaves, seed first; exclusive[0] the seed or the
+    identity; narrow floats widen to f32 and each output rounds once; integers wrap."""
+    from tilefoundry.semantics.ops import Scan
+
+    x = values(dt, 12, 31).reshape(3, 4)
+    m = module_of(Scan(axis=1, combine=combine, inclusive=inclusive, seed=seed, policy=policy),
+                  [dt], [(3, 4)])
+    assert agreement_hir(m, "f", [x]) == []
+
+
+def test_the_scan_agreement_would_catch_an_inclusive_exclusive_swap(monkeypatch):
+    from dataclasses import replace
+
+    from tilefoundry.semantics.ops import Scan
+    from tilefoundry.validate import hir_smt
+
+    real = hir_smt.HIR_OPS[Scan]
+    monkeypatch.setitem(hir_smt.HIR_OPS, Scan, lambda op, args, ab: real(
+        replace(op, inclusive=not op.inclusive), args, ab))
+    m = module_of(Scan(axis=1, combine="add", inclusive=True, seed=None, policy="fold_left"),
+                  [DType.I32], [(3, 4)])
+    assert agreement_hir(m, "f", [values(DType.I32, 12, 31).reshape(3, 4)]) != []
