@@ -17,6 +17,8 @@ any other op is ``Unsupported("unsupported op <Class>")``:
   seed first, if any) under the policy — ``fold_left`` the left chain, ``ordered_tree`` a
   choice among the prefix's order-preserving regroupings, one per prefix (``scan_admits``);
   floats widened to f32, each output rounded once; exclusive shifts in the seed / identity.
+* ``MaskedScan`` / ``SegmentedScan`` (``scan_flags.flagged_scan``): its loop, an ``If`` per
+  flag; a float add under ``ordered_tree`` is unsupported (its admitted set depends on flags).
 * ``MatMul`` (rank 2): f32 products (operands widened), the K-order left fold seeded with the
   first product, one rounding; integers in i64, wrapped back.
 * Data movement (``MOVEMENT``: the op classes whose fact ``COPIES_BITS`` holds, but Select
@@ -60,11 +62,13 @@ from tilefoundry.semantics.ops import (
     Bitcast,
     Cast,
     MaskedReduce,
+    MaskedScan,
     MatMul,
     Rank,
     Reduce,
     Scan,
     SeededReduce,
+    SegmentedScan,
     Select,
     ShapeOf,
     Unary,
@@ -293,9 +297,65 @@ def _scan(op: Scan, args: list[Val], abstr: set[str]) -> Val:
     return np.moveaxis(out, -1, ax), dt
 
 
+def _flagged_scan(op: MaskedScan | SegmentedScan, args: list[Val], abstr: set[str]) -> Val:
+    """``scan_flags.flagged_scan`` transcribed step for step (an ``If`` per flag): a masked
+    scan skips a contribution whose mask is false; a segmented scan's lifted ``(head, value)``
+    state restarts at a head. Exact for every policy but a float add under ``ordered_tree``,
+    whose admitted set depends on the flags' values (not encoded: "unsupported")."""
+    from tilefoundry.semantics.reductions import identity
+
+    (x, dt), (fl, _) = args
+    name = type(op).__name__
+    if x.ndim == 0:
+        raise Unsupported(f"{name} of a rank-0 value (an evaluation error)")
+    fp = kir.is_float(dt)
+    if dt == "bool" or (op.combine == "mul" and fp):
+        raise Unsupported(f"unsupported op {name}.{op.combine} on {dt}")
+    if fp and op.combine == "add" and op.policy == "ordered_tree":
+        raise Unsupported(f"unsupported op {name}.add under ordered_tree (the admitted set "
+                          f"depends on the flags' values)")
+    ax = op.axis % x.ndim
+    v, f = np.moveaxis(x, ax, -1), np.moveaxis(np.broadcast_to(fl, x.shape), ax, -1)
+    n = v.shape[-1]
+    if n == 0:
+        return x.copy(), dt
+    low = _lowp(dt)
+    up = (lambda t: E.widen(t, dt, "f32")) if low else (lambda t: t)
+    wdt = "f32" if low else dt
+    if fp and op.combine != "add":
+        comb = lambda a, b: E.fminmax(a, b, op.combine == "max")  # noqa: E731
+    else:
+        comb = E.binary(op.combine, wdt)
+    ident = up(E.const(1 if op.combine == "mul" else identity(
+        "sum" if op.combine == "add" else op.combine, dt), dt))
+    back = (lambda t: E.round_to(t, "f32", dt, "nonfinite")) if low else (lambda t: t)
+    out = np.empty(v.shape, object)
+    for b in np.ndindex(*v.shape[:-1]):
+        has = z3.BoolVal(op.seed is not None)
+        state = up(E.const(op.seed, dt)) if op.seed is not None else ident
+        for i in range(n):
+            xi, fi = up(v[b][i]), f[b][i]
+            if isinstance(op, MaskedScan):
+                if not op.inclusive:
+                    out[(*b, i)] = back(z3.If(has, state, ident))
+                state = z3.If(fi, z3.If(has, comb(state, xi), xi), state)
+                has = z3.Or(has, fi)
+                if op.inclusive:
+                    out[(*b, i)] = back(z3.If(has, state, ident))
+            else:
+                if not op.inclusive:
+                    out[(*b, i)] = back(z3.If(z3.And(has, z3.Not(fi)), state, ident))
+                state = z3.If(has, z3.If(fi, xi, comb(state, xi)), xi)
+                has = z3.BoolVal(True)
+                if op.inclusive:
+                    out[(*b, i)] = back(state)
+    return np.moveaxis(out, -1, ax), dt
+
+
 HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
     Binary: _binary, Unary: _unary, Cast: _cast, Select: _select, Reduce: _reduce,
-    MatMul: _matmul, SeededReduce: _seeded, MaskedReduce: _seeded, Scan: _scan}
+    MatMul: _matmul, SeededReduce: _seeded, MaskedReduce: _seeded, Scan: _scan,
+    MaskedScan: _flagged_scan, SegmentedScan: _flagged_scan}
 
 #: loops longer than this are "unsupported" (each iteration's terms are built)
 MAX_UNROLL = 64

@@ -264,6 +264,9 @@ class SymKernelRun(KernelRun):
             return super().i_Reduce(ins)
         dt = self.dt(ins.x)
         x = self.sym(ins.x)
+        if ins.mask and _is_sym(self.values[ins.mask]) and \
+                self.dt(ins.mask) == "bool" and _neutral(ins.kind, dt, ins.policy) is not None:
+            return self._reduce_data_mask(ins, dt, x)
         m = self.concrete(ins.mask, "reduce mask") if ins.mask else None
         shape = np.broadcast_shapes(x.shape, m.shape) if m is not None else x.shape
         x = np.broadcast_to(x, shape)
@@ -281,6 +284,33 @@ class SymKernelRun(KernelRun):
         for row in range(f.shape[0]):
             r[row] = reduce_lanes(list(f[row][valid[row]]), dt, ins.kind, ins.policy,
                                   None if init is None else init[row], self.it.abstractions)
+        return r.reshape(out_shape)
+
+    def _reduce_data_mask(self, ins: kir.Reduce, dt: str, x: np.ndarray) -> np.ndarray:
+        """A reduction whose mask depends on input data, where leaving a lane out equals
+        feeding the kind's neutral element in its place (``_neutral``: the folds, max / min /
+        abs_max, integer sums and products — never a float tree sum, whose admitted set
+        depends on which lanes are valid): every lane reduced, an invalid one replaced by the
+        neutral element; a row with no valid lane and no seed is the interpreter's identity."""
+        m = self.sym(ins.mask)
+        shape = np.broadcast_shapes(x.shape, m.shape)
+        pos = [1 + a for a in ins.axes]
+        keep = [i for i in range(len(shape)) if i not in pos]
+        out_shape = tuple(1 if i in pos else n for i, n in enumerate(shape))
+        lanes = math.prod(shape[i] for i in pos)
+        f = np.transpose(np.broadcast_to(x, shape), keep + pos).reshape(-1, lanes)
+        valid = np.transpose(np.broadcast_to(m, shape), keep + pos).reshape(-1, lanes)
+        init = None
+        if ins.init:
+            init = np.broadcast_to(self.sym(ins.init), out_shape).reshape(-1)
+        pad = _neutral(ins.kind, dt, ins.policy)
+        r = np.empty(f.shape[0], object)
+        for row in range(f.shape[0]):
+            v = [z3.If(c, t, pad) for c, t in zip(valid[row], f[row], strict=True)]
+            red = reduce_lanes(v, dt, ins.kind, ins.policy,
+                               None if init is None else init[row], self.it.abstractions)
+            r[row] = red if init is not None or not v else \
+                z3.If(z3.Or(*valid[row]), red, _identity(ins.kind, dt))
         return r.reshape(out_shape)
 
     def i_Dot(self, ins: kir.Dot) -> np.ndarray:
@@ -311,6 +341,27 @@ class SymKernelRun(KernelRun):
                 s = np.where(vj, np.where(started, summed, p), s)
                 started = started | vj
         return s
+
+
+def _neutral(kind: str, dt: str, policy: str) -> z3.ExprRef | None:
+    """An element e with op(a, e) = op(e, a) = a for every a, bit for bit, under the kind's
+    combine in ``dt`` (so a masked-out lane may be replaced by it), or None where there is
+    none or the lane set changes the admitted set (a float sum under a tree policy).
+    Float sum: -0 (a + -0 = a for every a, +0 included); max: -inf; min: +inf; abs_max: +0
+    (lanes are magnitudes); integers: 0 / 1 / the dtype's extremes; bool max / min: F / T."""
+    cls = E.op_class(dt)
+    if cls == "fp":
+        if kind == "sum":
+            return None if policy in _TREES else E.const(-0.0, dt)
+        v = {"max": -np.inf, "min": np.inf, "abs_max": 0.0}.get(kind)
+        return None if v is None else E.const(v, dt)
+    if cls == "bool":
+        return {"max": z3.BoolVal(False), "min": z3.BoolVal(True)}.get(kind)
+    if cls in ("s", "u"):
+        ii = np.iinfo(kir.numpy_dtype(dt))
+        v = {"sum": 0, "prod": 1, "max": ii.min, "min": ii.max, "abs_max": 0}.get(kind)
+        return None if v is None else E.const(v, dt)
+    return None
 
 
 def _identity(kind: str, dt: str) -> z3.ExprRef:

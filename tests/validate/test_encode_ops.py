@@ -145,3 +145,36 @@ def test_tree_choice_enumerates_the_admitted_set(policy, n, members):
     assert len(ch.members) == members
     assert len({m.sexpr() for m in ch.members}) == members  # each tree once
     assert tree_choice(lanes + lanes, "f32", policy, None, lanes[0], set()) is None
+
+
+_FLAG_CASES = [("add", "fold_left", DType.F32), ("add", "fold_left", DType.BF16),
+               ("max", "ordered_tree", DType.F32), ("min", "fold_left", DType.F16),
+               ("add", "ordered_tree", DType.I32), ("mul", "fold_left", DType.I8)]
+
+
+@pytest.mark.parametrize("combine,policy,dt", _FLAG_CASES, ids=str)
+@pytest.mark.parametrize("cls", ["MaskedScan", "SegmentedScan"])
+@pytest.mark.parametrize("inclusive", [True, False])
+def test_data_masked_reductions_agree(combine, policy, dt, cls, inclusive):
+    """A flagged scan lowers to reductions whose mask is input data: the symbolic walk feeds
+    each masked-out lane the combine's neutral element (symexec._neutral) and gives a row with
+    no valid lane the interpreter's identity."""
+    import tilefoundry.semantics.ops as ops
+
+    op = getattr(ops, cls)(axis=1, combine=combine, inclusive=inclusive, policy=policy)
+    k = np.array([[0, 0, 0, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 1, 0]], bool)
+    p = lowered(module_of(op, [dt, DType.BOOL], [(3, 5), (3, 5)]), [(3, 5), (3, 5)])
+    assert agreement(p, [values(dt, 15, 17).reshape(3, 5), k]) == []
+
+
+def test_a_wrong_neutral_element_would_disagree(monkeypatch):
+    import tilefoundry.semantics.ops as ops
+    from tilefoundry.validate import symexec
+
+    real = symexec._neutral
+    monkeypatch.setattr(symexec, "_neutral", lambda kind, dt, policy: real(
+        "min" if kind == "max" else kind, dt, policy))
+    op = ops.MaskedScan(axis=1, combine="max", policy="fold_left")
+    k = np.array([[0, 1, 0, 1, 0], [1, 1, 1, 1, 1], [1, 0, 0, 1, 0]], bool)
+    p = lowered(module_of(op, [DType.F32, DType.BOOL], [(3, 5), (3, 5)]), [(3, 5), (3, 5)])
+    assert agreement(p, [values(DType.F32, 15, 17).reshape(3, 5), k]) != []

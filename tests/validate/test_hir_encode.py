@@ -264,3 +264,32 @@ def test_the_scan_agreement_would_catch_an_inclusive_exclusive_swap(monkeypatch)
     m = module_of(Scan(axis=1, combine="add", inclusive=True, seed=None, policy="fold_left"),
                   [DType.I32], [(3, 4)])
     assert agreement_hir(m, "f", [values(DType.I32, 12, 31).reshape(3, 4)]) != []
+
+
+@pytest.mark.parametrize("combine,dt", [c for c in _SCANS if c[1] is not DType.I8], ids=str)
+@pytest.mark.parametrize("cls", ["MaskedScan", "SegmentedScan"])
+@pytest.mark.parametrize("inclusive,seed", [(True, None), (False, None), (True, 2),
+                                            (False, -3)])
+def test_flagged_scan(combine, dt, cls, inclusive, seed):
+    """MaskedScan / SegmentedScan (scan_flags.flagged_scan; D385 "a contribution whose mask is
+    false is skipped", D386 the lifted (head, value) state): the reference's loop, an If per
+    flag, on flags with an all-false fiber, an all-true fiber and a flag at position 0."""
+    import tilefoundry.semantics.ops as ops
+
+    policy = "fold_left" if combine == "add" and dt.is_float else "ordered_tree"
+    op = getattr(ops, cls)(axis=1, combine=combine, inclusive=inclusive, seed=seed,
+                           policy=policy)
+    x = values(dt, 12, 41).reshape(3, 4)
+    k = np.array([[0, 0, 0, 0], [1, 1, 1, 1], [1, 0, 0, 1]], bool)
+    m = module_of(op, [dt, DType.BOOL], [(3, 4), (3, 4)])
+    assert agreement_hir(m, "f", [x, k]) == []
+
+
+def test_a_flagged_float_tree_sum_is_unsupported_by_name():
+    from tilefoundry.semantics.ops import MaskedScan
+    from tilefoundry.validate.encode import Unsupported
+
+    m = module_of(MaskedScan(axis=1, combine="add", policy="ordered_tree"),
+                  [DType.F32, DType.BOOL], [(3, 4), (3, 4)])
+    with pytest.raises(Unsupported, match="MaskedScan.add under ordered_tree"):
+        agreement_hir(m, "f", [values(DType.F32, 12, 1).reshape(3, 4), np.ones((3, 4), bool)])
