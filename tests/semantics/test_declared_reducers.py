@@ -118,3 +118,47 @@ def test_dsl_prints_and_parses_a_declared_reducer():
     m2 = parse_module(src)
     op = m2[entry].body.op
     assert op.reducer == SUM_ABSMAX
+
+
+def test_a_law_declaration_and_a_numerical_permission_are_separate_evidence():
+    """Tile design T-G07: "A law declaration and numerical permission remain separate evidence,
+    even when they enable the same candidate." Laws alone grant no regrouping: under fold_left a
+    reducer that declares its sum associative is judged by equality, so the tree result (a
+    candidate its laws would enable) is refused where its bits differ. A permission alone
+    grants no regrouping either: the same merge without the associativity law under a tree
+    policy, or without the commutative law under unordered_tree, is a type error."""
+    from tilefoundry.semantics.ir import Call, Var
+    from tilefoundry.semantics.ops import CustomReduce
+    from tilefoundry.semantics.typeinfer import TypeInferError, infer_expr
+    from tilefoundry.semantics.types import TensorType
+
+    x, s = _fibers(64, seed=11)
+    tree = custom_reduce(x, s, SUM_ABSMAX, (1,), policy="unordered_tree")
+    fold = custom_reduce(x, s, SUM_ABSMAX, (1,), policy="fold_left")
+    differ = tree[:, 0].view(np.uint32) != fold[:, 0].view(np.uint32)
+    assert differ.any()  # the data separates the two candidates
+    by_fold = custom_admits(tree, x, s, SUM_ABSMAX, (1,), policy="fold_left").admitted
+    assert not by_fold[differ].any()  # admission is per result (fiber)
+    assert custom_admits(tree, x, s, SUM_ABSMAX, (1,), policy="unordered_tree").admitted.all()
+
+    def typed(r, policy):
+        args = (Var("x", TensorType((4, 64), F32)), Var("s", TensorType((4, 2), F32)))
+        return infer_expr(Call(CustomReduce((1,), r, policy, False), args))
+
+    no_assoc = declare_reducer(
+        "sum_absmax_nolaw", state=(("sum", F32), ("amax", F32)),
+        lift=("x", ("max", "x", ("sub", 0.0, "x"))),
+        merge=(("add", "a.sum", "b.sum"), ("max", "a.amax", "b.amax")), identity=(-0.0, 0.0),
+        laws=(("commutative", "exact"),))
+    no_comm = declare_reducer(
+        "sum_absmax_nocomm", state=(("sum", F32), ("amax", F32)),
+        lift=("x", ("max", "x", ("sub", 0.0, "x"))),
+        merge=(("add", "a.sum", "b.sum"), ("max", "a.amax", "b.amax")), identity=(-0.0, 0.0),
+        laws=(("associative", "real", ("sum",)), ("associative", "exact", ("amax",))))
+    typed(no_assoc, "fold_left")
+    typed(no_comm, "ordered_tree")
+    for policy in ("ordered_tree", "unordered_tree"):
+        with pytest.raises(TypeInferError, match="needs a merge contract"):
+            typed(no_assoc, policy)
+    with pytest.raises(TypeInferError, match="declares no commutative law"):
+        typed(no_comm, "unordered_tree")

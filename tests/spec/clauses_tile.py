@@ -399,9 +399,9 @@ CLAUSES: list[Clause] = [
     I("T-G06", S6, "Without exact laws, the tree policy must admit the changed results for that "
       "compatible reducer.", RED + "test_admits_every_tree_short_fibers",
       RDC + "test_welford_tree_set_holds_every_bracketing_and_nothing_else"),
-    M("T-G07", S6, "A law declaration and numerical permission remain separate evidence, even "
+    I("T-G07", S6, "A law declaration and numerical permission remain separate evidence, even "
       "when they enable the same candidate.",
-      "declared reducer contracts: issue 37 item 2, on another branch"),
+      DRD + "test_a_law_declaration_and_a_numerical_permission_are_separate_evidence"),
     I("T-G08", S6, "For a right-reference update, the lift/merge relation instead has the element "
       "on the left: update(omega, s) = merge(lift(omega), s), with the seed at the right "
       "boundary.", RDC + "test_seed_position_fold_left_first_fold_right_last"),
