@@ -194,6 +194,13 @@ FP8_VARIANTS = (
     ("tilefoundry fp8 as f16 (bit decode)", ((128, 128), 64), (*_L4, ("fp8_stage", 0))),
     ("tilefoundry fp8 promote 32", ((128, 128), 64), (*_L4, ("fp8_promote", 32))),
     ("tilefoundry fp8 promote 128", ((128, 128), 64), (*_L4, ("fp8_promote", 128))),
+    # B copied K-major first (the copy kernel is timed with the GEMM; F46, D489)
+    ("tilefoundry fp8 K-major promote 32", ((128, 128), 64),
+     (*_L4, ("fp8_promote", 32), ("fp8_kmajor", 1))),
+    ("tilefoundry fp8 K-major promote 128", ((128, 128), 128),
+     (*_L4, ("fp8_promote", 128), ("fp8_kmajor", 1))),
+    ("tilefoundry fp8 K-major promote 128 128x256", ((128, 256), 128),
+     (*_L3S, ("fp8_promote", 128), ("fp8_kmajor", 1))),
 )
 
 

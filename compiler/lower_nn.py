@@ -388,6 +388,16 @@ def _matmul(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
 
     sa = operand_strides(a, nb, nb + 2)
     sb_ = operand_strides(b, nb + 2, nb + 1)
+    if _kmajor_b(lw, dt, nb):
+        # fp8 tensor cores read B K-major only (F46): a copy kernel writes B^T [N, K] first
+        # and the matmul reads B through it (the same values: a copy, D489)
+        bt = lw.temp(b.dtype, (n, k))
+        ck = KB(lw, "kmajor", (n, k))
+        ck.store(bt, list(bt.strides), ck.load(b, [b.strides[-1], b.strides[-2]]))
+        ck.finish()
+        sb_ = [0] * len(dom)
+        sb_[nb + 1], sb_[nb + 2] = bt.strides[0], bt.strides[1]
+        b = bt
     acc = "f32" if kir.is_float(dt) else "i64"
 
     def tile(init: str | None) -> str:
@@ -413,6 +423,13 @@ def _matmul(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
     kb.store(out, [*out.strides, 0], r)
     kb.finish(single=single)
     return out
+
+
+def _kmajor_b(lw: _Lowerer, dt: str, nb: int) -> bool:
+    """Stage an unbatched fp8 matmul's B K-major (``fp8_kmajor`` in the launch options: a
+    Triton GEMM with promoted fp8 accumulation, render_triton_gemm / D489)."""
+    return nb == 0 and dt in ("fp8e4m3", "fp8e5m2") and \
+        bool(dict(lw.cfg.launch).get("fp8_kmajor", 0))
 
 
 @register(Conv2D)

@@ -52,9 +52,10 @@ GROUP_M = 8
 #: (fp8 operands: add the tensor cores' partial sum into the f32 accumulator every that many
 #: products, D411; 0: stage fp8 as f16, always inside the contract); ``fp8_stage`` (staging
 #: as f16: 1 the hardware's exact ``cvt`` of the fp8-typed tile, 0 the bit decode
-#: ``_tf_widen``, D477)
-GEMM_OPTIONS = ("tma_flatten", "tma_split", "fp8_promote", "fp8_stage")
-_DEFAULTS = {"tma_flatten": 1, "tma_split": 0, "fp8_promote": 0, "fp8_stage": 1}
+#: ``_tf_widen``, D477); ``fp8_kmajor`` (read by the lowering: 1 copies an fp8 B to a K-major
+#: [N, K] temporary first, which fp8 ``wgmma`` needs without a per-tile transpose, F46 / D489)
+GEMM_OPTIONS = ("tma_flatten", "tma_split", "fp8_promote", "fp8_stage", "fp8_kmajor")
+_DEFAULTS = {"tma_flatten": 1, "tma_split": 0, "fp8_promote": 0, "fp8_stage": 1, "fp8_kmajor": 0}
 
 _ITEM = {"bf16": 2, "f16": 2, "fp8e4m3": 1, "fp8e5m2": 1, "f32": 4}
 _MMA_TL = {"bf16": "tl.bfloat16", "f16": "tl.float16", "fp8e4m3": "tl.float8e4nv",
@@ -79,6 +80,8 @@ class GemmPlan:
     out: str  # the stored dtype (f32: no rounding)
     overflow: str
     seed: float
+    #: B is read from a K-major [N, K] copy (``fp8_kmajor``: the lowering's copy kernel, D489)
+    b_kmajor: bool = False
 
 
 def split_launch(opts: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
@@ -149,7 +152,9 @@ def match(kt) -> tuple[GemmPlan | None, str]:
     if st.value != value or st.index or bm[st.buffer].dtype != out:
         return None, "the stored value is not the (rounded) accumulator"
     m, n, kk = k.domain
-    want = {la.buffer: ((kk, 0, 1), m * kk), lb.buffer: ((0, 1, n), kk * n),
+    kmajor = tuple(lb.strides) == (0, kk, 1) and src.startswith("fp8")
+    want = {la.buffer: ((kk, 0, 1), m * kk), lb.buffer: ((0, kk, 1) if kmajor else (0, 1, n),
+                                                         kk * n),
             st.buffer: ((n, 1, 0), m * n)}
     for ins in (la, lb, st):
         b = bm[ins.buffer]
@@ -158,14 +163,15 @@ def match(kt) -> tuple[GemmPlan | None, str]:
                 tuple(ins.strides) != strides or math.prod(b.shape) != size:
             return None, (f"{b.name} is not a whole row-major [{'M, K' if ins is la else 'K, N' if ins is lb else 'M, N'}] "
                           f"array of its own storage (a view, a transpose or a stride)")
-    for name, rows, item in ((la.buffer, kk, _ITEM[src]), (lb.buffer, n, _ITEM[src]),
+    for name, rows, item in ((la.buffer, kk, _ITEM[src]), (lb.buffer, kk if kmajor else n,
+                                                              _ITEM[src]),
                              (st.buffer, n, _ITEM[out])):
         if rows * item % 16:
             return None, (f"{bm[name].name}'s row stride is {rows * item} bytes, not a multiple "
                           f"of 16 (TMA's rule)")
     b3 = k.block
     return GemmPlan(m, n, kk, b3[0], b3[1], b3[2], la.buffer, lb.buffer, st.buffer, src, out,
-                    overflow, seed), ""
+                    overflow, seed, kmajor), ""
 
 
 def describe(plan: GemmPlan, opts: dict[str, int]) -> tuple[str, str]:
@@ -179,6 +185,8 @@ def describe(plan: GemmPlan, opts: dict[str, int]) -> tuple[str, str]:
         fp8 = (f"; fp8 tensor cores, partial sums promoted to f32 every {p} products (D411)"
                if p else f"; fp8 staged exactly as f16 for the tensor cores by {how} "
                "(D411, D477)")
+        if plan.b_kmajor:
+            fp8 += "; B read from the K-major copy a kernel before writes (fp8_kmajor, D489)"
     return (f"dot (TMA persistent): {plan.bm}x{plan.bn} output tiles, K step {plan.bk}, "
             f"{tiles} tiles over {progs} persistent programs (grouped by {GROUP_M}), "
             f"flatten {opts.get('tma_flatten', 1)}{fp8}",
@@ -219,8 +227,12 @@ def render_gemm(kt, plan: GemmPlan, opts: dict[str, int], interpret: bool
         b_ptr = f"P1.to(tl.pointer_type({ty}), bitcast=True)"
     e(f"    ad = tl.make_tensor_descriptor({a_ptr}, shape=[{p.m}, {p.k}], strides=[{p.k}, 1], "
       f"block_shape=[{p.bm}, {p.bk}])")
-    e(f"    bd = tl.make_tensor_descriptor({b_ptr}, shape=[{p.k}, {p.n}], strides=[{p.n}, 1], "
-      f"block_shape=[{p.bk}, {p.bn}])")
+    if p.b_kmajor:  # B^T [N, K]: tiles [BN, BK], used transposed (a view in shared memory)
+        e(f"    bd = tl.make_tensor_descriptor({b_ptr}, shape=[{p.n}, {p.k}], strides=[{p.k}, 1], "
+          f"block_shape=[{p.bn}, {p.bk}])")
+    else:
+        e(f"    bd = tl.make_tensor_descriptor({b_ptr}, shape=[{p.k}, {p.n}], strides=[{p.n}, 1], "
+          f"block_shape=[{p.bk}, {p.bn}])")
     split = bool(opts.get("tma_split", 0)) and p.bn % 32 == 0 and not interpret
     cbn = p.bn // 2 if split else p.bn
     e(f"    cd = tl.make_tensor_descriptor(P2, shape=[{p.m}, {p.n}], strides=[{p.n}, 1], "
@@ -243,25 +255,30 @@ def render_gemm(kt, plan: GemmPlan, opts: dict[str, int], interpret: bool
     e(f"{ind}acc = tl.full([{p.bm}, {p.bn}], {float(p.seed)!r}, tl.float32)")
     e(f"{ind}for kk in range(0, {kt_n}):")
     e(f"{ind}    a = ad.load([pm, kk * {p.bk}])")
-    e(f"{ind}    b = bd.load([kk * {p.bk}, pn])")
+    if p.b_kmajor:
+        e(f"{ind}    b = bd.load([pn, kk * {p.bk}])")
+    else:
+        e(f"{ind}    b = bd.load([kk * {p.bk}, pn])")
+    bv = "tl.trans(b)" if p.b_kmajor else "b"  # a K-major tile used as [BK, BN]: a view
     if interpret:
         e(f"{ind}    a = {kt.widened('a', p.src)}")
         e(f"{ind}    b = {kt.widened('b', p.src)}")
-        e(f"{ind}    acc = tl.dot(a, b, acc=acc, input_precision='ieee', out_dtype=tl.float32)")
+        e(f"{ind}    acc = tl.dot(a, {bv}, acc=acc, input_precision='ieee', "
+          f"out_dtype=tl.float32)")
     elif fp8 and not promote and hw_stage:
         # every fp8e4m3 / fp8e5m2 value is an f16 value: the hardware's conversion
         # (``cvt.rn.f16x2.e4m3x2`` / ``.e5m2x2``) is exact, two lanes an instruction (D477)
         e(f"{ind}    a = a.to(tl.float16)")
         e(f"{ind}    b = b.to(tl.float16)")
-        e(f"{ind}    acc = tl.dot(a, b, acc=acc, out_dtype=tl.float32)")
+        e(f"{ind}    acc = tl.dot(a, {bv}, acc=acc, out_dtype=tl.float32)")
     elif fp8 and not promote:
         e(f"{ind}    a = {kt.widened('a.to(tl.uint8, bitcast=True)', p.src)}.to(tl.float16)")
         e(f"{ind}    b = {kt.widened('b.to(tl.uint8, bitcast=True)', p.src)}.to(tl.float16)")
-        e(f"{ind}    acc = tl.dot(a, b, acc=acc, out_dtype=tl.float32)")
+        e(f"{ind}    acc = tl.dot(a, {bv}, acc=acc, out_dtype=tl.float32)")
     elif fp8:
         # native fp8 tensor cores; Triton adds their partial sum into a full f32 accumulator
         # every ``promote`` products (``max_num_imprecise_acc``, D411)
-        e(f"{ind}    acc = tl.dot(a, b, acc=acc, out_dtype=tl.float32, "
+        e(f"{ind}    acc = tl.dot(a, {bv}, acc=acc, out_dtype=tl.float32, "
           f"max_num_imprecise_acc={promote})")
     else:
         e(f"{ind}    acc = tl.dot(a, b, acc=acc, out_dtype=tl.float32)")

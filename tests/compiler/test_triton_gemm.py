@@ -125,6 +125,33 @@ def test_tma_gemm_fp8_adversarial_inputs_inside_the_contract(promote) -> None:
         assert v.status == "PASS", v.summary()
 
 
+@pytest.mark.parametrize("promote", [0, 32])
+@pytest.mark.parametrize("m,n,k", [(64, 64, 128), (40, 48, 160)])
+def test_fp8_kmajor_b_is_a_copy_kernel_then_the_tma_gemm(promote, m, n, k) -> None:
+    """``fp8_kmajor`` (F46, D489): the lowering writes B^T [N, K] by a copy kernel that fusion
+    leaves alone, and the TMA GEMM reads it as [BN, BK] tiles used transposed; judged on
+    random and on the adversarial fp8 inputs (the same values as without the option)."""
+    f8 = ml_dtypes.float8_e4m3fn
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((m, k)).astype(f8), rng.standard_normal((k, n)).astype(f8)
+    adv_a = np.full((m, k), 2.0 ** -8, np.float32)
+    adv_a[:, 0:k:64], adv_a[:, 32:k:64] = 240.0, -240.0
+    cfg = replace(CFG, launch=(("fp8_promote", promote), ("fp8_kmajor", 1)))
+    plain = replace(CFG, launch=(("fp8_promote", promote),))
+    for x, y in ((a, b), (adv_a.astype(f8), b)):
+        c = _compiled("mm_fp8", [x.shape, y.shape], cfg)
+        assert [kk.name.split("_", 1)[1] for kk in c.program.kernels()] == ["kmajor", "matmul"]
+        src = c.executable.source
+        assert f"shape=[{n}, {k}], strides=[{k}, 1]" in src and "tl.trans(b)" in src
+        out = c([x, y])
+        v = check(MOD, "mm_fp8", [x, y], out)
+        assert v.status == "PASS", v.summary()
+        same = _compiled("mm_fp8", [x.shape, y.shape], plain)
+        assert len(same.program.kernels()) == 1
+        assert np.array_equal(np.asarray(out).view(np.uint8),
+                              np.asarray(same([x, y])).view(np.uint8))
+
+
 @pytest.mark.parametrize("entry,shapes,why", [
     ("mm_strict", [(64, 64), (64, 64)], "no reassociation admitted"),
     ("mm_relu", [(64, 64), (64, 64)], "prologue or epilogue the TMA path does not render"),
@@ -207,3 +234,11 @@ def test_gpu_rendering_of_the_tma_path() -> None:
     assert "_tf_widen(a.to(tl.uint8, bitcast=True)" in decode8 and ".to(tl.float16)" in decode8
     src8 = render(f8, launch={"fp8_promote": 128})
     assert "max_num_imprecise_acc=64" in src8 and "tl.float8e4nv" in src8
+    assert "acc = tl.dot(a, b, acc=acc" in src8
+    km = _compiled("mm_fp8", [(256, 256), (256, 256)],
+                   replace(TRITON_TILES, launch=(("fp8_kmajor", 1),))).program
+    srck = render(km, launch={"fp8_promote": 128})
+    # the K-major copy's tiles feed wgmma as a transposed view; fp8_kmajor never reaches
+    # Triton's launch options
+    assert "acc = tl.dot(a, tl.trans(b), acc=acc" in srck and "bd.load([pn, kk * 64])" in srck
+    assert "fp8_kmajor" not in srck.split("KERNELS = {", 1)[1]
