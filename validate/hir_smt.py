@@ -19,6 +19,9 @@ any other op is ``Unsupported("unsupported op <Class>")``:
   floats widened to f32, each output rounded once; exclusive shifts in the seed / identity.
 * ``MaskedScan`` / ``SegmentedScan`` (``scan_flags.flagged_scan``): its loop, an ``If`` per
   flag; a float add under ``ordered_tree`` is unsupported (its admitted set depends on flags).
+* ``CustomReduce`` (``reducers.custom_reduce``) under a fold: the seed, then each lifted
+  contribution merged in, every declared expression one f32 operation (``_reducer_expr``); a
+  tree policy is unsupported (its admitted set is every bracketing of the merge).
 * ``MatMul`` (rank 2): f32 products (operands widened), the K-order left fold seeded with the
   first product, one rounding; integers in i64, wrapped back.
 * Data movement (``MOVEMENT``: the op classes whose fact ``COPIES_BITS`` holds, but Select
@@ -61,6 +64,7 @@ from tilefoundry.semantics.ops import (
     Binary,
     Bitcast,
     Cast,
+    CustomReduce,
     MaskedReduce,
     MaskedScan,
     MatMul,
@@ -352,10 +356,62 @@ def _flagged_scan(op: MaskedScan | SegmentedScan, args: list[Val], abstr: set[st
     return np.moveaxis(out, -1, ax), dt
 
 
+def _reducer_expr(e: object, env: dict[str, Any]) -> Any:
+    """``reducers.eval_expr`` on f32 terms: each operation one IEEE f32 operation; max / min
+    NaN-propagating with -0 < +0 (``_pick``); ``ifzero`` tests c == 0 (either zero)."""
+    if isinstance(e, str):
+        return env[e]
+    if isinstance(e, float | int):
+        return E.const(np.float32(e), "f32")
+    head, *args = e
+    vals = [_reducer_expr(a, env) for a in args]
+    if head == "ifzero":
+        return z3.If(z3.fpIsZero(vals[0]), vals[1], vals[2])
+    if head in ("max", "min"):
+        return E.fminmax(vals[0], vals[1], head == "max")
+    return E.binary(head, "f32")(vals[0], vals[1])
+
+
+def _custom(op: CustomReduce, args: list[Val], abstr: set[str]) -> Val:
+    """``reducers.custom_reduce`` under a fold: the state starts at the seed and each lifted
+    contribution is merged in (``merge(state, lift(x))``, fold_right ``merge(lift(x), state)``),
+    every expression one f32 operation; x widened exactly to f32. A tree policy (its admitted
+    set is every bracketing of the merge) and a reducer without merge expressions are
+    "unsupported"."""
+    from tilefoundry.semantics.reducers import reducer
+
+    (x, dt), (sd, _) = args
+    r = reducer(op.reducer)
+    if op.policy not in ("fold_left", "fold_right"):
+        raise Unsupported(f"unsupported op CustomReduce({r.name}) under {op.policy} (the "
+                          f"admitted set is every bracketing of the merge)")
+    if not all(isinstance(m, tuple | str | float | int) for m in (*r.merge, *r.lift)):
+        raise Unsupported(f"unsupported op CustomReduce({r.name}): no merge expressions")
+    f, batch, keep_shape = _fibers(x, op.axes)
+    comps = len(r.state)
+    seeds = sd.reshape(-1, comps)
+    up = (lambda t: E.widen(t, dt, "f32")) if _lowp(dt) else (lambda t: t)
+    out = np.empty((f.shape[0], comps), object)
+    for row in range(f.shape[0]):
+        state = list(seeds[row])
+        for i in (range(f.shape[1] - 1, -1, -1) if op.policy == "fold_right"
+                  else range(f.shape[1])):
+            leaf = [_reducer_expr(e, {"x": up(f[row, i])}) for e in r.lift]
+            a, b = (leaf, state) if op.policy == "fold_right" else (state, leaf)
+            env = {f"a.{c}": a[j] for j, c in enumerate(r.state)}
+            env.update({f"b.{c}": b[j] for j, c in enumerate(r.state)})
+            for name, e in r.lets:
+                env[name] = _reducer_expr(e, env)
+            state = [_reducer_expr(e, env) for e in r.merge]
+        out[row] = state
+    shape = (*keep_shape, comps) if op.keepdim else (*batch, comps)
+    return out.reshape(shape), "f32"
+
+
 HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
     Binary: _binary, Unary: _unary, Cast: _cast, Select: _select, Reduce: _reduce,
     MatMul: _matmul, SeededReduce: _seeded, MaskedReduce: _seeded, Scan: _scan,
-    MaskedScan: _flagged_scan, SegmentedScan: _flagged_scan}
+    MaskedScan: _flagged_scan, SegmentedScan: _flagged_scan, CustomReduce: _custom}
 
 #: loops longer than this are "unsupported" (each iteration's terms are built)
 MAX_UNROLL = 64

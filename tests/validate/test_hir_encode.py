@@ -293,3 +293,47 @@ def test_a_flagged_float_tree_sum_is_unsupported_by_name():
                   [DType.F32, DType.BOOL], [(3, 4), (3, 4)])
     with pytest.raises(Unsupported, match="MaskedScan.add under ordered_tree"):
         agreement_hir(m, "f", [values(DType.F32, 12, 1).reshape(3, 4), np.ones((3, 4), bool)])
+
+
+@pytest.mark.parametrize("name", ["welford", "sum_max", "difference", "sum_absmax"])
+@pytest.mark.parametrize("policy", ["fold_left", "fold_right"])
+@pytest.mark.parametrize("dt", [DType.F32, DType.BF16], ids=str)
+def test_custom_reduce_under_a_fold(name, policy, dt):
+    """CustomReduce (reducers.custom_reduce) under a fold: the seed, then each lifted
+    contribution merged in, every declared expression one f32 operation (ifzero on either
+    zero, max / min NaN-propagating with -0 < +0); built-in and program-declared reducers."""
+    from tilefoundry.conformance.catalog.declared_reduce import SUM_ABSMAX
+    from tilefoundry.semantics.ops import CustomReduce
+    from tilefoundry.semantics.reducers import reducer
+
+    r = SUM_ABSMAX if name == "sum_absmax" else name
+    comps = len(reducer(r).state)
+    x = values(dt, 12, 51).reshape(3, 4)
+    s = values(DType.F32, 3 * comps, 52).reshape(3, comps)
+    s[0] = 0.0  # an empty Welford state (count 0: the ifzero branches)
+    m = module_of(CustomReduce((1,), r, policy, False), [dt, DType.F32], [(3, 4), (3, comps)])
+    assert agreement_hir(m, "f", [x, s]) == []
+
+
+def test_a_custom_tree_policy_is_unsupported_by_name():
+    from tilefoundry.semantics.ops import CustomReduce
+    from tilefoundry.validate.encode import Unsupported
+
+    m = module_of(CustomReduce((1,), "sum_max", "ordered_tree", False), [DType.F32, DType.F32],
+                  [(3, 4), (3, 2)])
+    with pytest.raises(Unsupported, match=r"CustomReduce\(sum_max\) under ordered_tree"):
+        agreement_hir(m, "f", [values(DType.F32, 12, 1).reshape(3, 4),
+                               np.zeros((3, 2), np.float32)])
+
+
+def test_the_custom_agreement_would_catch_a_wrong_merge(monkeypatch):
+    from tilefoundry.semantics.ops import CustomReduce
+    from tilefoundry.validate import hir_smt
+
+    real = hir_smt._reducer_expr
+    monkeypatch.setattr(hir_smt, "_reducer_expr", lambda e, env: real(
+        ("min", *e[1:]) if isinstance(e, tuple) and e[0] == "max" else e, env))
+    m = module_of(CustomReduce((1,), "sum_max", "fold_left", False), [DType.F32, DType.F32],
+                  [(3, 4), (3, 2)])
+    x = values(DType.F32, 12, 51).reshape(3, 4)
+    assert agreement_hir(m, "f", [x, np.zeros((3, 2), np.float32)]) != []
