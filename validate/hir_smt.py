@@ -378,10 +378,16 @@ def _custom(op: CustomReduce, args: list[Val], abstr: set[str]) -> Val:
     every expression one f32 operation; x widened exactly to f32. A tree policy (its admitted
     set is every bracketing of the merge) and a reducer without merge expressions are
     "unsupported"."""
-    from tilefoundry.semantics.reducers import reducer
+    from tilefoundry.semantics.reducers import Reducer, reducer
 
     (x, dt), (sd, _) = args
-    r = reducer(op.reducer)
+    try:
+        r = reducer(op.reducer)
+    except Exception as e:  # a reducer that is not an expression reducer
+        raise Unsupported(f"unsupported op CustomReduce({op.reducer!r}): {e}") from None
+    if not isinstance(r, Reducer):
+        raise Unsupported(f"unsupported op CustomReduce({type(r).__name__}): no merge "
+                          f"expressions")
     if op.policy not in ("fold_left", "fold_right"):
         raise Unsupported(f"unsupported op CustomReduce({r.name}) under {op.policy} (the "
                           f"admitted set is every bracketing of the merge)")

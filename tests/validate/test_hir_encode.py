@@ -291,7 +291,7 @@ def test_a_flagged_float_tree_sum_is_unsupported_by_name():
 
     m = module_of(MaskedScan(axis=1, combine="add", policy="ordered_tree"),
                   [DType.F32, DType.BOOL], [(3, 4), (3, 4)])
-    with pytest.raises(Unsupported, match="MaskedScan.add under ordered_tree"):
+    with pytest.raises(Unsupported, match=r"MaskedScan.add under ordered_tree"):
         agreement_hir(m, "f", [values(DType.F32, 12, 1).reshape(3, 4), np.ones((3, 4), bool)])
 
 
