@@ -18,6 +18,9 @@
 #   rows   the row kernels (RMSNorm, softmax, SwiGLU, residual-add + RMSNorm, softmax with
 #          scale and mask) at 32768x4096 / 8192^2 / 4096x14336, Triton and CUDA backends beside
 #          torch, torch.compile and Liger (benchmarks/bench_gpu.py --rows)   [limit 190 s]
+#   rowshoist  the same table after timing each row program's recorded best against its
+#          loads-first variants (--tune --tune-hoist, D485); the record of that run comes back
+#          as triton_tuned_hoist.json (merged into compiler/triton_tuned.json by hand) [330 s]
 # Results: $OUT/summary.md (every table, each part's exit status and seconds) and
 # $OUT/parts.tgz (each part's .log and .json, the tuning record triton_tuned_user.json,
 # install.log): two files, inside the device tool's limit of 8 files coming back.
@@ -59,6 +62,8 @@ for p in $PARTS; do
     fp8)  part fp8 170 python "$R/benchmarks/bench_gpu_gemm.py" --fp8 --no-bf16 \
               --json "$OUT/fp8.json" ;;
     rows) part rows 190 python "$R/benchmarks/bench_gpu.py" --rows --json "$OUT/rows.json" ;;
+    rowshoist) part rowshoist 330 python "$R/benchmarks/bench_gpu.py" --rows --tune --tune-hoist \
+              --tune-out "$OUT/triton_tuned_hoist.json" --json "$OUT/rows.json" ;;
     *) echo "unknown part $p" | tee -a "$OUT/status.txt" ;;
     esac
 done
