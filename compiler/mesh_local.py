@@ -10,8 +10,8 @@ from typing import Any
 from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.mesh_ir import STAGE as _STAGE
 from tilefoundry.compiler.mesh_partition import MV as _MV
-from tilefoundry.compiler.mesh_partition import collective_reason as _collective_reason
 from tilefoundry.compiler.mesh_partition import local_type_of as _local_type
+from tilefoundry.compiler.mesh_partition import probe_call
 from tilefoundry.semantics.ir import (
     Call,
     Constant,
@@ -114,20 +114,14 @@ def storage(t: Any) -> tuple[Any, tuple[int, ...]]:
 
 
 def _local_call(e: Call, ops: list) -> Call:
-    """A Call of a collective-free loop body on the devices' local values: only ops that the
-    mesh simulation runs on the local blocks alone (a loop whose body needs a collective is a
-    host loop, ``_Partitioner.host_loop``; reaching one here is NOT_SUPPORTED)."""
-    from tilefoundry.semantics.evaluator.mesh_rules import MeshRule, mesh_rule
-
-    why = _collective_reason(e)
+    """A Call of a collective-free loop body on the devices' local values: the op the
+    per-device driver runs on each device's local blocks (``probe_call``; a loop whose body
+    needs a collective is a host loop, ``Partitioner.host_loop``; reaching one here is
+    NOT_SUPPORTED)."""
+    why, op = probe_call(e)
     if why is not None:
         raise NotSupportedError(type(e.op).__name__, f"{why} inside a loop kept as one local "
                                 f"op", stage=_STAGE)
-    op = e.op
-    t = e.checked_type
-    out = t.shard if isinstance(t, TensorType) else None
-    if mesh_rule(op) is MeshRule.LOCAL_RESHAPE and out is not None:
-        op = type(op)(tuple(out.local_axis_extents()))
     return Call(op, tuple(ops))
 
 

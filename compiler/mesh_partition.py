@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
+
+import numpy as np
 
 from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.mesh_collectives import plan_reshard
 from tilefoundry.compiler.mesh_ir import STAGE as _STAGE
+from tilefoundry.semantics.evaluator.mesh_driver import MeshDevices
 from tilefoundry.semantics.ir import (
     Call,
     Constant,
@@ -28,12 +31,11 @@ from tilefoundry.semantics.ir import (
 from tilefoundry.semantics.types import (
     Broadcast,
     ShardLayout,
-    Split,
     TensorType,
     TupleType,
 )
 
-__all__ = ["MV", "Partitioner", "collective_reason", "has_mesh", "local_type_of", "loop_nodes"]
+__all__ = ["MV", "Partitioner", "collective_reason", "has_mesh", "local_type_of", "loop_nodes", "probe_call"]
 
 # =============================================================================================
 # the partition
@@ -92,6 +94,7 @@ class Partitioner:
         self.mesh = None
         self.scope: list[int] = []  # the mvs of the scope being built (the program's, a body's)
         self.n_loops = 0
+        self.devices = _PartitionDevices(self)
 
     def new(self, t, layout, varying, **kw) -> int:
         mv = MV(len(self.mvs), t, layout, varying, **kw)
@@ -264,11 +267,12 @@ class Partitioner:
         return mid
 
     def visit(self, node: Expr) -> int:
-        """One node as planned steps, by the op's mesh rule (``mesh_rules.py``)."""
+        """One node as planned steps: Reshard and Local (the collective ops) as this lowering's
+        collectives, any other op on mesh values as the per-device driver runs it
+        (``_PartitionDevices``)."""
         from tilefoundry.semantics.evaluator.mesh_rules import MeshRule as R
         from tilefoundry.semantics.evaluator.mesh_rules import mesh_rule
         from tilefoundry.semantics.ops.sharding import Local, Reshard
-        from tilefoundry.semantics.ops.tensor import InsertSlice, Reshape
 
         if isinstance(node, GridRegionExpr):
             return self.loop(node)
@@ -314,65 +318,9 @@ class Partitioner:
             return self.new(x.type, None, True, local=("identity", (ids[0],), None))
         if not meshy:
             return self.loc(node, ids)
-        if any(m.varying for m in meshy) and any(m.layout is not None for m in meshy):
-            raise NotSupportedError(type(op).__name__, "a device-varying value meets a "
-                                    "ShardLayout-typed one", stage=_STAGE)
-        if rule is R.GLOBAL_SHAPE:
-            raise NotSupportedError(type(op).__name__, "a shape query left after "
-                                    "canonicalize", stage=_STAGE)
-        if rule is R.GATHER_REDUCED and mvs[0].layout is not None:
-            lay = mvs[0].layout
-            rank = len(lay.layout.shape)
-            red = {a % rank for a in op.axes}
-            aop = lay.layout.axis_of_position
-            axes = tuple(i for i, a in enumerate(lay.attrs)
-                         if isinstance(a, Split) and aop[a.position] in red)
-            if axes:
-                attrs = tuple(Broadcast() if i in axes else a for i, a in enumerate(lay.attrs))
-                glay = ShardLayout(lay.mesh, attrs, lay.layout)
-                ids[0] = self.coll("all_gather", (ids[0],), axes, (), glay)
-            return self.loc(node, ids)
-        if rule is R.ALIGN and out_lay is not None:
-            new_ids = []
-            for i, m in zip(ids, mvs, strict=True):
-                if m.layout is not None and m.layout.layout.shape == out_lay.layout.shape \
-                        and m.layout.attrs == out_lay.attrs:
-                    new_ids.append(i)
-                    continue
-                tgt = ShardLayout(out_lay.mesh, out_lay.attrs, out_lay.layout)
-                new_ids.append(self.coll("align", (i,), (), (out_lay.attrs,), tgt))
-            return self.loc(node, new_ids)
-        if rule is R.GATHER_SPLIT and mvs[0].layout is not None:
-            lay = mvs[0].layout
-            rank = len(lay.layout.shape)
-            axis = op.axis % rank
-            on = [i for i, a in enumerate(lay.attrs)
-                  if isinstance(a, Split) and lay.layout.axis_of_position[a.position] == axis]
-            if on:
-                if mvs[1].layout is not None or mvs[1].varying:
-                    raise NotSupportedError("Gather", "sharded or device-varying indices",
-                                            stage=_STAGE)
-                (i,) = on
-                n_glob = lay.layout.axis_extents[axis]
-                blk = n_glob // lay.mesh.axis_extents[i]
-                attrs = (n_glob, blk, axis)
-                li = self.coll("gather_index", (ids[1],), (i,), attrs, None, mvs[1].type,
-                               varying=True)
-                g = self.loc(node, [ids[0], li])
-                return self.coll("gather_mask", (g, ids[1]), (i,), attrs, out_lay,
-                                 self.mvs[g].type)
-            return self.loc(node, ids)
-        if rule is R.LOCAL_RESHAPE and out_lay is not None:
-            return self.loc(node, ids, Reshape(tuple(out_lay.local_axis_extents())))
-        if rule is R.WRITE_SPLIT and mvs[0].layout is not None and \
-                mvs[0].layout.split_positions:
-            upd = mvs[1 if isinstance(op, InsertSlice) else 3]
-            splits = [i for i, a in enumerate(mvs[0].layout.attrs) if isinstance(a, Split)]
-            if not (upd.layout is not None and
-                    all(isinstance(upd.layout.attrs[i], Split) for i in splits)):
-                raise NotSupportedError(type(op).__name__, "a replicated update written into "
-                                        "a split destination", stage=_STAGE)
-        return self.loc(node, ids)
+        # what the op does on mesh values: the shared per-device driver's (D490), with the
+        # partition as its collectives implementation
+        return self.devices.run(node, tuple(ids))
 
 
 def _has_shard(t: Any) -> bool:
@@ -397,34 +345,205 @@ def loop_nodes(g: GridRegionExpr) -> list[Expr]:
     return list(reachable([*g.yield_values[::-1], g.body], loop_children))
 
 
-def collective_reason(e: Call) -> str | None:
-    """Why the Call ``e`` (typed, in a loop body) needs a collective step — a reason naming
-    it — or None when the mesh simulation runs it on each device's local block alone (by the
-    op's mesh rule)."""
-    from tilefoundry.semantics.evaluator.mesh_rules import MeshRule as R
-    from tilefoundry.semantics.evaluator.mesh_rules import mesh_rule
+def probe_call(e: Call) -> tuple[str | None, Any]:
+    """What the per-device driver does with the Call ``e`` (typed, in a loop body), asked on
+    its operands' and result's types (``_ProbeDevices``): why it needs a collective step — a
+    reason naming it — or None when it runs on each device's local block alone; and the op it
+    runs on each device (a Reshape's local one)."""
+    from tilefoundry.semantics.evaluator.mesh_driver import run_on_mesh
+    from tilefoundry.semantics.evaluator.mesh_rules import MeshRule, mesh_rule
+    from tilefoundry.semantics.evaluator.registry import EvalCtx
 
-    op = e.op
-    rule = mesh_rule(op)
     t = e.checked_type
     out = t.shard if isinstance(t, TensorType) else None
-    ins = [a.checked_type for a in e.args]
-    lays = [x.shard if isinstance(x, TensorType) else None for x in ins]
-    meshy = out is not None or any(lay is not None for lay in lays)
-    if rule in (R.COLLECTIVE, R.GLOBAL_SHAPE) and meshy:
-        return "a collective or a layout query"
-    if rule is R.GATHER_REDUCED and lays[0] is not None and any(
-            isinstance(a, Split) and lays[0].layout.axis_of_position[a.position] in
-            {x % len(lays[0].layout.shape) for x in op.axes} for a in lays[0].attrs):
-        return "a reduction over a split axis (an all-gather)"
-    if rule is R.ALIGN and out is not None and any(
-            lay is None or lay.attrs != out.attrs or lay.layout.shape != out.layout.shape
-            for lay in lays):
-        return "an operand read through another layout (a local slice)"
-    if rule is R.GATHER_SPLIT and lays[0] is not None and lays[0].split_positions:
-        return "a gather from a split value"
-    if rule is R.WRITE_SPLIT and lays[0] is not None and \
-            lays[0].split_positions:
-        return "a write into a split value"
-    return None
+    args = tuple(_Typed(x.shard if isinstance(x, TensorType) else None)
+                 for x in (a.checked_type for a in e.args))
+    if out is None and all(a.layout is None for a in args):
+        return None, e.op  # no mesh value: the op itself
+    if mesh_rule(e.op) is MeshRule.COLLECTIVE:
+        return _SHAPE_OR_COLLECTIVE, e.op
+    dev = _ProbeDevices(out)
+    ran: list = []
 
+    def impl(lctx: EvalCtx, local: tuple) -> _Typed:
+        ran.append(lctx.op)
+        return _Typed(out)
+
+    try:
+        run_on_mesh(EvalCtx(e.op, e, t, [], args, {}), impl, args, dev)
+    except _Crosses as c:
+        return c.reason, e.op
+    return None, (ran[0] if ran else e.op)
+
+
+def collective_reason(e: Call) -> str | None:
+    """Why the Call ``e`` (typed, in a loop body) needs a collective step, or None
+    (``probe_call``)."""
+    return probe_call(e)[0]
+
+
+# =============================================================================================
+# the partition and the probe as collectives implementations of the per-device driver
+# =============================================================================================
+_SHAPE_OR_COLLECTIVE = "a collective or a layout query"
+
+
+class _PartitionDevices(MeshDevices):
+    """The partition as the per-device driver's collectives implementation (D490): a value is a
+    partition value (an ``MV`` id: one slot on every device); the devices are one symbolic
+    device, whose local computation is a local op of a launch; every collective or movement
+    the driver asks for is a ``Collective`` step; a step this lowering has no collective for is
+    NOT_SUPPORTED."""
+
+    def __init__(self, pt: Partitioner):
+        self.pt = pt
+        self.node: Any = None
+
+    def run(self, node: Call, ids: tuple[int, ...]) -> int:
+        """The Call ``node`` on the partition values ``ids`` (some of them mesh values)."""
+        from tilefoundry.semantics.evaluator.mesh_driver import run_on_mesh
+        from tilefoundry.semantics.evaluator.registry import EvalCtx, EvaluationError
+
+        self.node = node
+
+        def impl(lctx: EvalCtx, local: tuple) -> int:
+            return self.pt.loc(node, local, None if lctx.op is node.op else lctx.op)
+
+        try:
+            return run_on_mesh(EvalCtx(node.op, node, node.checked_type, [], ids, {}), impl,
+                               ids, self)
+        except EvaluationError as e:  # the driver refuses the operands
+            raise NotSupportedError(type(node.op).__name__, str(e), stage=_STAGE) from e
+
+    def _refuse(self, why: str) -> NoReturn:
+        raise NotSupportedError(type(self.node.op).__name__, why, stage=_STAGE)
+
+    def is_sharded(self, v: object) -> bool:
+        return isinstance(v, int) and self.pt.mvs[v].layout is not None
+
+    def is_varying(self, v: object) -> bool:
+        return isinstance(v, int) and self.pt.mvs[v].varying
+
+    def layout(self, v: int) -> ShardLayout:
+        return self.pt.mvs[v].layout
+
+    def mesh_of(self, v: int) -> Any:
+        lay = self.pt.mvs[v].layout
+        return lay.mesh if lay is not None else self.pt.mesh
+
+    def coords(self, mesh: Any) -> list[tuple[int, ...]]:
+        return [()]  # one launch, run on every device
+
+    def block(self, v: int, coord: tuple[int, ...]) -> int:
+        return v
+
+    def assemble(self, t: Any, mesh: Any, results: list, varying: bool) -> int:
+        (r,) = results
+        return r
+
+    def all_gather(self, v: int, axes: list[int]) -> int:
+        lay = self.pt.mvs[v].layout
+        attrs = tuple(Broadcast() if i in axes else a for i, a in enumerate(lay.attrs))
+        return self.pt.coll("all_gather", (v,), tuple(axes), (),
+                            ShardLayout(lay.mesh, attrs, lay.layout))
+
+    def to_global(self, v: int) -> np.ndarray:
+        self._refuse("sharded or device-varying indices")
+
+    def align(self, v: int, out: ShardLayout) -> int:
+        if _same_layout(self.pt.mvs[v].layout, out):
+            return v
+        return self.pt.coll("align", (v,), (), (out.attrs,),
+                            ShardLayout(out.mesh, out.attrs, out.layout))
+
+    def shape_stand_in(self, v: Any, coord: tuple[int, ...]) -> Any:
+        self._refuse("a shape query left after canonicalize")
+
+    def slices_per_device(self, ctx: Any, why: str) -> None:
+        self._refuse(why)
+
+    def gather_index(self, ctx: Any, idx: int, mesh: Any, i: int, n_glob: int, blk: int,
+                     axis: int) -> int:
+        return self.pt.coll("gather_index", (idx,), (i,), (n_glob, blk, axis), None,
+                            self.pt.mvs[idx].type, varying=True)
+
+    def gather_mask(self, ctx: Any, results: list, idx: int, mesh: Any, i: int, n_glob: int,
+                    blk: int, axis: int) -> int:
+        (g,) = results
+        return self.pt.coll("gather_mask", (g, idx), (i,), (n_glob, blk, axis),
+                            ctx.out_type.shard, self.pt.mvs[g].type)
+
+
+def _same_layout(lay: ShardLayout | None, out: ShardLayout) -> bool:
+    """An operand already in the result layout: aligning it moves nothing."""
+    return lay is not None and lay.layout.shape == out.layout.shape and lay.attrs == out.attrs
+
+
+@dataclass(frozen=True)
+class _Typed:
+    """A value of the probe: its ShardLayout (None: plain) and whether it varies by device."""
+
+    layout: ShardLayout | None
+    varying: bool = False
+
+
+class _Crosses(Exception):
+    """The driver asked the probe for a step that crosses devices (``reason`` names it)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _ProbeDevices(MeshDevices):
+    """The driver asked what it does with a Call on values of these types (``probe_call``): it
+    computes nothing, and stops (``_Crosses``) at the first step that crosses devices."""
+
+    def __init__(self, out: ShardLayout | None):
+        self.out = out
+
+    def is_sharded(self, v: object) -> bool:
+        return isinstance(v, _Typed) and v.layout is not None
+
+    def is_varying(self, v: object) -> bool:
+        return isinstance(v, _Typed) and v.varying
+
+    def layout(self, v: _Typed) -> ShardLayout:
+        return v.layout
+
+    def mesh_of(self, v: _Typed) -> Any:
+        return v.layout.mesh if v.layout is not None else self.out.mesh
+
+    def coords(self, mesh: Any) -> list[tuple[int, ...]]:
+        return [()]
+
+    def block(self, v: _Typed, coord: tuple[int, ...]) -> _Typed:
+        return v
+
+    def assemble(self, t: Any, mesh: Any, results: list, varying: bool) -> _Typed:
+        return _Typed(t.shard if isinstance(t, TensorType) else None, varying)
+
+    def all_gather(self, v: _Typed, axes: list[int]) -> _Typed:
+        raise _Crosses("a reduction over a split axis (an all-gather)")
+
+    def to_global(self, v: _Typed) -> _Typed:
+        raise _Crosses("a gather from a split value")
+
+    def align(self, v: _Typed, out: ShardLayout) -> _Typed:
+        if not _same_layout(v.layout, out):
+            raise _Crosses("an operand read through another layout (a local slice)")
+        return v
+
+    def shape_stand_in(self, v: Any, coord: tuple[int, ...]) -> Any:
+        raise _Crosses(_SHAPE_OR_COLLECTIVE)
+
+    def slices_per_device(self, ctx: Any, why: str) -> None:
+        raise _Crosses("a write into a split value")
+
+    def gather_index(self, ctx: Any, idx: Any, mesh: Any, i: int, n_glob: int, blk: int,
+                     axis: int) -> _Typed:
+        raise _Crosses("a gather from a split value")
+
+    def gather_mask(self, ctx: Any, results: list, idx: Any, mesh: Any, i: int, n_glob: int,
+                    blk: int, axis: int) -> _Typed:
+        return _Typed(self.out)

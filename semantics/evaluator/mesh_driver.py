@@ -208,8 +208,10 @@ def run_on_mesh(ctx: EvalCtx, impl: Callable, args: tuple, dev: MeshDevices) -> 
         ctx.error("a device-varying value (from Local) meets a ShardLayout-typed value in one "
                   "op; their per-device pieces do not describe one logical value — Reshard or "
                   "keep the computation on one side")
-    mesh = next(dev.mesh_of(a) for a in flat if dev.is_sharded(a) or dev.is_varying(a))
     out_t = ctx.out_type
+    mesh = next((dev.mesh_of(a) for a in flat if dev.is_sharded(a) or dev.is_varying(a)), None)
+    if mesh is None:  # only the result is sharded (a lowering's question on types, D490)
+        mesh = out_t.shard.mesh
     sharded_out = isinstance(out_t, TensorType) and out_t.shard is not None
     x = args[0] if args else None
 
