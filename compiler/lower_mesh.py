@@ -1,11 +1,18 @@
 """The per-device lowering of sharded programs: a ``MeshProgram`` of device launches and
 explicit collective steps, run by ``kernel-interp`` and ``simd`` with the collectives simulated
-on the host.
+on the host (and by ``triton`` / ``cuda``, every device's launches on one GPU).
+
+The modules, by concern: ``mesh_ir.py`` (the ``MeshProgram`` IR, its verifier and text),
+``mesh_partition.py`` (the partition: what each op does on mesh values is the shared per-device
+driver's, ``semantics/evaluator/mesh_driver.py``, run with the partition as its collectives
+implementation, D490), ``mesh_local.py`` (the local HIR of a launch), ``mesh_collectives.py``
+(the collectives simulated on the host, ``plan_reshard``) and this one (``lower_mesh``,
+``run_steps``, ``MeshCompiled``, ``compile_mesh``; it re-exports the public names of the others).
 
 A program whose values carry ShardLayouts is elaborated keeping the layouts
 (``elaborate(..., keep_shard=True)``), canonicalized, then partitioned (``lower_mesh``):
 
-* every op that the mesh simulation runs per device (``semantics/evaluator/sharding.py``) becomes
+* every op that the per-device driver runs on each device's local operands becomes
   a **local** op on the device's local shape (``local_type``: split extents divided by the mesh
   axis, ``Local`` exposing the local tensor); a ``Reshape`` of a sharded value reshapes to the
   local extents. Maximal runs of local ops are one ``DeviceLaunch``: an ordinary single-device

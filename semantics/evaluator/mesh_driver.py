@@ -7,14 +7,24 @@ implementation (the collectives interface):
   mesh simulation: values are ``Sharded`` / ``PerDevice``, stacked with the mesh axes first);
 * ``conformance.distributed_rank.RankDevices`` — one ``torch.distributed`` rank, the device
   it is (values are ``LocalShard`` / ``LocalVarying``; collectives run in one process group per
-  set of mesh axes).
+  set of mesh axes);
+* ``mesh_planner.PlanningDevices`` — ``AllDevices`` recording each collective (D430);
+* ``compiler.mesh_partition._PartitionDevices`` — the mesh lowering (D490): values are slots of
+  the mesh program, the devices one symbolic device whose local computation is a local op of a
+  launch, each collective a ``Collective`` step (and ``_ProbeDevices``, the same question asked
+  on a loop body's types: does this call need a collective?);
+* ``oracle.enclosure_eval._EnclosureDevices`` — the enclosing evaluator (D491): values are
+  (value, enclosure) pairs, every movement applied to each enclosure component.
 
 The driver asks the implementation for the devices it computes here, each device's local block
 of a value, the collectives a rule needs (all-gather of Split positions, the global value of
 replicated indices), the alignment of an elementwise operand to the result layout, and the
-assembly of the local results into the result value. The local computation itself is the op's
-ordinary implementation (``registry.EVALUATORS``) on the device's local operands with the local
-result type.
+assembly of the local results into the result value, and the steps of a rule's own path (a
+shape query's stand-in, slicing a replicated update, a gather's local indices and its mask:
+methods with the in-process behaviour as their default, which a lowering turns into steps or
+refuses). The local computation itself is the ``impl`` the caller passes: the op's ordinary
+implementation (``registry.EVALUATORS``) on the device's local operands with the local result
+type, for the evaluators.
 """
 
 from __future__ import annotations
