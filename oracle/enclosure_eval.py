@@ -4,6 +4,7 @@ beside it (``oracle/enclosure.py``). Values no contract's freedom reaches carry 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from tilefoundry.oracle.enclosure import ENCLOSURES, Enc, nan_bits_of
 from tilefoundry.oracle.enclosures import core as _rules
 from tilefoundry.semantics.evaluator.core import Evaluation, Evaluator, run
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded
+from tilefoundry.semantics.evaluator.sharding import AllDevices, align, gather_positions
 from tilefoundry.semantics.ir import Call, Function, Module
 from tilefoundry.semantics.ops.tile_select import Bitcast
 from tilefoundry.semantics.typeinfer.core import Session
@@ -254,8 +256,9 @@ def _mesh_enclosure(node, env, args, encs, v, new) -> Any:
         return Enc(parts["lo"], parts["hi"], parts["nan"], parts["real"], e.cause)
     if name in _SHAPES:
         return None
-    if not _special_on_mesh(node, args):
-        return _per_device_enclosure(node, env, args, encs, v, new)
+    r = _per_device_enclosure(node, env, args, encs, v, new)
+    if r is not _OWN_PATH:
+        return r
     if name not in _MOVES:
         return SHARDED
     # the evaluator's own mesh paths for these movements (a Gather along a split axis, a
@@ -299,26 +302,6 @@ def _identity_rows_exact(site: _MeshSite, r: Enc, vdata: np.ndarray) -> Enc:
                    cands=None if r.cands is None else np.where(own, r.cands, p.lo[None]))
 
 
-def _special_on_mesh(node, args) -> bool:
-    """Whether the per-device driver takes a path of its own for this call by the op's mesh
-    rule (not one kernel run per device on the device's local data)."""
-    from tilefoundry.semantics.evaluator.mesh_rules import MeshRule, mesh_rule
-    from tilefoundry.semantics.types import Split, TensorType
-
-    op, out_t = node.op, node.checked_type
-    rule = mesh_rule(op)
-    if rule is MeshRule.LOCAL_RESHAPE:
-        return isinstance(out_t, TensorType) and out_t.shard is not None
-    if rule is MeshRule.WRITE_SPLIT:
-        return isinstance(args[0], Sharded)
-    if rule is MeshRule.GATHER_SPLIT and isinstance(args[0], Sharded):
-        lay = args[0].layout
-        axis = op.axis % len(lay.layout.shape)
-        return any(isinstance(t, Split) and lay.layout.axis_of_position[t.position] == axis
-                   for t in lay.attrs)
-    return False
-
-
 def _device_hull(e: Enc, mesh_rank: int) -> Enc:
     """The hull over the devices (the leading ``mesh_rank`` axes) of a per-device enclosure:
     the enclosure of a replicated (plain) result, which every device computes."""
@@ -336,61 +319,138 @@ def _device_hull(e: Enc, mesh_rank: int) -> Enc:
     return out
 
 
-def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
-    """The enclosure of a call the mesh simulation runs once per device on local data
-    (``mesh_driver.run_on_mesh``): the same pre-movements (the all-gather of a reduced split
-    axis, the alignment of elementwise operands to the result's layout) applied to every
-    enclosure component, then the op's plain rule on each device's local operands, local
-    enclosures and local result, stacked over the mesh (a plain result: the devices' hull)."""
-    from tilefoundry.oracle.enclosure import as_enc
-    from tilefoundry.semantics.evaluator.mesh_rules import MeshRule, mesh_rule
-    from tilefoundry.semantics.evaluator.sharding import align, gather_reduced, local_type
-    from tilefoundry.semantics.types import TensorType
+class _OwnPath(Exception):
+    """The per-device driver takes a path of its own for this call."""
 
-    op, out_t = node.op, node.checked_type
+
+class _Unenclosed(Exception):
+    """A device's enclosure rule does not enclose its local call."""
+
+
+#: ``_per_device_enclosure``'s answer where the driver takes a path of its own
+_OWN_PATH = "own path"
+
+
+@dataclass(frozen=True)
+class _EV:
+    """A value of the enclosing driver: the evaluator's value and its enclosure (None:
+    exact)."""
+
+    value: Any
+    enc: Any
+
+
+def _local(x: Any, coord: tuple[int, ...]) -> Any:
+    return np.array(x.data[coord], order="C") if isinstance(x, Sharded | PerDevice) else x
+
+
+def _moved(fn, x: _EV) -> _EV:
+    """A pure data movement, applied to the value and to each enclosure component."""
+    if x.enc is None:
+        return _EV(fn(x.value), None)
+    e = x.enc
+    comps = [fn(_rewrap(x.value, np.asarray(getattr(e, k)))) for k in ("lo", "hi", "nan",
+                                                                        "real")]
+    return _EV(fn(x.value), Enc(*(np.asarray(_data(c)) for c in comps), e.cause))
+
+
+class _EnclosureDevices(AllDevices):
+    """The enclosing evaluator's collectives implementation of the per-device driver (D491):
+    every device in this process, as the reference's (``AllDevices``), each value an ``_EV``
+    (value, enclosure); a movement moves the value and each enclosure component alike; a
+    device's block is its local value and local enclosure. The steps of the driver's own paths
+    (a gather along a split axis, slicing a replicated update, a shape query) stop it
+    (``_OwnPath``): the movement rules follow those paths."""
+
+    def is_sharded(self, v: object) -> bool:
+        return isinstance(v, _EV) and isinstance(v.value, Sharded)
+
+    def is_varying(self, v: object) -> bool:
+        return isinstance(v, _EV) and isinstance(v.value, PerDevice)
+
+    def layout(self, v: _EV):
+        return v.value.layout
+
+    def mesh_of(self, v: _EV):
+        return v.value.mesh
+
+    def block(self, v: _EV, coord: tuple[int, ...]) -> _EV:
+        e = v.enc
+        if e is not None:
+            e = Enc(*(np.array(t[coord], order="C") for t in (e.lo, e.hi, e.nan, e.real)),
+                    e.cause)
+        return _EV(_local(v.value, coord), e)
+
+    def assemble(self, t: object, mesh, results: list, varying: bool) -> list:
+        return results  # the caller stacks the devices' enclosures
+
+    def all_gather(self, v: _EV, axes: list[int]) -> _EV:
+        return _moved(lambda s: gather_positions(s, axes), v)
+
+    def align(self, v: _EV, out) -> _EV:
+        return _moved(lambda s: Sharded(out, align(s, out)), v)
+
+    def to_global(self, v: _EV):
+        raise _OwnPath
+
+    def shape_stand_in(self, v: Any, coord: tuple[int, ...]) -> Any:
+        raise _OwnPath
+
+    def slices_per_device(self, ctx: Any, why: str) -> None:
+        raise _OwnPath
+
+    def gather_index(self, ctx, idx, mesh, i, n_glob, blk, axis):
+        raise _OwnPath
+
+    def gather_mask(self, ctx, results, idx, mesh, i, n_glob, blk, axis):
+        raise _OwnPath
+
+
+def _per_device_enclosure(node, env, args, encs, v, new) -> Any:
+    """The enclosure of a call on mesh values as the per-device driver runs it
+    (``mesh_driver.run_on_mesh`` with ``_EnclosureDevices``, D491): its movements (the
+    all-gather of a reduced split axis, the alignment of elementwise operands to the result's
+    layout) applied to every enclosure component, then the op's plain rule on each device's
+    local operands, local enclosures and local result, stacked over the mesh (a plain result:
+    the devices' hull). ``_OWN_PATH`` where the driver takes a path of its own (a gather along a
+    split axis, a write that slices a replicated update, a reshape to the local extents): the
+    movement rules follow that path (``_mesh_enclosure``)."""
+    from tilefoundry.oracle.enclosure import as_enc
+    from tilefoundry.semantics.evaluator.mesh_driver import run_on_mesh
+    from tilefoundry.semantics.evaluator.registry import EvalCtx
+
+    op = node.op
     if any(isinstance(a, tuple) for a in args):
         return SHARDED
-    args, encs = list(args), list(encs)
-
-    def moved(fn, a, e):  # a pure data movement, applied to the value and each component
-        if e is None:
-            return fn(a), None
-        comps = [fn(_rewrap(a, np.asarray(getattr(e, k)))) for k in ("lo", "hi", "nan", "real")]
-        return fn(a), Enc(*(np.asarray(_data(c)) for c in comps), e.cause)
-
-    rule = mesh_rule(op)
-    if rule is MeshRule.GATHER_REDUCED and isinstance(args[0], Sharded):
-        args[0], encs[0] = moved(lambda s: gather_reduced(s, op), args[0], encs[0])
-    if rule is MeshRule.ALIGN and isinstance(out_t, TensorType) and out_t.shard is not None:
-        lay = out_t.shard
-        for i, a in enumerate(args):
-            a2, e2 = moved(lambda s: Sharded(lay, align(s, lay)), a, encs[i])
-            args[i], encs[i] = a2, e2
-    mesh = _mesh_of(next(a for a in args if isinstance(a, Sharded | PerDevice)))
-    ext = tuple(mesh.axis_extents)
-    lt = local_type(out_t)
     enclose = ENCLOSURES[type(op)]
-
-    def local(x, coord):
-        return np.array(x.data[coord], order="C") if isinstance(x, Sharded | PerDevice) else x
-
-    def local_enc(a, e, coord):
-        if e is None or not isinstance(a, Sharded | PerDevice):
-            return e
-        return Enc(*(np.array(t[coord], order="C") for t in (e.lo, e.hi, e.nan, e.real)),
-                   e.cause)
-
     fields = len(v) if isinstance(v, tuple) else 0
-    per_dev = []
-    for coord in np.ndindex(*ext):
-        la = tuple(local(a, coord) for a in args)
-        le = [local_enc(a, e, coord) for a, e in zip(args, encs, strict=True)]
-        lv = tuple(local(f, coord) for f in v) if fields else local(v, coord)
-        r = enclose(_rules.Site(op, node, lt, env, le, la, lv, list(new)))
+    dev = _EnclosureDevices()
+    ext = tuple(_mesh_of(next(a for a in args if isinstance(a, Sharded | PerDevice)))
+                .axis_extents)
+    coords = list(np.ndindex(*ext))  # the order of ``AllDevices.coords``
+    per_dev: list = []
+
+    def impl(lctx: EvalCtx, local: tuple) -> Any:  # once per device, in ``coords`` order
+        if lctx.op is not op:
+            raise _OwnPath  # the driver runs another op on each device (a local Reshape)
+        coord = coords[len(per_dev)]
+        lv = tuple(_local(f, coord) for f in v) if fields else _local(v, coord)
+        la = tuple(x.value for x in local)
+        le = [x.enc for x in local]
+        r = enclose(_rules.Site(op, node, lctx.out_type, env, le, la, lv, list(new)))
         if isinstance(r, str) or (fields and isinstance(r, tuple) and
                                   any(isinstance(x, str) for x in r)):
-            return SHARDED
+            raise _Unenclosed
         per_dev.append((r, lv))
+        return r
+
+    pairs = tuple(_EV(a, e) for a, e in zip(args, encs, strict=True))
+    try:
+        run_on_mesh(EvalCtx(op, node, node.checked_type, [], pairs, env), impl, pairs, dev)
+    except _OwnPath:
+        return _OWN_PATH
+    except _Unenclosed:
+        return SHARDED
 
     def stack(k: int | None, like: Any) -> Any:
         rs = [(r if k is None or not isinstance(r, tuple) else r[k], lv if k is None else lv[k])

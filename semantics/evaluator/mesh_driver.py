@@ -7,14 +7,24 @@ implementation (the collectives interface):
   mesh simulation: values are ``Sharded`` / ``PerDevice``, stacked with the mesh axes first);
 * ``conformance.distributed_rank.RankDevices`` — one ``torch.distributed`` rank, the device
   it is (values are ``LocalShard`` / ``LocalVarying``; collectives run in one process group per
-  set of mesh axes).
+  set of mesh axes);
+* ``mesh_planner.PlanningDevices`` — ``AllDevices`` recording each collective (D430);
+* ``compiler.mesh_partition._PartitionDevices`` — the mesh lowering (D490): values are slots of
+  the mesh program, the devices one symbolic device whose local computation is a local op of a
+  launch, each collective a ``Collective`` step (and ``_ProbeDevices``, the same question asked
+  on a loop body's types: does this call need a collective?);
+* ``oracle.enclosure_eval._EnclosureDevices`` — the enclosing evaluator (D491): values are
+  (value, enclosure) pairs, every movement applied to each enclosure component.
 
 The driver asks the implementation for the devices it computes here, each device's local block
 of a value, the collectives a rule needs (all-gather of Split positions, the global value of
 replicated indices), the alignment of an elementwise operand to the result layout, and the
-assembly of the local results into the result value. The local computation itself is the op's
-ordinary implementation (``registry.EVALUATORS``) on the device's local operands with the local
-result type.
+assembly of the local results into the result value, and the steps of a rule's own path (a
+shape query's stand-in, slicing a replicated update, a gather's local indices and its mask:
+methods with the in-process behaviour as their default, which a lowering turns into steps or
+refuses). The local computation itself is the ``impl`` the caller passes: the op's ordinary
+implementation (``registry.EVALUATORS``) on the device's local operands with the local result
+type, for the evaluators.
 """
 
 from __future__ import annotations
@@ -83,6 +93,46 @@ class MeshDevices(ABC):
     def align(self, v: Any, out: ShardLayout) -> Any:
         """An elementwise operand (plain or sharded) read through the result layout ``out``:
         a sharded value of layout ``out``."""
+
+    # -- steps a rule takes on each device; a lowering that lacks one refuses it ----------------
+    def shape_stand_in(self, v: Any, coord: tuple[int, ...]) -> Any:
+        """What a shape query (``GLOBAL_SHAPE``) reads of an operand: a stand-in of the logical
+        shape for a sharded value, the device's block of a device-varying one."""
+        if self.is_sharded(v):
+            return np.zeros(v.shape, np.int8)
+        return self.block(v, coord) if self.is_varying(v) else v
+
+    def slices_per_device(self, ctx: EvalCtx, why: str) -> None:
+        """A rule is about to slice a replicated operand to each device's own block (``why``
+        says which); the implementations that hold the devices' data do it (nothing to
+        do here), a lowering without such a step raises."""
+        del ctx, why  # the implementations holding the devices' data slice in ``local_fn``
+
+    def gather_index(self, ctx: EvalCtx, idx: Any, mesh: Mesh, i: int, n_glob: int,
+                     blk: int, axis: int) -> Any:
+        """``GATHER_SPLIT``: the replicated global indices ``idx`` as each device's local ones
+        (a device-varying value): the index into its own block of mesh axis ``i`` (``blk``
+        rows each), 0 where it does not own the row; every index checked against the global
+        extent ``n_glob`` (``index_range``)."""
+        iv = global_indices(ctx, idx, n_glob, axis)
+        idt = np.asarray(idx).dtype
+        local = [np.where(_owns(iv, c[i] * blk, blk), iv - c[i] * blk, 0).astype(idt)
+                 for c in self.coords(mesh)]
+        return self.assemble(None, mesh, local, True)
+
+    def gather_mask(self, ctx: EvalCtx, results: list, idx: Any, mesh: Mesh, i: int,
+                    n_glob: int, blk: int, axis: int) -> Any:
+        """``GATHER_SPLIT``: the devices' local gather results with the sum's neutral element
+        (``-0`` for floats) at the rows a device does not own — the Partial(sum) result."""
+        iv = np.asarray(idx).astype(np.int64)
+        dt = dtype_of(results[0]) if results else None
+        neutral = neutral_sum(dt) if dt is not None and dt is not DType.F8E8M0 else None
+        masked = []
+        for r, c in zip(results, self.coords(mesh), strict=True):
+            own = _owns(iv, c[i] * blk, blk)
+            mask = own.reshape((1,) * axis + own.shape + (1,) * (r.ndim - axis - own.ndim))
+            masked.append(np.where(mask, r, neutral).astype(r.dtype))
+        return self.assemble(ctx.out_type, mesh, masked, False)
 
     def flatten(self, args: Iterable) -> Iterable:
         for a in args:
@@ -168,16 +218,16 @@ def run_on_mesh(ctx: EvalCtx, impl: Callable, args: tuple, dev: MeshDevices) -> 
         ctx.error("a device-varying value (from Local) meets a ShardLayout-typed value in one "
                   "op; their per-device pieces do not describe one logical value — Reshard or "
                   "keep the computation on one side")
-    mesh = next(dev.mesh_of(a) for a in flat if dev.is_sharded(a) or dev.is_varying(a))
     out_t = ctx.out_type
+    mesh = next((dev.mesh_of(a) for a in flat if dev.is_sharded(a) or dev.is_varying(a)), None)
+    if mesh is None:  # only the result is sharded (a lowering's question on types, D490)
+        mesh = out_t.shard.mesh
     sharded_out = isinstance(out_t, TensorType) and out_t.shard is not None
     x = args[0] if args else None
 
     if rule is MeshRule.GLOBAL_SHAPE:
         first = dev.coords(mesh)[0]
-        glob = tuple(np.zeros(a.shape, np.int8) if dev.is_sharded(a) else
-                     (dev.block(a, first) if dev.is_varying(a) else a) for a in args)
-        return impl(ctx, glob)
+        return impl(ctx, tuple(dev.shape_stand_in(a, first) for a in args))
     if rule is MeshRule.GATHER_REDUCED and dev.is_sharded(x):
         lay = dev.layout(x)
         rank = len(lay.layout.shape)
@@ -217,6 +267,7 @@ def _write_split(ctx: EvalCtx, args: tuple, dev: MeshDevices) -> Callable | None
     own = upd_split and all(isinstance(dev.layout(upd).attrs[i], Split) for i, _ in splits)
     if own or not splits:
         return None
+    dev.slices_per_device(ctx, "a replicated update written into a split destination")
     mesh = lay.mesh
 
     def local_fn(local: tuple, coord: tuple) -> tuple:
@@ -255,21 +306,11 @@ def _gather_split(ctx: EvalCtx, impl: Callable, args: tuple, dev: MeshDevices) -
     ((i, _),) = on
     n_glob = lay.layout.axis_extents[axis]
     blk = n_glob // lay.mesh.axis_extents[i]
-    iv = global_indices(ctx, idx, n_glob, axis)
-    idt = np.asarray(idx).dtype
-    owned: list = []
+    local_idx = dev.gather_index(ctx, idx, lay.mesh, i, n_glob, blk, axis)
+    results = _each_device(dev, ctx, impl, (x, local_idx), lay.mesh)
+    return dev.gather_mask(ctx, results, idx, lay.mesh, i, n_glob, blk, axis)
 
-    def local_fn(local: tuple, coord: tuple) -> tuple:
-        lo = coord[i] * blk
-        own = (iv >= lo) & (iv < lo + blk)
-        owned.append(own)
-        return (local[0], np.where(own, iv - lo, 0).astype(idt))
 
-    results = _each_device(dev, ctx, impl, (x, idx), lay.mesh, local_fn)
-    dt = dtype_of(results[0]) if results else None
-    neutral = neutral_sum(dt) if dt is not None and dt is not DType.F8E8M0 else None
-    masked = []
-    for r, own in zip(results, owned, strict=True):
-        mask = own.reshape((1,) * axis + own.shape + (1,) * (r.ndim - axis - own.ndim))
-        masked.append(np.where(mask, r, neutral).astype(r.dtype))
-    return dev.assemble(ctx.out_type, lay.mesh, masked, False)
+def _owns(iv: np.ndarray, lo: int, blk: int) -> np.ndarray:
+    """Which global indices ``iv`` fall in the block ``[lo, lo + blk)``."""
+    return (iv >= lo) & (iv < lo + blk)

@@ -3,10 +3,12 @@
 The type rules (``semantics/typeinfer``) decide the result's ShardLayout; the evaluator's
 implementation (``registry.EVALUATORS``) computes one device's local result. The mesh rule says
 what happens between the two when an operand is a mesh value — which operands move before the
-local computation, and how the local results form the result. Every place that runs ops on
-sharded values reads this table: the evaluator's per-device driver (``mesh_driver.py``, for the
-simulated mesh and for the distributed backend's ranks), the enclosure evaluator and the mesh
-lowering (``compiler/lower_mesh.py``). ``tests/semantics/evaluator/test_mesh_rules.py`` checks
+local computation, and how the local results form the result. One place applies the rules:
+the per-device driver (``mesh_driver.run_on_mesh``), which every runner of ops on sharded
+values calls with its own collectives implementation (``MeshDevices``): the simulated mesh
+(``sharding.AllDevices``), the distributed backend's ranks (``RankDevices``), the mesh lowering's
+partition (``compiler/mesh_partition.py``, D490) and the enclosing evaluator
+(``oracle/enclosure_eval.py``, D491). ``tests/semantics/evaluator/test_mesh_rules.py`` checks
 that every op class of ``ALL_OPS`` has a rule.
 
 The rule kinds (docs/decisions.md D130–D138 for the layout algebra behind each):

@@ -45,7 +45,6 @@ from tilefoundry.semantics.evaluator.registry import (
 )
 from tilefoundry.semantics.formats import dtype_of
 from tilefoundry.semantics.ops.sharding import Local, Reshard
-from tilefoundry.semantics.ops.tensor import Reduce
 from tilefoundry.semantics.types import (
     Broadcast,
     Mesh,
@@ -57,7 +56,7 @@ from tilefoundry.semantics.types import (
 )
 
 __all__ = ["ALL_DEVICES", "AllDevices", "align", "eval_local", "eval_on_mesh", "eval_reshard",
-           "gather_positions", "gather_reduced", "global_indices", "is_mesh_value",
+           "gather_positions", "global_indices", "is_mesh_value",
            "local_type", "replicated"]
 
 
@@ -208,16 +207,6 @@ def _wrap(t: object, data: np.ndarray, mesh, device_varying: bool) -> object:
                               f"the type rule promised a replicated value")
     return np.array(flat[0], order="C")
 
-
-
-def gather_reduced(x: Sharded, op: Reduce) -> Sharded:
-    """The all-gather a Reduce over split positions needs first (``MeshRule.GATHER_REDUCED``)."""
-    rank = len(x.layout.layout.shape)
-    red = {a % rank for a in op.axes}
-    aop = x.layout.layout.axis_of_position
-    axes = [i for i, a in enumerate(x.layout.attrs)
-            if isinstance(a, Split) and aop[a.position] in red]
-    return gather_positions(x, axes) if axes else x
 
 
 # ---------------------------------------------------------------------------------------------

@@ -248,3 +248,28 @@ def test_the_quick_tiers_generated_loop_programs_compile(target):
         c = compile_mesh(m, entry, shapes, target)
         assert c.program.loops(), seed
         _judge(m, entry, inputs, c)
+
+
+@pytest.mark.parametrize("target", ["interp", "simd"])
+def test_a_write_of_an_update_split_like_its_destination_keeps_the_loop_local(target):
+    """Whether a loop body needs a collective is the per-device driver's answer (D490): an
+    InsertSlice whose update is split like its destination runs on each device's blocks, so the
+    loop is one local op of its launch (no host loop; the old type-level check called every
+    write into a split value a collective), and its value is the reference's."""
+    from tilefoundry.semantics.ir import Constant
+    from tilefoundry.semantics.ops.tensor import InsertSlice
+
+    mesh, topo = make_mesh((2,))
+    x = make_var("x", (4, 3), F32, shard_layout(mesh, (Split(0),), (4, 3)))
+    u = make_var("u", (4, 1), F32, shard_layout(mesh, (Split(0),), (4, 1)))
+    iv, carry = Var("i", TensorType((), I32)), Var("c", None)
+    step = make_call(InsertSlice(), carry, u, Constant(np.array(0, np.int32)), iv)
+    loop = GridRegionExpr(iv, (carry,), (x,), step, (step,), extent=3)
+    m = make_module([x, u], make_call(Reshard(layout=shard_layout(mesh, (Broadcast(),),
+                                                                  (4, 3))), loop), topo)
+    inputs = [np.arange(12, dtype=np.float32).reshape(4, 3),
+              -np.arange(4, dtype=np.float32).reshape(4, 1) - 1]
+    c = compile_mesh(m, "f", _shapes(inputs), target)
+    assert c.program.loops() == [] and len(c.program.launches()) == 1
+    assert "insert_slice" in mesh_text(c.program)
+    _judge(m, "f", inputs, c)

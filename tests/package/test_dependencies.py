@@ -66,7 +66,7 @@ KEEP = {
     "semantics/validate.py _function_edges",  # walks functions and their call edges together
     "oracle/compare.py _copied",  # a copying walk whose result order is compared
     "oracle/generator/config.py count_ops",  # moved by the generator split (issue 36 item 6)
-    "compiler/lower_mesh.py loop",  # stops at the outer values, which it collects on the way
+    "compiler/mesh_partition.py loop",  # stops at the outer values, which it collects on the way
     # the fuzzer's mutation sites: Ops and types too, capped at 5,000, in a seeded order
     "conformance/fuzz_ir.py _nodes",
 }

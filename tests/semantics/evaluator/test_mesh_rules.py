@@ -135,3 +135,24 @@ def test_one_device_at_a_time_gives_each_device_its_block(op):
     ref = unshard(a) + b if isinstance(op, Binary) else np.where(args[0], unshard(a), b)
     assert np.array_equal(full, ref)
     assert math.prod(mesh.axis_extents) == 4
+
+
+def test_only_the_driver_says_what_a_rule_does():
+    """What an op does on sharded values is written once, in the per-device driver (D490,
+    D491): no other package module branches on a rule kind other than COLLECTIVE (the
+    collective ops are each collectives implementation's own). The evaluator, the distributed
+    ranks, the mesh lowering and the enclosing evaluator run the driver instead."""
+    import re
+    from pathlib import Path
+
+    root = Path(mesh_rules.__file__).resolve().parents[2]
+    kinds = "|".join(k.name for k in MeshRule if k is not MeshRule.COLLECTIVE)
+    pat = re.compile(rf"\b(?:MeshRule|R)\.(?:{kinds})\b")
+    allowed = {Path("semantics/evaluator/mesh_driver.py"), Path("semantics/evaluator/mesh_rules.py")}
+    found = []
+    for top in ("semantics", "oracle", "compiler", "conformance", "smt", "validate"):
+        for p in sorted((root / top).rglob("*.py")):
+            rel = p.relative_to(root)
+            if rel not in allowed and pat.search(p.read_text()):
+                found.append(str(rel))
+    assert found == [], f"per-rule mesh behaviour outside the driver: {found}"
