@@ -50,6 +50,7 @@ from tilefoundry.semantics.dsl.surface import (
     Tuple,
     tensor_type_from_items,
 )
+from tilefoundry.semantics.dsl.topk_sugar import topk_call
 from tilefoundry.semantics.formats import DType, bits_dtype
 from tilefoundry.semantics.ir import (
     Call,
@@ -1024,6 +1025,8 @@ class FunctionParser(StaticEvaluator):
                 return self.float_call(node)
             if name == Builtin.MAP.value:
                 return map_call(self, node)
+            if name == Builtin.TOPK_MERGE.value:
+                return topk_call(self, node)
             raise self.error(node, f"{name}(...)", f"{name}(...) is only a for-loop iterable: "
                              f"for i in {name}(...):")
         callee = self.resolve_callee(fn, node, self.session)
