@@ -81,6 +81,15 @@ NOT_LOWERED: dict[type, str] = {
 }
 
 
+def _tuple_operand(op: Any, i: int, a: Any) -> bool:
+    """The one tuple operand a rule takes: a CustomReduce's Top-K state seed (values, indices),
+    a pair of buffers (lower_tile_topk)."""
+    from tilefoundry.semantics.topk_reducer import TopKMerge
+
+    return (i == 1 and isinstance(getattr(op, "reducer", None), TopKMerge) and
+            isinstance(a, tuple) and all(isinstance(b, Buffer) for b in a))
+
+
 def register(*op_classes: type) -> Callable[[LowerFn], LowerFn]:
     """Register ``fn`` as the lowering of each op class; a second registration of a class is a
     LoweringError (it used to replace the first silently), as ``register_eval`` refuses."""
@@ -573,7 +582,7 @@ class _Lowerer:
                                         NOT_LOWERED.get(type(node.op), "no lowering rule"))
             args = [values[id(a)] for a in node.args]
             for i, a in enumerate(args):
-                if not isinstance(a, Buffer):
+                if not isinstance(a, Buffer) and not _tuple_operand(node.op, i, a):
                     raise NotSupportedError(type(node.op).__name__,
                                             f"operand {i} is a tuple value")
             plan_checks(self, node, args)
