@@ -6,6 +6,9 @@ read by ``compare``) and the enclosure rules (registered into ``enclosure.ENCLOS
   the leftmost leaf under ordered_tree, any leaf under unordered_tree; a masked-out occurrence
   is no leaf). Folds, max / min and integers are exact.
 * CustomReduce: ``reducers.custom_admits`` — every f32 merge tree over ``[seed, lift(x)...]``.
+  With the Top-K merge reducer no admitted set: merge_K is exactly associative and commutative
+  under its total order, so every tree gives the reference and the outputs (values, indices) are
+  judged exact (D488); of enclosed inputs the pair is unjudged (no enclosure implemented).
 
 Enclosures (inputs that are themselves enclosed): a seeded float sum is bounded like a Reduce
 tree with the seed as one more leaf (a masked-out lane an exact zero leaf, which moves neither
@@ -39,6 +42,7 @@ from tilefoundry.semantics.reducers import (
     reducer_trees,
     seeded_admits,
 )
+from tilefoundry.semantics.topk_reducer import TopKMerge
 
 
 def _seeded(op, ops, observed):
@@ -123,6 +127,12 @@ def _seeded_enclosure(s: Site):
 @register_enclosure(CustomReduce)
 def _custom_enclosure(s: Site):
     op = s.op
+    if isinstance(op.reducer, TopKMerge):  # exact laws: every tree gives the reference (D488)
+        if s.exact_inputs:
+            return None
+        return tuple(_full_like(np.asarray(p), f"CustomReduce({op.reducer}) of enclosed inputs: "
+                                f"no order-statistic enclosure of the merge is implemented")
+                     for p in s.value)
     v = np.asarray(s.value)
     tree = op.policy in TREES
     if s.exact_inputs and not tree:
