@@ -55,7 +55,7 @@ __all__ = ["TOPK_LAWS", "TopKMerge", "is_topk", "topk_fold", "topk_identity_stat
 #: the laws of merge_K, all exact (bit-exact values and indices), proved by laws.topk_merge_k*
 TOPK_LAWS = (Law("associative", "exact"), Law("commutative", "exact"), Law("identity", "exact"))
 #: the proof obligations that establish TOPK_LAWS (``tilefoundry prove``)
-TOPK_PROOFS = ("laws.topk_merge_k1", "laws.topk_merge_k2", "sort.topk_merge")
+TOPK_PROOFS = ("laws.topk_merge_k1", "laws.topk_merge_k2", "sort.merge_sorted")
 
 
 @dataclass(frozen=True)
