@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 
 from tilefoundry.errors import InvalidArgumentError
-from tilefoundry.semantics import typeinfer  # noqa: F401  (registers every rule)
+from tilefoundry.semantics import (
+    ordering,
+    typeinfer,  # noqa: F401  (registers every rule)
+)
 from tilefoundry.semantics.dsl import func, module, parse_module, to_source
 from tilefoundry.semantics.dsl.errors import DSLError
 from tilefoundry.semantics.dtypes import cast, widen_to_f32
@@ -20,7 +23,6 @@ from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call, Function, Module, Tuple, Var, reachable
 from tilefoundry.semantics.ops.tensor import TopK, Transpose
 from tilefoundry.semantics.ops.tile_reduce import CustomReduce
-from tilefoundry.semantics import ordering
 from tilefoundry.semantics.reductions import POLICIES
 from tilefoundry.semantics.topk_reducer import (
     TOPK_PROOFS,
