@@ -67,6 +67,7 @@ from tilefoundry.semantics.run_time_checks import (
     cache_bounds_problem,
     slice_window_problem,
     sort_nan_problem,
+    topk_nan_problem,
 )
 from tilefoundry.semantics.types import TensorType
 
@@ -317,9 +318,10 @@ class RunCheck:
 
                 bad = nan_mask(np.asarray(values[0]).reshape(self.shape))
             first = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else ()
-            msg = sort_nan_problem(int(bad.sum()), first)
+            msg = topk_nan_problem(self.what, int(bad.sum()), first) \
+                if self.check == "topk_nan" else sort_nan_problem(int(bad.sum()), first)
             if msg is not None:
-                raise RunTimeCheckError(f"Sort: {msg}", self.check)
+                raise RunTimeCheckError(f"{self.op}: {msg}", self.check)
             return
         if self.kind == "range":
             v = np.asarray(values[0]).astype(np.int64).reshape(self.shape)
@@ -402,8 +404,27 @@ def plan_checks(lw: _Lowerer, node: Call, args: list[Buffer]) -> None:
         if x.size == 0:
             return
         spec = RunCheck("sort_nan", "Sort", "nan", (x.name,), (), "x", shape=x.shape)
+    elif _topk_error(op) and kir.is_float(args[0].dtype):  # x, then the seed's values
+        for b, what in ((args[0], "x"), (args[1][0], "seed values")):
+            if b.size:
+                _plan_check(lw, RunCheck("topk_nan", "CustomReduce", "nan", (b.name,), (),
+                                         what, shape=b.shape))
+        return
     else:
         return
+    _plan_check(lw, spec)
+
+
+def _topk_error(op: Any) -> bool:
+    from tilefoundry.semantics.topk_reducer import TopKMerge
+
+    r = getattr(op, "reducer", None)
+    return isinstance(r, TopKMerge) and r.nan == "error"
+
+
+def _plan_check(lw: _Lowerer, spec: RunCheck) -> None:
+    """Record ``spec`` as a host check (its operands are inputs or constants) or emit its check
+    kernel, whose flag and value buffers the host reads after the launch."""
     if not spec.operands:  # InsertSlice of rank 0: no offsets, nothing to check
         return
     ops = [lw.buffers[n] for n in spec.operands]

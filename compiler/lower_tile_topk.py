@@ -14,8 +14,9 @@ as the reference does. Every slot starts as identity_K and the seed's slots are 
 one, so an unsorted seed state lowers to the same result as the reference's sort of it.
 
 A strict fold is one tree of every policy, and merge_K is exactly associative and commutative, so
-this is the result every policy admits. ``nan='error'`` needs a run-time NaN check of x and of
-the seed's valid slots, which is not lowered: NotSupportedError names it.
+this is the result every policy admits. ``nan='error'`` is the run-time check ``topk_nan``
+(``lower.plan_checks``: x and the seed's values, on the host for inputs and constants, by a
+probe kernel for computed ones); the fold itself then orders as ``nan='last'``.
 """
 
 from __future__ import annotations
@@ -86,10 +87,6 @@ def _insert(kb: KB, r: TopKMerge, flt: bool, vals: list[str], idxs: list[str], c
 def lower_topk_reduce(lw: _Lowerer, node: Call, x: Buffer, seed: tuple) -> tuple[Buffer, Buffer]:
     op = node.op
     r: TopKMerge = op.reducer
-    if r.nan == "error":
-        raise NotSupportedError("CustomReduce", "TopKMerge(nan='error') needs a run-time NaN "
-                                "check of x and of the seed's valid slots, which is not lowered; "
-                                "use nan='last' or nan='first'")
     if not (isinstance(seed, tuple) and len(seed) == 2 and
             all(isinstance(b, Buffer) for b in seed)):
         raise NotSupportedError("CustomReduce", "the Top-K merge seed is not a (values, "

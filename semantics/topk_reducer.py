@@ -13,8 +13,8 @@ its ``reducer`` attribute (like a declared ``Reducer(...)``, a static value):
   original bits), the indices int64. A slot is valid iff its index is >= 0; an empty slot holds
   zero bits and index -1 (``ordering.TopKState`` with ``valid = index >= 0``).
 * **order** (D38 / D223, ``semantics/ordering.py``): NaN placement (``nan="last"``: after every
-  number, ``"first"``: before, ``"error"``: a NaN among the contributions or the seed's valid
-  slots is an error), then the value in the requested direction with -0 == +0 (so the two zero
+  number, ``"first"``: before, ``"error"``: a NaN in x or in the seed's values is the run-time
+  check ``topk_nan``), then the value in the requested direction with -0 == +0 (so the two zero
   signs tie and their indices decide), then the original index ascending. Candidates that tie
   on all of these (only possible between a seed slot and a contribution of the same index) keep
   the seed first (D487).
@@ -142,17 +142,24 @@ def _nan(r: TopKMerge) -> str:
     return "last" if r.nan == "error" else r.nan
 
 
-def _check_nan(r: TopKMerge, dt: DType, f: np.ndarray, s: TopKState, what: str) -> None:
-    if r.nan != "error" or not dt.is_float:
-        return
-    from tilefoundry.semantics.dtypes import widen_to_f32
+def nan_problem(r: TopKMerge, x: np.ndarray, seed_values: np.ndarray) -> str | None:
+    """The run-time check ``topk_nan`` (``nan="error"``): a NaN in x or anywhere in the seed's
+    values (an empty slot holds zero bits, so a NaN there is a malformed state too)."""
+    from tilefoundry.semantics.run_time_checks import topk_nan_problem
 
-    bad = int(np.isnan(widen_to_f32(f.reshape(-1))).sum())
-    bad += int((np.isnan(widen_to_f32(s.values.reshape(-1))).reshape(s.valid.shape)
-                & s.valid).sum())
-    if bad:
-        raise InvalidArgumentError(f"{what}: {bad} NaN candidate(s) and nan='error'; choose "
-                                   f"nan='last' or nan='first', or remove the NaNs first")
+    if r.nan != "error":
+        return None
+    for what, a in (("x", np.asarray(x)), ("seed values", np.asarray(seed_values))):
+        dt = dtype_of(a)
+        if not dt.is_float or a.size == 0:
+            continue
+        from tilefoundry.semantics.dtypes import widen_to_f32
+
+        bad = np.isnan(widen_to_f32(a.reshape(-1))).reshape(a.shape)
+        if bad.any():
+            return topk_nan_problem(what, int(bad.sum()),
+                                    tuple(int(i) for i in np.argwhere(bad)[0]))
+    return None
 
 
 def _prepare(r: TopKMerge, x: np.ndarray, seed: object, axes: object, what: str):
@@ -169,7 +176,9 @@ def _prepare(r: TopKMerge, x: np.ndarray, seed: object, axes: object, what: str)
     batch = f.shape[:-1]
     keep_shape = tuple(1 if d == a else n for d, n in enumerate(x.shape))
     s = _seed_state(r, seed, dt, batch, keep_shape, what)
-    _check_nan(r, dt, f, s, what)
+    problem = nan_problem(r, x, seed[0])
+    if problem:
+        raise InvalidArgumentError(f"{what}: {problem}")
     return a, f, s, batch, keep_shape
 
 

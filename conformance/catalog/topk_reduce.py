@@ -20,13 +20,16 @@ from tilefoundry.semantics.reductions import POLICIES
 from tilefoundry.semantics.topk_reducer import TopKMerge, topk_identity_state, topk_reduce
 from tilefoundry.semantics.types import TensorType
 
-__all__ = ["S_TOPK_REGION", "S_TOPK_SHORTHAND", "topk_reduce_cases"]
+__all__ = ["S_TOPK_NAN", "S_TOPK_REGION", "S_TOPK_SHORTHAND", "topk_reduce_cases"]
 
 F32, F16, BF16, E4M3, I32 = DType.F32, DType.F16, DType.BF16, DType.FP8E4M3, DType.I32
 ENTRY = "f"
 S_TOPK_REGION = ('Tile design: "The general region form is therefore ordinary reduce over an '
                  'indexed Tile" — merge_K(a, b) = take_K(sort(a union b)) on the total key '
                  '(valid, value, original_index), identity_K the empty sequence.')
+S_TOPK_NAN = ('Tile design: the implemented topk "requires non-NaN inputs"; "The general region '
+              'form is therefore ordinary reduce over an indexed Tile" — nan=\'error\' is the '
+              'run-time check topk_nan (docs/decisions.md D488).')
 S_TOPK_SHORTHAND = ('Tile design: "topk<K>(x, axis, order...) is a library shorthand for that '
                     'region, not a second execution model or primitive."')
 
@@ -66,6 +69,15 @@ def _region_case(rows, dt: DType, r: TopKMerge, policy: str, axis: int = 1,
             si = np.where(si >= 0, si + x.shape[a], si)  # the earlier chunk's global indices
             seed = (sv, si)
         return _region(x, dt, r, policy, axis, seed, keepdim)
+    return build
+
+
+def _nan_seed_case(rows, r: TopKMerge) -> Callable:
+    def build():
+        x = _values(rows, F32)
+        sv, si = (np.array(a) for a in topk_identity_state(r, (x.shape[0],), F32))
+        sv[:, 0], si[:, 0] = np.float32(np.nan), 100
+        return _region(x, F32, r, "fold_left", 1, (sv, si))
     return build
 
 
@@ -116,6 +128,13 @@ def topk_reduce_cases(acc) -> None:
     add("spec/tile/topk-merge/nan-error-without-nans-k2/f32", "tile",
         _region_case(zeros, F32, TopKMerge(2, True, "error"), "fold_left"), ops=ops,
         dtypes=(F32,), spec=S_TOPK_REGION, tier="quick")
+    # nan='error' meeting a NaN: the run-time check topk_nan (in x; in the seed's values)
+    add("spec/run-time-check/topk_nan/nan-in-x/f32", "run-time-check",
+        _region_case(nans, F32, TopKMerge(2, True, "error"), "unordered_tree"), ops=ops,
+        dtypes=(F32,), spec=S_TOPK_NAN, tier="quick", expect_error="topk_nan")
+    add("spec/run-time-check/topk_nan/nan-in-seed/f32", "run-time-check",
+        _nan_seed_case(zeros, TopKMerge(2, False, "error")), ops=ops, dtypes=(F32,),
+        spec=S_TOPK_NAN, tier="quick", expect_error="topk_nan")
     # K past the axis's extent: the slots after the last candidate stay empty (index -1)
     add("spec/tile/topk-merge/k-past-extent/f32", "tile",
         _region_case(zeros, F32, TopKMerge(8), "fold_right"), ops=ops, dtypes=(F32,),

@@ -40,16 +40,19 @@ def eval_seeded_reduce(ctx: EvalCtx, args: tuple) -> np.ndarray:
 @register_eval(CustomReduce)
 def eval_custom_reduce(ctx: EvalCtx, args: tuple) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     op: CustomReduce = ctx.op
-    from tilefoundry.semantics.topk_reducer import TopKMerge, topk_reduce
+    from tilefoundry.semantics.topk_reducer import TopKMerge, nan_problem, topk_reduce
 
     if isinstance(op.reducer, TopKMerge):  # exact in every policy: no admitted set (D488)
         x = _tensor(ctx, args[0], 0)
         seed = args[1]
         if not (isinstance(seed, tuple) and len(seed) == 2):
             ctx.error("operand 1: the Top-K merge's seed is the state pair (values, indices)")
+        seed = tuple(_tensor(ctx, a, 1) for a in seed)
+        problem = nan_problem(op.reducer, x, seed[0])
+        if problem:  # the run-time check topk_nan
+            ctx.error(problem)
         try:
-            v, i = topk_reduce(x, tuple(_tensor(ctx, a, 1) for a in seed), op.reducer,
-                               tuple(op.axes), keepdim=op.keepdim)
+            v, i = topk_reduce(x, seed, op.reducer, tuple(op.axes), keepdim=op.keepdim)
         except InvalidArgumentError as e:
             ctx.error(str(e))
         return _out(v), _out(i)

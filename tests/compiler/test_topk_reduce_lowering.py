@@ -11,14 +11,15 @@ import numpy as np
 import pytest
 
 from tilefoundry.compiler import kir
-from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.pipeline import compile
 from tilefoundry.compiler.schedule import TileConfig
+from tilefoundry.errors import RunTimeCheckError
 from tilefoundry.oracle.compare import PASS, check
 from tilefoundry.semantics.dtypes import cast
 from tilefoundry.semantics.evaluator.core import evaluate
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call, Function, Module, Tuple, Var
+from tilefoundry.semantics.ops.math import Unary, UnaryKind
 from tilefoundry.semantics.ops.tile_reduce import CustomReduce
 from tilefoundry.semantics.topk_reducer import TopKMerge, topk_identity_state
 from tilefoundry.semantics.types import TensorType
@@ -94,7 +95,37 @@ def test_the_lowering_is_one_fold_kernel():
     assert not [i for i in kir.iter_instrs(ks[0].body) if isinstance(i, kir.Store) and i.index]
 
 
-def test_nan_error_is_not_supported_with_its_reason():
-    m, _ = _module((2, 4), F32, TopKMerge(2, True, "error"), 1, "fold_left", False)
-    with pytest.raises(NotSupportedError, match=r"nan='error'.*run-time NaN check"):
-        compile(m, "f", [(2, 4), (2, 2), (2, 2)], "interp")
+@pytest.mark.parametrize("target", ["interp", "simd"])
+def test_nan_error_is_the_run_time_check_topk_nan(target):
+    """nan='error': a NaN in x or in the seed's values is RunTimeCheckError('topk_nan') with
+    the reference's message; without one the result is the nan='last' one, bit for bit. Also
+    for a computed x (a probe kernel, not a host check)."""
+    r = TopKMerge(2, True, "error")
+    m, _ = _module((2, 4), F32, r, 1, "fold_left", False)
+    c = compile(m, "f", [(2, 4), (2, 2), (2, 2)], target)
+    x = np.float32([[1.0, 2.0, -0.0, 0.0], [3.0, 3.0, 1.0, 0.5]])
+    sv, si = (np.array(a) for a in topk_identity_state(r, (2,), F32))
+    out = c([x, sv, si])
+    ref = evaluate(m, "f", [x, sv, si])
+    assert all(np.asarray(o).tobytes() == w.tobytes() for o, w in zip(out, ref, strict=True))
+    bad_x = x.copy()
+    bad_x[1, 2] = np.nan
+    with pytest.raises(RunTimeCheckError, match=r"CustomReduce: x holds 1 NaN value\(s\) "
+                       r"\(first at \[1, 2\]\)") as e:
+        c([bad_x, sv, si])
+    assert e.value.check == "topk_nan"
+    sv[0, 1] = np.nan
+    with pytest.raises(RunTimeCheckError, match="seed values holds 1 NaN") as e:
+        c([x, sv, si])
+    assert e.value.check == "topk_nan"
+    xv = Var("x", TensorType((2, 4), F32))
+    s0 = Var("sv", TensorType((2, 2), F32))
+    s1 = Var("si", TensorType((2, 2), I64))
+    body = Call(CustomReduce((1,), r, "fold_left", False),
+                (Call(Unary(UnaryKind.LOG), (xv,)), Tuple((s0, s1))))
+    m2 = Module((Function("f", (xv, s0, s1), body, None),))
+    c2 = compile(m2, "f", [(2, 4), (2, 2), (2, 2)], target)
+    with pytest.raises(RunTimeCheckError, match="x holds 1 NaN") as e:  # log(-0.5)
+        c2([np.float32([[1.0, 2.0, 3.0, 4.0], [1.0, -0.5, 2.0, 3.0]]),
+            *topk_identity_state(r, (2,), F32)])
+    assert e.value.check == "topk_nan"
