@@ -82,15 +82,6 @@ NOT_LOWERED: dict[type, str] = {
 }
 
 
-def _tuple_operand(op: Any, i: int, a: Any) -> bool:
-    """The one tuple operand a rule takes: a CustomReduce's Top-K state seed (values, indices),
-    a pair of buffers (lower_tile_topk)."""
-    from tilefoundry.semantics.topk_reducer import TopKMerge
-
-    return (i == 1 and isinstance(getattr(op, "reducer", None), TopKMerge) and
-            isinstance(a, tuple) and all(isinstance(b, Buffer) for b in a))
-
-
 def register(*op_classes: type) -> Callable[[LowerFn], LowerFn]:
     """Register ``fn`` as the lowering of each op class; a second registration of a class is a
     LoweringError (it used to replace the first silently), as ``register_eval`` refuses."""
@@ -404,25 +395,15 @@ def plan_checks(lw: _Lowerer, node: Call, args: list[Buffer]) -> None:
         if x.size == 0:
             return
         spec = RunCheck("sort_nan", "Sort", "nan", (x.name,), (), "x", shape=x.shape)
-    elif _topk_error(op) and kir.is_float(args[0].dtype):  # x, then the seed's values
-        for b, what in ((args[0], "x"), (args[1][0], "seed values")):
-            if b.size:
-                _plan_check(lw, RunCheck("topk_nan", "CustomReduce", "nan", (b.name,), (),
-                                         what, shape=b.shape))
-        return
     else:
+        from tilefoundry.compiler.lower_tile_topk import topk_nan_checks  # (imports us)
+
+        topk_nan_checks(lw, node, args)  # a Top-K merge with nan='error': x, the seed's values
         return
-    _plan_check(lw, spec)
+    plan_check(lw, spec)
 
 
-def _topk_error(op: Any) -> bool:
-    from tilefoundry.semantics.topk_reducer import TopKMerge
-
-    r = getattr(op, "reducer", None)
-    return isinstance(r, TopKMerge) and r.nan == "error"
-
-
-def _plan_check(lw: _Lowerer, spec: RunCheck) -> None:
+def plan_check(lw: _Lowerer, spec: RunCheck) -> None:
     """Record ``spec`` as a host check (its operands are inputs or constants) or emit its check
     kernel, whose flag and value buffers the host reads after the launch."""
     if not spec.operands:  # InsertSlice of rank 0: no offsets, nothing to check
@@ -602,8 +583,10 @@ class _Lowerer:
                 raise NotSupportedError(type(node.op).__name__,
                                         NOT_LOWERED.get(type(node.op), "no lowering rule"))
             args = [values[id(a)] for a in node.args]
+            from tilefoundry.compiler.lower_tile_topk import state_operand  # (imports us)
+
             for i, a in enumerate(args):
-                if not isinstance(a, Buffer) and not _tuple_operand(node.op, i, a):
+                if not isinstance(a, Buffer) and not state_operand(node.op, i, a):
                     raise NotSupportedError(type(node.op).__name__,
                                             f"operand {i} is a tuple value")
             plan_checks(self, node, args)

@@ -24,11 +24,30 @@ from __future__ import annotations
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.kir import Buffer
-from tilefoundry.compiler.lower import KB, _Lowerer, _spread, bcast_strides
+from tilefoundry.compiler.lower import KB, RunCheck, _Lowerer, _spread, bcast_strides, plan_check
 from tilefoundry.semantics.ir import Call
 from tilefoundry.semantics.topk_reducer import TopKMerge
 
-__all__ = ["lower_topk_reduce"]
+__all__ = ["lower_topk_reduce", "state_operand", "topk_nan_checks"]
+
+
+def state_operand(op: object, i: int, a: object) -> bool:
+    """The one tuple operand a lowering rule takes (``lower._Lowerer.node``): a CustomReduce's
+    Top-K state seed ``(values, indices)``, a pair of buffers."""
+    return (i == 1 and isinstance(getattr(op, "reducer", None), TopKMerge) and
+            isinstance(a, tuple) and all(isinstance(b, Buffer) for b in a))
+
+
+def topk_nan_checks(lw: _Lowerer, node: Call, args: list) -> None:
+    """``nan='error'``: the run-time check ``topk_nan`` on x, then on the seed's values (on the
+    host for inputs and constants, by a probe kernel for computed ones; ``lower.plan_check``)."""
+    r = getattr(node.op, "reducer", None)
+    if not (isinstance(r, TopKMerge) and r.nan == "error" and kir.is_float(args[0].dtype)):
+        return
+    for b, what in ((args[0], "x"), (args[1][0], "seed values")):
+        if b.size:
+            plan_check(lw, RunCheck("topk_nan", "CustomReduce", "nan", (b.name,), (), what,
+                                    shape=b.shape))
 
 
 def _carry_dtype(dt: str) -> str:
