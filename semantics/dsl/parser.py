@@ -65,8 +65,10 @@ from tilefoundry.semantics.ir import Tuple as TupleNode
 from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind
 from tilefoundry.semantics.ops.nn import MatMul, RoPE
 from tilefoundry.semantics.ops.tensor import Gather, Reshape, Slice, TopK
+from tilefoundry.semantics.ops.tile_reduce import CustomReduce
 from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.source_locations import remember_location
+from tilefoundry.semantics.topk_reducer import TopKMerge
 from tilefoundry.semantics.typeinfer.core import Session, infer_expr
 from tilefoundry.semantics.types import (
     IRError,
@@ -127,6 +129,8 @@ def structurally_tuple(e: Expr) -> bool | None:
         if isinstance(e.op, Function):
             rt = e.op.return_type
             return isinstance(rt, TupleType) if rt is not None else None
+        if isinstance(e.op, CustomReduce):  # the Top-K merge's state pair (D486)
+            return isinstance(e.op.reducer, TopKMerge)
         return isinstance(e.op, TopK | RoPE | Sort)
     if isinstance(e, Var):
         return isinstance(e.type, TupleType) if e.type is not None else None
