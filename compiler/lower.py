@@ -67,6 +67,7 @@ from tilefoundry.semantics.run_time_checks import (
     cache_bounds_problem,
     slice_window_problem,
     sort_nan_problem,
+    topk_nan_problem,
 )
 from tilefoundry.semantics.types import TensorType
 
@@ -308,9 +309,10 @@ class RunCheck:
 
                 bad = nan_mask(np.asarray(values[0]).reshape(self.shape))
             first = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else ()
-            msg = sort_nan_problem(int(bad.sum()), first)
+            msg = topk_nan_problem(self.what, int(bad.sum()), first) \
+                if self.check == "topk_nan" else sort_nan_problem(int(bad.sum()), first)
             if msg is not None:
-                raise RunTimeCheckError(f"Sort: {msg}", self.check)
+                raise RunTimeCheckError(f"{self.op}: {msg}", self.check)
             return
         if self.kind == "range":
             v = np.asarray(values[0]).astype(np.int64).reshape(self.shape)
@@ -394,7 +396,16 @@ def plan_checks(lw: _Lowerer, node: Call, args: list[Buffer]) -> None:
             return
         spec = RunCheck("sort_nan", "Sort", "nan", (x.name,), (), "x", shape=x.shape)
     else:
+        from tilefoundry.compiler.lower_tile_topk import topk_nan_checks  # (imports us)
+
+        topk_nan_checks(lw, node, args)  # a Top-K merge with nan='error': x, the seed's values
         return
+    plan_check(lw, spec)
+
+
+def plan_check(lw: _Lowerer, spec: RunCheck) -> None:
+    """Record ``spec`` as a host check (its operands are inputs or constants) or emit its check
+    kernel, whose flag and value buffers the host reads after the launch."""
     if not spec.operands:  # InsertSlice of rank 0: no offsets, nothing to check
         return
     ops = [lw.buffers[n] for n in spec.operands]
@@ -572,8 +583,10 @@ class _Lowerer:
                 raise NotSupportedError(type(node.op).__name__,
                                         NOT_LOWERED.get(type(node.op), "no lowering rule"))
             args = [values[id(a)] for a in node.args]
+            from tilefoundry.compiler.lower_tile_topk import state_operand  # (imports us)
+
             for i, a in enumerate(args):
-                if not isinstance(a, Buffer):
+                if not isinstance(a, Buffer) and not state_operand(node.op, i, a):
                     raise NotSupportedError(type(node.op).__name__,
                                             f"operand {i} is a tuple value")
             plan_checks(self, node, args)

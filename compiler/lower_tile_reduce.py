@@ -12,6 +12,8 @@
   carrying the state components, the merge spelled as kernel-IR BinOps and Selects from the
   reducer's declarative expressions — a strict left fold (fold_right: the loops reversed and
   ``merge(lift(x), state)``). A serial fold is a member of every tree policy's admitted set.
+  With the Top-K merge reducer (a (values, indices) state pair) it lowers through
+  ``lower_tile_topk``: the insertion-network fold of the design's region form.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tilefoundry.compiler.lower import KB, _Lowerer, _spread, bcast_strides, out
 from tilefoundry.semantics.ir import Call
 from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
 from tilefoundry.semantics.reducers import reducer
+from tilefoundry.semantics.topk_reducer import TopKMerge
 
 
 def _axes(node: Call, x: Buffer) -> tuple[int, ...]:
@@ -119,9 +122,13 @@ def _merge(kb: KB, r, a: list[str], b: list[str]) -> list[str]:
 
 
 @register(CustomReduce)
-def _custom(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
-    t = out_type(node)
+def _custom(lw: _Lowerer, node: Call, args: list) -> Buffer | tuple[Buffer, Buffer]:
     op = node.op
+    if isinstance(op.reducer, TopKMerge):  # the (values, indices) state: lower_tile_topk
+        from tilefoundry.compiler.lower_tile_topk import lower_topk_reduce
+
+        return lower_topk_reduce(lw, node, args[0], args[1])
+    t = out_type(node)
     r = reducer(op.reducer)
     x, seed = args
     dt = x.dtype

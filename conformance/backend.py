@@ -545,6 +545,8 @@ _CHECK_MESSAGES: tuple[tuple[str, re.Pattern], ...] = tuple(
                          r"-?\d+\) of the update extent \d+ outside the dst extent \d+ "),
         ("sort_nan", r"Sort: x holds \d+ NaN value\(s\) \(first at \[.*\]\) and "
                      r"nan='error'; "),
+        ("topk_nan", r"CustomReduce: (x|seed values) holds \d+ NaN value\(s\) \(first at "
+                     r"\[.*\]\) and nan='error'; "),
         ("dispatch_envelope", r"dispatch of @[\w.]+( on argument shapes \[.*\])?: "
                               r"(Call @[\w.]+: )?\w+ = -?\d+ is outside the dispatch envelope "
                               r"\[-?\d+, -?\d+\)"),

@@ -32,7 +32,8 @@ a split-K across threads) are not modelled exactly by the oracle, so their admit
 judged under the policy's own set. No declaration ever widens what a case admits.
 
 Only **order-sensitive** reductions are concerned: float ``sum`` / ``mean`` (``Reduce``),
-float ``sum`` (``SeededReduce`` / ``MaskedReduce``), every ``CustomReduce`` and float ``add`` /
+float ``sum`` (``SeededReduce`` / ``MaskedReduce``), every ``CustomReduce`` but the Top-K merge
+(exact in every order, D488) and float ``add`` /
 ``mul`` scans. ``max`` / ``min`` / ``abs_max`` and integer or bool reductions are exact
 functions under every policy: no declared order opts them out. With a seed (the tile family),
 ``fold_right`` puts the seed last, which ``ordered_tree`` (seed leftmost) does not admit, so
@@ -103,7 +104,8 @@ def reduction_needs(node: Any) -> tuple[set, set]:
         return orders, empty
     t = _operand_type(node)
     is_float = t is not None and t.dtype.is_float
-    if is_float and (name == "CustomReduce" or _kind(op) in _SENSITIVE_KINDS):
+    topk = type(getattr(op, "reducer", None)).__name__ == "TopKMerge"  # exact in any order
+    if is_float and ((name == "CustomReduce" and not topk) or _kind(op) in _SENSITIVE_KINDS):
         orders.add((name, policy, name != "Reduce"))
     axes = getattr(op, "axes", None)
     if name in _REDUCE_LIKE and t is not None and isinstance(axes, tuple):

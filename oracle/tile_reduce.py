@@ -6,6 +6,9 @@ read by ``compare``) and the enclosure rules (registered into ``enclosure.ENCLOS
   the leftmost leaf under ordered_tree, any leaf under unordered_tree; a masked-out occurrence
   is no leaf). Folds, max / min and integers are exact.
 * CustomReduce: ``reducers.custom_admits`` — every f32 merge tree over ``[seed, lift(x)...]``.
+  With the Top-K merge reducer no admitted set: merge_K is exactly associative and commutative
+  under its total order, so every tree gives the reference and the outputs (values, indices) are
+  judged exact (D488); of an enclosed x, by the order-statistic enclosure (``_topk_enclosure``).
 
 Enclosures (inputs that are themselves enclosed): a seeded float sum is bounded like a Reduce
 tree with the seed as one more leaf (a masked-out lane an exact zero leaf, which moves neither
@@ -39,6 +42,7 @@ from tilefoundry.semantics.reducers import (
     reducer_trees,
     seeded_admits,
 )
+from tilefoundry.semantics.topk_reducer import TopKMerge
 
 
 def _seeded(op, ops, observed):
@@ -123,6 +127,8 @@ def _seeded_enclosure(s: Site):
 @register_enclosure(CustomReduce)
 def _custom_enclosure(s: Site):
     op = s.op
+    if isinstance(op.reducer, TopKMerge):  # exact laws: every tree gives the reference (D488)
+        return None if s.exact_inputs else _topk_enclosure(s)
     v = np.asarray(s.value)
     tree = op.policy in TREES
     if s.exact_inputs and not tree:
@@ -145,6 +151,69 @@ def _custom_enclosure(s: Site):
     cands = [c.reshape(v.shape) for c in reducer_trees(cols, r, op.policy == "unordered_tree")]
     return from_candidates(cands, np.zeros(v.shape, bool), dtype_of(v),
                            f"CustomReduce({op.reducer}, {op.policy}) merge trees", s.name)
+
+
+def _topk_enclosure(s: Site):
+    """Top-K merge of an enclosed x (the seed exact): the r-th selected value is an order
+    statistic of the seed's valid values and x's elements, monotone in every element, so TopK's
+    extreme configurations bound it (``enclosures.tensor._topk_sorted``: a maybe-NaN element
+    real at its end or dropped to NaN, which ranks last). The indices are the reference's
+    wherever a fiber's candidates are pairwise disjoint intervals, else they range over the
+    fiber's candidate indices. ``nan="first"`` / ``"error"`` with a maybe-NaN element, or an
+    enclosed seed: the full enclosure (unjudged, never a false FAIL)."""
+    from tilefoundry.oracle.enclosures.tensor import _isnan
+
+    op, r = s.op, s.op.reducer
+    vals, idx = (np.asarray(p) for p in s.value)
+    seed_enc = s.encs[1]
+    x = s.enc(0)
+    maybe_nan = bool(np.any(x.nan | ~x.real))
+    if (seed_enc is not None and not (isinstance(seed_enc, tuple) and
+                                       all(e is None for e in seed_enc))) or \
+            (maybe_nan and r.nan != "last"):
+        why = f"CustomReduce({r}) of an enclosed seed or possibly-NaN x under nan={r.nan!r}"
+        return (_full_like(vals, why), _full_like(idx, why))
+    dt = x.dtype
+    if dt.is_float:
+        nanv = cast(np.asarray(np.nan, np.float32), dt)
+        real_lo, real_hi = np.where(x.real, x.lo, nanv), np.where(x.real, x.hi, nanv)
+        maybe = x.nan & x.real
+        drop_lo, drop_hi = np.where(maybe, nanv, real_lo), np.where(maybe, nanv, real_hi)
+    else:
+        real_lo = drop_lo = x.lo
+        real_hi = drop_hi = x.hi
+    lo_cfg, hi_cfg = (drop_lo, real_hi) if r.largest else (real_lo, drop_hi)
+    lo_v = np.asarray(s.impl(lo_cfg, *s.args[1:])[0])
+    hi_v = np.asarray(s.impl(hi_cfg, *s.args[1:])[0])
+    lo_n, hi_n = _isnan(lo_v), _isnan(hi_v)
+    ext = Enc.full(dtype_of(vals), ())
+    ev = Enc(np.where(lo_n, ext.lo, lo_v), np.where(hi_n, ext.hi, hi_v), lo_n | hi_n,
+             ~(lo_n & hi_n), x.cause)
+    # indices: fixed where every fiber's candidates (x's intervals, the seed's valid values as
+    # points) are pairwise disjoint and no element may be NaN; else the fiber's index range
+    a = op.axes[0] % x.lo.ndim
+    batch = np.moveaxis(x.lo, a, -1).shape[:-1]
+    sv, si = (np.asarray(p).reshape(*batch, r.k) for p in s.args[1])
+    ok = si >= 0
+    sw = as_f64(sv)
+    lo = np.concatenate([np.moveaxis(as_f64(x.lo), a, -1), np.where(ok, sw, np.inf)], -1)
+    hi = np.concatenate([np.moveaxis(as_f64(x.hi), a, -1), np.where(ok, sw, -np.inf)], -1)
+    order = np.argsort(lo, axis=-1, kind="stable")  # an empty seed slot sorts last, disjoint
+    slo, shi = np.take_along_axis(lo, order, -1), np.take_along_axis(hi, order, -1)
+    fixed = (shi[..., :-1] < slo[..., 1:]).all(-1) & (not maybe_nan)
+    n = x.lo.shape[a]
+    top = np.maximum(n - 1, np.where(ok, si, -1).max(-1, initial=-1))
+    bot = np.minimum(0, np.where(ok, si, 0).min(-1, initial=0))
+    shape = idx.shape
+    col = (*shape[:-1], 1)
+    f = np.broadcast_to(fixed.reshape(col), shape)
+    top, bot = np.broadcast_to(top.reshape(col), shape), np.broadcast_to(bot.reshape(col), shape)
+    empty = idx < 0  # an empty slot is empty in every configuration (the count is fixed)
+    ilo = np.where(f | empty, idx, bot).astype(idx.dtype)
+    ihi = np.where(f | empty, idx, top).astype(idx.dtype)
+    ie = Enc(ilo, ihi, np.zeros(shape, bool), np.ones(shape, bool),
+             f"CustomReduce({r}) indices of overlapping enclosed candidates")
+    return (ev, None if f.all() else ie)
 
 
 def _welford_bound(s: Site, leaves, seed, v: np.ndarray, op) -> Enc:

@@ -38,4 +38,15 @@ def sort_nan_problem(nan_count: int, first: tuple[int, ...]) -> str | None:
     return None
 
 
-__all__ = ["cache_bounds_problem", "slice_window_problem", "sort_nan_problem"]
+def topk_nan_problem(what: str, nan_count: int, first: tuple[int, ...]) -> str | None:
+    """A Top-K merge reduce with ``nan="error"`` (D488): x and the seed's values (the whole
+    state array, empty slots included: an empty slot holds zero bits) must hold no NaN.
+    ``what`` names the operand ("x" or "seed values"), ``first`` the first NaN's position."""
+    if nan_count > 0:
+        return (f"{what} holds {nan_count} NaN value(s) (first at {list(first)}) and "
+                f"nan='error'; choose nan='last' or nan='first', or remove the NaNs first")
+    return None
+
+
+__all__ = ["cache_bounds_problem", "slice_window_problem", "sort_nan_problem",
+           "topk_nan_problem"]

@@ -40,6 +40,8 @@ RUN_TIME_CHECKS: dict[str, str] = {
                          "(a dispatch prototype matches no variant there)",
     "sort_nan": "a tile-family Sort with nan='error' (the implemented API's non-NaN "
                 "requirement) meeting a NaN in x",
+    "topk_nan": "a Top-K merge reduce (CustomReduce with TopKMerge(nan='error')) meeting a NaN "
+                "in x or in the seed's values",
 }
 
 

@@ -119,6 +119,9 @@ def build_catalog(seed: int = 0, *, backend_caps=None) -> Catalog:
     from tilefoundry.conformance.catalog.declared_reduce import declared_reduce_cases
 
     declared_reduce_cases(acc)
+    from tilefoundry.conformance.catalog.topk_reduce import topk_reduce_cases
+
+    topk_reduce_cases(acc)
     from tilefoundry.conformance.catalog.tile_scan_flags import tile_scan_flag_cases
 
     tile_scan_flag_cases(acc)

@@ -24,6 +24,7 @@ from tilefoundry.semantics.dsl.surface import (
     Tuple,
 )
 from tilefoundry.semantics.ir import DimVarRangePat, Target
+from tilefoundry.semantics.topk_reducer import TopKMerge
 from tilefoundry.semantics.types import (
     Broadcast,
     DimAdd,
@@ -57,8 +58,8 @@ nn = FAMILIES["nn"]
 __all__ = [
     "Broadcast", "DSLError", "DSLFunction", "DimAdd", "DimFloorDiv", "DimMax", "DimMin",
     "DimMod", "DimMul", "DimSub", "DimVar", "DimVarRangePat", "Layout", "Mesh", "Partial",
-    "Reducer", "SPELLINGS", "ShardLayout", "Split", "Target", "Tensor", "Topology", "TopologyLevel",
-    "Tuple", "dim_max", "dim_min", "func", "module", "nn", "parse_module", "to_source",
+    "Reducer", "SPELLINGS", "ShardLayout", "Split", "Target", "Tensor", "TopKMerge", "Topology",
+    "TopologyLevel", "Tuple", "dim_max", "dim_min", "func", "module", "nn", "parse_module", "to_source",
     *sorted(k for k in INTRINSICS if not hasattr(builtins, k)),
     *sorted(k for k in DTYPE_NAMES if k != "bool"), *sorted(STORAGE_NAMES),
 ]

@@ -50,6 +50,7 @@ from tilefoundry.semantics.dsl.surface import (
     Tuple,
     tensor_type_from_items,
 )
+from tilefoundry.semantics.dsl.topk_sugar import topk_call
 from tilefoundry.semantics.formats import DType, bits_dtype
 from tilefoundry.semantics.ir import (
     Call,
@@ -64,8 +65,10 @@ from tilefoundry.semantics.ir import Tuple as TupleNode
 from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary, UnaryKind
 from tilefoundry.semantics.ops.nn import MatMul, RoPE
 from tilefoundry.semantics.ops.tensor import Gather, Reshape, Slice, TopK
+from tilefoundry.semantics.ops.tile_reduce import CustomReduce
 from tilefoundry.semantics.ops.tile_sort import Sort
 from tilefoundry.semantics.source_locations import remember_location
+from tilefoundry.semantics.topk_reducer import TopKMerge
 from tilefoundry.semantics.typeinfer.core import Session, infer_expr
 from tilefoundry.semantics.types import (
     IRError,
@@ -126,6 +129,8 @@ def structurally_tuple(e: Expr) -> bool | None:
         if isinstance(e.op, Function):
             rt = e.op.return_type
             return isinstance(rt, TupleType) if rt is not None else None
+        if isinstance(e.op, CustomReduce):  # the Top-K merge's state pair (D486)
+            return isinstance(e.op.reducer, TopKMerge)
         return isinstance(e.op, TopK | RoPE | Sort)
     if isinstance(e, Var):
         return isinstance(e.type, TupleType) if e.type is not None else None
@@ -1024,6 +1029,8 @@ class FunctionParser(StaticEvaluator):
                 return self.float_call(node)
             if name == Builtin.MAP.value:
                 return map_call(self, node)
+            if name == Builtin.TOPK_MERGE.value:
+                return topk_call(self, node)
             raise self.error(node, f"{name}(...)", f"{name}(...) is only a for-loop iterable: "
                              f"for i in {name}(...):")
         callee = self.resolve_callee(fn, node, self.session)

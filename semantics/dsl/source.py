@@ -59,6 +59,7 @@ from tilefoundry.semantics.ops.math import Binary, BinaryKind, Unary
 from tilefoundry.semantics.ops.nn import MatMul
 from tilefoundry.semantics.ops.sharding import Reshard
 from tilefoundry.semantics.ops.tensor import Gather, Reshape, Slice
+from tilefoundry.semantics.topk_reducer import TopKMerge
 from tilefoundry.semantics.typeinfer.core import Session, infer_expr
 from tilefoundry.semantics.types import (
     Broadcast,
@@ -221,6 +222,9 @@ class _ModulePrinter:
         if isinstance(v, DeclaredReducer):  # a program's own reducer (D448)
             self.note("Reducer")
             return reducer_source(v, lambda x: self.static(x, mesh_name))
+        if isinstance(v, TopKMerge):  # the Top-K merge reducer (D486)
+            self.note("TopKMerge")
+            return f"TopKMerge({v.k}, largest={v.largest!r}, nan={_str(v.nan)})"
         raise _err("attribute value", f"{v!r} ({type(v).__name__}) has no DSL spelling")
 
     def storage(self, k: StorageKind) -> str:

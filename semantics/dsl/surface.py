@@ -65,6 +65,7 @@ from tilefoundry.semantics.ops.tile_scan import Scan
 from tilefoundry.semantics.ops.tile_scan_flags import MaskedScan, SegmentedScan
 from tilefoundry.semantics.ops.tile_select import Bitcast, Select
 from tilefoundry.semantics.ops.tile_sort import Sort
+from tilefoundry.semantics.topk_reducer import TopKMerge
 from tilefoundry.semantics.types import (
     Broadcast,
     DimAdd,
@@ -355,6 +356,7 @@ class Builtin(enum.Enum):
     TUPLE_GET_ITEM = "tuple_get_item"
     FLOAT = "float"
     MAP = "map"  # map(values..., lambda): parse-time sugar (dsl/map_sugar.py)
+    TOPK_MERGE = "topk_merge"  # topk<K>(x, axis, order): parse-time sugar (dsl/topk_sugar.py)
 
 
 #: Static constructors: called at parse time with static arguments.
@@ -366,6 +368,7 @@ STATIC_CALLABLES: dict[str, Any] = {
     "Broadcast": Broadcast, "Partial": Partial, "DimVarRangePat": DimVarRangePat,
     "Topology": Topology, "TopologyLevel": TopologyLevel, "Target": Target,
     "Reducer": declare_reducer,  # a program's own reducer (declared_reducers, D448)
+    "TopKMerge": TopKMerge,  # the Top-K merge reducer over (value, index) states (D486)
 }
 STATIC_CALLABLE_IDS = {id(v) for v in STATIC_CALLABLES.values()}
 

@@ -1,7 +1,8 @@
 """Evaluator of the ``tile`` family's reductions (SeededReduce, MaskedReduce, CustomReduce):
 ``semantics/reducers.py`` holds the vectorized numerics (Python loops only over a reduced-axis
 length or tree levels). A float sum under a tree policy, and a custom reducer under one, note an
-``admitted_set`` contract: the reference value is one member (``merge(seed, pairwise tree)``)."""
+``admitted_set`` contract: the reference value is one member (``merge(seed, pairwise tree)``).
+The Top-K merge reducer (``semantics/topk_reducer.py``) is exact in every policy: no note."""
 
 from __future__ import annotations
 
@@ -37,8 +38,24 @@ def eval_seeded_reduce(ctx: EvalCtx, args: tuple) -> np.ndarray:
 
 
 @register_eval(CustomReduce)
-def eval_custom_reduce(ctx: EvalCtx, args: tuple) -> np.ndarray:
+def eval_custom_reduce(ctx: EvalCtx, args: tuple) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     op: CustomReduce = ctx.op
+    from tilefoundry.semantics.topk_reducer import TopKMerge, nan_problem, topk_reduce
+
+    if isinstance(op.reducer, TopKMerge):  # exact in every policy: no admitted set (D488)
+        x = _tensor(ctx, args[0], 0)
+        seed = args[1]
+        if not (isinstance(seed, tuple) and len(seed) == 2):
+            ctx.error("operand 1: the Top-K merge's seed is the state pair (values, indices)")
+        seed = tuple(_tensor(ctx, a, 1) for a in seed)
+        problem = nan_problem(op.reducer, x, seed[0])
+        if problem:  # the run-time check topk_nan
+            ctx.error(problem)
+        try:
+            v, i = topk_reduce(x, seed, op.reducer, tuple(op.axes), keepdim=op.keepdim)
+        except InvalidArgumentError as e:
+            ctx.error(str(e))
+        return _out(v), _out(i)
     x, seed = _tensor(ctx, args[0], 0), _tensor(ctx, args[1], 1)
     try:
         out = custom_reduce(x, seed, op.reducer, tuple(op.axes), policy=op.policy,

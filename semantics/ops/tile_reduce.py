@@ -11,7 +11,10 @@ explicit seed and a mask, and reductions by a declared custom reducer.
 * ``CustomReduce(x, seed)`` — a reduction by the reducer ``reducer`` named in the declarative
   registry ``semantics.reducers.REDUCERS`` (Welford, a product reducer, a fold-only
   difference). Its state is a trailing axis of ``S`` f32 components (``seed`` and the result:
-  the reduced shape plus ``(S,)``).
+  the reduced shape plus ``(S,)``). With ``reducer=TopKMerge(k, largest, nan)`` (the Top-K
+  merge over (value, index) states, ``semantics/topk_reducer.py``, D486) the state is the pair
+  ``(values, indices)`` of the reduced shape plus ``(K,)``: the seed a Tuple of the two, the
+  result a tuple.
 
 The existing HIR ``Reduce`` is unchanged (its empty fiber gives the HIR identity).
 """
@@ -84,10 +87,11 @@ class CustomReduce(_Tile):
     def __post_init__(self):
         _common(self, "CustomReduce")
         from tilefoundry.semantics.reducers import Reducer
+        from tilefoundry.semantics.topk_reducer import TopKMerge
 
-        if not isinstance(self.reducer, str | Reducer):
-            raise IRError(f"CustomReduce.reducer must be a reducer name (str) or a declared "
-                          f"Reducer(...), got {self.reducer!r}")
+        if not isinstance(self.reducer, str | Reducer | TopKMerge):
+            raise IRError(f"CustomReduce.reducer must be a reducer name (str), a declared "
+                          f"Reducer(...) or TopKMerge(k, ...), got {self.reducer!r}")
 
 
 __all__ = ["SEEDED_KINDS", "CustomReduce", "MaskedReduce", "SeededReduce"]

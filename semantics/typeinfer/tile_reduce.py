@@ -26,7 +26,7 @@ from tilefoundry.semantics.reducers import REDUCERS, TREES, reducer
 from tilefoundry.semantics.typeinfer.common import dims_equal, norm_axis
 from tilefoundry.semantics.typeinfer.commutation import check_partials
 from tilefoundry.semantics.typeinfer.core import Ctx, register_typeinfer, tensor_operand
-from tilefoundry.semantics.types import TensorType
+from tilefoundry.semantics.types import TensorType, TupleType
 
 
 def _shape_eq(a: tuple, b: tuple) -> bool:
@@ -87,8 +87,12 @@ def infer_seeded_reduce(ctx: Ctx, types: tuple) -> TensorType:
 
 
 @register_typeinfer(CustomReduce)
-def infer_custom_reduce(ctx: Ctx, types: tuple) -> TensorType:
+def infer_custom_reduce(ctx: Ctx, types: tuple) -> TensorType | TupleType:
     op: CustomReduce = ctx.op  # type: ignore[assignment]
+    from tilefoundry.semantics.topk_reducer import TopKMerge
+
+    if isinstance(op.reducer, TopKMerge):
+        return _infer_topk_reduce(ctx, op, types)
     x = tensor_operand(ctx, types[0], 0)
     seed = tensor_operand(ctx, types[1], 1)
     if isinstance(op.reducer, str) and op.reducer not in REDUCERS:
@@ -123,3 +127,43 @@ def infer_custom_reduce(ctx: Ctx, types: tuple) -> TensorType:
                   fix=f"pass an f32 seed of shape {want} (its identity "
                       f"{r.identity} per fiber, where the reducer has one)")
     return TensorType(want, DType.F32, None, x.storage)
+
+
+def _infer_topk_reduce(ctx: Ctx, op: CustomReduce, types: tuple) -> TupleType:
+    """CustomReduce with the Top-K merge reducer (D486): x of an ordered evaluable dtype, one
+    reduced axis (the indexed Tile's index), the seed the state pair (values of x's dtype, i64
+    indices) of the reduced shape plus (K,); the result the same pair. Every policy is admitted
+    (merge_K is exactly associative and commutative with an identity)."""
+    r = op.reducer
+    x = tensor_operand(ctx, types[0], 0)
+    _unsharded(ctx, types[:1], r.name)
+    if x.rank == 0:
+        ctx.error("x is rank-0; the Top-K merge reduces an axis", operand=0,
+                  rule="Top-K merge reduces one axis of x", fix="pass a tensor of rank >= 1")
+    if len(op.axes) != 1:
+        ctx.error(f"axes {op.axes} name {len(op.axes)} axes; the Top-K merge reduces one "
+                  f"indexed axis (the candidates' index is the position along it)",
+                  rule="Top-K merge reduces exactly one axis",
+                  fix="Reshape the axes into one first, or reduce one axis")
+    if x.dtype is DType.F8E8M0 or not FORMATS[x.dtype].evaluable:
+        ctx.error(f"x is {x.dtype}, which has no evaluable order with signed zeros", operand=0,
+                  rule="Top-K merge x is an evaluable float, integer or bool",
+                  fix="Cast x to f32 first")
+    shape = _reduced(ctx, x, op.axes, op.keepdim)
+    want_v = TensorType((*shape, r.k), x.dtype, None, x.storage)
+    want_i = TensorType((*shape, r.k), DType.I64, None, x.storage)
+    seed = types[1]
+    ok = (isinstance(seed, TupleType) and len(seed.fields) == 2 and
+          all(isinstance(f, TensorType) and f.shard is None for f in seed.fields))
+    if ok:
+        sv, si = seed.fields
+        ok = (sv.dtype is x.dtype and si.dtype is DType.I64 and
+              _shape_eq(tuple(sv.shape), want_v.shape) and
+              _shape_eq(tuple(si.shape), want_v.shape))
+    if not ok:
+        ctx.error(f"seed is {seed}; {r} carries the state pair (values {x.dtype} "
+                  f"{want_v.shape}, indices i64 {want_v.shape}): the result's shape plus K",
+                  operand=1, rule="Top-K merge seed = (values, indices) state of the result's "
+                  "shape", fix="pass (values, indices) with K empty slots (zero values, index "
+                  "-1) per fiber, its identity, or an earlier Top-K state")
+    return TupleType((want_v, want_i))

@@ -38,7 +38,7 @@ def test_quick_tier_has_no_failures(tmp_path):
     assert c["PASS"] >= 1000, c
     verdict = {r["id"]: r["verdict"] for r in res.records}
     expected = {c.id: verdict[c.id] for c in build_catalog(0).tier("quick") if c.expect_error}
-    assert len(expected) == 20, expected  # 18 HIR ones + the two tile-family sort_nan cases
+    assert len(expected) == 22, expected  # 18 HIR + two sort_nan and two topk_nan cases
     assert set(expected.values()) == {"PASS"}, expected
     # a loop whose body needs a collective is a host loop now (D259): the coverage fill's two
     # such generated programs (program/cover/4, /314) were the only NOT_SUPPORTED, now PASS

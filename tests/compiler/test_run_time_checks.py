@@ -60,7 +60,7 @@ def in_range(catalog):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_every_expected_error_case_passes(tmp_path, errors, in_range, backend):
-    assert len(errors) == 20  # 18 HIR ones + the two tile-family sort_nan cases
+    assert len(errors) == 22  # 18 HIR ones + two tile-family sort_nan and two topk_nan cases
     res = run(backend, errors + in_range, jobs=2, timeout_s=120, seed=0,
               out_jsonl=tmp_path / "r.jsonl")
     rec = {r["id"]: r for r in res.records}

@@ -3,7 +3,7 @@
 Each one is the reference evaluator plus one realistic way of handling inputs that fail a
 run-time check of the spec (a Gather index or RoPE position out of range, a CacheUpdate or
 InsertSlice window out of bounds, an extent outside a DimVar's envelope, a NaN reaching a
-tile-family Sort with nan='error'):
+tile-family Sort or a Top-K merge reduce with nan='error'):
 
 * ``clamping`` clamps the bad index / offset / extent into range and computes a result — what a
   kernel that saturates its address arithmetic does. It must FAIL on every expected-error case
@@ -28,7 +28,8 @@ import numpy as np
 from tilefoundry.conformance.backend import Capabilities, RunTimeCheckError
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call, Function, Tuple, TupleGetItem
-from tilefoundry.semantics.ops import CacheUpdate, Gather, InsertSlice, RoPE, Sort
+from tilefoundry.semantics.ops import CacheUpdate, CustomReduce, Gather, InsertSlice, RoPE, Sort
+from tilefoundry.semantics.topk_reducer import TopKMerge
 from tilefoundry.semantics.types import DimVar, TensorType
 
 
@@ -115,6 +116,16 @@ def clamp_inputs(module, entry: str, inputs: list) -> tuple[list, list[tuple[str
                 if nan.any():  # a kernel that flushes NaN to zero instead of checking
                     bad.append(("sort_nan", f"Sort x: {int(nan.sum())} NaN value(s)"))
                     ins[kx] = np.where(nan, np.zeros((), v.dtype), v).astype(v.dtype)
+        elif isinstance(c.op, CustomReduce) and isinstance(c.op.reducer, TopKMerge) and \
+                c.op.reducer.nan == "error" and isinstance(c.args[1], Tuple):
+            for node, what in ((c.args[0], "x"), (c.args[1].fields[0], "seed values")):
+                k = k_of(node)
+                if k is not None and ins[k].dtype.kind not in "biu":
+                    v = ins[k]
+                    nan = np.isnan(v.astype(np.float32))
+                    if nan.any():  # NaN flushed to zero instead of checked
+                        bad.append(("topk_nan", f"Top-K {what}: {int(nan.sum())} NaN value(s)"))
+                        ins[k] = np.where(nan, np.zeros((), v.dtype), v).astype(v.dtype)
         elif isinstance(c.op, InsertSlice):
             kd, ku = k_of(c.args[0]), k_of(c.args[1])
             if kd is not None and ku is not None:

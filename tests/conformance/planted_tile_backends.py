@@ -5,6 +5,10 @@ planted behaviour (the pattern of ``planted_backends.py``).
   order), ``sort_zero_sign_swap`` (-0 and +0 ordered as distinct values, -0 below +0, instead of
   tying by source index), ``mma_bf16_inputs`` (inputs rounded to bf16 before the f32-accumulating
   product), ``mma_tf32_inputs`` (a TF32-style substitution: inputs rounded to 10 fraction bits);
+* **Top-K merge bugs** (``CustomReduce`` with ``TopKMerge``, D488) the quick tier must catch:
+  ``topk_merge_unsorted`` (the merge keeps the first K candidates in arrival order, never
+  sorting), ``topk_merge_ties_reversed`` (equal values by the highest index first),
+  ``topk_merge_zero_sign_split`` (-0 ordered below +0 instead of tying by index);
 * **legal freedoms** it must pass: ``sort_packed_key`` (the Tile design's reversible packed-key
   sort for f32 and power-of-two extents: one u64 key per element carrying the order key, the
   zero sign and the index, sorted by value — any sort algorithm, the keys are unique — and
@@ -167,6 +171,66 @@ def sort_packed_key() -> Planted:
     return Planted("sort-packed-key", lambda: _wrap_eval(Sort, make))
 
 
+# ---------------------------------------------------------------------------------------------
+# Top-K merge bugs (CustomReduce with TopKMerge): the reduce's candidates are the seed's valid
+# slots then x's elements (index = position along the axis); each bug orders them wrongly
+# ---------------------------------------------------------------------------------------------
+def _topk_wrong(mode: str):
+    from tilefoundry.semantics.ops.tile_reduce import CustomReduce
+    from tilefoundry.semantics.topk_reducer import TopKMerge
+
+    def make(good):
+        def bad(ctx, args):
+            op = ctx.op
+            if not isinstance(op.reducer, TopKMerge):
+                return good(ctx, args)
+            ref_v, _ = good(ctx, args)  # its checks, and the result's shape
+            r, x, (sv, si) = op.reducer, args[0], args[1]
+            a = op.axes[0] % x.ndim
+            f = np.moveaxis(x, a, -1)
+            batch = f.shape[:-1]
+            sv, si = sv.reshape(*batch, r.k), si.reshape(*batch, r.k)
+            vals = np.concatenate([sv, f], -1)
+            idx = np.concatenate([si, np.broadcast_to(np.arange(f.shape[-1]), f.shape)], -1)
+            valid = idx >= 0
+            if mode == "unsorted":
+                order = np.argsort(~valid, -1, kind="stable")[..., :r.k]
+            else:
+                nan, key = _value_key(vals, r.largest)
+                primary = nan if r.nan != "first" else ~nan
+                keys = [-idx if mode == "ties_reversed" else idx]
+                if mode == "zero_sign_split":
+                    v = widen_to_f32(vals.reshape(-1)).reshape(vals.shape) \
+                        if dtype_of(vals).is_float else vals
+                    neg0 = ((v == 0) & np.signbit(v)).astype(np.int8)
+                    keys.append(-neg0 if r.largest else neg0)
+                order = np.lexsort([*keys, key, primary, ~valid], axis=-1)[..., :r.k]
+            keep = np.take_along_axis(valid, order, -1)
+            ov = np.where(keep, np.take_along_axis(vals, order, -1), np.zeros((), vals.dtype))
+            oi = np.where(keep, np.take_along_axis(idx, order, -1), -1)
+            return (np.ascontiguousarray(ov.reshape(ref_v.shape)),
+                    np.ascontiguousarray(oi.reshape(ref_v.shape).astype(np.int64)))
+        return bad
+    return Planted(f"topk-merge-{mode.replace('_', '-')}", lambda: _wrap_eval(CustomReduce, make))
+
+
+def topk_merge_unsorted() -> Planted:
+    """merge_K(a, b) = take_K(a ++ b): the first K candidates in arrival order, unsorted."""
+    return _topk_wrong("unsorted")
+
+
+def topk_merge_ties_reversed() -> Planted:
+    """Equal values by the highest original index first."""
+    return _topk_wrong("ties_reversed")
+
+
+def topk_merge_zero_sign_split() -> Planted:
+    """-0 below +0 (distinct values) instead of tying with it by index."""
+    return _topk_wrong("zero_sign_split")
+
+
 BUGS = {"sort_unstable": ("Sort",), "sort_zero_sign_swap": ("Sort",),
         "mma_bf16_inputs": ("Mma",), "mma_tf32_inputs": ("Mma",)}
 LEGAL = {"sort_packed_key": ("Sort",)}
+#: the Top-K merge bugs, planted in CustomReduce(TopKMerge) (their own test: the topk cases)
+TOPK_BUGS = ("topk_merge_unsorted", "topk_merge_ties_reversed", "topk_merge_zero_sign_split")

@@ -74,3 +74,23 @@ def test_packed_key_decoding_restores_bits():
         v, i = pt.packed_sort_f32(x, 1, desc)
         rv, ri = sort(x, 1, descending=desc)
         assert np.array_equal(v.view(np.uint32), rv.view(np.uint32)) and np.array_equal(i, ri)
+
+
+# --- Top-K as a reduce (CustomReduce with TopKMerge; D488) ------------------------------------
+@pytest.fixture(scope="module")
+def topk_quick():
+    return [c for c in build_catalog(0).tier("quick") if "/topk-merge/" in c.id]
+
+
+@pytest.mark.parametrize("name", pt.TOPK_BUGS)
+def test_each_planted_topk_merge_bug_fails_the_quick_tier(topk_quick, name):
+    """A merge that does not sort, breaks ties by the highest index, or splits -0 from +0 FAILs
+    quick-tier topk-merge cases; every verdict is judged (PASS / FAIL, never UNJUDGED or
+    ERROR). Measured (2026-12-04, 28 cases): unsorted FAILs 28, ties reversed 28, zero signs
+    split 8."""
+    verdicts, failed = _judge(getattr(pt, name)(), ("CustomReduce",), topk_quick)
+    assert sum(verdicts.values()) == len(topk_quick) >= 20
+    assert set(verdicts) <= {PASS, FAIL}, (name, dict(verdicts))
+    assert verdicts[FAIL] >= 5, (name, dict(verdicts))
+    assert any(c.startswith("spec/tile/topk-merge/") or
+               c.startswith("special/tile/topk-merge/") for c in failed), failed

@@ -32,6 +32,9 @@ TLS = "tests/compiler/test_tile_lowering_sort_mma.py::"
 ROR = "tests/conformance/test_reduction_orders.py::"
 CTG = "tests/conformance/test_catalog_tile_gather.py::"
 LAW = "tests/smt/test_law_proofs.py::"
+TKR = "tests/semantics/test_topk_reducer.py::"
+TKL = "tests/compiler/test_topk_reduce_lowering.py::"
+PTL = "tests/conformance/test_planted_tile.py::"
 
 S1 = "Storage and arithmetic precision"
 S2 = "Elementwise operators lift directly to tiles"
@@ -642,10 +645,17 @@ CLAUSES: list[Clause] = [
     I("T-O11", S9, "Discarding everything below the current K-th candidate cannot affect any "
       "later Top-K merge, so this is associative under the stated total order.",
       ORD + "test_merge_is_associative_with_identity", ORD + "test_topk_of_whole_equals_merge_of_chunks"),
-    M("T-O12", S9, "The general region form is therefore ordinary reduce over an indexed Tile",
-      "Top-K merge as an IR op: issue 37, on another branch"),
-    M("T-O13", S9, "topk<K>(x, axis, order...) is a library shorthand for that region, not a "
-      "second execution model or primitive.", "Top-K merge as an IR op: issue 37, on another branch"),
+    I("T-O12", S9, "The general region form is therefore ordinary reduce over an indexed Tile",
+      TKR + "test_reduce_equals_argsort_model_and_hir_topk",
+      TKR + "test_region_is_an_ordinary_fold_and_every_tree_agrees",
+      TKR + "test_policies_are_all_exact", TKR + "test_laws_are_the_proved_ones",
+      TKL + "test_compiled_region_is_bit_exact", TKL + "test_the_lowering_is_one_fold_kernel",
+      "tests/oracle/test_topk_reduce_oracle.py::test_the_reference_passes_and_wrong_answers_fail",
+      PTL + "test_each_planted_topk_merge_bug_fails_the_quick_tier"),
+    I("T-O13", S9, "topk<K>(x, axis, order...) is a library shorthand for that region, not a "
+      "second execution model or primitive.",
+      TKR + "test_shorthand_elaborates_to_the_reduce_not_a_primitive",
+      TKR + "test_shorthand_rejections_name_the_fix"),
     D("T-O14", S9, "K is normally an ordinary host/JIT specialization because it changes the "
       "result type and Tile shape.", "D228", "K is normally an ordinary host/JIT specialization"),
     D("T-O15", S9, "A runtime k uses a statically bounded KMax result plus a staged valid count; "
