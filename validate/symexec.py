@@ -305,6 +305,12 @@ class SymKernelRun(KernelRun):
             init = np.broadcast_to(self.sym(ins.init), out_shape).reshape(-1)
         pad = _neutral(ins.kind, dt, ins.policy)
         r = np.empty(f.shape[0], object)
+        if ins.kind == "sum" and ins.policy in ("fold_left", "fold_right"):
+            for row in range(f.shape[0]):
+                r[row] = _masked_fold(list(zip(valid[row], f[row], strict=True)), dt,
+                                      ins.policy == "fold_right",
+                                      None if init is None else init[row])
+            return r.reshape(out_shape)
         for row in range(f.shape[0]):
             v = [z3.If(c, t, pad) for c, t in zip(valid[row], f[row], strict=True)]
             red = reduce_lanes(v, dt, ins.kind, ins.policy,
@@ -341,6 +347,23 @@ class SymKernelRun(KernelRun):
                 s = np.where(vj, np.where(started, summed, p), s)
                 started = started | vj
         return s
+
+
+def _masked_fold(lanes: list, dt: str, right: bool, init: Any) -> Any:
+    """A sum fold over the lanes whose (symbolic) mask holds, as the interpreter folds the
+    valid lanes: from the seed, else from the first valid lane; no valid lane and no seed is
+    the identity. Written as the reference's masked fold is (``If(m, state + x, state)`` per
+    lane), so the solver meets the same terms on both sides."""
+    add = E.binary("add", dt)
+    op = (lambda acc, t: add(t, acc)) if right else add
+    acc = init if init is not None else _identity("sum", dt)
+    started: Any = init is not None
+    for c, t in (lanes[::-1] if right else lanes):
+        stepped = op(acc, t) if started is True else t if started is False else \
+            z3.If(started, op(acc, t), t)
+        acc = z3.If(c, stepped, acc)
+        started = True if started is True else c if started is False else z3.Or(started, c)
+    return acc if started is True else z3.If(started, acc, _identity("sum", dt))
 
 
 def _neutral(kind: str, dt: str, policy: str) -> z3.ExprRef | None:
