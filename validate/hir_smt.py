@@ -8,6 +8,7 @@ any other op is ``Unsupported("unsupported op <Class>")``:
   rounds once to its dtype (``dtypes.apply_lowp``); comparisons widen to f32; integers wrap.
   Transcendental ``Unary`` kinds are the correctly rounded function in the operand's dtype: the
   same uninterpreted function as the kernel IR's ``math`` (both are that one definition).
+* nn ``ReLU``: ``Unary(relu)`` (the evaluator's own definition of it).
 * ``Cast``: ``encode.cast``. ``Select``: an ``If`` per element (bits move unchanged).
 * ``Reduce`` (``reductions._reduce_fibers``): lanes in lexicographic order of the reduced
   axes; floats widened to f32; sum / mean by the policy (trees: the balanced pairwise tree;
@@ -70,6 +71,7 @@ from tilefoundry.semantics.ops import (
     MatMul,
     Rank,
     Reduce,
+    ReLU,
     Scan,
     SeededReduce,
     SegmentedScan,
@@ -78,6 +80,7 @@ from tilefoundry.semantics.ops import (
     Unary,
     Zeros,
 )
+from tilefoundry.semantics.ops.math import UnaryKind
 from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
 from tilefoundry.validate.symexec import _vmap, reduce_lanes
@@ -107,6 +110,11 @@ def _binary(op: Binary, args: list[Val], abstr: set[str]) -> Val:
         return _vmap(lambda x, y: E.round_to(fn(E.widen(x, dt, "f32"), E.widen(y, dt, "f32")),
                                              "f32", dt, "nonfinite"), a, b), dt
     return _vmap(E.binary(kind, dt), a, b), dt
+
+
+def _relu(op: ReLU, args: list[Val], abstr: set[str]) -> Val:
+    """nn ``ReLU`` is ``Unary(relu)`` (evaluator/nn.py: "ReLU is Unary(relu) ... Exact")."""
+    return _unary(Unary(UnaryKind.RELU), args, abstr)
 
 
 def _unary(op: Unary, args: list[Val], abstr: set[str]) -> Val:
@@ -417,7 +425,8 @@ def _custom(op: CustomReduce, args: list[Val], abstr: set[str]) -> Val:
 HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
     Binary: _binary, Unary: _unary, Cast: _cast, Select: _select, Reduce: _reduce,
     MatMul: _matmul, SeededReduce: _seeded, MaskedReduce: _seeded, Scan: _scan,
-    MaskedScan: _flagged_scan, SegmentedScan: _flagged_scan, CustomReduce: _custom}
+    MaskedScan: _flagged_scan, SegmentedScan: _flagged_scan, CustomReduce: _custom,
+    ReLU: _relu}
 
 #: loops longer than this are "unsupported" (each iteration's terms are built)
 MAX_UNROLL = 64

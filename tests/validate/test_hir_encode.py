@@ -337,3 +337,11 @@ def test_the_custom_agreement_would_catch_a_wrong_merge(monkeypatch):
                   [(3, 4), (3, 2)])
     x = values(DType.F32, 12, 51).reshape(3, 4)
     assert agreement_hir(m, "f", [x, np.zeros((3, 2), np.float32)]) != []
+
+
+@pytest.mark.parametrize("dt", [DType.F32, DType.BF16, DType.F16, DType.FP8E4M3], ids=str)
+def test_nn_relu_is_the_unary_relu(dt):  # ReLU takes floats only (its type rule)
+    """nn ReLU (evaluator/nn.py: "ReLU is Unary(relu) ... relu(-0) = -0, NaN stays NaN")."""
+    from tilefoundry.semantics.ops import ReLU
+
+    assert agreement_hir(module_of(ReLU(), [dt], [(N,)]), "f", [values(dt, N, 61)]) == []
