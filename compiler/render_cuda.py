@@ -693,7 +693,8 @@ class KernelCuda(KernelC):
         what = (f"/* {self.why} */" if self.rows is not None else
                 f"/* block mapping: one block of {self.block} threads per instance (D276) */")
         out = [self.comment(), what,
-               f'extern "C" __global__ void __launch_bounds__({self.block}) {name}(',
+               f'extern "C" __global__ void __launch_bounds__({self.block}'
+               f'{render_cuda_rows.min_blocks(self)}) {name}(',
                "    " + ", ".join(params) + ")", "{",
                "    const int64_t pid = lo + (int64_t)blockIdx.x;",
                "    if (pid >= hi) return;"]

@@ -48,7 +48,7 @@ __all__ = ["ROWS_CHUNKS", "ROWS_HEAD", "ROWS_REG_LIMIT", "RowsPlan", "emit_rows"
            "rows_decls"]
 
 #: chunks a thread aims to own in a kernel with reductions (the row in registers: 4 x 8 bf16)
-ROWS_CHUNKS = 4
+ROWS_CHUNKS = 2
 #: threads per block at most (reductions / elementwise)
 ROWS_THREADS_MAX = 1024
 ROWS_ELEMENTWISE_THREADS = 256
@@ -57,6 +57,8 @@ ROWS_REG_LIMIT = 32
 #: the most chunks one thread walks (an unrolled loop)
 ROWS_PER_MAX = 8
 VEC_BYTES = 16
+#: threads an SM should hold of a row kernel (``min_blocks``): half of sm_90's 2048
+ROWS_RESIDENT_THREADS = 1024
 
 ROWS_HEAD = r"""/* the row mapping (D482): 16-byte global accesses and warp shuffles; on the host emulation
  * an access is memcpy and a shuffle reads the partner thread's register array */
@@ -262,6 +264,15 @@ def vector_access(kc, plan: RowsPlan, ins, defs: dict):
     return unit, guard
 
 
+def min_blocks(kc) -> str:
+    """The row mapping's ``__launch_bounds__`` minimum of resident blocks (``, n``): enough
+    for ``ROWS_RESIDENT_THREADS`` threads an SM (ptxas caps the registers to fit); empty for
+    the other mappings."""
+    if kc.rows is None:
+        return ""
+    return f", {max(1, ROWS_RESIDENT_THREADS // kc.rows.threads)}"
+
+
 # -- rendering ------------------------------------------------------------------------------
 def rows_decls(kc, ind: str) -> list[str]:
     p: RowsPlan = kc.rows
@@ -456,7 +467,9 @@ def _reduce(kc, ins: kir.Reduce, out: list[str], ind: str, n: int) -> None:
         decl += [f"TF_REG(uint8_t, rq{n}_{i}, {p.threads}, 1);" for i in range(6)]
     for i, m in enumerate((16, 8, 4, 2, 1)):  # the warp's butterfly: one step a phase
         a, b = f"rp{n}_{i}", f"rp{n}_{i + 1}"
-        line = f"TF_R({b})[0] = {ops.step(f'TF_R({a})[0]', f'TF_SHFL_XOR({a}, {m})')};"
+        # the partner's value is read once (a step may name its operand more than once)
+        line = (f"const {at} tf_o = TF_SHFL_XOR({a}, {m}); "
+                f"TF_R({b})[0] = {ops.step(f'TF_R({a})[0]', 'tf_o')};")
         if flag:
             qa, qb = f"rq{n}_{i}", f"rq{n}_{i + 1}"
             line += f" TF_R({qb})[0] = (uint8_t)(TF_R({qa})[0] | TF_SHFL_XOR({qa}, {m}));"
