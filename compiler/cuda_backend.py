@@ -161,7 +161,7 @@ _HOST_SHIM = r"""/* host emulation of the CUDA C++ source (CudaBackend(device="h
 #include <stdint.h>
 #include <string.h>
 #define __global__
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 struct tf__dim3 { int64_t x; };
 static tf__dim3 blockIdx, blockDim, threadIdx;
 static inline float __fadd_rn(float a, float b) { return a + b; }

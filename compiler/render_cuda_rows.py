@@ -94,6 +94,7 @@ class RowsPlan:
     uniform: set = field(default_factory=set)  # values over no tiled axis: every thread's own
     vload: dict = field(default_factory=dict)  # Load out -> (unit bytes, guard EdgeMask or None)
     vstore: dict = field(default_factory=dict)  # id(Store) -> (unit bytes, guard or None)
+    hoist: set = field(default_factory=set)  # vector loads issued at the kernel's start
     reductions: int = 0
     why: str = ""
 
@@ -212,11 +213,19 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
                     if acc is not None:
                         (plan.vload if isinstance(i, kir.Load) else plan.vstore)[
                             i.out if isinstance(i, kir.Load) else id(i)] = acc
+    seen_reduce = False
+    for s in merged:  # loads after a reduction are issued first (their latency overlaps it)
+        if isinstance(s, kir.Reduce):
+            seen_reduce = True
+        elif seen_reduce:
+            plan.hoist |= {i.out for i in s.instrs if isinstance(i, kir.Load)
+                           and i.out in plan.vload}
     segs[:] = merged
     nl, ns = len(plan.vload), len(plan.vstore)
     plan.why = (f"row mapping: one block of {t} threads per row of {e} lanes, {per} chunk(s) "
                 f"of {v} lanes a thread; {nl} load(s) and {ns} store(s) vectorized; "
-                f"{reduces} order-free reduction(s) by warp shuffles (D482)")
+                f"{reduces} order-free reduction(s) by warp shuffles; {len(plan.hoist)} "
+                f"load(s) issued before the reductions (D482)")
     return plan, plan.why
 
 
@@ -316,7 +325,12 @@ def load_expr(kc, ins: kir.Load, ref) -> tuple[str, list[str]]:
     """A vectorized load's element at lane ``tf_v`` of the chunk (``chunk_pre`` loaded it)."""
     dt = kc.bm[ins.buffer].dtype
     ct = _CTYPE[dt]
-    e = _extract(f"tf_lw{kc.cid(ins.out)}", ct, _itemsize(dt))
+    s = _itemsize(dt)
+    if ins.out in kc.rows.hoist:  # prefetched (``_prefetch``) into this thread's words
+        w = f"(&TF_R(tf_pf{kc.cid(ins.out)})[tf_j * {kc.rows.vec * s // 4}])"
+    else:
+        w = f"tf_lw{kc.cid(ins.out)}"
+    e = _extract(w, ct, s)
     if ins.mask:
         from tilefoundry.compiler.render_c import _literal
 
@@ -343,7 +357,7 @@ def _chunk_access(kc, run: _Run, ind: str) -> tuple[list[str], list[str]]:
     pre: list[str] = []
     post: list[str] = []
     for i in run.instrs:
-        if isinstance(i, kir.Load) and i.out in p.vload:
+        if isinstance(i, kir.Load) and i.out in p.vload and i.out not in p.hoist:
             unit, g = p.vload[i.out]
             w = f"tf_lw{kc.cid(i.out)}"
             pp, _, base, _ = kc.ptr(i.buffer)
@@ -371,10 +385,36 @@ def _chunk_access(kc, run: _Run, ind: str) -> tuple[list[str], list[str]]:
     return [ind + ln for ln in pre], [ind + ln for ln in post]
 
 
-def _chunks(kc, ind: str, inner: list[str], pre_fn=None, post_fn=None,
-            head: list[str] = (), tail: list[str] = ()) -> list[str]:
+def _prefetch(kc, loads: list, ind: str) -> list[str]:
+    """The hoisted vector loads (``RowsPlan.hoist``) of every chunk of this thread, into
+    per-thread word arrays ``tf_pf<id>`` (registers) read by the runs after the reductions."""
+    p: RowsPlan = kc.rows
+
+    def pre(i2: str) -> tuple[list[str], list[str]]:
+        lines = []
+        for i in loads:
+            unit, g = p.vload[i.out]
+            s = _itemsize(kc.bm[i.buffer].dtype)
+            nb = p.vec * s
+            pp, _, base, _ = kc.ptr(i.buffer)
+            w = f"(&TF_R(tf_pf{kc.cid(i.out)})[tf_j * {nb // 4}])"
+            off = kc.offset_expr(i, base, None)
+            acc = " ".join(f"TF_LDV({w} + {u // 4}, &{pp}[{off}] + {u // s}, {unit});"
+                           for u in range(0, nb, unit))
+            zero = " ".join(f"{w}[{k}] = 0u;" for k in range(nb // 4))
+            lines.append(f"{i2}if ({_guard(kc, g)}) {{ {acc} }} else {{ {zero} }}")
+            kc.rows_extra_decls.append(f"TF_REG(uint32_t, tf_pf{kc.cid(i.out)}, {p.threads}, "
+                                       f"{p.per * nb // 4});")
+        return lines, []
+
+    return _chunks(kc, ind, None, pre_fn=pre)
+
+
+def _chunks(kc, ind: str, inner: list[str] | None, pre_fn=None, head: list[str] = (),
+            tail: list[str] = ()) -> list[str]:
     """Thread ``tf_tx``'s chunks (``tf_j``, first lane ``tf_g``) and their lanes ``tf_v``
-    (slot ``tf_s``, coordinate ``c<axis>``); ``inner`` is one lane's code."""
+    (slot ``tf_s``, coordinate ``c<axis>``); ``inner`` is one lane's code (None: no lane
+    loop, only ``pre_fn``'s chunk code)."""
     p: RowsPlan = kc.rows
     k = kc.k
     i2, i3 = ind + "        ", ind + "            "
@@ -392,15 +432,16 @@ def _chunks(kc, ind: str, inner: list[str], pre_fn=None, post_fn=None,
                  " ".join(f"(void)c{d};" for d in range(k.rank)) + "")
     pre, post = pre_fn(i2 + "  ") if pre_fn else ([], [])
     lines += pre
-    lines += [f"{i2}  #pragma unroll",
-              f"{i2}  for (int tf_v = 0; tf_v < {p.vec}; ++tf_v) {{",
-              f"{i3}const int tf_s = tf_j * {p.vec} + tf_v; (void)tf_s;",
-              f"{i3}" + " ".join(f"const int64_t c{d} = "
-                                 f"{'tf_g + tf_v' if d == p.axis else '0'};"
-                                 for d in range(k.rank)) + " " +
-              " ".join(f"(void)c{d};" for d in range(k.rank))]
-    lines += [i3 + ln for ln in inner]
-    lines.append(f"{i2}  }}")
+    if inner is not None:
+        lines += [f"{i2}  #pragma unroll",
+                  f"{i2}  for (int tf_v = 0; tf_v < {p.vec}; ++tf_v) {{",
+                  f"{i3}const int tf_s = tf_j * {p.vec} + tf_v; (void)tf_s;",
+                  f"{i3}" + " ".join(f"const int64_t c{d} = "
+                                     f"{'tf_g + tf_v' if d == p.axis else '0'};"
+                                     for d in range(k.rank)) + " " +
+                  " ".join(f"(void)c{d};" for d in range(k.rank))]
+        lines += [i3 + ln for ln in inner]
+        lines.append(f"{i2}  }}")
     lines += post
     lines.append(f"{i2}}}")
     if guard:
@@ -505,6 +546,10 @@ def emit_rows(kc, segs: list, out: list[str], ind: str) -> None:
     kc.rows_sid = {}
     kc.rows_thread0 = False
     out.append(f"{ind}TF_PHASE_BEGIN")
+    hoisted = [i for s in segs if isinstance(s, _Run) for i in s.instrs
+               if isinstance(i, kir.Load) and i.out in kc.rows.hoist]
+    if hoisted:
+        out += _prefetch(kc, hoisted, ind + "    ")
     n = 0
     for seg in segs:
         if isinstance(seg, _Run):
