@@ -57,6 +57,9 @@ ROWS_REG_LIMIT = 32
 #: the most chunks one thread walks (an unrolled loop)
 ROWS_PER_MAX = 8
 VEC_BYTES = 16
+#: the warp's butterfly: ``__shfl_xor_sync`` offsets, one step each (every lane ends with a
+#: balanced tree over the warp's 32 partials)
+BUTTERFLY = (16, 8, 4, 2, 1)
 #: threads an SM should hold of a row kernel (``min_blocks``): half of sm_90's 2048
 ROWS_RESIDENT_THREADS = 1024
 
@@ -75,9 +78,10 @@ TF_FN void tf__ldv16(uint32_t *w, const void *p) {
 TF_FN void tf__ldv8(uint32_t *w, const void *p) {
     const uint2 q = *(const uint2 *)p; w[0] = q.x; w[1] = q.y; }
 TF_FN void tf__ldv4(uint32_t *w, const void *p) { w[0] = *(const uint32_t *)p; }
+/* __stcg: one vector store instruction (a plain uint4 store may be split into four by NVVM) */
 TF_FN void tf__stv16(void *p, const uint32_t *w) {
-    uint4 q; q.x = w[0]; q.y = w[1]; q.z = w[2]; q.w = w[3]; *(uint4 *)p = q; }
-TF_FN void tf__stv8(void *p, const uint32_t *w) { uint2 q; q.x = w[0]; q.y = w[1]; *(uint2 *)p = q; }
+    uint4 q; q.x = w[0]; q.y = w[1]; q.z = w[2]; q.w = w[3]; __stcg((uint4 *)p, q); }
+TF_FN void tf__stv8(void *p, const uint32_t *w) { uint2 q; q.x = w[0]; q.y = w[1]; __stcg((uint2 *)p, q); }
 TF_FN void tf__stv4(void *p, const uint32_t *w) { *(uint32_t *)p = w[0]; }
 #endif
 """
@@ -503,10 +507,11 @@ def _reduce(kc, ins: kir.Reduce, out: list[str], ind: str, n: int) -> None:
     tail.append(f"TF_R({a0})[0] = tf_p[0];" + (f" TF_R({q0})[0] = tf_q[0];" if flag else ""))
     out += _chunks(kc, ind, body, head=head, tail=tail)
     decl = kc.rows_extra_decls
-    decl += [f"TF_REG({at}, rp{n}_{i}, {p.threads}, 1);" for i in range(6)]
+    steps = len(BUTTERFLY)
+    decl += [f"TF_REG({at}, rp{n}_{i}, {p.threads}, 1);" for i in range(steps + 1)]
     if flag:
-        decl += [f"TF_REG(uint8_t, rq{n}_{i}, {p.threads}, 1);" for i in range(6)]
-    for i, m in enumerate((16, 8, 4, 2, 1)):  # the warp's butterfly: one step a phase
+        decl += [f"TF_REG(uint8_t, rq{n}_{i}, {p.threads}, 1);" for i in range(steps + 1)]
+    for i, m in enumerate(BUTTERFLY):  # the warp's butterfly: one step a phase
         a, b = f"rp{n}_{i}", f"rp{n}_{i + 1}"
         # the partner's value is read once (a step may name its operand more than once)
         line = (f"const {at} tf_o = TF_SHFL_XOR({a}, {m}); "
@@ -520,8 +525,9 @@ def _reduce(kc, ins: kir.Reduce, out: list[str], ind: str, n: int) -> None:
     decl += [f"TF_SHARED {at} tf_wp{n}[{nw}];"] + ([f"TF_SHARED uint8_t tf_wq{n}[{nw}];"]
                                                    if flag else [])
     out.append(f"{ind}{{ if ((threadIdx.x & 31) == 0) {{ tf_wp{n}[threadIdx.x >> 5] = "
-               f"TF_R(rp{n}_5)[0];" + (f" tf_wq{n}[threadIdx.x >> 5] = TF_R(rq{n}_5)[0];"
-                                       if flag else "") + " } }")
+               f"TF_R(rp{n}_{steps})[0];" +
+               (f" tf_wq{n}[threadIdx.x >> 5] = TF_R(rq{n}_{steps})[0];" if flag else "") +
+               " } }")
     out += [f"{ind}TF_PHASE_END", f"{ind}TF_SYNC", f"{ind}TF_PHASE_BEGIN"]
     i2 = ind + "    "
     lines = [f"{ind}{{ const int tf_s = 0; (void)tf_s;",
