@@ -556,6 +556,8 @@ class KernelCuda(KernelC):
         if self.block is None or name in self.consts:
             return super().aref(name, coords)
         if self.rows is not None:  # the row mapping: registers only
+            if name in self.rows.remat:  # an edge mask: recomputed at the lane
+                return self.l_EdgeMask(self.rows.remat[name], None)[0]
             if name in self.rows.uniform:
                 return f"TF_R(r{self.cid(name)})[0]"
             if name in self.rows.reg:

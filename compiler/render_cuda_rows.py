@@ -99,6 +99,7 @@ class RowsPlan:
     vload: dict = field(default_factory=dict)  # Load out -> (unit bytes, guard EdgeMask or None)
     vstore: dict = field(default_factory=dict)  # id(Store) -> (unit bytes, guard or None)
     hoist: set = field(default_factory=set)  # vector loads issued at the kernel's start
+    remat: dict = field(default_factory=dict)  # EdgeMask values recomputed where read
     reductions: int = 0
     why: str = ""
 
@@ -197,8 +198,12 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
     if per > ROWS_PER_MAX:
         return None, f"{per} chunks a thread (more than {ROWS_PER_MAX})"
     plan = RowsPlan(axis, e, v, t, per, reductions=reduces)
+    defs = {o: i for i in kir.iter_instrs(k.body) for o in i.results()}
     for n in kc.arrays:
         w = kc.wide(kc.full(n))
+        if isinstance(defs.get(n), kir.EdgeMask):  # a comparison of coordinates: recomputed
+            plan.remat[n] = defs[n]  # where read instead of held in registers
+            continue
         if w == (axis,):
             plan.reg.add(n)
         elif not w:
@@ -208,7 +213,6 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
     if plan.reg and plan.slots > ROWS_REG_LIMIT:
         return None, (f"{plan.slots} register slots a thread for a value kept across a "
                       f"reduction (more than {ROWS_REG_LIMIT})")
-    defs = {o: i for i in kir.iter_instrs(k.body) for o in i.results()}
     for s in merged:
         if isinstance(s, _Run) and kc.wide(s.axes):
             for i in s.instrs:
@@ -225,6 +229,8 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
             plan.hoist |= {i.out for i in s.instrs if isinstance(i, kir.Load)
                            and i.out in plan.vload}
     segs[:] = merged
+    for n in plan.remat:  # never stored: ``KernelCuda.aref`` recomputes them
+        del kc.arrays[n]
     nl, ns = len(plan.vload), len(plan.vstore)
     plan.why = (f"row mapping: one block of {t} threads per row of {e} lanes, {per} chunk(s) "
                 f"of {v} lanes a thread; {nl} load(s) and {ns} store(s) vectorized; "
