@@ -35,6 +35,10 @@ stage the lanes and walk each fiber in order, one thread per output lane. The bo
 emulation runs each phase for every thread in turn. Past 48 KiB of shared arrays
 (``SHARED_LIMIT``) or ``REG_LIMIT`` slots a thread, a kernel keeps the instance mapping.
 
+**Row mapping (D482-D484, ``render_cuda_rows``)**, tried first: one block per row of a kernel
+over one tiled axis, the row in registers, 16-byte accesses, order-free reductions by warp
+shuffles; ``why`` (in the plan, ``--explain``) names the rule that declined it elsewhere.
+
 **What differs from SIMD C** (the spelling): no ``omp simd`` pragmas; no pthreads, malloc or
 libm; the kernels are ``extern "C" __global__`` functions taking one pointer per root buffer,
 one per snapshot of a root the kernel reads and writes, the scratch base and the instance range
@@ -166,9 +170,8 @@ class KernelCuda(KernelC):
         return "\n".join(render_cuda_mma.render_mma(self, self.mma))
 
     def plan_mapping(self, segs: list) -> None:
-        """The row mapping where ``render_cuda_rows.plan_rows`` admits the kernel, else the
-        lane mapping, else the block mapping, else one thread per instance; ``why`` says
-        which and why the row mapping was declined."""
+        """The row mapping (``render_cuda_rows.plan_rows``), else the lane, block or instance
+        mapping; ``why`` says which, and why the row mapping was declined."""
         no = "disabled"
         if self.ROWS_MAPPING:
             self.rows, no = render_cuda_rows.plan_rows(self, segs)
@@ -178,11 +181,10 @@ class KernelCuda(KernelC):
         self.plan_lanes(segs)
         if self.flat is None:
             self.plan_block(segs)
-        got = {"lane": "lane mapping: one thread per lane of a lane-wise kernel (D209)",
-               "block": f"block mapping: one block of {self.block} threads per instance "
-                        "(D276)",
-               "instance": "instance mapping: one thread per instance (D209)"}[self.mapping()]
-        self.why = f"{got}; row mapping declined: {no}"
+        got = {"lane": "one thread per lane of a lane-wise kernel (D209)", "instance":
+               "one thread per instance (D209)", "block": f"one block of {self.block} threads "
+               "per instance (D276)"}[self.mapping()]
+        self.why = f"{self.mapping()} mapping: {got}; row mapping declined: {no}"
 
     def plan_lanes(self, segs: list) -> None:
         """One thread per lane when the kernel is lane-wise runs only (no reduction, dot or
@@ -625,10 +627,9 @@ class KernelCuda(KernelC):
     def store(self, ins: kir.Store, ref) -> list[str]:
         if self.rows is not None and id(ins) in self.rows.vstore:
             return render_cuda_rows.store_lines(self, ins, ref)
-        lines = super().store(ins, ref)
-        if self.rows is not None and self.rows_thread0:  # a run of one lane: thread 0 stores
-            return [f"if (tf_tx == 0) {ln}" for ln in lines]
-        return lines
+        lines = super().store(ins, ref)  # a run of one lane under the row mapping: thread 0's
+        return [f"if (tf_tx == 0) {ln}" for ln in lines] if self.rows and self.rows_thread0 \
+            else lines
 
     def farith(self, k: str, a: str, b: str, dt: str) -> str:
         if dt not in ("f32", "f64"):

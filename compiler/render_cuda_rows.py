@@ -243,8 +243,9 @@ def vector_access(kc, plan: RowsPlan, ins, defs: dict):
     """(access bytes, the EdgeMask guarding it or None) when every chunk of ``ins`` is one
     aligned access of contiguous lanes within its root (else None: per-lane access)."""
     k, a, v = kc.k, plan.axis, plan.vec
-    if ins.index or ins.strides[a] != 1:
-        return None
+    if ins.index or ins.strides[a] != 1 or \
+            kir.root_of(ins.buffer, kc.bm).dtype != kc.bm[ins.buffer].dtype:
+        return None  # (the chunk's words are read in the root's element type)
     s = _itemsize(kc.bm[ins.buffer].dtype)
     nbytes = v * s
     unit = min(VEC_BYTES, nbytes)
