@@ -54,6 +54,11 @@ ROWS_THREADS_MAX = 1024
 ROWS_ELEMENTWISE_THREADS = 256
 #: the most slots one thread keeps of a register array
 ROWS_REG_LIMIT = 32
+#: rows past ROWS_WIDE_THREADS threads at ROWS_CHUNKS take ROWS_WIDE_CHUNKS chunks a thread
+#: when the registers they hold across the reductions stay within ROWS_HELD_REGS
+ROWS_WIDE_THREADS = 512
+ROWS_WIDE_CHUNKS = 4
+ROWS_HELD_REGS = 40
 #: the most chunks one thread walks (an unrolled loop)
 ROWS_PER_MAX = 8
 VEC_BYTES = 16
@@ -228,15 +233,45 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
         elif seen_reduce:
             plan.hoist |= {i.out for i in s.instrs if isinstance(i, kir.Load)
                            and i.out in plan.vload}
+    held = _held_words(kc, plan, merged)
+    if reduces and t > ROWS_WIDE_THREADS and held * ROWS_WIDE_CHUNKS <= ROWS_HELD_REGS:
+        # a long row whose held state is small: twice the chunks a thread, half the threads,
+        # so two blocks fit an SM (one block of 1,024 leaves the SM idle at its barriers)
+        t = -(-c // ROWS_WIDE_CHUNKS)
+        t = min(ROWS_THREADS_MAX, max(32, -(-t // 32) * 32))
+        plan.threads, plan.per = t, -(-c // t)
     segs[:] = merged
     for n in plan.remat:  # never stored: ``KernelCuda.aref`` recomputes them
         del kc.arrays[n]
     nl, ns = len(plan.vload), len(plan.vstore)
-    plan.why = (f"row mapping: one block of {t} threads per row of {e} lanes, {per} chunk(s) "
+    plan.why = (f"row mapping: one block of {plan.threads} threads per row of {e} lanes, "
+                f"{plan.per} chunk(s) "
                 f"of {v} lanes a thread; {nl} load(s) and {ns} store(s) vectorized; "
                 f"{reduces} order-free reduction(s) by warp shuffles; {len(plan.hoist)} "
                 f"load(s) issued before the reductions (D482)")
     return plan, plan.why
+
+
+def _held_words(kc, plan: RowsPlan, merged: list) -> int:
+    """32-bit registers a chunk of a thread holds across a reduction, at most: the row values
+    defined before it and read after it (one register a slot, two for 8-byte values) and the
+    prefetched load words."""
+    defined: list[set] = []
+    used: list[set] = []
+    for s in merged:
+        ins = s.instrs if isinstance(s, _Run) else [s]
+        defined.append({r for i in ins for r in i.results()})
+        used.append({o for i in ins for o in i.operands()})
+    words = sum(plan.vec * _itemsize(kc.dt(n)) // 4 for n in plan.hoist)
+    most = 0
+    for at, s in enumerate(merged):
+        if isinstance(s, kir.Reduce):
+            before = set().union(*defined[:at]) if at else set()
+            after = set().union(*used[at + 1:]) if at + 1 < len(used) else set()
+            live = before & after & plan.reg
+            most = max(most, sum(plan.vec * (2 if _itemsize(kc.dt(n)) == 8 else 1)
+                                 for n in live))
+    return most + words
 
 
 def vector_access(kc, plan: RowsPlan, ins, defs: dict):
