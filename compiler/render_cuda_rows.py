@@ -47,7 +47,8 @@ from tilefoundry.compiler.render_c import _CTYPE, _itemsize, _Run
 __all__ = ["ROWS_CHUNKS", "ROWS_HEAD", "ROWS_REG_LIMIT", "RowsPlan", "emit_rows", "plan_rows",
            "rows_decls"]
 
-#: chunks a thread aims to own in a kernel with reductions (the row in registers: 4 x 8 bf16)
+#: chunks a thread aims to own in a kernel with reductions (2 x 8 bf16: no spill up to 16384
+#: lanes, benchmarks/cuda_rows_sass.py; 4 chunks spilled at 4096 under the launch bounds)
 ROWS_CHUNKS = 2
 #: threads per block at most (reductions / elementwise)
 ROWS_THREADS_MAX = 1024
