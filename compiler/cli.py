@@ -46,7 +46,8 @@ def add_parser(sub) -> None:
     p.add_argument("--explain", action="store_true",
                    help="say which mapping each kernel got and why (the triton targets: "
                         "row / elementwise / dot / tile-loop fallback, reductions, access "
-                        "widths, launch options and their source)")
+                        "widths, launch options and their source; the cuda targets: rows / "
+                        "block / lane / instance / mma, threads a block, and why)")
     p.set_defaults(func=_compile)
 
 
@@ -84,9 +85,9 @@ def _compile(args: argparse.Namespace) -> int:
     shows = set(PASS_NAMES) if "all" in args.print_after else set(args.print_after)
     try:
         if args.explain and args.target not in EXPLAINED:
-            raise TilefoundryError(f"--explain reports the triton targets' mappings; got "
-                                   f"--target {args.target}: use --target triton-cuda (the "
-                                   f"GPU's kernels) or --target triton (the interpreter's)")
+            raise TilefoundryError(f"--explain reports the triton and cuda targets' mappings; "
+                                   f"got --target {args.target}: use --target triton-cuda or "
+                                   f"cuda (the GPU's kernels), or triton / cuda-host")
         module = load_module(args.spec)
         shapes = [parse_shape(s) for s in args.shape]
         c = compile(module, args.entry, shapes, args.target, print_after=shows,
@@ -103,7 +104,7 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 #: the targets ``--explain`` reports on
-EXPLAINED = ("triton", "triton-cuda")
+EXPLAINED = ("triton", "triton-cuda", "cuda", "cuda-host")
 
 
 def _explain(module, entry: str, c) -> str:
@@ -113,6 +114,8 @@ def _explain(module, entry: str, c) -> str:
     from tilefoundry.compiler.triton_backend import TRITON_TILES
     from tilefoundry.compiler.triton_explain import explain
 
+    if c.target in ("cuda", "cuda-host"):
+        return _explain_cuda(c)
     if c.target == "triton":
         cfg, src = TRITON_TILES, "the defaults by tile size (the interpreter target reads no " \
                                  "tuning record)"
@@ -121,3 +124,17 @@ def _explain(module, entry: str, c) -> str:
         src = f"the autotuner's record in {path}" if path else \
             "the defaults by tile size (no tuning record for this program and shapes)"
     return explain(c.program, cfg, src)
+
+
+def _explain_cuda(c) -> str:
+    """The CUDA mapping report: each kernel's mapping, threads a block and why (the launch
+    plan the rendered source carries, ``render_cuda.parse_plan``; D482)."""
+    from tilefoundry.compiler.render_cuda import kernel_threads, parse_plan
+
+    plan = parse_plan(c.executable.source)
+    lines = [f"{c.target}: {len(plan['kernels'])} kernel(s)"]
+    for name, k in plan["kernels"].items():
+        lines.append(f"  {name} ({k['fn']}): {k['mapping']}, {kernel_threads(plan, k)} "
+                     f"threads a block, {k['instances']} instance(s)")
+        lines.append(f"    why: {k.get('why') or 'not recorded'}")
+    return "\n".join(lines) + "\n"

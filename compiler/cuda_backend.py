@@ -161,7 +161,7 @@ _HOST_SHIM = r"""/* host emulation of the CUDA C++ source (CudaBackend(device="h
 #include <stdint.h>
 #include <string.h>
 #define __global__
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 struct tf__dim3 { int64_t x; };
 static tf__dim3 blockIdx, blockDim, threadIdx;
 static inline float __fadd_rn(float a, float b) { return a + b; }
@@ -198,7 +198,7 @@ def host_source(source: str) -> str:
         args = [f"p{i}" for i in range(n)] + [f"q{i}" for i in range(len(k["snap"]))] + \
             ["S0", "lo", "hi"]
         params = ", ".join([f"char *{a}" for a in args[:-2]] + ["int64_t lo", "int64_t hi"])
-        if k.get("mapping") in ("block", "mma"):  # it loops over its threads, phase by phase
+        if k.get("mapping") in ("block", "mma", "rows"):  # it loops over its threads, phase by phase
             out.append(f'''extern "C" void {k["fn"]}_grid(int64_t blocks, int64_t threads, {params})
 {{
     blockDim.x = threads;
@@ -273,7 +273,7 @@ def launch_slices(entry: dict, threads: int) -> tuple[int, list[tuple[int, int, 
     instance and a launch covers whole instances, at most ``SCRATCH_LIMIT`` bytes of it. Under
     the block mapping a block is an instance (first / end are instances)."""
     n, lanes, per = entry["instances"], entry.get("lanes", 1), entry["scratch"]
-    if entry.get("mapping") in ("block", "mma"):  # one block per instance, no scratch
+    if entry.get("mapping") in ("block", "mma", "rows"):  # one block per instance, no scratch
         chunk = min(n, MAX_BLOCKS)
         return chunk, [(min(n, lo + chunk) - lo, lo, min(n, lo + chunk))
                        for lo in range(0, n, chunk)]

@@ -35,6 +35,10 @@ stage the lanes and walk each fiber in order, one thread per output lane. The bo
 emulation runs each phase for every thread in turn. Past 48 KiB of shared arrays
 (``SHARED_LIMIT``) or ``REG_LIMIT`` slots a thread, a kernel keeps the instance mapping.
 
+**Row mapping (D482-D484, ``render_cuda_rows``)**, tried first: one block per row of a kernel
+over one tiled axis, the row in registers, 16-byte accesses, order-free reductions by warp
+shuffles; ``why`` (in the plan, ``--explain``) names the rule that declined it elsewhere.
+
 **What differs from SIMD C** (the spelling): no ``omp simd`` pragmas; no pthreads, malloc or
 libm; the kernels are ``extern "C" __global__`` functions taking one pointer per root buffer,
 one per snapshot of a root the kernel reads and writes, the scratch base and the instance range
@@ -57,7 +61,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 
-from tilefoundry.compiler import kir
+from tilefoundry.compiler import kir, render_cuda_rows
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
 from tilefoundry.compiler.render_c import (
     _CSIZE,
@@ -144,6 +148,10 @@ class KernelCuda(KernelC):
     flat: tuple[int, ...] | None = None  # the run's axes under the lane mapping
     block: int | None = None  # threads per block under the block mapping
     mma = None  # the tensor-core plan (render_cuda_mma.MmaPlan, D280)
+    rows = None  # the row plan (render_cuda_rows.RowsPlan, D482)
+    why = ""  # why the kernel got its mapping (``tilefoundry compile --explain``)
+    #: allow the row mapping (one block per row, 16-byte accesses, shuffles; D482)
+    ROWS_MAPPING = True
     #: allow the tensor-core mapping for reassociated matmul kernels (D280)
     MMA_MAPPING = True
 
@@ -158,12 +166,25 @@ class KernelCuda(KernelC):
         if self.mma is None:
             return None
         self.block, self.scratch = render_cuda_mma.MMA_THREADS, 0
+        self.why = "tensor-core mapping: a reassociated matmul on mma.sync (D280)"
         return "\n".join(render_cuda_mma.render_mma(self, self.mma))
 
     def plan_mapping(self, segs: list) -> None:
+        """The row mapping (``render_cuda_rows.plan_rows``), else the lane, block or instance
+        mapping; ``why`` says which, and why the row mapping was declined."""
+        no = "disabled"
+        if self.ROWS_MAPPING:
+            self.rows, no = render_cuda_rows.plan_rows(self, segs)
+            if self.rows is not None:
+                self.block, self.scratch, self.why = self.rows.threads, 0, self.rows.why
+                return
         self.plan_lanes(segs)
         if self.flat is None:
             self.plan_block(segs)
+        got = {"lane": "one thread per lane of a lane-wise kernel (D209)", "instance":
+               "one thread per instance (D209)", "block": f"one block of {self.block} threads "
+               "per instance (D276)"}[self.mapping()]
+        self.why = f"{self.mapping()} mapping: {got}; row mapping declined: {no}"
 
     def plan_lanes(self, segs: list) -> None:
         """One thread per lane when the kernel is lane-wise runs only (no reduction, dot or
@@ -536,6 +557,14 @@ class KernelCuda(KernelC):
     def aref(self, name: str, coords: Mapping[int, str]) -> str:
         if self.block is None or name in self.consts:
             return super().aref(name, coords)
+        if self.rows is not None:  # the row mapping: registers only
+            if name in self.rows.remat:  # an edge mask: recomputed at the lane
+                return self.l_EdgeMask(self.rows.remat[name], None)[0]
+            if name in self.rows.uniform:
+                return f"TF_R(r{self.cid(name)})[0]"
+            if name in self.rows.reg:
+                return f"TF_R(r{self.cid(name)})[tf_s]"
+            raise AssertionError(f"row mapping: {name} has no storage")
         if name in self.uniform:  # computed by every thread: its own copy
             return f"TF_R(r{self.cid(name)})[0]"
         if name in self.reg:  # this thread's element of the lane it is at (tf_j)
@@ -545,6 +574,9 @@ class KernelCuda(KernelC):
         raise AssertionError(f"block mapping: {name} has no storage")
 
     def emit(self, segs: list, out: list[str], ind: str) -> None:
+        if self.rows is not None:
+            render_cuda_rows.emit_rows(self, segs, out, ind)
+            return
         if self.block is None:
             super().emit(segs, out, ind)
             return
@@ -586,6 +618,18 @@ class KernelCuda(KernelC):
             out.append(f"{ind}{{")
             ind += "    "
         return ind
+
+    def l_Load(self, ins: kir.Load, ref) -> tuple[str, list[str]]:
+        if self.rows is not None and ins.out in self.rows.vload:
+            return render_cuda_rows.load_expr(self, ins, ref)
+        return super().l_Load(ins, ref)
+
+    def store(self, ins: kir.Store, ref) -> list[str]:
+        if self.rows is not None and id(ins) in self.rows.vstore:
+            return render_cuda_rows.store_lines(self, ins, ref)
+        lines = super().store(ins, ref)  # a run of one lane under the row mapping: thread 0's
+        return [f"if (tf_tx == 0) {ln}" for ln in lines] if self.rows and self.rows_thread0 \
+            else lines
 
     def farith(self, k: str, a: str, b: str, dt: str) -> str:
         if dt not in ("f32", "f64"):
@@ -649,9 +693,11 @@ class KernelCuda(KernelC):
         snaps = [self.roots[r] for r in self.snap]
         params = [f"char *p{i}" for i in range(n)] + [f"char *q{i}" for i in snaps] + \
             ["char *S0", "int64_t lo", "int64_t hi"]
-        out = [self.comment(),
-               f"/* block mapping: one block of {self.block} threads per instance (D276) */",
-               f'extern "C" __global__ void __launch_bounds__({self.block}) {name}(',
+        what = (f"/* {self.why} */" if self.rows is not None else
+                f"/* block mapping: one block of {self.block} threads per instance (D276) */")
+        out = [self.comment(), what,
+               f'extern "C" __global__ void __launch_bounds__({self.block}'
+               f'{render_cuda_rows.min_blocks(self)}) {name}(',
                "    " + ", ".join(params) + ")", "{",
                "    const int64_t pid = lo + (int64_t)blockIdx.x;",
                "    if (pid >= hi) return;"]
@@ -661,7 +707,8 @@ class KernelCuda(KernelC):
             qs = ", ".join(f"q{i}" if i in snaps else "0" for i in range(n))
             out.append(f"    char *const Q[{n}] = {{{qs}}};")
         out += self.const_lines("    ")
-        out += self.block_decls("    ")
+        out += (render_cuda_rows.rows_decls(self, "    ") if self.rows is not None else
+                self.block_decls("    "))
         out.append("    {")
         out += self.tile_origin("        ")
         out.extend(_LOOP.sub(r"\1#pragma unroll 1\n\1for (int64_t ", ln) for ln in body)
@@ -672,6 +719,8 @@ class KernelCuda(KernelC):
     def mapping(self) -> str:
         if self.mma is not None:
             return "mma"
+        if self.rows is not None:
+            return "rows"
         return "block" if self.block is not None else "lane" if self.flat else "instance"
 
     def plan(self) -> dict:
@@ -679,7 +728,7 @@ class KernelCuda(KernelC):
         and for the block mapping its threads per block (one block per instance)."""
         entry = {"fn": f"tf_k{self.kidx}", "instances": self.k.instances,
                  "lanes": self.lanes(), "scratch": self.scratch, "snap": list(self.snap),
-                 "mapping": self.mapping()}
+                 "mapping": self.mapping(), "why": self.why}
         if self.block is not None:
             entry["threads"] = self.block
         return entry
@@ -700,6 +749,8 @@ class ProgramCuda(ProgramC):
             from tilefoundry.compiler.render_cuda_mma import MMA_HEAD
 
             head.append(MMA_HEAD)
+        if any(k["mapping"] == "rows" for k in self.kernels.values()):
+            head.append(render_cuda_rows.ROWS_HEAD)
         parts = [*head, f"/* program {self.p.name} */", *self.funcs,
                  f"{PLAN_TAG}{text} */"]
         return "\n".join(parts) + "\n"

@@ -62,8 +62,9 @@ def _kernels(source: str) -> list[str]:
 
 def _unit(kernels: list[str]) -> str:
     from tilefoundry.compiler.render_cuda_mma import MMA_HEAD
+    from tilefoundry.compiler.render_cuda_rows import ROWS_HEAD
 
-    return render_cuda.cuda_prelude() + MMA_HEAD + "\n".join(
+    return render_cuda.cuda_prelude() + MMA_HEAD + ROWS_HEAD + "\n".join(
         k.replace("tf_kX", f"tf_k{i}") for i, k in enumerate(kernels)) + "\n"
 
 

@@ -55,6 +55,9 @@ POLICIES = ("fold_left", "fold_right", "ordered_tree", "unordered_tree")
 @pytest.fixture(autouse=True)
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEFOUNDRY_CACHE", str(tmp_path / "cache"))
+    # this file is the block mapping's (D276): the row mapping (D482), which takes wide rows
+    # first, is switched off here (tests/compiler/test_cuda_rows.py is its own)
+    monkeypatch.setattr(render_cuda.KernelCuda, "ROWS_MAPPING", False)
 
 
 def _program(m, entry: str, *arrays: np.ndarray):

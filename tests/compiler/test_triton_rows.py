@@ -391,4 +391,4 @@ def test_compile_explain_names_the_mapping_and_why(capsys, tmp_path: Path) -> No
                "--explain"])
     err = capsys.readouterr().err
     assert rc == 2
-    assert err.count("\n") == 1 and "--explain reports the triton targets" in err
+    assert err.count("\n") == 1 and "--explain reports the triton and cuda targets" in err
