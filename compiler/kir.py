@@ -391,6 +391,21 @@ class TileLoop(Instr):
                        yields=g(self.yields), body=tuple(i.renamed(m) for i in self.body))
 
 
+def a_lane_is_valid(body: Iterable[Instr], mask: str, red: Iterable[int],
+                    domain: tuple[int, ...]) -> bool:
+    """Every row of a reduction over axes ``red`` masked by ``mask`` has a valid lane, so a
+    masked float sum's "no valid lane gives +0" flag is statically true (F45): ``mask`` is an
+    ``EdgeMask`` of reduced axes only, each with a nonempty domain. A tile never starts
+    outside the domain (the grid and a ``TileLoop`` visit ceil(domain / block) tiles along an
+    axis), so its first lane along every reduced axis is inside; an edge mask along a kept axis
+    (a row outside the domain) keeps the flag."""
+    for i in iter_instrs(body):
+        if isinstance(i, EdgeMask) and i.out == mask:
+            axes = set(i.axes)
+            return bool(axes) and axes <= set(red) and all(domain[d] >= 1 for d in axes)
+    return False
+
+
 def iter_instrs(body: Iterable[Instr]) -> Iterator[Instr]:
     """Every instruction of a body, loop bodies included (pre-order)."""
     for ins in body:

@@ -955,7 +955,8 @@ class KernelC:
             policy.startswith("fold") or
             (kir.is_int(dt) and kind in ("sum", "max", "min", "prod")) or
             dt == "bool")
-        track = ins.mask is not None and kind == "sum" and kir.is_float(dt) and ins.init is None
+        track = ins.mask is not None and kind == "sum" and kir.is_float(dt) and \
+            ins.init is None and not kir.a_lane_is_valid(k.body, ins.mask, ins.axes, k.domain)
         coords = {d: f"c{d}" for d in range(k.rank)}
         res = self.aref(ins.out, coords)
 

@@ -861,14 +861,8 @@ class _KernelT:
         self.put(ind, ins.out, acc)
 
     def a_lane_is_valid(self, mask: str, red: Iterable[int]) -> bool:
-        """Every row of a reduction over ``red`` masked by ``mask`` has a valid lane, so the
-        "no valid lane gives +0" flag (a block reduction of its own, F45) is statically true:
-        ``mask`` is an ``EdgeMask`` bounding reduced axes only, each with a nonempty domain.
-        A tile never starts outside the domain (the grid and a ``TileLoop`` visit
-        ceil(domain / block) tiles along an axis), so its first lane along every reduced axis
-        is inside; an edge mask along a kept axis (a row outside the domain) keeps the flag."""
-        axes = self.edge_axes(mask)
-        return bool(axes) and axes <= set(red) and all(self.k.domain[d] >= 1 for d in axes)
+        """``kir.a_lane_is_valid`` for this kernel (the flag's block reduction is F45's)."""
+        return kir.a_lane_is_valid(self.k.body, mask, red, self.k.domain)
 
     def is_abs(self, ssa: str) -> bool:
         """``ssa`` is an ``abs`` of this kernel (its sign bit is clear)."""

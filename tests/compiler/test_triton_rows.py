@@ -329,6 +329,25 @@ def test_the_no_valid_lane_flag_is_rendered_only_where_a_row_can_have_none(
     assert v.status == "PASS", v.message[:2000]
 
 
+@pytest.mark.parametrize("target", ["simd", "cuda-host"])
+@pytest.mark.parametrize("entry,shape,flag", [
+    ("rowsum", (6, 1000), False), ("colsum", (1000, 6), False),
+    ("rowsum", (1000, 6), True), ("colsum", (7, 1000), True),
+])
+def test_the_c_family_renders_the_flag_by_the_same_rule(target, entry, shape, flag) -> None:
+    """The SIMD C and CUDA renderers read the same fact (``kir.a_lane_is_valid``): the flag's
+    OR-accumulation (``|=``) is rendered only where a row can have no valid lane; both kernels
+    are judged on rows of -0, +-inf and ragged edges."""
+    comp = tf_compile(MOD, entry, [shape], target)
+    assert ("|= " in comp.executable.source) == flag
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    x[0, :] = -0.0
+    x[:, 0] = -0.0
+    x[-1, 1] = np.inf
+    v = check(MOD, entry, [x], comp([x]))
+    assert v.status == "PASS", v.message[:2000]
+
+
 # -- loads hoisted ahead of the reductions (a tuner option, F45) ---------------------------------
 def _check_order(body) -> None:
     """Every instruction of ``body`` follows each instruction of ``body`` it reads."""
