@@ -31,7 +31,12 @@ from tilefoundry.oracle.enclosure import (
     with_nan,
 )
 from tilefoundry.oracle.enclosures.core import Site, _full_like
-from tilefoundry.oracle.enclosures.tensor import _fiber_last, _tree_bounds, mixed_inf_full
+from tilefoundry.oracle.enclosures.tensor import (
+    _fiber_last,
+    _tree_bounds,
+    mixed_inf_full,
+    rank_extremes,
+)
 from tilefoundry.semantics.dtypes import cast, dtype_of
 from tilefoundry.semantics.ops.tile_reduce import CustomReduce, MaskedReduce, SeededReduce
 from tilefoundry.semantics.reducers import (
@@ -173,16 +178,7 @@ def _topk_enclosure(s: Site):
             (maybe_nan and r.nan != "last"):
         why = f"CustomReduce({r}) of an enclosed seed or possibly-NaN x under nan={r.nan!r}"
         return (_full_like(vals, why), _full_like(idx, why))
-    dt = x.dtype
-    if dt.is_float:
-        nanv = cast(np.asarray(np.nan, np.float32), dt)
-        real_lo, real_hi = np.where(x.real, x.lo, nanv), np.where(x.real, x.hi, nanv)
-        maybe = x.nan & x.real
-        drop_lo, drop_hi = np.where(maybe, nanv, real_lo), np.where(maybe, nanv, real_hi)
-    else:
-        real_lo = drop_lo = x.lo
-        real_hi = drop_hi = x.hi
-    lo_cfg, hi_cfg = (drop_lo, real_hi) if r.largest else (real_lo, drop_hi)
+    lo_cfg, hi_cfg = rank_extremes(x, r.largest)
     lo_v = np.asarray(s.impl(lo_cfg, *s.args[1:])[0])
     hi_v = np.asarray(s.impl(hi_cfg, *s.args[1:])[0])
     lo_n, hi_n = _isnan(lo_v), _isnan(hi_v)

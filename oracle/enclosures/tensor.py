@@ -324,19 +324,11 @@ def _topk(s: Site):
     return (_fiber_hull(r[0], vals, ax), _fiber_hull(r[1], idx, ax))
 
 
-def _topk_sorted(s: Site, largest: bool | None = None):
-    """The order-statistic enclosure of a sorted selection (TopK; the tile-family Sort passes
-    ``largest`` = its ``descending``)."""
-    largest = s.op.largest if largest is None else largest
-    vals, idx = s.value
-    if s.exact_inputs:
-        return None
-    x = s.enc(0)
+def rank_extremes(x, largest: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The two extreme configurations of an enclosed ``x`` for an order statistic (monotone in
+    every element; NaN ranks last): every maybe-NaN element real at its end, or dropped to
+    NaN — (the configuration giving the lowest selection, the highest)."""
     dt = x.dtype
-    nan_any = bool(np.any(x.nan | ~x.real))
-    # the r-th selected value is an order statistic: monotone in every element; NaN ranks last
-    # in either direction, so an element turning NaN drops out of the ranking. The extreme
-    # configurations: every maybe-NaN element real at its end, or dropped (NaN)
     if dt.is_float:
         nanv = cast(np.asarray(np.nan, np.float32), dt)
         real_lo, real_hi = np.where(x.real, x.lo, nanv), np.where(x.real, x.hi, nanv)
@@ -345,7 +337,22 @@ def _topk_sorted(s: Site, largest: bool | None = None):
     else:
         real_lo = drop_lo = x.lo
         real_hi = drop_hi = x.hi
-    lo_cfg, hi_cfg = (drop_lo, real_hi) if largest else (real_lo, drop_hi)
+    return (drop_lo, real_hi) if largest else (real_lo, drop_hi)
+
+
+def _topk_sorted(s: Site, largest: bool | None = None):
+    """The order-statistic enclosure of a sorted selection (TopK; the tile-family Sort passes
+    ``largest`` = its ``descending``)."""
+    largest = s.op.largest if largest is None else largest
+    vals, idx = s.value
+    if s.exact_inputs:
+        return None
+    x = s.enc(0)
+    nan_any = bool(np.any(x.nan | ~x.real))
+    # the r-th selected value is an order statistic: monotone in every element; NaN ranks last
+    # in either direction, so an element turning NaN drops out of the ranking. The extreme
+    # configurations: every maybe-NaN element real at its end, or dropped (NaN)
+    lo_cfg, hi_cfg = rank_extremes(x, largest)
     lo_v = np.asarray(s.impl(lo_cfg, *s.args[1:])[0])
     hi_v = np.asarray(s.impl(hi_cfg, *s.args[1:])[0])
     lo_n, hi_n = _isnan(lo_v), _isnan(hi_v)
