@@ -32,7 +32,7 @@ def _interp_member(t: z3.ExprRef, abstractions: set[str]) -> z3.ExprRef:
 
 
 def _literal_bits(x: np.ndarray, dt: str) -> np.ndarray:
-    a = np.ascontiguousarray(x)
+    a = np.ascontiguousarray(x).reshape(np.shape(x))  # keeps a 0-d input 0-d
     raw = a.view(np.dtype(f"u{a.dtype.itemsize}")).reshape(-1)
     out = np.empty(raw.size, object)
     for i, b in enumerate(raw.tolist()):
@@ -109,7 +109,7 @@ def agreement_hir(module, entry: str, inputs: Sequence[np.ndarray]) -> list[str]
         return [f"{len(results)} encoded results vs {len(refs)} reference results"]
     bad = []
     for k, ((res, dt), ref0) in enumerate(zip(results, refs, strict=True)):
-        ref = np.ascontiguousarray(ref0)
+        ref = np.ascontiguousarray(ref0).reshape(np.shape(ref0))  # 0-d stays 0-d
         if ref.shape != res.shape:
             bad.append(f"result {k}: shape {res.shape} vs reference {ref.shape}")
             continue

@@ -345,3 +345,14 @@ def test_nn_relu_is_the_unary_relu(dt):  # ReLU takes floats only (its type rule
     from tilefoundry.semantics.ops import ReLU
 
     assert agreement_hir(module_of(ReLU(), [dt], [(N,)]), "f", [values(dt, N, 61)]) == []
+
+
+def test_zero_dimensional_inputs_and_results_agree():
+    """A 0-d seed and a 0-d result (numpy's ascontiguousarray makes a 0-d array 1-d: the
+    harness keeps the shape, or every 0-d result would read as a shape mismatch)."""
+    from tilefoundry.semantics.ops import SeededReduce
+
+    for dt in (DType.F16, DType.I32):
+        m = module_of(SeededReduce((-1,), "max", "unordered_tree", False), [dt, dt],
+                      [(3,), ()])
+        assert agreement_hir(m, "f", [values(dt, 3, 71), values(dt, 1, 72).reshape(())]) == []
