@@ -23,8 +23,9 @@ any other op is ``Unsupported("unsupported op <Class>")``:
 * ``CustomReduce`` (``reducers.custom_reduce``) under a fold: the seed, then each lifted
   contribution merged in, every declared expression one f32 operation (``_reducer_expr``); a
   tree policy is unsupported (its admitted set is every bracketing of the merge).
-* ``MatMul`` (rank 2): f32 products (operands widened), the K-order left fold seeded with the
-  first product, one rounding; integers in i64, wrapped back.
+* ``MatMul`` (rank 2): f32 products (operands widened), the K-order left fold from +0
+  (``semantics.matmul``: ``matmul(a, b)`` is ``mma(a, b, zeros)``, D200), one rounding;
+  integers in i64, wrapped back.
 * Data movement (``MOVEMENT``: the op classes whose fact ``COPIES_BITS`` holds, but Select
   — encoded as a choice — and Bitcast — a reinterpretation: Reshape, Transpose, Slice, Concat,
   Stack, Gather, InsertSlice, CacheUpdate): the reference
@@ -198,12 +199,9 @@ def _matmul(op: MatMul, args: list[Val], abstr: set[str]) -> Val:
     out = np.empty((m, n), object)
     for i in range(m):
         for j in range(n):
-            s = None
+            s = E.zero(acc)  # +0: matmul(a, b) is mma(a, b, zeros) (D200)
             for t in range(k):
-                p = mul(up(a[i, t]), up(b[t, j]))
-                s = p if s is None else add(s, p)
-            if s is None:
-                s = E.zero(acc)
+                s = add(s, mul(up(a[i, t]), up(b[t, j])))
             if _lowp(dt):
                 s = E.round_to(s, "f32", dt, "nonfinite")
             elif acc == "i64" and dt != "i64":

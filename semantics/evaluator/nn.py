@@ -4,7 +4,7 @@ LayerNorm, Gelu, Silu, RMSNorm, RoPE (torch.nn.functional semantics; docs/decisi
 Numerics (ARCHITECTURE.md "Numeric contracts"):
 
 * **MatMul** is ``semantics.matmul.matmul``: operands widen exactly to f32, the unfused K-order
-  fold seeded by the first product, one rounding to the dtype (K = 0 gives +0); integers
+  fold from +0 (``mma(a, b, zeros)``, D200), one rounding to the dtype (K = 0 gives +0); integers
   accumulate in i64 and wrap (D39). Float results note an ``admitted_set`` contract: policy
   ``"reassociate"`` (``allow_reassociation=True``: the oracle applies ``matmul_admits``) or
   ``"k_order"`` (False: ``matmul_admits(..., allow_reassociation=False)`` admits exactly the

@@ -4,6 +4,7 @@ reported by name."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -16,6 +17,7 @@ from tilefoundry.validate.agree import agreement_hir
 from .helpers import module_of, values
 
 N = 16
+BF16 = ml_dtypes.bfloat16
 
 
 @pytest.mark.parametrize("kind,dt", [
@@ -356,3 +358,17 @@ def test_zero_dimensional_inputs_and_results_agree():
         m = module_of(SeededReduce((-1,), "max", "unordered_tree", False), [dt, dt],
                       [(3,), ()])
         assert agreement_hir(m, "f", [values(dt, 3, 71), values(dt, 1, 72).reshape(())]) == []
+
+
+def test_matmul_starts_its_k_fold_at_plus_zero():
+    """D200: "MatMul is mma(a, b, zeros): the K fold starts from +0" — so products of -0 sum to
+    +0 (a fold seeded by the first product gives -0; the encoding once did, and the validator
+    then reported non-reproducing counterexamples on such programs)."""
+    a = np.array([[-1.0, 2.0]], np.float32)
+    b = np.array([[0.0], [-0.0]], np.float32)  # products -0 and -0
+    m = module_of(MatMul(False), [DType.F32, DType.F32], [(1, 2), (2, 1)])
+    assert agreement_hir(m, "f", [a, b]) == []
+    m1 = module_of(MatMul(False), [DType.BF16, DType.BF16], [(1, 1), (1, 2)])
+    x = np.array([[-1.0]], np.float32).astype(BF16)
+    y = np.array([[0.0, 1.0]], np.float32).astype(BF16)
+    assert agreement_hir(m1, "f", [x, y]) == []
