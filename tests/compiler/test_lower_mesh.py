@@ -205,3 +205,28 @@ def test_catalog_partial_pieces_complete_by_hand(red):
         ok = ~np.isnan(want)
         assert np.array_equal(got[ok], want[ok])
         assert np.array_equal(np.signbit(got[ok]), np.signbit(want[ok]))
+
+
+def test_a_cta_reshard_comes_after_a_kernel_boundary():
+    """HIR Reshard, cross-CTA fence: "When a reshard reads a gmem shard produced under a
+    different CTA ownership (an ownership change across a cta mesh), the lowering MUST emit a
+    grid barrier before the reshard so every CTA's prior shard writes are visible." Here the
+    reshard is a collective step between launches: every launch writing its source has ended
+    (a kernel boundary, which is a grid barrier and more, D492). Values against numpy."""
+    from tilefoundry.semantics.types import Mesh, Topology, TopologyLevel
+
+    mesh = Mesh("cta", ("x",), (2,))
+    topo = Topology((TopologyLevel("device", 1), TopologyLevel("cta", 2)))
+    x = make_var("x", (4, 6), F32, shard_layout(mesh, (Split(0),), (4, 6)))
+    y = make_call(Binary(BinaryKind("add")), x, x)
+    z = make_call(Reshard(layout=shard_layout(mesh, (Split(1),), (4, 6))), y)
+    m = make_module([x], make_call(Binary(BinaryKind("mul")), z, z), topo)
+    c = compile_mesh(m, "f", [(4, 6)], "interp")
+    steps = list(c.program.steps)
+    kinds = [s.kind if isinstance(s, Collective) else "launch" for s in steps]
+    assert kinds[:3] == ["launch", "all_to_all", "launch"]
+    writer, fence = steps[0], steps[1]
+    assert isinstance(writer, DeviceLaunch) and fence.srcs == writer.outputs
+    assert "all_to_all[axes=[0]](v1)  // kernel boundary" in mesh_text(c.program)
+    a = np.arange(24, dtype=np.float32).reshape(4, 6) - 7.5
+    assert np.array_equal(np.asarray(c([a])), (a + a) * (a + a))
