@@ -62,6 +62,7 @@ import numpy as np
 from tilefoundry.compiler import c_vecmath, kir, render_c_vreduce, spelling
 from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
+from tilefoundry.compiler.spelling import CSIZE, CTYPE, UTYPE, c_f64_literal, c_literal
 
 __all__ = ["ENTRY", "PARALLEL_MIN_WORK", "render", "root_names"]
 
@@ -74,13 +75,6 @@ PARALLEL_MIN_WORK = 1 << 21
 #: interleaved accumulators of an unordered_tree / extreme-value reduction
 ACCUMULATORS = 8
 
-_CTYPE = {"f32": "float", "f64": "double", "bf16": "uint16_t", "f16": "uint16_t",
-          "fp8e4m3": "uint8_t", "fp8e5m2": "uint8_t", "f8e8m0": "uint8_t", "bool": "uint8_t",
-          "i8": "int8_t", "u8": "uint8_t", "i32": "int32_t", "i64": "int64_t", "u32": "uint32_t"}
-_UTYPE = {"i8": "uint8_t", "u8": "uint8_t", "i32": "uint32_t", "i64": "uint64_t",
-          "bool": "uint8_t", "u32": "uint32_t"}
-_CSIZE = {"float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "uint16_t": 2, "int32_t": 4,
-          "uint32_t": 4, "int64_t": 8, "uint64_t": 8}
 _WIDEN = {"bf16": "tf_bf16_to_f32", "f16": "tf_f16_to_f32", "fp8e4m3": "tf_fp8e4m3_to_f32",
           "fp8e5m2": "tf_fp8e5m2_to_f32", "f8e8m0": "tf_f8e8m0_to_f32"}
 _NARROW_ROUND = spelling.NARROW_ROUND
@@ -120,11 +114,7 @@ def prelude_constants() -> str:
 
     consts = {"TF__GELU_C0": nn._GELU_C0, "TF__GELU_C1": nn._GELU_C1,
               "TF__INV_SQRT2": nn._INV_SQRT2, "TF__TINY": nn._TINY}
-    return "".join(f"#define {k} {_f64_lit(v)}\n" for k, v in consts.items())
-
-
-def _f64_lit(v: float) -> str:
-    return f"tf_f64_from_bits(0x{int(np.float64(v).view(np.uint64)):016X}ull)"
+    return "".join(f"#define {k} {c_f64_literal(v)}\n" for k, v in consts.items())
 
 
 def _unsupported(what: str, why: str, spelling: tuple[str, str] = ("simd", "the SIMD C renderer")
@@ -146,24 +136,8 @@ def _root_size(b: kir.Buffer) -> int:
     return b.span
 
 
-def _itemsize(dt: str) -> int:
+def itemsize(dt: str) -> int:
     return kir.numpy_dtype(dt).itemsize
-
-
-def _literal(value: object, dt: str) -> str:
-    if dt == "f32":
-        return f"tf_f32_from_bits(0x{int(np.float32(value).view(np.uint32)):08X}u)"
-    if dt == "f64":
-        return _f64_lit(float(value))
-    if dt == "bool":
-        return "1" if value else "0"
-    if kir.is_float(dt):  # a narrow float: its bit pattern
-        npdt = kir.numpy_dtype(dt)
-        bits = np.asarray(np.asarray(value).astype(npdt)).view(f"u{npdt.itemsize}")
-        return f"(({_CTYPE[dt]}){int(bits)}u)"
-    if dt == "i64" and int(value) == -(1 << 63):
-        return "INT64_MIN"
-    return f"(({_CTYPE[dt]}){int(value)}ll)"
 
 
 def _identity(kind: str, dt: str) -> str:
@@ -179,8 +153,8 @@ def _identity(kind: str, dt: str) -> str:
                     "i64": "INT64_MAX", "u32": "UINT32_MAX"}[dt]
         return "1" if kind == "prod" else "0"
     c = "f" if dt == "f32" else ""
-    return {"sum": f"-0.0{c}", "max": f"-(({_CTYPE[dt]})INFINITY)",
-            "min": f"(({_CTYPE[dt]})INFINITY)", "abs_max": f"0.0{c}"}[kind]
+    return {"sum": f"-0.0{c}", "max": f"-(({CTYPE[dt]})INFINITY)",
+            "min": f"(({CTYPE[dt]})INFINITY)", "abs_max": f"0.0{c}"}[kind]
 
 
 # =============================================================================================
@@ -191,7 +165,7 @@ _LANEWISE = (kir.Const, kir.Coord, kir.EdgeMask, kir.Load, kir.Store, kir.Broadc
 
 
 @dataclass
-class _Run:
+class Run:
     axes: tuple[int, ...]
     instrs: list = field(default_factory=list)
 
@@ -282,11 +256,11 @@ class KernelC:
         name = self.alias.get(name, name)
         if name in self.arrays or name in self.consts:
             return
-        self.arrays[name] = self.alloc(self.elems(self.full(name)) * _itemsize(self.dt(name)))
+        self.arrays[name] = self.alloc(self.elems(self.full(name)) * itemsize(self.dt(name)))
 
     def aux_array(self, ctype: str, n: int) -> str:
         nm = self.fresh("aux")
-        self.aux.append((nm, ctype, self.alloc(n * _CSIZE[ctype])))
+        self.aux.append((nm, ctype, self.alloc(n * CSIZE[ctype])))
         return nm
 
     # -- references ---------------------------------------------------------------------------
@@ -316,10 +290,10 @@ class KernelC:
                 continue
             if isinstance(ins, _LANEWISE):
                 axes = self.lane_axes(ins)
-                if segs and isinstance(segs[-1], _Run) and segs[-1].axes == axes:
+                if segs and isinstance(segs[-1], Run) and segs[-1].axes == axes:
                     segs[-1].instrs.append(ins)
                 else:
-                    segs.append(_Run(axes, [ins]))
+                    segs.append(Run(axes, [ins]))
             elif isinstance(ins, kir.TileLoop):
                 for o, c in zip(ins.outs, ins.carried, strict=True):
                     self.alias[o] = self.alias.get(c, c)
@@ -346,7 +320,7 @@ class KernelC:
 
         def walk(segs: list) -> None:
             for seg in segs:
-                if isinstance(seg, _Run):
+                if isinstance(seg, Run):
                     sid = id(seg)
                     for ins in seg.instrs:
                         for o in ins.operands():
@@ -435,14 +409,14 @@ class KernelC:
                 f"grid {list(k.grid)} */")
 
     def const_lines(self, ind: str) -> list[str]:
-        return [f"{ind}const {_CTYPE[c.dtype]} k{self.cid(n)} = {_literal(c.value, c.dtype)};"
+        return [f"{ind}const {CTYPE[c.dtype]} k{self.cid(n)} = {c_literal(c.value, c.dtype)};"
                 for n, c in self.consts.items()]
 
     def scratch_views(self, ind: str) -> list[str]:
         """The SSA arrays and auxiliary arrays as typed pointers into the scratch ``S``."""
         out = []
         for n, off in self.arrays.items():
-            ct = _CTYPE[self.dt(n)]
+            ct = CTYPE[self.dt(n)]
             out.append(f"{ind}{ct} *const v{self.cid(n)} = ({ct} *)(S + {off});")
         for nm, ct, off in self.aux:
             out.append(f"{ind}{ct} *const {nm} = ({ct} *)(S + {off});")
@@ -494,7 +468,7 @@ class KernelC:
             out.append(f"    char *Q[{len(self.roots)}] = {{0}};")
         for root in self.snap:
             i = self.roots[root]
-            nbytes = _root_size(self.bm[root]) * _itemsize(self.bm[root].dtype)
+            nbytes = _root_size(self.bm[root]) * itemsize(self.bm[root].dtype)
             out.append(f"    Q[{i}] = (char *)malloc({max(nbytes, 1)});")
             out.append(f"    if (!Q[{i}]) abort();")
             out.append(f"    memcpy(Q[{i}], P[{i}], {nbytes});")
@@ -530,7 +504,7 @@ class KernelC:
 
     def emit(self, segs: list, out: list[str], ind: str) -> None:
         for seg in segs:
-            if isinstance(seg, _Run):
+            if isinstance(seg, Run):
                 self.emit_run(seg, out, ind)
             elif isinstance(seg, tuple):
                 self.emit_loop(seg[0], seg[1], out, ind)
@@ -539,7 +513,7 @@ class KernelC:
             else:
                 self.emit_dot(seg, out, ind)
 
-    def emit_run(self, run: _Run, out: list[str], ind: str) -> None:
+    def emit_run(self, run: Run, out: list[str], ind: str) -> None:
         coords = {d: f"c{d}" for d in range(self.k.rank)}
         local: dict[str, str] = {}
         self.work += self.elems(run.axes) * len(run.instrs)
@@ -560,7 +534,7 @@ class KernelC:
             h = hoisted.get(n)
             if h is None:
                 h = hoisted[n] = f"h{self.cid(n)}"
-                hoist_lines.append(f"const {_CTYPE[self.dt(n)]} {h} = {self.aref(n, coords)};")
+                hoist_lines.append(f"const {CTYPE[self.dt(n)]} {h} = {self.aref(n, coords)};")
             return h
 
         lines, indexed_store = self.run_lines(run, ref, local, coords)
@@ -577,7 +551,7 @@ class KernelC:
         self.close(run.axes[-1:], inner, out)
         self.close(run.axes[:-1], outer, out)
 
-    def run_lines(self, run: _Run, ref: Callable, local: dict[str, str],
+    def run_lines(self, run: Run, ref: Callable, local: dict[str, str],
                   coords: Mapping[int, str]) -> tuple[list[str], bool]:
         """One lane's code of a run (its instructions in order; ``ref`` reads an operand,
         ``local`` collects the run's scalars) and whether it stores through an index."""
@@ -603,7 +577,7 @@ class KernelC:
                 expr, pre = self.lane_expr(ins, ref)
             lines.extend(pre)
             t = f"t{self.cid(ins.out)}"
-            lines.append(f"const {_CTYPE[self.dt(ins.out)]} {t} = {expr};")
+            lines.append(f"const {CTYPE[self.dt(ins.out)]} {t} = {expr};")
             local[ins.out] = t
             if ins.out in self.arrays:
                 lines.append(f"{self.aref(ins.out, coords)} = {t};")
@@ -616,7 +590,7 @@ class KernelC:
     def ptr(self, buffer: str, write: bool = False) -> tuple[str, int, int, str]:
         """(C pointer expression, root size, base element offset, element C type)."""
         root = root_of(buffer, self.bm)
-        ct = _CTYPE[root.dtype]
+        ct = CTYPE[root.dtype]
         base = self.snap.get(root.name) if not write else None
         p = base or f"P[{self.roots[root.name]}]"
         q = "" if write else "const "
@@ -668,7 +642,7 @@ class KernelC:
     def l_Load(self, ins: kir.Load, ref) -> tuple[str, list[str]]:
         p, size, base, _ = self.ptr(ins.buffer)
         dt = self.bm[ins.buffer].dtype
-        other = _literal(ins.other, dt)
+        other = c_literal(ins.other, dt)
         if size == 0:
             return other, []
         o = f"o{self.cid(ins.out)}"
@@ -677,7 +651,7 @@ class KernelC:
             pre.append(f"{o} = {o} < 0 ? 0 : ({o} > {size - 1}ll ? {size - 1}ll : {o});")
         if ins.mask:
             ld = f"l{self.cid(ins.out)}"
-            pre.append(f"const {_CTYPE[dt]} {ld} = {p}[{o}];")
+            pre.append(f"const {CTYPE[dt]} {ld} = {p}[{o}];")
             return f"{ref(ins.mask)} ? {ld} : {other}", pre
         return f"{p}[{o}]", pre
 
@@ -736,9 +710,9 @@ class KernelC:
         if dst == "bool":
             return f"(uint8_t)({x} != 0)"
         if kir.is_int(dst):
-            return f"({_CTYPE[dst]}){x}"
+            return f"({CTYPE[dst]}){x}"
         wide = "i64" if src == "i64" else "i32"
-        v = f"({_CTYPE[wide]}){x}"
+        v = f"({CTYPE[wide]}){x}"
         if dst == "f32":
             return f"tf_{wide}_to_f32({v})"
         if dst == "f8e8m0":
@@ -760,7 +734,7 @@ class KernelC:
             if k in ("min", "max"):
                 return f"(uint8_t)({a} {'&' if k == 'min' else '|'} {b})", []
         elif kir.is_int(dt):
-            ct, ut = _CTYPE[dt], _UTYPE[dt]
+            ct, ut = CTYPE[dt], UTYPE[dt]
             if k in ("add", "sub", "mul"):
                 return f"({ct})(({ut}){a} {_ARITH[k]} ({ut}){b})", []
             if k == "min":
@@ -785,7 +759,7 @@ class KernelC:
             if expr is not None:
                 return expr, []
         elif kir.is_int(dt):
-            ct, ut = _CTYPE[dt], _UTYPE[dt]
+            ct, ut = CTYPE[dt], UTYPE[dt]
             neg = f"({ct})(({ut})0 - ({ut}){x})"
             expr = {"neg": neg, "abs": x if dt == "u8" else f"({x} < 0 ? {neg} : {x})",
                     "ceil": x, "round": x, "relu": f"({x} < 0 ? ({ct})0 : {x})",
@@ -823,7 +797,7 @@ class KernelC:
             raise self.unsupported("Reduce", f"{ins.out}: the mask spans axes the operand does not")
         n = self.elems(red)
         self.work += n * max(self.elems(kept), 1)
-        ct = _CTYPE[dt]
+        ct = CTYPE[dt]
         if kind in kir.COMPENSATED:
             self.reduce_compensated(ins, red, kept, out, ind)
             return
@@ -950,7 +924,7 @@ class KernelC:
         accumulation (init, the no-valid-lane rule)."""
         k = self.k
         dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
-        ct = _CTYPE[dt]
+        ct = CTYPE[dt]
         seed_init = ins.init is not None and (
             policy.startswith("fold") or
             (kir.is_int(dt) and kind in ("sum", "max", "min", "prod")) or
@@ -967,10 +941,10 @@ class KernelC:
             if kind == "abs_max" and kir.is_float(dt):
                 x = f"fabs{'f' if dt == 'f32' else ''}({x})"
             elif kind == "abs_max" and kir.is_int(dt):
-                ut = _UTYPE[dt]
+                ut = UTYPE[dt]
                 raw = self.aref(ins.x, coords)
                 x = raw if dt == "u8" else f"({raw} < 0 ? ({ut})0 - ({ut}){raw} : ({ut}){raw})"
-            vt = _UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
+            vt = UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
             if ins.mask:
                 ident = "0" if kind == "abs_max" and kir.is_int(dt) else _identity(kind, dt)
                 x = f"{self.aref(ins.mask, coords)} ? ({vt})({x}) : ({vt}){ident}"
@@ -982,9 +956,9 @@ class KernelC:
                 if kir.is_float(dt):
                     return self.farith("add", v, acc, dt) if policy == "fold_right" else \
                         self.farith("add", acc, v, dt)
-                return f"({ct})(({_UTYPE[dt]}){acc} + ({_UTYPE[dt]}){v})"
+                return f"({ct})(({UTYPE[dt]}){acc} + ({UTYPE[dt]}){v})"
             if kind == "prod":  # wrapping: the product of the unsigned patterns
-                return f"({ct})(({_UTYPE[dt]}){acc} * ({_UTYPE[dt]}){v})"
+                return f"({ct})(({UTYPE[dt]}){acc} * ({UTYPE[dt]}){v})"
             if dt == "bool":
                 return f"(uint8_t)({acc} {'|' if kind == 'max' else '&'} {v})"
             if kir.is_float(dt):
@@ -993,7 +967,7 @@ class KernelC:
                 return f"({v} > {acc} ? {v} : {acc})"
             return f"({v} {'<' if kind == 'min' else '>'} {acc} ? {v} : {acc})"
 
-        at = _UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
+        at = UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
         ident = "0" if kind == "abs_max" and kir.is_int(dt) else _identity(kind, dt)
 
         def finish(acc: str, anyv: str | None) -> str:
@@ -1008,7 +982,7 @@ class KernelC:
                     f = "f" if dt == "f32" else "d"
                     r = f"tf__{f}{'min' if kind == 'min' else 'max'}({init}, {acc})"
                 else:  # integer abs_max: unsigned magnitudes
-                    ut = _UTYPE[dt]
+                    ut = UTYPE[dt]
                     r = f"(({ut}){init} >= {acc} ? {init} : ({ct}){acc})"
             if anyv is not None:
                 r = f"{anyv} ? {r} : ({ct})0"
@@ -1068,7 +1042,7 @@ class KernelC:
         else:
             prod = f"{self.aref(ins.a, coords)} * {self.aref(ins.b, coords)}"
             add = f"{s} + p"
-        ct = _CTYPE[dt]
+        ct = CTYPE[dt]
         started = None
         if ins.mask and ins.init is None:
             started = f"{self.aux_array('uint8_t', max(self.elems(kept), 1))}" \
@@ -1191,7 +1165,7 @@ class ProgramC:
         root = root_of(name, self.bm)
         off = " + ".join([f"{b.offset}ll"] + [f"{i} * {s}ll" for i, s in
                                                zip(idx, b.strides, strict=True) if s])
-        return f"(({_CTYPE[root.dtype]} *)P[{self.roots[root.name]}])[{off}]"
+        return f"(({CTYPE[root.dtype]} *)P[{self.roots[root.name]}])[{off}]"
 
     def copy(self, out: list[str], ind: str, src: str | None, dst: str | None, tmp: str,
              like: str) -> None:
@@ -1219,7 +1193,7 @@ class ProgramC:
         tmps = []
         for j, c in enumerate(s.carried):
             b = self.bm[c]
-            ct = _CTYPE[b.dtype]
+            ct = CTYPE[b.dtype]
             tmp = f"hl{u}_{j}"
             out.append(f"{i2}{ct} *const {tmp} = ({ct} *)malloc({max(b.size, 1)} * "
                        f"sizeof({ct}));")
@@ -1239,7 +1213,7 @@ class ProgramC:
         vb = self.bm[s.var]
         out.append(f"{i2}for (int64_t it = {s.start}ll; it < {s.stop}ll; it += {s.step}ll) {{")
         i3 = i2 + "    "
-        out.append(f"{i3}{self.elem(s.var, [])} = ({_CTYPE[vb.dtype]})it;")
+        out.append(f"{i3}{self.elem(s.var, [])} = ({CTYPE[vb.dtype]})it;")
         self.steps(s.body, out, i3)
         transfer(s.yields, i3)
         out.append(f"{i2}}}")

@@ -64,15 +64,13 @@ from collections.abc import Iterable, Mapping
 from tilefoundry.compiler import kir, render_cuda_rows
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
 from tilefoundry.compiler.render_c import (
-    _CSIZE,
-    _CTYPE,
-    _UTYPE,
     SHARED_PRELUDE,
     KernelC,
     ProgramC,
-    _Run,
+    Run,
     prelude_constants,
 )
+from tilefoundry.compiler.spelling import CSIZE, CTYPE, UTYPE
 
 __all__ = ["BLOCK_LANES", "BLOCK_THREADS_MAX", "REG_LIMIT", "SHARED_LIMIT", "THREADS",
            "KernelCuda", "ProgramCuda", "kernel_threads", "parse_plan", "render"]
@@ -196,7 +194,7 @@ class KernelCuda(KernelC):
         the instance loop does."""
         if not self.LANE_MAPPING or not segs or self.snap or not self.parallel_safe():
             return
-        if not all(isinstance(s, _Run) for s in segs):
+        if not all(isinstance(s, Run) for s in segs):
             return
         wide = {tuple(d for d in s.axes if self.k.block[d] > 1) for s in segs}
         if len(wide) != 1:
@@ -231,9 +229,9 @@ class KernelCuda(KernelC):
             return
         merged: list = []
         for s in segs:  # consecutive runs of one lane layout are one loop over the lanes
-            if isinstance(s, _Run) and merged and isinstance(merged[-1], _Run) and \
+            if isinstance(s, Run) and merged and isinstance(merged[-1], Run) and \
                     self.wide(merged[-1].axes) == self.wide(s.axes):
-                merged[-1] = _Run(merged[-1].axes, merged[-1].instrs + s.instrs)
+                merged[-1] = Run(merged[-1].axes, merged[-1].instrs + s.instrs)
             else:
                 merged.append(s)
         layouts: list[tuple[int, ...]] = []
@@ -241,7 +239,7 @@ class KernelCuda(KernelC):
         in_runs: set[str] = set()
         uniform: set[str] = set()
         for s in merged:
-            if isinstance(s, _Run):
+            if isinstance(s, Run):
                 aw = self.wide(s.axes)
                 layouts.append(aw)
                 # a run of one lane that stores nothing: every thread computes it (its values
@@ -301,7 +299,7 @@ class KernelCuda(KernelC):
             stage[at] = max(stage.get(at, 0), size)
             if s.mask:
                 flags = max(flags, size)
-        nbytes += sum(n * _CSIZE[ct] for ct, n in stage.items()) + flags
+        nbytes += sum(n * CSIZE[ct] for ct, n in stage.items()) + flags
         if nbytes > SHARED_LIMIT:
             return
         self.block, self.reg, self.shared, self.paths = t, reg, shared, paths
@@ -326,7 +324,7 @@ class KernelCuda(KernelC):
         n = self.elems([d for d in ins.axes if d in xf])
         if kind in kir.COMPENSATED:
             return "comp", "double", m, n
-        at = _UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else _CTYPE[dt]
+        at = UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else CTYPE[dt]
         order_free = kind in ("max", "min", "abs_max") or not kir.is_float(dt) or \
             ins.policy == "unordered_tree"
         if order_free and m == 1:
@@ -397,7 +395,7 @@ class KernelCuda(KernelC):
     def shared_of(self, ins: kir.Instr, defined: set[str]) -> set[str]:
         return {o for o in ins.operands() if o in self.shared and o not in defined}
 
-    def block_run(self, run: _Run, out: list[str], ind: str) -> None:
+    def block_run(self, run: Run, out: list[str], ind: str) -> None:
         coords = {d: f"c{d}" for d in range(self.k.rank)}
         local: dict[str, str] = {}
 
@@ -584,7 +582,7 @@ class KernelCuda(KernelC):
         self.pw: set[str] = set()
         out.append(f"{ind}TF_PHASE_BEGIN")
         for seg in segs:
-            if isinstance(seg, _Run):
+            if isinstance(seg, Run):
                 self.block_run(seg, out, ind + "    ")
             else:
                 self.block_reduce(seg, out, ind + "    ")
@@ -594,7 +592,7 @@ class KernelCuda(KernelC):
         """The shared arrays and the per-thread register arrays of the block mapping."""
         out = []
         for n in sorted(self.shared, key=self.cid):
-            out.append(f"{ind}TF_SHARED {_CTYPE[self.dt(n)]} s{self.cid(n)}"
+            out.append(f"{ind}TF_SHARED {CTYPE[self.dt(n)]} s{self.cid(n)}"
                        f"[{max(self.elems(self.full(n)), 1)}];")
         for ct, size in sorted(self.stage.items()):
             out.append(f"{ind}TF_SHARED {ct} tf_st_{ct}[{size}];")
@@ -602,7 +600,7 @@ class KernelCuda(KernelC):
             out.append(f"{ind}TF_SHARED uint8_t tf_an[{self.flags}];")
         for n in sorted(self.reg, key=self.cid):
             r = -(-self.elems(self.full(n)) // self.block)
-            out.append(f"{ind}TF_REG({_CTYPE[self.dt(n)]}, r{self.cid(n)}, {self.block}, {r});")
+            out.append(f"{ind}TF_REG({CTYPE[self.dt(n)]}, r{self.cid(n)}, {self.block}, {r});")
         return out
 
     def loops(self, axes: Iterable[int], ind: str, out: list[str], simd: bool = True,

@@ -45,7 +45,7 @@ import math
 from dataclasses import dataclass
 
 from tilefoundry.compiler import kir
-from tilefoundry.compiler.render_c import _CTYPE, _literal
+from tilefoundry.compiler.spelling import CTYPE, c_literal
 
 __all__ = ["MMA_HEAD", "MMA_STAGES", "MMA_THREADS", "MmaPlan", "plan_mma", "render_mma"]
 
@@ -342,7 +342,7 @@ def render_mma(kc, p: MmaPlan) -> list[str]:
     out += kc.tile_origin("        ")
     ind = "        "
     head = [f"{ind}    const int tid = (int)threadIdx.x; (void)tid;"]
-    seed = _literal(p.seed, "f32")
+    seed = c_literal(p.seed, "f32")
     def bufs(ind: str, cur: str, nxt: str) -> list[str]:
         return [f"{ind}uint16_t *const tf_asc = tf_as + ({cur}) * {sa}, "
                 f"*const tf_bsc = tf_bs + ({cur}) * {sb}; (void)tf_asc; (void)tf_bsc;",
@@ -430,7 +430,7 @@ def render_mma(kc, p: MmaPlan) -> list[str]:
             f"{ind}                if (gm < {dm}ll && gn < {dn}ll) {{",
             f"{ind}                    const float v = TF_R(tf_acc)[(i * {ni} + j) * 4 + r];",
             f"{ind}                    {sptr}[{soff} + gm * {p.st.strides[p.m]}ll + "
-            f"gn * {p.st.strides[p.n]}ll] = ({_CTYPE[kc.bm[p.st.buffer].dtype]})({val});",
+            f"gn * {p.st.strides[p.n]}ll] = ({CTYPE[kc.bm[p.st.buffer].dtype]})({val});",
             f"{ind}                }}",
             f"{ind}            }}",
             f"{ind}TF_PHASE_END",

@@ -42,7 +42,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilefoundry.compiler import kir
-from tilefoundry.compiler.render_c import _CTYPE, _itemsize, _Run
+from tilefoundry.compiler.render_c import Run, itemsize
+from tilefoundry.compiler.spelling import CTYPE
 
 __all__ = ["ROWS_CHUNKS", "ROWS_HEAD", "ROWS_REG_LIMIT", "RowsPlan", "emit_rows", "plan_rows",
            "rows_decls"]
@@ -121,9 +122,9 @@ class RowsPlan:
 def _merge(kc, segs: list) -> list:
     merged: list = []
     for s in segs:  # consecutive runs of one lane layout are one loop over the lanes
-        if isinstance(s, _Run) and merged and isinstance(merged[-1], _Run) and \
+        if isinstance(s, Run) and merged and isinstance(merged[-1], Run) and \
                 kc.wide(merged[-1].axes) == kc.wide(s.axes):
-            merged[-1] = _Run(merged[-1].axes, merged[-1].instrs + s.instrs)
+            merged[-1] = Run(merged[-1].axes, merged[-1].instrs + s.instrs)
         else:
             merged.append(s)
     return merged
@@ -139,7 +140,7 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
     axis = None
     reduces = 0
     for s in merged:
-        if isinstance(s, _Run):
+        if isinstance(s, Run):
             aw = kc.wide(s.axes)
             if len(aw) > 1:
                 return None, f"a run spans {len(aw)} tiled axes (the row mapping tiles one)"
@@ -186,7 +187,7 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
         return None, "no tiled axis"
     k = kc.k
     e = k.block[axis]
-    sizes = [_itemsize(kc.bm[i.buffer].dtype) for s in merged if isinstance(s, _Run)
+    sizes = [itemsize(kc.bm[i.buffer].dtype) for s in merged if isinstance(s, Run)
              for i in s.instrs if isinstance(i, kir.Load | kir.Store)
              and i.strides[axis] == 1]
     v = VEC_BYTES // min(sizes) if sizes else 8
@@ -220,7 +221,7 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
         return None, (f"{plan.slots} register slots a thread for a value kept across a "
                       f"reduction (more than {ROWS_REG_LIMIT})")
     for s in merged:
-        if isinstance(s, _Run) and kc.wide(s.axes):
+        if isinstance(s, Run) and kc.wide(s.axes):
             for i in s.instrs:
                 if isinstance(i, kir.Load | kir.Store):
                     acc = vector_access(kc, plan, i, defs)
@@ -260,17 +261,17 @@ def _held_words(kc, plan: RowsPlan, merged: list) -> int:
     defined: list[set] = []
     used: list[set] = []
     for s in merged:
-        ins = s.instrs if isinstance(s, _Run) else [s]
+        ins = s.instrs if isinstance(s, Run) else [s]
         defined.append({r for i in ins for r in i.results()})
         used.append({o for i in ins for o in i.operands()})
-    words = sum(plan.vec * _itemsize(kc.dt(n)) // 4 for n in plan.hoist)
+    words = sum(plan.vec * itemsize(kc.dt(n)) // 4 for n in plan.hoist)
     most = 0
     for at, s in enumerate(merged):
         if isinstance(s, kir.Reduce):
             before = set().union(*defined[:at]) if at else set()
             after = set().union(*used[at + 1:]) if at + 1 < len(used) else set()
             live = before & after & plan.reg
-            most = max(most, sum(plan.vec * (2 if _itemsize(kc.dt(n)) == 8 else 1)
+            most = max(most, sum(plan.vec * (2 if itemsize(kc.dt(n)) == 8 else 1)
                                  for n in live))
     return most + words
 
@@ -282,7 +283,7 @@ def vector_access(kc, plan: RowsPlan, ins, defs: dict):
     if ins.index or ins.strides[a] != 1 or \
             kir.root_of(ins.buffer, kc.bm).dtype != kc.bm[ins.buffer].dtype:
         return None  # (the chunk's words are read in the root's element type)
-    s = _itemsize(kc.bm[ins.buffer].dtype)
+    s = itemsize(kc.bm[ins.buffer].dtype)
     nbytes = v * s
     unit = min(VEC_BYTES, nbytes)
     if unit < 4 or nbytes % unit:
@@ -334,9 +335,9 @@ def rows_decls(kc, ind: str) -> list[str]:
     p: RowsPlan = kc.rows
     out = []
     for n in sorted(p.uniform, key=kc.cid):
-        out.append(f"{ind}TF_REG({_CTYPE[kc.dt(n)]}, r{kc.cid(n)}, {p.threads}, 1);")
+        out.append(f"{ind}TF_REG({CTYPE[kc.dt(n)]}, r{kc.cid(n)}, {p.threads}, 1);")
     for n in sorted(p.reg, key=kc.cid):
-        out.append(f"{ind}TF_REG({_CTYPE[kc.dt(n)]}, r{kc.cid(n)}, {p.threads}, {p.slots});")
+        out.append(f"{ind}TF_REG({CTYPE[kc.dt(n)]}, r{kc.cid(n)}, {p.threads}, {p.slots});")
     out += [ind + ln for ln in kc.rows_extra_decls]
     return out
 
@@ -371,23 +372,23 @@ def _pack(words: str, ct: str, s: int, x: str) -> str:
 def load_expr(kc, ins: kir.Load, ref) -> tuple[str, list[str]]:
     """A vectorized load's element at lane ``tf_v`` of the chunk (``chunk_pre`` loaded it)."""
     dt = kc.bm[ins.buffer].dtype
-    ct = _CTYPE[dt]
-    s = _itemsize(dt)
+    ct = CTYPE[dt]
+    s = itemsize(dt)
     if ins.out in kc.rows.hoist:  # prefetched (``_prefetch``) into this thread's words
         w = f"(&TF_R(tf_pf{kc.cid(ins.out)})[tf_j * {kc.rows.vec * s // 4}])"
     else:
         w = f"tf_lw{kc.cid(ins.out)}"
     e = _extract(w, ct, s)
     if ins.mask:
-        from tilefoundry.compiler.render_c import _literal
+        from tilefoundry.compiler.spelling import c_literal
 
-        return f"{ref(ins.mask)} ? {e} : {_literal(ins.other, dt)}", []
+        return f"{ref(ins.mask)} ? {e} : {c_literal(ins.other, dt)}", []
     return e, []
 
 
 def store_lines(kc, ins: kir.Store, ref) -> list[str]:
     dt = kc.bm[ins.buffer].dtype
-    return [_pack(f"tf_sw{kc.rows_sid[id(ins)]}", _CTYPE[dt], _itemsize(dt),
+    return [_pack(f"tf_sw{kc.rows_sid[id(ins)]}", CTYPE[dt], itemsize(dt),
                   ref(ins.value))]
 
 
@@ -397,7 +398,7 @@ def _guard(kc, g) -> str:
     return kc.l_EdgeMask(g, None)[0]
 
 
-def _chunk_access(kc, run: _Run, ind: str) -> tuple[list[str], list[str]]:
+def _chunk_access(kc, run: Run, ind: str) -> tuple[list[str], list[str]]:
     """The chunk's vector loads (before its lanes) and stores (after), at the chunk's first
     lane ``c<axis> = tf_g``."""
     p: RowsPlan = kc.rows
@@ -414,7 +415,7 @@ def _chunk_access(kc, run: _Run, ind: str) -> tuple[list[str], list[str]]:
             pp, _, base, _ = kc.ptr(i.buffer, write=True)
         else:
             continue
-        s = _itemsize(kc.bm[i.buffer].dtype)
+        s = itemsize(kc.bm[i.buffer].dtype)
         nb = p.vec * s
         off = kc.offset_expr(i, base, None)
         acc = [f"TF_{'LDV' if isinstance(i, kir.Load) else 'STV'}("
@@ -441,7 +442,7 @@ def _prefetch(kc, loads: list, ind: str) -> list[str]:
         lines = []
         for i in loads:
             unit, g = p.vload[i.out]
-            s = _itemsize(kc.bm[i.buffer].dtype)
+            s = itemsize(kc.bm[i.buffer].dtype)
             nb = p.vec * s
             pp, _, base, _ = kc.ptr(i.buffer)
             w = f"(&TF_R(tf_pf{kc.cid(i.out)})[tf_j * {nb // 4}])"
@@ -499,7 +500,7 @@ def _chunks(kc, ind: str, inner: list[str] | None, pre_fn=None, head: list[str] 
     return lines
 
 
-def _run(kc, run: _Run, out: list[str], ind: str) -> None:
+def _run(kc, run: Run, out: list[str], ind: str) -> None:
     coords = {d: f"c{d}" for d in range(kc.k.rank)}
     local: dict[str, str] = {}
 
@@ -595,13 +596,13 @@ def emit_rows(kc, segs: list, out: list[str], ind: str) -> None:
     kc.rows_sid = {}
     kc.rows_thread0 = False
     out.append(f"{ind}TF_PHASE_BEGIN")
-    hoisted = [i for s in segs if isinstance(s, _Run) for i in s.instrs
+    hoisted = [i for s in segs if isinstance(s, Run) for i in s.instrs
                if isinstance(i, kir.Load) and i.out in kc.rows.hoist]
     if hoisted:
         out += _prefetch(kc, hoisted, ind + "    ")
     n = 0
     for seg in segs:
-        if isinstance(seg, _Run):
+        if isinstance(seg, Run):
             _run(kc, seg, out, ind + "    ")
         else:
             _reduce(kc, seg, out, ind + "    ", n)

@@ -14,14 +14,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+import numpy as np
+
+from tilefoundry.compiler import kir
+
 __all__ = [
-           "ARITH",
-           "CMP",
-           "C_MATH64",
-           "LOGIC",
-           "NARROW_ROUND",
-           "TRITON_MATH",
-           "TRITON_NARROW_F32_MATH",
+    "ARITH",
+    "CMP",
+    "CSIZE",
+    "CTYPE",
+    "C_MATH64",
+    "LOGIC",
+    "NARROW_ROUND",
+    "TRITON_MATH",
+    "TRITON_NARROW_F32_MATH",
+    "UTYPE",
+    "c_f64_literal",
+    "c_literal",
 ]
 
 #: binary arithmetic ``Binary`` kinds -> C infix operator (Triton's Python spelling agrees)
@@ -46,3 +55,42 @@ TRITON_MATH: tuple[str, ...] = ("exp", "log", "exp2", "log2", "rsqrt", "tanh", "
                                 "gelu_tanh", "gelu_none")
 #: the ``math`` functions with a fast f32 form for narrow dtypes (``_KernelT.math_narrow_f32``)
 TRITON_NARROW_F32_MATH: frozenset[str] = frozenset({"exp", "sigmoid", "silu"})
+
+
+# -- C-family storage types and literals (render_c, render_cuda, render_cuda_rows, render_cuda_mma)
+#: kernel-IR dtype -> its C storage type (narrow floats are their bit patterns)
+CTYPE: Mapping[str, str] = MappingProxyType({
+    "f32": "float", "f64": "double", "bf16": "uint16_t", "f16": "uint16_t",
+    "fp8e4m3": "uint8_t", "fp8e5m2": "uint8_t", "f8e8m0": "uint8_t", "bool": "uint8_t",
+    "i8": "int8_t", "u8": "uint8_t", "i32": "int32_t", "i64": "int64_t", "u32": "uint32_t"})
+#: integer / bool dtype -> the unsigned C type of the same width (wrapping arithmetic)
+UTYPE: Mapping[str, str] = MappingProxyType({
+    "i8": "uint8_t", "u8": "uint8_t", "i32": "uint32_t", "i64": "uint64_t", "bool": "uint8_t",
+    "u32": "uint32_t"})
+#: C type -> its size in bytes
+CSIZE: Mapping[str, int] = MappingProxyType({
+    "float": 4, "double": 8, "int8_t": 1, "uint8_t": 1, "uint16_t": 2, "int32_t": 4,
+    "uint32_t": 4, "int64_t": 8, "uint64_t": 8})
+
+
+def c_f64_literal(v: float) -> str:
+    """An f64 constant by its bits (no decimal round trip)."""
+    return f"tf_f64_from_bits(0x{int(np.float64(v).view(np.uint64)):016X}ull)"
+
+
+def c_literal(value: object, dt: str) -> str:
+    """A constant of kernel-IR dtype ``dt`` in C: floats by their bits, narrow floats as their
+    storage pattern, integers with their C type."""
+    if dt == "f32":
+        return f"tf_f32_from_bits(0x{int(np.float32(value).view(np.uint32)):08X}u)"
+    if dt == "f64":
+        return c_f64_literal(float(value))
+    if dt == "bool":
+        return "1" if value else "0"
+    if kir.is_float(dt):  # a narrow float: its bit pattern
+        npdt = kir.numpy_dtype(dt)
+        bits = np.asarray(np.asarray(value).astype(npdt)).view(f"u{npdt.itemsize}")
+        return f"(({CTYPE[dt]}){int(bits)}u)"
+    if dt == "i64" and int(value) == -(1 << 63):
+        return "INT64_MIN"
+    return f"(({CTYPE[dt]}){int(value)}ll)"

@@ -33,12 +33,32 @@ def test_renderers_read_the_shared_tables() -> None:
     assert render_triton._MATH is spelling.TRITON_MATH
 
 
-def test_render_triton_imports_no_private_name_of_render_c() -> None:
+@pytest.mark.parametrize("module", ["render_triton", "render_cuda", "render_cuda_rows",
+                                    "render_cuda_mma"])
+def test_no_renderer_imports_a_private_name_of_render_c(module) -> None:
+    """The C storage types, sizes and literals are spelling.CTYPE / UTYPE / CSIZE / c_literal;
+    the other renderers read them there, never render_c's privates (issue 36 item 5)."""
     import ast
+    import importlib
     import inspect
 
-    tree = ast.parse(inspect.getsource(render_triton))
+    mod = importlib.import_module(f"tilefoundry.compiler.{module}")
+    tree = ast.parse(inspect.getsource(mod))
     private = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                and n.module == "tilefoundry.compiler.render_c"
                for a in n.names if a.name.startswith("_")]
     assert private == []
+
+
+def test_every_kernel_ir_dtype_has_a_c_type_of_its_size() -> None:
+    import numpy as np
+
+    from tilefoundry.compiler import kir
+
+    assert set(spelling.CTYPE) == set(kir.DTYPES)
+    for dt, ct in spelling.CTYPE.items():
+        assert spelling.CSIZE[ct] == np.dtype(kir.numpy_dtype(dt)).itemsize, dt
+    for dt, ut in spelling.UTYPE.items():
+        assert spelling.CSIZE[ut] == spelling.CSIZE[spelling.CTYPE[dt]], dt
+    assert spelling.c_literal(-0.0, "f32") == "tf_f32_from_bits(0x80000000u)"
+    assert spelling.c_literal(-(1 << 63), "i64") == "INT64_MIN"
