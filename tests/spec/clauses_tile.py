@@ -589,13 +589,13 @@ CLAUSES: list[Clause] = [
       FUT),
     N("T-X09", S8, "In particular, a logical butterfly is not necessarily a physical lane XOR",
       WHY),
-    M("T-X10", S8, "The communication plan selects a valid provider in S(f(j)) for each "
-      "consumer.", "no owner-map communication planner in the compiler"),
-    M("T-X11", S8, "The planner must jointly price source/output ownership, communication and "
+    D("T-X10", S8, "The communication plan selects a valid provider in S(f(j)) for each "
+      "consumer.", "D494", "selects a valid provider in S(f(j)) for each"),
+    D("T-X11", S8, "The planner must jointly price source/output ownership, communication and "
       "consumers, rather than assuming every reindex is free or every gather needs shared "
-      "memory.", "no cost-based planner in the compiler"),
-    M("T-X12", S8, "Backend policies supply measured capabilities/costs; the solver chooses "
-      "among legal candidates.", "no cost-based planner in the compiler"),
+      "memory.", "D494", "jointly price source/output ownership, communication and"),
+    D("T-X12", S8, "Backend policies supply measured capabilities/costs; the solver chooses "
+      "among legal candidates.", "D494", "Backend policies supply measured capabilities/costs"),
     I("T-X13", S8, "The baseline algorithm and its work bound remain available when a target "
       "lacks a specialized collective.",
       SW + "test_the_per_prefix_lowering_is_still_reachable_and_admitted"),
