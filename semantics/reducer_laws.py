@@ -9,9 +9,15 @@ Each claimed law, per component it covers, gets one verdict with its provenance:
   times out, seeded random falsification over *reachable* states (lifts of random
   contributions, merges of two lifts, the identity) in exact rational arithmetic
   (``fractions.Fraction``; a trial that divides by zero is skipped and counted).
-* ``over="exact"`` (bit-exact for the f32 merge): seeded random falsification of the f32 merge
-  over reachable states, vectorized (``reducers.merge_states``), NaN equal to NaN. Z3's FP
-  theory is not used yet (D449 says why).
+* ``over="exact"`` (bit-exact for the f32 merge): where the component's merge (with the lets it
+  reads) only selects — ``max`` / ``min`` / ``ifzero`` of state components and constants, no
+  rounding operation —, Z3's FP theory over every f32 state (``Float32``; max / min
+  NaN-propagating with -0 < +0 as ``reductions._pick``; SMT equality: NaN equals NaN, -0 is not
+  +0) — ``proved by Z3 (f32 FP theory, all states)``. Otherwise, or where Z3 finds a
+  counterexample (a state no reduction may reach) or times out: seeded random falsification of
+  the f32 merge over reachable states, vectorized (``reducers.merge_states``), NaN equal to NaN.
+  Merges that round (add, sub, mul, div) are not sent to Z3 here: their bit-blasted proofs take
+  seconds per law, per process (D449, D495).
 
 A law falsified at some inputs raises ``ReducerLawError`` naming the reducer, the law, the
 component and the inputs. Otherwise the verdicts say "proved by Z3 (reals)" or "not refuted by
@@ -195,6 +201,73 @@ def _z3_real(r, law: str, k: int) -> str:
     return "counterexample" if res == z3.sat else "unknown"
 
 
+# --- Z3 over f32, for merges that only select -----------------------------------------------
+_SELECTING = frozenset({"max", "min", "ifzero"})
+
+
+def _selects_only(r, k: int) -> bool:
+    """Component ``k``'s merge, with the lets it reads, uses only max / min / ifzero."""
+    lets = dict(r.lets)
+
+    def ok(e, seen=frozenset()) -> bool:
+        if isinstance(e, str):
+            return e not in lets or (e not in seen and ok(lets[e], seen | {e}))
+        if isinstance(e, float | int):
+            return True
+        head, *args = e
+        return head in _SELECTING and all(ok(a, seen) for a in args)
+
+    return ok(r.merge[k])
+
+
+def _z3_exact(r, law: str, k: int) -> str:
+    """"proved", "counterexample" or "unknown" for a selecting component (``_selects_only``)."""
+    try:
+        import z3
+    except ImportError:  # pragma: no cover - z3 is a dependency
+        return "unknown"
+    f32 = z3.Float32()
+
+    def pick(a, b, largest: bool):
+        # reductions._pick: NaN propagates; -0 < +0; otherwise the larger / smaller
+        nan = z3.Or(z3.fpIsNaN(a), z3.fpIsNaN(b))
+        a_wins = z3.If(z3.And(z3.fpIsZero(a), z3.fpIsZero(b)),
+                       z3.fpIsPositive(a) if largest else z3.fpIsNegative(a),
+                       z3.fpGT(a, b) if largest else z3.fpLT(a, b))
+        return z3.If(nan, z3.fpNaN(f32), z3.If(a_wins, a, b))
+
+    def ex(e, env):
+        if isinstance(e, str):
+            return env[e]
+        if isinstance(e, float | int):
+            return z3.FPVal(float(np.float32(e)), f32)
+        head, *args = e
+        v = [ex(x, env) for x in args]
+        if head == "ifzero":
+            return z3.If(z3.fpIsZero(v[0]), v[1], v[2])
+        return pick(v[0], v[1], head == "max")
+
+    def merge(_r, a, b):
+        env = {f"a.{c}": a[i] for i, c in enumerate(r.state)}
+        env.update({f"b.{c}": b[i] for i, c in enumerate(r.state)})
+        for n, e in r.lets:
+            env[n] = ex(e, env)
+        return [ex(e, env) for e in r.merge]
+
+    a, b, c = ([z3.FP(f"{t}_{x}", f32) for x in r.state] for t in "abc")
+    e = [z3.FPVal(float(np.float32(v)), f32) for v in (r.identity or [0.0] * len(r.state))]
+    pairs = _sides(r, law, a, b, c, e, merge)
+    claim = z3.And(*[lhs[k] == rhs[k] for lhs, rhs in
+                     (pairs if law == "identity" else [pairs])])
+    s = z3.Solver()
+    s.set("timeout", Z3_TIMEOUT_MS)
+    s.add(z3.Not(claim))
+    res = s.check()
+    if res == z3.unsat:
+        return "proved"
+    return "counterexample" if res == z3.sat else "unknown"
+
+
 def _fail(r, law: str, over: str, comp: str, inputs, how: str) -> ReducerLawError:
     what = "a, b, c" if law == "associative" else "a, b" if law == "commutative" else "a"
     shown = inputs[:3 if law == "associative" else 2 if law == "commutative" else 1]
@@ -249,12 +322,21 @@ def _check_laws(r, seed: int, trials: int) -> tuple[LawVerdict, ...]:
                                       f"rationals, seed {seed} ({skipped} skipped: division by "
                                       f"zero or a non-finite state; {note})"))
             else:
+                z = _z3_exact(r, lw.name, k) if _selects_only(r, k) else None
+                if z == "proved":
+                    out.append(LawVerdict(lw.name, "exact", comp, "proved",
+                                          "proved by Z3 (f32 FP theory, all states)"))
+                    continue
                 bad = _f32_check(r, lw.name, k, rng, trials)
                 if bad is not None:
                     raise _fail(r, lw.name, "exact", comp, bad,
                                 f"f32 merge, random trial with seed {seed}")
+                note = "" if z is None else (
+                    "; Z3 found an f32 counterexample outside the sampled reachable states"
+                    if z == "counterexample" else "; Z3 gave no answer in time")
                 out.append(LawVerdict(lw.name, "exact", comp, "not refuted",
-                                      f"not refuted by {trials} random f32 trials, seed {seed}"))
+                                      f"not refuted by {trials} random f32 trials, seed {seed}"
+                                      f"{note}"))
     return tuple(out)
 
 
