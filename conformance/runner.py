@@ -268,25 +268,30 @@ def _run_driver(backend_spec: str, cases: Sequence[Case], caps: Capabilities, fi
 
     stream = sys.stderr if stream is None else stream
     prog = Progress(len(cases) if finite else None, stream=stream, enabled=progress)
-    tmp = Path(tempfile.mkdtemp(prefix="tilefoundry-conformance-"))
+    # SIGTERM becomes SystemExit before the temporary folder exists, and every statement from
+    # its creation on is inside a try that removes it: no window leaves the folder behind (a
+    # SIGTERM between mkdtemp and the handler, or during _Dispatch, once did under load)
     old_term = _term_as_exit()
+    tmp: Path | None = None
     pool: _Pool | None = None
     try:
+        tmp = Path(tempfile.mkdtemp(prefix="tilefoundry-conformance-"))
         if ray_session is None:
             pool = _Pool(backend_spec, cases, caps, seed, min(jobs, max(1, len(cases))), tmp,
                          close_fds=(f.fileno(),), start=start)
             pool.memory_limit_mb = memory_limit_mb
     except BaseException:
         f.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         _restore_term(old_term)
         if ray_session is not None:
             ray_session.close()
         raise
-    d = _Dispatch(cases, done, f, prog, manifest, flake_retries, deadline,
-                  {"backend": backend_spec, "catalog": catalog, "seed": seed}, reduce_s,
-                  repro_dir)
     try:
+        d = _Dispatch(cases, done, f, prog, manifest, flake_retries, deadline,
+                      {"backend": backend_spec, "catalog": catalog, "seed": seed}, reduce_s,
+                      repro_dir)
         if header is None:
             if not resume or out_jsonl.stat().st_size == 0:
                 f.write(json.dumps({"type": "run", "format": JSONL_FORMAT,
