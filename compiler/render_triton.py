@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -850,7 +850,7 @@ class _KernelT:
                     comb = f"tl.{'minimum' if kind == 'min' else 'maximum'}({init}, {acc})"
                 self.emit(ind, f"{acc} = {comb}")
         if ins.mask and init is None and kind == "sum" and kir.is_float(dt) \
-                and not self.a_lane_is_valid(ins.mask, red):
+                and not kir.a_lane_is_valid(self.k.body, ins.mask, red, self.k.domain):
             # a row with no valid lane is +0 (the interpreter's identity)
             anyv = self.fresh("any")
             cur = f"tl.broadcast_to({_name(ins.mask)}, {xshape}).to(tl.int32)"
@@ -859,10 +859,6 @@ class _KernelT:
             self.emit(ind, f"{anyv} = {cur}")
             self.emit(ind, f"{acc} = tl.where({anyv} != 0, {acc}, 0.0)")
         self.put(ind, ins.out, acc)
-
-    def a_lane_is_valid(self, mask: str, red: Iterable[int]) -> bool:
-        """``kir.a_lane_is_valid`` for this kernel (the flag's block reduction is F45's)."""
-        return kir.a_lane_is_valid(self.k.body, mask, red, self.k.domain)
 
     def is_abs(self, ssa: str) -> bool:
         """``ssa`` is an ``abs`` of this kernel (its sign bit is clear)."""

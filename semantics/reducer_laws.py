@@ -158,37 +158,58 @@ def _real_check(r, law: str, k: int, rng, trials: int):
     return None, skipped
 
 
-# --- Z3 over the reals ------------------------------------------------------------------------
-def _z3_real(r, law: str, k: int) -> str:
-    """"proved", "counterexample" or "unknown"."""
+# --- Z3 proofs ---------------------------------------------------------------------------------
+def _z3_law(r, law: str, k: int, over: str) -> str:
+    """"proved", "counterexample" or "unknown" for component ``k`` of ``law``, with the merge's
+    expressions over Z3 ``Real`` states (``over="real"``: ``ite`` for max / min / ifzero; Z3's
+    division is total) or ``Float32`` states (``"exact"``, merges that only select: max / min
+    as ``reductions._pick``, SMT equality — NaN equals NaN, -0 is not +0)."""
     try:
         import z3
+
+        from tilefoundry.semantics.smt_fp import fminmax
     except ImportError:  # pragma: no cover - z3 is a dependency
         return "unknown"
+    if over == "real":
+        var, ident = z3.Real, lambda v: z3.RealVal(Fraction(v))
+        const = lambda v: z3.RealVal(Fraction(float(np.float32(v))))  # noqa: E731
+        ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b,
+               "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+               "max": lambda a, b: z3.If(a >= b, a, b), "min": lambda a, b: z3.If(a <= b, a, b),
+               "ifzero": lambda c, t, f: z3.If(c == 0, t, f)}
+    else:
+        f32 = z3.Float32()
+        var = lambda n: z3.FP(n, f32)  # noqa: E731
+        const = ident = lambda v: z3.FPVal(float(np.float32(v)), f32)
+        ops = {"max": lambda a, b: fminmax(a, b, True), "min": lambda a, b: fminmax(a, b, False),
+               "ifzero": lambda c, t, f: z3.If(z3.fpIsZero(c), t, f)}
 
-    def ex(e, env):
+    def ex(e, env, get):
         if isinstance(e, str):
-            return env[e]
+            return get(e)
         if isinstance(e, float | int):
-            return z3.RealVal(Fraction(float(np.float32(e))))
+            return const(e)
         head, *args = e
-        v = [ex(x, env) for x in args]
-        if head == "ifzero":
-            return z3.If(v[0] == 0, v[1], v[2])
-        a, b = v
-        return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
-                "div": lambda: a / b, "max": lambda: z3.If(a >= b, a, b),
-                "min": lambda: z3.If(a <= b, a, b)}[head]()
+        return ops[head](*(ex(x, env, get) for x in args))
+
+    # over f32 only the components k depends on are encoded (they only select, _selects_only);
+    # a let is encoded when first read
+    need = range(len(r.state)) if over == "real" else _reads(r, k)
+    lets = dict(r.lets)
 
     def merge(_r, a, b):
         env = {f"a.{c}": a[i] for i, c in enumerate(r.state)}
         env.update({f"b.{c}": b[i] for i, c in enumerate(r.state)})
-        for n, e in r.lets:
-            env[n] = ex(e, env)
-        return [ex(e, env) for e in r.merge]
 
-    a, b, c = ([z3.Real(f"{s}_{x}") for x in r.state] for s in "abc")
-    e = [z3.RealVal(Fraction(v)) for v in (r.identity or [0.0] * len(r.state))]
+        def get(e):
+            if isinstance(e, str) and e in lets and e not in env:
+                env[e] = ex(lets[e], env, get)
+            return env[e]
+
+        return [ex(e, env, get) if i in need else None for i, e in enumerate(r.merge)]
+
+    a, b, c = ([var(f"{s}_{x}") for x in r.state] for s in "abc")
+    e = [ident(v) for v in (r.identity or [0.0] * len(r.state))]
     pairs = _sides(r, law, a, b, c, e, merge)
     claim = z3.And(*[lhs[k] == rhs[k] for lhs, rhs in
                      (pairs if law == "identity" else [pairs])])
@@ -201,12 +222,37 @@ def _z3_real(r, law: str, k: int) -> str:
     return "counterexample" if res == z3.sat else "unknown"
 
 
-# --- Z3 over f32, for merges that only select -----------------------------------------------
+#: the operations of a merge that only selects (no rounding): Z3's FP theory proves its exact
+#: laws quickly (D495)
 _SELECTING = frozenset({"max", "min", "ifzero"})
 
 
+def _reads(r, k: int) -> set[int]:
+    """The state components component ``k``'s merge depends on, ``k`` included, transitively
+    (a nested merge feeds each of them back in)."""
+    lets, idx = dict(r.lets), {c: i for i, c in enumerate(r.state)}
+
+    def names(e, seen=frozenset()) -> set[int]:
+        if isinstance(e, str):
+            if e in lets:
+                return set() if e in seen else names(lets[e], seen | {e})
+            return {idx[e[2:]]} if e[:2] in ("a.", "b.") else set()
+        if isinstance(e, float | int):
+            return set()
+        return set().union(*(names(x, seen) for x in e[1:]))
+
+    out, todo = set(), [k]
+    while todo:
+        j = todo.pop()
+        if j not in out:
+            out.add(j)
+            todo += names(r.merge[j])
+    return out
+
+
 def _selects_only(r, k: int) -> bool:
-    """Component ``k``'s merge, with the lets it reads, uses only max / min / ifzero."""
+    """Every expression component ``k``'s merge depends on (``_reads``, with the lets they
+    read) uses only max / min / ifzero."""
     lets = dict(r.lets)
 
     def ok(e, seen=frozenset()) -> bool:
@@ -217,55 +263,7 @@ def _selects_only(r, k: int) -> bool:
         head, *args = e
         return head in _SELECTING and all(ok(a, seen) for a in args)
 
-    return ok(r.merge[k])
-
-
-def _z3_exact(r, law: str, k: int) -> str:
-    """"proved", "counterexample" or "unknown" for a selecting component (``_selects_only``)."""
-    try:
-        import z3
-    except ImportError:  # pragma: no cover - z3 is a dependency
-        return "unknown"
-    f32 = z3.Float32()
-
-    def pick(a, b, largest: bool):
-        # reductions._pick: NaN propagates; -0 < +0; otherwise the larger / smaller
-        nan = z3.Or(z3.fpIsNaN(a), z3.fpIsNaN(b))
-        a_wins = z3.If(z3.And(z3.fpIsZero(a), z3.fpIsZero(b)),
-                       z3.fpIsPositive(a) if largest else z3.fpIsNegative(a),
-                       z3.fpGT(a, b) if largest else z3.fpLT(a, b))
-        return z3.If(nan, z3.fpNaN(f32), z3.If(a_wins, a, b))
-
-    def ex(e, env):
-        if isinstance(e, str):
-            return env[e]
-        if isinstance(e, float | int):
-            return z3.FPVal(float(np.float32(e)), f32)
-        head, *args = e
-        v = [ex(x, env) for x in args]
-        if head == "ifzero":
-            return z3.If(z3.fpIsZero(v[0]), v[1], v[2])
-        return pick(v[0], v[1], head == "max")
-
-    def merge(_r, a, b):
-        env = {f"a.{c}": a[i] for i, c in enumerate(r.state)}
-        env.update({f"b.{c}": b[i] for i, c in enumerate(r.state)})
-        for n, e in r.lets:
-            env[n] = ex(e, env)
-        return [ex(e, env) for e in r.merge]
-
-    a, b, c = ([z3.FP(f"{t}_{x}", f32) for x in r.state] for t in "abc")
-    e = [z3.FPVal(float(np.float32(v)), f32) for v in (r.identity or [0.0] * len(r.state))]
-    pairs = _sides(r, law, a, b, c, e, merge)
-    claim = z3.And(*[lhs[k] == rhs[k] for lhs, rhs in
-                     (pairs if law == "identity" else [pairs])])
-    s = z3.Solver()
-    s.set("timeout", Z3_TIMEOUT_MS)
-    s.add(z3.Not(claim))
-    res = s.check()
-    if res == z3.unsat:
-        return "proved"
-    return "counterexample" if res == z3.sat else "unknown"
+    return all(ok(r.merge[j]) for j in _reads(r, k))
 
 
 def _fail(r, law: str, over: str, comp: str, inputs, how: str) -> ReducerLawError:
@@ -306,7 +304,7 @@ def _check_laws(r, seed: int, trials: int) -> tuple[LawVerdict, ...]:
             rng = np.random.default_rng([seed, k, ("associative", "commutative",
                                                    "identity").index(lw.name)])
             if lw.over == "real":
-                z = _z3_real(r, lw.name, k)
+                z = _z3_law(r, lw.name, k, "real")
                 if z == "proved":
                     out.append(LawVerdict(lw.name, "real", comp, "proved", "proved by Z3 (reals)"))
                     continue
@@ -322,7 +320,7 @@ def _check_laws(r, seed: int, trials: int) -> tuple[LawVerdict, ...]:
                                       f"rationals, seed {seed} ({skipped} skipped: division by "
                                       f"zero or a non-finite state; {note})"))
             else:
-                z = _z3_exact(r, lw.name, k) if _selects_only(r, k) else None
+                z = _z3_law(r, lw.name, k, "exact") if _selects_only(r, k) else None
                 if z == "proved":
                     out.append(LawVerdict(lw.name, "exact", comp, "proved",
                                           "proved by Z3 (f32 FP theory, all states)"))

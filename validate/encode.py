@@ -30,6 +30,7 @@ from tilefoundry.compiler import kir
 from tilefoundry.errors import TilefoundryError
 from tilefoundry.semantics.dtypes import from_bits, widen_to_f32
 from tilefoundry.semantics.formats import FORMATS, DType
+from tilefoundry.semantics.smt_fp import fminmax  # the reference's max / min, shared
 from tilefoundry.smt.obligations.rounding import encode_round_f32
 
 __all__ = [
@@ -238,17 +239,6 @@ def cast(x: z3.ExprRef, src: str, to: str, overflow: str, rounding: str) -> z3.E
 # ---------------------------------------------------------------------------------------------
 # arithmetic (kir.BINARY_KINDS / UNARY_KINDS), per operand class
 # ---------------------------------------------------------------------------------------------
-def fminmax(a: z3.FPRef, b: z3.FPRef, largest: bool) -> z3.FPRef:
-    """NaN-propagating min / max ordering -0 < +0 (interp._fminmax, reductions._pick)."""
-    if largest:
-        tie = z3.If(z3.fpIsNegative(a), b, a)
-        r = z3.If(z3.fpGT(a, b), a, z3.If(z3.fpGT(b, a), b, tie))
-    else:
-        tie = z3.If(z3.fpIsNegative(a), a, b)
-        r = z3.If(z3.fpLT(a, b), a, z3.If(z3.fpLT(b, a), b, tie))
-    return z3.If(z3.Or(z3.fpIsNaN(a), z3.fpIsNaN(b)), z3.fpNaN(a.sort()), r)
-
-
 _CMP_FP: dict[str, Callable] = {
     "eq": z3.fpEQ, "ne": lambda a, b: z3.Not(z3.fpEQ(a, b)), "lt": z3.fpLT, "le": z3.fpLEQ,
     "gt": z3.fpGT, "ge": z3.fpGEQ}

@@ -184,3 +184,14 @@ def test_a_false_exact_law_of_a_selecting_merge_is_refused():
                          laws=(("associative", "exact"), ("commutative", "exact"),
                                ("identity", "exact")))
     assert {v.status for v in check_laws(ok)} == {"proved"}
+
+
+def test_a_selecting_component_that_reads_a_rounding_one_is_not_sent_to_z3():
+    """``m = max(a.m, b.s)`` only selects, but it reads ``s = a.s + b.s``, which a nested merge
+    feeds back in: its exact associativity is false (max(a.m, b.s + c.s) is not
+    max(max(a.m, b.s), c.s)) and must be refused, not proved by encoding only the max."""
+    r = declare_reducer("max_of_sums", state=(("m", F32), ("s", F32)), lift=("x", "x"),
+                        merge=(("max", "a.m", "b.s"), ("add", "a.s", "b.s")),
+                        laws=(("associative", "exact", ("m",)),))
+    with pytest.raises(ReducerLawError, match="associative"):
+        check_laws(r)
