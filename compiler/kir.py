@@ -406,6 +406,51 @@ def a_lane_is_valid(body: Iterable[Instr], mask: str, red: Iterable[int],
     return False
 
 
+def bf16_round_is_identity(defs: Mapping[str, Instr], dtype_of, x: str) -> bool:
+    """Rounding the f32 value ``x`` to bf16 (round to nearest even, ``nonfinite`` overflow,
+    a NaN becoming the quiet NaN of its sign) gives ``x`` back bit for bit, whatever the inputs
+    (D511): ``x`` is
+
+    * the widening of a ``round -> bf16 (nonfinite)`` (rounding is idempotent: a finite result
+      is a bf16 value, an infinity stays, a NaN is already the quiet NaN of its sign);
+    * ``neg`` / ``abs`` of such a value (a sign change of a bf16 value or of a quiet NaN);
+    * ``max`` / ``min`` of operands each such a value or the widening of any bf16 value (the
+      result is one of the operands, or for a NaN operand the positive quiet NaN);
+    * a ``select`` between two such values, or an f32 constant that is a bf16 value.
+
+    ``defs`` maps an SSA name to its defining instruction; ``dtype_of`` gives an SSA value's
+    dtype. The bf16 renderers spell such a round as a truncation of the f32 bits.
+    ``tests/compiler/test_round_identity.py`` checks every rule on all 65,536 bf16 codes."""
+
+    def d(v: str) -> Instr | None:
+        return defs.get(v)
+
+    def rounded(v: str) -> bool:
+        i = d(v)
+        if isinstance(i, Widen) and i.to == "f32" and dtype_of(i.x) == "bf16":
+            r = d(i.x)
+            return isinstance(r, Round) and r.to == "bf16" and r.overflow == "nonfinite" \
+                and dtype_of(r.x) == "f32"
+        if isinstance(i, UnOp) and i.kind in ("neg", "abs"):
+            return rounded(i.x)
+        if isinstance(i, BinOp) and i.kind in ("max", "min"):
+            return any_bf16(i.a) and any_bf16(i.b)
+        if isinstance(i, Select):
+            return rounded(i.a) and rounded(i.b)
+        if isinstance(i, Const) and i.dtype == "f32" and isinstance(i.value, float | int) \
+                and not isinstance(i.value, bool):
+            v32 = np.float32(i.value)  # a bf16 value: its low 16 bits are 0 (not a NaN)
+            return not np.isnan(v32) and int(v32.view(np.uint32)) & 0xFFFF == 0
+        return False
+
+    def any_bf16(v: str) -> bool:
+        i = d(v)
+        return rounded(v) or (isinstance(i, Widen) and i.to == "f32" and
+                              dtype_of(i.x) == "bf16")
+
+    return dtype_of(x) == "f32" and rounded(x)
+
+
 def iter_instrs(body: Iterable[Instr]) -> Iterator[Instr]:
     """Every instruction of a body, loop bodies included (pre-order)."""
     for ins in body:

@@ -52,6 +52,7 @@ reason: never a silent fallback.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -227,6 +228,11 @@ class KernelC:
         self.uniq = 0
 
     # -- names ------------------------------------------------------------------------------
+    @functools.cached_property
+    def defs(self) -> dict[str, kir.Instr]:
+        """Each SSA name's defining instruction (loop bodies included)."""
+        return {i.out: i for i in kir.iter_instrs(self.k.body) if hasattr(i, "out")}
+
     def cid(self, name: str) -> str:
         name = self.alias.get(name, name)
         i = self.ids.get(name)
@@ -565,9 +571,12 @@ class KernelC:
                 continue
             if isinstance(ins, kir.Round) and self.dt(ins.x) == "f32" and ins.to == "bf16" \
                     and ins.overflow == "nonfinite":
-                # keep the rounded value in f32 for a widen in this run (no 16-bit round trip)
+                # keep the rounded value in f32 for a widen in this run (no 16-bit round trip);
+                # a value that is its own rounding is not rounded again (D511)
                 w = f"w{self.cid(ins.out)}"
-                lines.append(f"const float {w} = tf__rnd_bf16({ref(ins.x)});")
+                same = kir.bf16_round_is_identity(self.defs, self.dt, ins.x)
+                lines.append(f"const float {w} = "
+                             f"{ref(ins.x) if same else f'tf__rnd_bf16({ref(ins.x)})'};")
                 wide[ins.out] = w
                 expr, pre = f"(uint16_t)(tf_f32_bits({w}) >> 16)", []
             elif isinstance(ins, kir.Widen) and ins.x in wide:
