@@ -1,6 +1,6 @@
 """Lowering rule of the tile family's Scan (registered into ``lower.LOWERINGS``).
 
-Two lowerings (D402):
+Three lowerings (D402, D512):
 
 **Hillis–Steele** (``_hillis_steele``), O(n log n) lane work: every scan whose contract admits a
 regrouping of each prefix in order — a float ``add`` under ``ordered_tree`` (each prefix any
@@ -22,6 +22,11 @@ contributions, and output position ``i`` reduces the lanes ``j <= i`` (inclusive
 (exclusive) with a masked kernel-IR ``Reduce`` (policy carried, seed as ``init``); lanes
 longer than the tile budget run a ``TileLoop`` carrying the accumulator, as Reduce does.
 
+**Sequential** (``_sequential``), O(n) work, for a float ``add`` under ``fold_left`` longer than
+``SEQUENTIAL_FROM`` (D512): a host loop over the scan axis, each step one kernel over the other
+axes adding ``x[..., i, ...]`` to the carried f32 left fold and storing the rounded prefix at
+``i``.
+
 Interface: ``_scan(lw, node, args) -> Buffer`` (``@register(Scan)``), choosing with
 ``_work_efficient(op, dtype)``; both helpers take the lowerer, the op, the operand buffer and
 the output buffer.
@@ -33,7 +38,7 @@ import numpy as np
 
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.kir import Buffer
-from tilefoundry.compiler.lower import KB, _Lowerer, _seed, bcast_strides, register
+from tilefoundry.compiler.lower import KB, _Lowerer, _seed, bcast_strides, register, scalar_index
 from tilefoundry.compiler.schedule import prev_pow2
 from tilefoundry.semantics.formats import DType
 from tilefoundry.semantics.ir import Call
@@ -44,6 +49,11 @@ _KIND = {"add": "sum", "max": "max", "min": "min", "mul": "prod"}
 
 
 _BINOP = {"sum": "add", "max": "max", "min": "min", "prod": "mul"}
+
+#: a float add under fold_left longer than this is scanned sequentially (``_sequential``: O(n)
+#: work in n steps); up to it, the per-prefix reduction (O(n²) work in one kernel) — at 64 the
+#: per-prefix kernel is 4,096 lane operations per row, fewer than a host step costs (D512)
+SEQUENTIAL_FROM = 64
 
 
 def _work_efficient(op: Scan, dt: str) -> bool:
@@ -63,6 +73,8 @@ def _scan(lw: _Lowerer, node: Call, args: list[Buffer]) -> Buffer:
         return out
     if _work_efficient(op, x.dtype):
         _hillis_steele(lw, op, x, out)
+    elif x.dtype != "bool" and x.shape[op.axis % len(x.shape)] > SEQUENTIAL_FROM:
+        _sequential(lw, op, x, out)
     else:
         _per_prefix(lw, op, x, out)
     return out
@@ -170,3 +182,50 @@ def _per_prefix(lw: _Lowerer, op: Scan, x: Buffer, out: Buffer) -> None:
         s = kb.round(s, "f32", dt)
     kb.store(out, out_strides, s)
     kb.finish(single=[j] if fits and n > 1 else [])
+
+
+def _sequential(lw: _Lowerer, op: Scan, x: Buffer, out: Buffer) -> None:
+    """A float add under fold_left, O(n) work: a host loop over the scan axis, one kernel per
+    position over the other axes carrying the f32 left fold (``acc' = acc + x[i]``, the seed or
+    -0 first — -0 + x0 is x0 bit for bit, the reference's start without a seed) and storing
+    ``round(acc')`` (inclusive) or ``round(acc)`` (exclusive; position 0 without a seed the
+    identity) at ``i`` of ``out`` (written in place, one slice per step; not carried)."""
+    dt, r = x.dtype, len(x.shape)
+    a = op.axis % r
+    n = x.shape[a]
+    lowp = kir.is_float(dt)
+    bdom = tuple(1 if d == a else e for d, e in enumerate(x.shape))
+    everywhere = list(range(r))
+    # the first accumulator: the seed, or -0 (the exact identity of IEEE addition)
+    acc0 = lw.temp("f32", bdom, prefix="scan")
+    kb = KB(lw, "scan_start", bdom)
+    start = -0.0 if op.seed is None else float(np.float32(op.seed))
+    kb.store(acc0, acc0.strides, kb.broadcast(kb.const(start, "f32"), everywhere))
+    kb.finish()
+    var = lw.temp("i64", (), "i")
+    acc = lw.temp("f32", bdom, "carry")
+    lw.steps.append([])
+    nxt = lw.temp("f32", bdom, prefix="scan")
+    kb = KB(lw, "scan_step", bdom)
+    i = scalar_index(kb, var)
+    xs, os_ = bcast_strides(x, x.shape), bcast_strides(out, out.shape)
+    v = kb.load(x, xs, index=[(i, xs[a])])
+    if lowp:
+        v = kb.widen(v, dt, "f32")
+    c = kb.load(acc, acc.strides)
+    s = kb.binop("add", c, v)
+    kb.store(nxt, nxt.strides, s)
+    y = s
+    if not op.inclusive:
+        y = c
+        if op.seed is None:  # exclusive[0]: the combine's identity
+            first = kb.binop("eq", i, kb.const(0, "i64"))
+            ident = kb.broadcast(kb.const(_identity_value("sum", dt, "f32"), "f32"), kb.f(c))
+            y = kb.select(first, ident, c)
+    if lowp:
+        y = kb.round(y, "f32", dt)
+    kb.store(out, os_, y, 0, [(i, os_[a])])
+    kb.finish()
+    body = lw.steps.pop()
+    lw.steps[-1].append(kir.HostLoop(lw.fresh("loop"), var.name, 0, n, 1, (acc.name,),
+                                     (acc0.name,), tuple(body), (nxt.name,)))

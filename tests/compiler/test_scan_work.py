@@ -1,6 +1,7 @@
 """Scan's work-efficient lowering (``compiler/lower_tile_scan.py``, D402): Hillis-Steele steps,
 O(n log n) lane work where the contract admits a regrouping of each prefix, the per-prefix
-reduction (O(n^2)) kept for float ``add`` under ``fold_left``.
+reduction (O(n^2)) or, past ``SEQUENTIAL_FROM``, a sequential host loop (O(n), D512) for
+float ``add`` under ``fold_left``.
 
 Lane work is counted on the kernel IR (instances x tile lanes x instructions: every kernel's
 domain size times its instruction count), not timed. The regrouped results are judged by the
@@ -60,17 +61,53 @@ def test_regroupable_scans_take_n_log_n_lane_work(dt, op) -> None:
     assert work <= 16 * n * math.log2(n), work  # at most 16 instructions per lane and step
 
 
-def test_fold_left_float_add_keeps_the_per_prefix_reduction() -> None:
-    """The left fold is the contract there (exact): its O(n^2) lowering stays, which the
-    count shows is ~100 times the Hillis-Steele work at n = 1024."""
+def test_fold_left_float_add_is_sequential_past_the_threshold() -> None:
+    """The left fold is the contract there (exact), so no regrouping: past
+    ``SEQUENTIAL_FROM`` it is a host loop of n steps carrying the f32 fold (O(n) work, D512);
+    up to it the per-prefix reduction (O(n^2) work in one kernel). At n = 1024 the sequential
+    form is a few instructions per element, against n^2 for the per-prefix one."""
     n = 1024
-    left = compile(_module((n,), F32, Scan(0, "add", policy="fold_left")), "f", [(n,)],
-                   "interp", fuse=False).program
-    tree = compile(_module((n,), F32, Scan(0, "add")), "f", [(n,)], "interp",
-                   fuse=False).program
-    assert any(isinstance(i, kir.Reduce) for k in left.kernels() for i in kir.iter_instrs(k.body))
-    assert _lane_ops(left) >= n * n
-    assert _lane_ops(left) > 50 * _lane_ops(tree)
+    m = _module((3, n), F32, Scan(1, "add", policy="fold_left"))
+    left = compile(m, "f", [(3, n)], "interp", fuse=False).program
+    loops = [s for s in left.steps if isinstance(s, kir.HostLoop)]
+    assert len(loops) == 1 and (loops[0].start, loops[0].stop, loops[0].step) == (0, n, 1)
+    assert not any(isinstance(i, kir.Reduce) for k in left.kernels()
+                   for i in kir.iter_instrs(k.body))
+    per_step = sum(math.prod(k.domain) * sum(1 for _ in kir.iter_instrs(k.body))
+                   for s in loops for k in s.body)
+    assert per_step * n <= 16 * 3 * n, per_step  # O(n): at most 16 instructions per element
+    short = lower_tile_scan.SEQUENTIAL_FROM
+    small = compile(_module((3, short), F32, Scan(1, "add", policy="fold_left")), "f",
+                    [(3, short)], "interp", fuse=False).program
+    assert not any(isinstance(s, kir.HostLoop) for s in small.steps)
+    assert any(isinstance(i, kir.Reduce) for k in small.kernels() for i in kir.iter_instrs(k.body))
+
+
+@pytest.mark.parametrize("target", ["interp", "simd", "cuda-host"])
+@pytest.mark.parametrize("dt", [F32, BF16])
+@pytest.mark.parametrize("op", [Scan(1, "add", policy="fold_left"),
+                                Scan(1, "add", policy="fold_left", inclusive=False),
+                                Scan(1, "add", policy="fold_left", inclusive=False, seed=0.5),
+                                Scan(0, "add", policy="fold_left", seed=-0.0)],
+                         ids=["incl", "excl", "excl-seed", "axis0-seed"])
+def test_sequential_fold_left_scan_is_bit_exact(target, dt, op) -> None:
+    """Special values in the rows (NaN, ±inf, -0 first: -0 + x0 is x0) and large cancelling
+    values, where any regrouping would show."""
+    if target == "cuda-host":
+        import tilefoundry.compiler.cuda_backend  # noqa: F401  (registers the target)
+    shape = (5, 300) if op.axis == 1 else (300, 5)
+    x = _cancelling(shape)
+    row = x[0] if op.axis == 1 else x[:, 0]
+    row[:5] = [-0.0, np.nan, 1.0, np.inf, -np.inf]
+    (x[1] if op.axis == 1 else x[:, 1])[0] = -0.0
+    if dt is BF16:
+        x = cast(x, BF16)
+    m = _module(x.shape, dt, op)
+    c = compile(m, "f", [x.shape], target)
+    assert any(isinstance(s, kir.HostLoop) for s in c.program.steps)
+    out, ref = np.asarray(c([x])), np.asarray(evaluate(m, "f", [x]))
+    nan = np.isnan(out.astype(np.float32)) & np.isnan(ref.astype(np.float32))
+    assert (np.equal(to_bits(out), to_bits(ref)) | nan).all(), (dt, op)
 
 
 def _cancelling(shape) -> np.ndarray:
@@ -129,7 +166,9 @@ def test_scans_run_in_the_triton_interpreter() -> None:
     TritonBackend(device="interpret")
     rng = np.random.default_rng(8)
     cases = [(I32, Scan(1, "mul", seed=3), rng.integers(-9, 10, (2, 37)).astype(np.int32)),
-             (F32, Scan(1, "add", inclusive=False, seed=0.5), _cancelling((2, 37)))]
+             (F32, Scan(1, "add", inclusive=False, seed=0.5), _cancelling((2, 37))),
+             (F32, Scan(1, "add", policy="fold_left", inclusive=False, seed=0.5),
+              _cancelling((2, 80)))]  # the sequential host loop (D512)
     for dt, op, x in cases:
         m = _module(x.shape, dt, op)
         out = compile(m, "f", [x.shape], "triton", cfg=TRITON_TILES)([x])
