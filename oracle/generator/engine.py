@@ -113,7 +113,10 @@ class _Scope:
         self.parent = parent
         self.pool: list[_Val] = list(parent.pool) if parent is not None else []
         self.created: list[_Val] = []
-        self.used: set[int] = set()
+        # the values an op consumed, by id; the dict holds each value, so an id stays its
+        # value's for the whole draw (a set of ids let a freed operand's id be reused by a later
+        # value, marking it used: the program then depended on memory layout)
+        self.used: dict[int, _Val] = {}
         self.fscope: _Scope = parent.fscope if kind == "loop" and parent else self
         self.params: list[Var] = []
         self.inputs: list[Any] = []
@@ -351,7 +354,7 @@ class _Gen:
                 self.stats["declined:inexact-partial"] += 1
                 return None
         for a in args:
-            sc.used.add(id(a))
+            sc.used[id(a)] = a
         if isinstance(t, TupleType):
             vals = [_Val(TupleGetItem(call, i), ft, bounds[i], _domain(op, args, i), local)
                     for i, ft in enumerate(t.fields)]

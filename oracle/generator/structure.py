@@ -91,7 +91,7 @@ def build_loop(g: _Gen, sc: _Scope) -> bool:
                           yexprs[0] if len(yexprs) == 1 else Tuple(yexprs), yexprs, extent,
                           step, start)
     for v in inits:
-        sc.used.add(id(v))
+        sc.used[id(v)] = v
     g.features.add("loop" if len(inits) == 1 else "multi_carry_loop")
     outs: list[_Val] = []
     for k, init in enumerate(inits):  # every yield is within its init's bound and domain
@@ -194,7 +194,7 @@ def _emit_call(g: _Gen, sc: _Scope, fn: Function, args: list[_Val], outs: list[_
     bounds only when ``exact``: the arguments' bounds are within the first call's)."""
     call = Call(fn, tuple(a.expr for a in args))
     for a in args:
-        sc.used.add(id(a))
+        sc.used[id(a)] = a
     if isinstance(fn.body, Tuple):
         vals = [_Val(TupleGetItem(call, i), o.type, o.bound if exact else None, None, o.local)
                 for i, o in enumerate(outs)]
@@ -245,7 +245,7 @@ def build_dispatch(g: _Gen, sc: _Scope) -> bool:
     g.functions.append(proto)
     call = Call(proto, tuple(a.expr for a in args))
     for a in args:
-        sc.used.add(id(a))
+        sc.used[id(a)] = a
     v = _Val(call, ret, _clip(_mx(*out_bounds), ret))
     sc.pool.append(v)
     sc.created.append(v)

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from tilefoundry.oracle.generator.base import _builder
-from tilefoundry.oracle.generator.config import BOOL, F8E8M0, F32
+from tilefoundry.oracle.generator.config import BOOL, F8E8M0, F32, I64
 from tilefoundry.oracle.generator.engine import _Gen, _Scope, _Val
+from tilefoundry.semantics.formats import FORMATS
+from tilefoundry.semantics.ir import Constant, Tuple
 from tilefoundry.semantics.ops.tile_reduce import (
     SEEDED_KINDS,
     CustomReduce,
@@ -20,8 +24,10 @@ from tilefoundry.semantics.ops.tile_reduce import (
     SeededReduce,
 )
 from tilefoundry.semantics.reducers import REDUCERS
+from tilefoundry.semantics.topk_reducer import TopKMerge
 from tilefoundry.semantics.types import (
     TensorType,
+    TupleType,
     simplify,
 )
 
@@ -80,6 +86,8 @@ def build_masked_reduce(g: _Gen, sc: _Scope) -> bool:
 
 @_builder(CustomReduce)
 def build_custom_reduce(g: _Gen, sc: _Scope) -> bool:
+    if g.src.boolean(0.3) and _build_topk_reduce(g, sc):
+        return True
 
     def ok(v: _Val) -> bool:
         return v.type.shard is None and v.type.dtype.is_float and v.type.dtype is not F8E8M0
@@ -106,4 +114,44 @@ def build_custom_reduce(g: _Gen, sc: _Scope) -> bool:
     if seed is None:
         return False
     op = CustomReduce(axes, name, src.choice(pols), keepdim)
+    return g.apply(sc, op, [x, seed]) is not None
+
+
+def _build_topk_reduce(g: _Gen, sc: _Scope) -> bool:
+    """Top-K as a reduce over an indexed Tile (``CustomReduce(TopKMerge(k, largest, nan))``,
+    D486): one axis of a tensor whose other extents are static, seeded with identity_K (K empty
+    slots per fiber: a Constant pair, as the ``topk_merge`` shorthand seeds it); K from 1 to
+    one past the axis's extent (slots past it stay empty). ``nan="error"`` is not drawn (a
+    drawn NaN would make the program an expected run-time error)."""
+    src = g.src
+
+    def ok(v: _Val) -> bool:
+        t = v.type
+        return (t.shard is None and t.rank >= 1 and t.dtype is not F8E8M0 and
+                FORMATS[t.dtype].evaluable and
+                sum(not isinstance(simplify(d), int) for d in t.shape) <= 1)
+
+    x = g.pick(g.tensors(sc, ok, sharded=False))
+    if x is None:
+        return False
+    xt = x.type
+    dims = [simplify(d) for d in xt.shape]
+    axes = [a for a, d in enumerate(dims)
+            if all(isinstance(e, int) for j, e in enumerate(dims) if j != a)]
+    if not axes:
+        return False
+    a = src.choice(axes)
+    keepdim = src.boolean(0.3)
+    batch = tuple(1 if (d == a and keepdim) else e for d, e in enumerate(dims)
+                  if d != a or keepdim)
+    n = dims[a] if isinstance(dims[a], int) else 4
+    r = TopKMerge(src.integer(1, n + 1), src.boolean(0.5), src.choice(("last", "first")))
+    sv = np.zeros((*batch, r.k), FORMATS[xt.dtype].storage)
+    si = np.full((*batch, r.k), -1, np.int64)
+    seed = _Val(Tuple((Constant(sv), Constant(si))),
+                TupleType((TensorType(sv.shape, xt.dtype), TensorType(si.shape, I64))),
+                leaf=True)
+    axis = a - xt.rank if src.boolean(0.3) else a
+    pols = CustomReduce.POLICIES if g.limit is None else g.limit.policies
+    op = CustomReduce((axis,), r, src.choice(pols), keepdim)
     return g.apply(sc, op, [x, seed]) is not None

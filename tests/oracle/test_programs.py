@@ -210,6 +210,30 @@ def test_same_seed_same_program(sharded):
     assert len(texts) >= 18  # different seeds give different programs
 
 
+def test_top_k_reduces_are_drawn_and_deterministic():
+    """The generator draws Top-K as a reduce over an indexed Tile (CustomReduce(TopKMerge),
+    D486) seeded with identity_K (a pair built outside the pool), and a program is the same
+    however many others were drawn before it in the process. The scope's ``used`` was a set of
+    ids: the seed pair, freed after its op, had its id reused by a later value, which then
+    counted as used and changed later draws (found by the catalog's same-seed test, D513);
+    ``used`` now holds the values themselves."""
+    from tilefoundry.semantics.ops.tile_reduce import CustomReduce
+
+    texts = {}
+    for seed in range(120):
+        p = generate_program(seed, ops=[CustomReduce], sharded=False)
+        t = to_text(p.module)
+        if "TopKMerge" in t:
+            texts[seed] = t
+            with np.errstate(all="ignore"):
+                evaluate(p.module, p.entry, list(p.inputs))
+    assert len(texts) >= 20, len(texts)
+    junk = [generate_program(s, sharded=False) for s in range(500, 530)]  # other ids in use
+    for seed, t in list(texts.items())[:15]:
+        assert to_text(generate_program(seed, ops=[CustomReduce], sharded=False).module) == t
+    del junk
+
+
 # ---------------------------------------------------------------------------------------------
 # evaluation
 # ---------------------------------------------------------------------------------------------
