@@ -553,12 +553,14 @@ CLAUSES: list[Clause] = [
       SF + "test_masked_lanes_never_enter_even_nan_and_inf",
       "tests/oracle/test_enclosure_tile_scan.py::test_a_masked_lane_that_entered_fails"),
     I("T-C26", S7, "A strict fold preserves the recurrence above.",
-      SW + "test_fold_left_float_add_keeps_the_per_prefix_reduction"),
+      SW + "test_fold_left_float_add_is_sequential_past_the_threshold",
+      SW + "test_sequential_fold_left_scan_is_bit_exact"),
     I("T-C27", S7, "Reversing the axis is expressible by reindexing, and segmented scans can use "
       "a lifted (head, value) associative state; neither needs a new Nest kind.",
       SF + "test_worked_examples", SF + "test_reference_matches_the_definition"),
     I("T-C28", S7, "The parallel library algorithm need not independently reduce all n prefixes "
-      "in quadratic work.", SW + "test_regroupable_scans_take_n_log_n_lane_work"),
+      "in quadratic work.", SW + "test_regroupable_scans_take_n_log_n_lane_work",
+      SW + "test_fold_left_float_add_is_sequential_past_the_threshold"),
     N("T-C29", S7, "The implementation's hard-coded 32-lane block heuristic, sum/max-only combine "
       "ordering, and fragment staging are not general reducer contracts to copy into the new "
       "frontend.", WHY),
