@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilefoundry.compiler import c_vecmath, kir, render_c_vreduce, spelling
+from tilefoundry.compiler import render_decisions as rd
 from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
 from tilefoundry.compiler.spelling import CSIZE, CTYPE, UTYPE, c_f64_literal, c_literal
@@ -76,9 +77,6 @@ PARALLEL_MIN_WORK = 1 << 21
 #: interleaved accumulators of an unordered_tree / extreme-value reduction
 ACCUMULATORS = 8
 
-_WIDEN = {"bf16": "tf_bf16_to_f32", "f16": "tf_f16_to_f32", "fp8e4m3": "tf_fp8e4m3_to_f32",
-          "fp8e5m2": "tf_fp8e5m2_to_f32", "f8e8m0": "tf_f8e8m0_to_f32"}
-_NARROW_ROUND = spelling.NARROW_ROUND
 _RND = {"nearest": "TF_RN", "up": "TF_RU", "down": "TF_RD"}
 _ARITH = spelling.ARITH
 _CMP = spelling.CMP
@@ -142,20 +140,21 @@ def itemsize(dt: str) -> int:
 
 
 def _identity(kind: str, dt: str) -> str:
-    """The seed of a reduction (an exact identity of its combining step)."""
+    """The seed of a reduction (``render_decisions.reduce_identity``) spelled in C: the
+    ``<stdint.h>`` extremes by name, -0 / +0 and the infinities of the float type."""
+    v = rd.reduce_identity(kind, dt)
     if dt == "bool":
-        return "1" if kind == "min" else "0"
+        return "1" if v else "0"
     if kir.is_int(dt):
-        if kind == "max":
-            return {"i8": "INT8_MIN", "u8": "0", "i32": "INT32_MIN", "i64": "INT64_MIN",
-                    "u32": "0"}[dt]
-        if kind == "min":
-            return {"i8": "INT8_MAX", "u8": "UINT8_MAX", "i32": "INT32_MAX",
-                    "i64": "INT64_MAX", "u32": "UINT32_MAX"}[dt]
-        return "1" if kind == "prod" else "0"
-    c = "f" if dt == "f32" else ""
-    return {"sum": f"-0.0{c}", "max": f"-(({CTYPE[dt]})INFINITY)",
-            "min": f"(({CTYPE[dt]})INFINITY)", "abs_max": f"0.0{c}"}[kind]
+        ii = np.iinfo(kir.numpy_dtype(dt))
+        if v == ii.min != 0:
+            return f"INT{ii.bits}_MIN"
+        if v == ii.max:
+            return f"{'U' if ii.min == 0 else ''}INT{ii.bits}_MAX"
+        return str(v)
+    sign = "-" if math.copysign(1.0, v) < 0 else ""
+    return f"{sign}0.0{'f' if dt == 'f32' else ''}" if v == 0 else \
+        f"{sign}(({CTYPE[dt]})INFINITY)"
 
 
 # =============================================================================================
@@ -670,8 +669,8 @@ class KernelC:
     def widened(self, x: str, src: str) -> str:
         if src == "f32":
             return x
-        if src in _WIDEN:
-            return f"{_WIDEN[src]}({x})"
+        if src in rd.WIDEN_SOURCES:
+            return f"tf_{src}_to_f32({x})"
         raise self.unsupported("Widen", f"widening from {src}")
 
     def l_Widen(self, ins: kir.Widen, ref) -> tuple[str, list[str]]:
@@ -682,18 +681,20 @@ class KernelC:
         return (f"(double){w}" if ins.to == "f64" else w), []
 
     def round_f32(self, w: str, to: str, overflow: str, rounding: str = "nearest") -> str:
-        sat = "TF_SATURATE" if overflow == "saturate" else "TF_NONFINITE"
-        if to == "f32":
-            return f"tf_f32_to_f32({w}, {sat}, 0)"
-        if to in _NARROW_ROUND:
-            return f"tf_f32_to_{to}({w}, {sat}, 0)"
-        if to == "f8e8m0":
-            return f"tf_f32_to_f8e8m0({w}, {sat}, {_RND[rounding]})"
-        raise self.unsupported("Round", f"rounding to {to}")
+        plan = rd.round_plan(to, overflow, rounding)
+        if plan is None:
+            raise self.unsupported("Round", f"rounding to {to}")
+        return self.spell_round(w, plan)
+
+    @staticmethod
+    def spell_round(w: str, plan: rd.RoundPlan) -> str:
+        sat = "TF_SATURATE" if plan.saturate else "TF_NONFINITE"
+        return f"tf_f32_to_{plan.to}({w}, {sat}, " + \
+            (f"{_RND[plan.rounding]})" if plan.path == "e8m0" else "0)")
 
     def l_Round(self, ins: kir.Round, ref) -> tuple[str, list[str]]:
         x, src = ref(ins.x), self.dt(ins.x)
-        if src == "f32":
+        if rd.round_source(src) == "f32":
             return self.round_f32(x, ins.to, ins.overflow), []
         if ins.to == "f32":  # from f64
             return (f"(float){x}" if ins.overflow == "nonfinite" else
@@ -705,53 +706,45 @@ class KernelC:
                               ins.rounding), []
 
     def cast_expr(self, x: str, src: str, dst: str, overflow: str, rounding: str) -> str:
-        sat = "TF_SATURATE" if overflow == "saturate" else "TF_NONFINITE"
-        if src == "bool":
+        plan = rd.cast_plan(src, dst, overflow, rounding)
+        if plan.bool_source:
             x, src = f"(int32_t){x}", "i32"
-        if kir.is_float(src):
-            w = self.widened(x, src)
-            if kir.is_float(dst):
-                return self.round_f32(w, dst, overflow, rounding)
-            if dst == "bool":
-                return f"(uint8_t)({w} != 0.0f)"
-            return f"tf_f32_to_{dst}({w})"
-        # integer source
-        if dst == "bool":
+        if plan.path == "float_float":
+            return self.round_f32(self.widened(x, src), dst, overflow, rounding)
+        if plan.path == "float_bool":
+            return f"(uint8_t)({self.widened(x, src)} != 0.0f)"
+        if plan.path == "float_int":
+            return f"tf_f32_to_{dst}({self.widened(x, src)})"
+        if plan.path == "int_bool":
             return f"(uint8_t)({x} != 0)"
-        if kir.is_int(dst):
+        if plan.path == "int_int":
             return f"({CTYPE[dst]}){x}"
-        wide = "i64" if src == "i64" else "i32"
-        v = f"({CTYPE[wide]}){x}"
-        if dst == "f32":
-            return f"tf_{wide}_to_f32({v})"
+        v = f"({CTYPE[plan.wide]}){x}"
+        if plan.path == "int_f32":
+            return f"tf_{plan.wide}_to_f32({v})"
+        sat = "TF_SATURATE" if overflow == "saturate" else "TF_NONFINITE"
         if dst == "f8e8m0":
-            return f"tf_{wide}_to_f8e8m0({v}, {sat}, {_RND[rounding]})"
-        return f"tf_{wide}_to_{dst}({v}, {sat})"
+            return f"tf_{plan.wide}_to_f8e8m0({v}, {sat}, {_RND[rounding]})"
+        return f"tf_{plan.wide}_to_{dst}({v}, {sat})"
 
     def l_BinOp(self, ins: kir.BinOp, ref) -> tuple[str, list[str]]:
         a, b, k, dt = ref(ins.a), ref(ins.b), ins.kind, self.dt(ins.a)
-        if k in _CMP:
+        form = rd.binop_form(k, dt)
+        if form == "cmp":
             return f"(uint8_t)({a} {_CMP[k]} {b})", []
-        if k in _LOGIC:
+        if form == "logic":
             return f"(uint8_t)({a} {_LOGIC[k]} {b})", []
-        if dt in ("f32", "f64"):
-            if k in _ARITH:
-                return self.farith(k, a, b, dt), []
-            if k in ("min", "max"):
-                return f"tf__{'f' if dt == 'f32' else 'd'}{k}({a}, {b})", []
-        elif dt == "bool":
-            if k in ("min", "max"):
-                return f"(uint8_t)({a} {'&' if k == 'min' else '|'} {b})", []
-        elif kir.is_int(dt):
+        if form == "farith":
+            return self.farith(k, a, b, dt), []
+        if form == "fminmax":
+            return f"tf__{'f' if dt == 'f32' else 'd'}{k}({a}, {b})", []
+        if form == "bool_minmax":
+            return f"(uint8_t)({a} {_LOGIC[rd.BOOL_MINMAX[k]]} {b})", []
+        if form is not None:  # an integer dtype
             ct, ut = CTYPE[dt], UTYPE[dt]
-            if k in ("add", "sub", "mul"):
-                return f"({ct})(({ut}){a} {_ARITH[k]} ({ut}){b})", []
-            if k == "min":
-                return f"({a} < {b} ? {a} : {b})", []
-            if k == "max":
-                return f"({a} > {b} ? {a} : {b})", []
-            if k in ("floordiv", "mod"):
-                return f"tf__{k}_{ct}({a}, {b})", []
+            return {"int_wrap": lambda: f"({ct})(({ut}){a} {_ARITH[k]} ({ut}){b})",
+                    "int_minmax": lambda: f"({a} {'<' if k == 'min' else '>'} {b} ? {a} : {b})",
+                    "int_floordiv": lambda: f"tf__{k}_{ct}({a}, {b})"}[form](), []
         raise self.unsupported("BinOp", f"{k} on {dt}")
 
     def l_UnOp(self, ins: kir.UnOp, ref) -> tuple[str, list[str]]:
@@ -785,10 +778,14 @@ class KernelC:
 
     def l_Math(self, ins: kir.Math, ref) -> tuple[str, list[str]]:
         x, dt = ref(ins.x), self.dt(ins.x)
-        if self.vec_math and ins.fn == "exp" and dt in c_vecmath.VEC_EXP_DTYPES:
+        plan = rd.math_plan(ins.fn, dt, self.vec_math and ins.fn == "exp" and
+                            dt in c_vecmath.VEC_EXP_DTYPES, _MATH64)
+        if plan is None:
+            raise self.unsupported("Math", f"{ins.fn} on {dt}")
+        if plan.form == "f32":
             v = f"tf__expf_v({self.widened(x, dt)})"  # f32, within 1 ulp32 (D400)
-            return (v if dt == "f32" else self.round_f32(v, dt, "nonfinite")), []
-        if dt == "f64":
+            return (self.round_f32(v, dt, "nonfinite") if plan.narrow else v), []
+        if plan.form == "f64":
             return f"{_MATH64[ins.fn]}({x})", []
         v = f"{_MATH64[ins.fn]}((double){self.widened(x, dt)})"
         if dt == "f32":
@@ -811,8 +808,7 @@ class KernelC:
             self.reduce_compensated(ins, red, kept, out, ind)
             return
         contiguous = len(red) == 1 and max(xf) == red[0] and n >= 2 * ACCUMULATORS
-        order_free = kind in ("max", "min", "abs_max") or not kir.is_float(dt) or \
-            policy == "unordered_tree"
+        order_free = not rd.reduce_in_order(kind, dt, policy)
         ops = self.reduce_ops(ins)
         value, step, finish, at, ident = ops.value, ops.step, ops.finish, ops.at, ops.ident
         seed_init, track, coords, res = ops.seed_init, ops.track, ops.coords, ops.res
@@ -938,8 +934,8 @@ class KernelC:
             policy.startswith("fold") or
             (kir.is_int(dt) and kind in ("sum", "max", "min", "prod")) or
             dt == "bool")
-        track = ins.mask is not None and kind == "sum" and kir.is_float(dt) and \
-            ins.init is None and not kir.a_lane_is_valid(k.body, ins.mask, ins.axes, k.domain)
+        track = rd.tracks_valid_lane(kind, dt, ins.mask is not None, ins.init is not None) and \
+            not kir.a_lane_is_valid(k.body, ins.mask, ins.axes, k.domain)
         coords = {d: f"c{d}" for d in range(k.rank)}
         res = self.aref(ins.out, coords)
 
@@ -955,7 +951,7 @@ class KernelC:
                 x = raw if dt == "u8" else f"({raw} < 0 ? ({ut})0 - ({ut}){raw} : ({ut}){raw})"
             vt = UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
             if ins.mask:
-                ident = "0" if kind == "abs_max" and kir.is_int(dt) else _identity(kind, dt)
+                ident = _identity(kind, dt)
                 x = f"{self.aref(ins.mask, coords)} ? ({vt})({x}) : ({vt}){ident}"
             lines.append(f"{ind2}const {vt} {v} = {x};")
             return v
@@ -969,7 +965,8 @@ class KernelC:
             if kind == "prod":  # wrapping: the product of the unsigned patterns
                 return f"({ct})(({UTYPE[dt]}){acc} * ({UTYPE[dt]}){v})"
             if dt == "bool":
-                return f"(uint8_t)({acc} {'|' if kind == 'max' else '&'} {v})"
+                # (a bool abs_max, which no lowering makes, folds with & as it always did)
+                return f"(uint8_t)({acc} {_LOGIC[rd.BOOL_MINMAX.get(kind, 'and')]} {v})"
             if kir.is_float(dt):
                 return f"TF__PICK{'MIN' if kind == 'min' else 'MAX'}({acc}, {v})"
             if kind == "abs_max":
@@ -977,7 +974,7 @@ class KernelC:
             return f"({v} {'<' if kind == 'min' else '>'} {acc} ? {v} : {acc})"
 
         at = UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
-        ident = "0" if kind == "abs_max" and kir.is_int(dt) else _identity(kind, dt)
+        ident = _identity(kind, dt)
 
         def finish(acc: str, anyv: str | None) -> str:
             """The result from the lanes' accumulation ``acc`` (init combined)."""
