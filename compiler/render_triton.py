@@ -45,6 +45,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from tilefoundry.compiler import kir
+from tilefoundry.compiler import render_decisions as rd
 from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
 from tilefoundry.compiler.render_triton_rows import ROWS_PRELUDE
@@ -91,8 +92,10 @@ _MMA_TL = {"bf16": "tl.bfloat16", "f16": "tl.float16", "fp8e4m3": "tl.float8e4nv
 NARROW = {"bf16": (16, 8, 7, 127, 0x7F7F, 0x7FC0, 0), "f16": (16, 5, 10, 15, 0x7BFF, 0x7E00, 0),
           "fp8e4m3": (8, 4, 3, 7, 0x7E, 0x7F, 1), "fp8e5m2": (8, 5, 2, 15, 0x7B, 0x7E, 0)}
 assert set(NARROW) == set(_NARROW_ROUND)
-_BITS = frozenset(NARROW) | {"f8e8m0"}
+_BITS = rd.WIDEN_SOURCES
 _RND = {"nearest": 0, "up": 1, "down": 2}
+#: the ``math`` functions Triton has in f64 (``tl.<fn>``); the others are refused on f64
+_F64_MATH = ("exp", "log", "exp2", "log2")
 
 
 def storage_view(a: np.ndarray, dt: str) -> np.ndarray:
@@ -508,13 +511,13 @@ class _KernelT:
     def widened(x: str, src: str) -> str:
         if src == "f32":
             return x
-        if src in NARROW:
-            bits, eb, mb, bias, _, _, fn = NARROW[src]
-            scale = 2.0 ** (1 - bias - mb)
-            return f"_tf_widen({x}, {bits}, {eb}, {mb}, {bias}, {fn}, {scale!r})"
+        if src not in rd.WIDEN_SOURCES:
+            raise _unsupported("Widen", f"widening from {src}")
         if src == "f8e8m0":
             return f"_tf_widen_e8m0({x})"
-        raise _unsupported("Widen", f"widening from {src}")
+        bits, eb, mb, bias, _, _, fn = NARROW[src]
+        scale = 2.0 ** (1 - bias - mb)
+        return f"_tf_widen({x}, {bits}, {eb}, {mb}, {bias}, {fn}, {scale!r})"
 
     @staticmethod
     def round_f32(w: str, to: str, overflow: str, rounding: str = "nearest",
@@ -522,17 +525,18 @@ class _KernelT:
         """f32 ``w`` rounded to ``to``'s bits; ``hw``: on the GPU, where f32 -> bf16 to
         nearest with inf on overflow is the hardware's ``cvt.rn.bf16.f32`` (the interpreter's
         truncates, F20), that conversion with the NaN made the quiet NaN with its sign."""
-        sat = 1 if overflow == "saturate" else 0
+        plan = rd.round_plan(to, overflow, rounding)
+        if plan is None:
+            raise _unsupported("Round", f"rounding to {to}")
+        sat = int(plan.saturate)
         if hw and to == "bf16" and not sat and rounding == "nearest":
             return f"_tf_round_bf16_hw({w})"
-        if to == "f8e8m0":
+        if plan.path == "e8m0":
             return f"_tf_round_e8m0({w}, {sat}, {_RND[rounding]})"
-        if to == "f32":
+        if plan.path == "f32":
             return f"_tf_f32_to_f32({w}, {sat})"
-        if to in NARROW:
-            bits, _, mb, bias, mx, nan, _ = NARROW[to]
-            return f"_tf_round({w}, {bits}, {mb}, {bias}, {mx}, {nan}, {sat})"
-        raise _unsupported("Round", f"rounding to {to}")
+        bits, _, mb, bias, mx, nan, _ = NARROW[to]
+        return f"_tf_round({w}, {bits}, {mb}, {bias}, {mx}, {nan}, {sat})"
 
     def widen_f32(self, x: str, src: str) -> str:
         """``x`` of ``src`` widened to f32: on the GPU a bf16 is the hardware's exact
@@ -548,7 +552,7 @@ class _KernelT:
 
     def i_Round(self, ins: kir.Round, ind: str) -> None:
         x, src = _name(ins.x), self.dt(ins.x)
-        if src == "f32":
+        if rd.round_source(src) == "f32":
             expr = self.round_f32(x, ins.to, ins.overflow, hw=not self.interpret)
         elif ins.to == "f32":
             expr = f"_tf_rf64_f32({x})"
@@ -565,59 +569,48 @@ class _KernelT:
     @staticmethod
     def cast_expr(ins: kir.Cast, x: str, src: str, dst: str, overflow: str) -> str:
         rounding = ins.rounding
-        if src == "bool":
+        plan = rd.cast_plan(src, dst, overflow, rounding)
+        if plan.bool_source:
             x, src = f"{x}.to(tl.int32)", "i32"
-        if kir.is_float(src):
+        if plan.path == "float_float":
+            return _KernelT.round_f32(_KernelT.widened(x, src), dst, overflow, rounding)
+        if plan.path == "float_bool":
+            return f"({_KernelT.widened(x, src)} != 0.0)"
+        if plan.path == "float_int":
             w = _KernelT.widened(x, src)
-            if kir.is_float(dst):
-                return _KernelT.round_f32(w, dst, overflow, rounding)
-            if dst == "bool":
-                return f"({w} != 0.0)"
-            lo, hi = {"i8": (-129.0, 128.0), "u8": (-1.0, 256.0),
-                      "i32": (-2147483648.0, 2147483648.0),
-                      "i64": (-9223372036854775808.0, 9223372036854775808.0)}[dst]
-            lo_op = ">=" if dst in ("i32", "i64") else ">"
-            ok = f"(({w} {lo_op} {lo!r}) & ({w} < {hi!r}))"
+            lo, hi, lo_in = rd.FLOAT_TO_INT_RANGE[dst]
+            ok = f"(({w} {'>=' if lo_in else '>'} {lo!r}) & ({w} < {hi!r}))"
             mid = "tl.int64" if dst == "i64" else "tl.int32"
             return f"tl.where({ok}, {w}, 0.0).to({mid}).to({_TL[dst]})"
-        if dst == "bool":
+        if plan.path == "int_bool":
             return f"({x} != 0)"
-        if kir.is_int(dst):
+        if plan.path == "int_int":
             return f"{x}.to({_TL[dst]})"
-        if dst == "f32":
-            return f"{x}.to(tl.float32)" if src == "i64" else f"{x}.to(tl.int32).to(tl.float32)"
+        if plan.path == "int_f32":
+            return f"{x}.to(tl.float32)" if plan.wide == "i64" else \
+                f"{x}.to(tl.int32).to(tl.float32)"
         # the integer rounded to odd at f32 precision carries it to the narrower format
-        wide = f"_tf_i64_to_f64_odd({x})" if src == "i64" else f"{x}.to(tl.int32).to(tl.float64)"
+        wide = f"_tf_i64_to_f64_odd({x})" if plan.wide == "i64" else \
+            f"{x}.to(tl.int32).to(tl.float64)"
         return _KernelT.round_f32(f"_tf_f64_to_f32_odd({wide})", dst, overflow, rounding)
 
     def i_BinOp(self, ins: kir.BinOp, ind: str) -> None:
         a, b, k, dt = _name(ins.a), _name(ins.b), ins.kind, self.dt(ins.a)
-        expr = None
         if dt in _BITS:
             raise _unsupported("BinOp", f"{ins.out}: {k} on {dt} bit patterns")
-        if k in _CMP:
-            expr = f"({a} {_CMP[k]} {b})"
-        elif k in _LOGIC:
-            expr = f"({a} {_LOGIC[k]} {b})"
-        elif dt in ("f32", "f64"):
-            if k == "div":
-                expr = f"tl.div_rn({a}, {b})" if dt == "f32" else f"({a} / {b})"
-            elif k in _ARITH:
-                expr = f"({a} {_ARITH[k]} {b})"
-            elif k in ("min", "max"):
-                expr = f"_tf_f{k}({a}, {b})"
-        elif dt == "bool":
-            if k in ("min", "max"):
-                expr = f"({a} {'&' if k == 'min' else '|'} {b})"
-        elif kir.is_int(dt):
-            if k in ("add", "sub", "mul"):
-                expr = f"({a} {_ARITH[k]} {b}).to({_TL[dt]})"
-            elif k == "min":
-                expr = f"tl.minimum({a}, {b})"
-            elif k == "max":
-                expr = f"tl.maximum({a}, {b})"
-            elif k in ("floordiv", "mod"):
-                expr = self.floor_divmod(k, a, b, dt, ind)
+        form = rd.binop_form(k, dt)
+        if form == "farith" and k == "div":
+            expr = f"tl.div_rn({a}, {b})" if dt == "f32" else f"({a} / {b})"
+        elif form == "int_floordiv":
+            expr = self.floor_divmod(k, a, b, dt, ind)
+        else:
+            expr = {"cmp": lambda: f"({a} {_CMP[k]} {b})",
+                    "logic": lambda: f"({a} {_LOGIC[k]} {b})",
+                    "farith": lambda: f"({a} {_ARITH[k]} {b})",
+                    "fminmax": lambda: f"_tf_f{k}({a}, {b})",
+                    "bool_minmax": lambda: f"({a} {_LOGIC[rd.BOOL_MINMAX[k]]} {b})",
+                    "int_wrap": lambda: f"({a} {_ARITH[k]} {b}).to({_TL[dt]})",
+                    "int_minmax": lambda: f"tl.{k}imum({a}, {b})"}.get(form, lambda: None)()
         if expr is None:
             raise _unsupported("BinOp", f"{ins.out}: {k} on {dt}")
         self.put(ind, ins.out, expr)
@@ -690,22 +683,23 @@ class _KernelT:
 
     def i_Math(self, ins: kir.Math, ind: str) -> None:
         dt, fn = self.dt(ins.x), ins.fn
-        fast = fn in _NARROW_F32_MATH
-        if dt == "f32" and ins.within and fast:
+        fast = fn in _NARROW_F32_MATH and ((dt == "f32" and ins.within) or dt in NARROW)
+        plan = rd.math_plan(fn, dt, fast, _F64_MATH) if fn in _MATH or fast else None
+        if plan is None:
+            raise _unsupported("Math", f"{ins.out}: {fn} on {dt}")
+        if plan.form == "f32" and not plan.narrow:
             self.put(ind, ins.out, self.math_narrow_f32(fn, _name(ins.x)))
             return
-        if dt in NARROW and fast:
+        if plan.form == "f32":
             w = self.fresh("w")
             self.emit(ind, f"{w} = {self.widen_f32(_name(ins.x), dt)}")
             self.put(ind, ins.out, self.round_f32(self.math_narrow_f32(fn, w), dt, "nonfinite",
                                                   hw=not self.interpret))
             return
-        if dt == "f64" and fn in ("exp", "log", "exp2", "log2"):  # the f64 function
+        if plan.form == "f64":  # the f64 function
             x = _name(ins.x)
             self.put(ind, ins.out, f"tl.{fn}({x})")
             return
-        if fn not in _MATH or dt == "f64":
-            raise _unsupported("Math", f"{ins.out}: {fn} on {dt}")
         w = self.fresh("w")
         self.emit(ind, f"{w} = {self.widened(_name(ins.x), dt)}.to(tl.float64)")
         from tilefoundry.semantics.evaluator import nn
@@ -728,14 +722,7 @@ class _KernelT:
 
     # -- reductions ---------------------------------------------------------------------------
     def identity(self, kind: str, dt: str, shape: list[int]) -> str:
-        if dt == "bool":
-            return self.full_const(kind == "min", "bool", shape)
-        if kir.is_int(dt):
-            ii = np.iinfo(kir.numpy_dtype(dt))
-            return self.full_const({"sum": 0, "prod": 1, "max": ii.min, "min": ii.max}[kind], dt,
-                                   shape)
-        return self.full_const({"sum": -0.0, "max": -math.inf, "min": math.inf,
-                                "abs_max": 0.0}[kind], dt, shape)
+        return self.full_const(rd.reduce_identity(kind, dt), dt, shape)
 
     def i_Reduce(self, ins: kir.Reduce, ind: str) -> None:
         dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
@@ -748,7 +735,7 @@ class _KernelT:
         full = set(self.types[ins.x].full) | (set(self.types[ins.mask].full) if ins.mask
                                               else set())
         red = [d for d in ins.axes if d in full]
-        ordered = kir.is_float(dt) and kind == "sum" and policy != "unordered_tree"
+        ordered = rd.reduce_in_order(kind, dt, policy)
         xshape = self.shape(full=full)
         oshape = self.shape(ins.out)
         x = self.fresh("x")
@@ -764,8 +751,8 @@ class _KernelT:
         if ins.mask:  # masked lanes: the step's exact identity (+0 for the TwoSum fold)
             mk = f"tl.broadcast_to({_name(ins.mask)}, {xshape})"
             ident = self.full_const(0.0, "f64", [1] * self.rank) if kind in kir.COMPENSATED \
-                else f"tl.full({[1] * self.rank}, 0, {ut})" if umag \
-                else f"tl.full({[1] * self.rank}, {int(kind == 'min')}, tl.int32)" \
+                else f"tl.full({[1] * self.rank}, {rd.reduce_identity(kind, dt)}, {ut})" if umag \
+                else f"tl.full({[1] * self.rank}, {int(rd.reduce_identity(kind, dt))}, tl.int32)" \
                 if dt == "bool" else self.identity(kind, rdt, [1] * self.rank)
             # (a bool is reduced as 0 / 1 in i32: its identities are False / True, not the
             # i32 extremes, which a fiber with no active lane turned into True)
@@ -843,13 +830,13 @@ class _KernelT:
                 elif kind == "prod":
                     comb = f"({init} * {acc}).to({_TL[dt]})"
                 elif dt == "bool":
-                    comb = f"({init} {'&' if kind == 'min' else '|'} {acc})"
+                    comb = f"({init} {_LOGIC[rd.BOOL_MINMAX[kind]]} {acc})"
                 elif kir.is_float(dt):
                     comb = f"_tf_f{'min' if kind == 'min' else 'max'}({init}, {acc})"
                 else:
                     comb = f"tl.{'minimum' if kind == 'min' else 'maximum'}({init}, {acc})"
                 self.emit(ind, f"{acc} = {comb}")
-        if ins.mask and init is None and kind == "sum" and kir.is_float(dt) \
+        if rd.tracks_valid_lane(kind, dt, bool(ins.mask), init is not None) \
                 and not kir.a_lane_is_valid(self.k.body, ins.mask, red, self.k.domain):
             # a row with no valid lane is +0 (the interpreter's identity)
             anyv = self.fresh("any")
