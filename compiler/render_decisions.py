@@ -42,6 +42,7 @@ __all__ = [
     "math_plan",
     "reduce_identity",
     "reduce_in_order",
+    "root_size",
     "round_plan",
     "round_source",
     "tracks_valid_lane",
@@ -204,3 +205,13 @@ def math_plan(fn: str, dt: str, f32_form: bool, f64_fns: Collection[str]) -> Mat
     if dt == "f64":
         return MathPlan("f64", False) if fn in f64_fns else None
     return MathPlan("wide", narrow)
+
+
+# -- storage ---------------------------------------------------------------------------------
+def root_size(b: kir.Buffer) -> int:
+    """Elements of a root buffer's flat storage, as the interpreter allocates it."""
+    if b.kind == "input":
+        return b.size
+    if b.kind == "const":
+        return int(np.asarray(b.data).size)
+    return b.span
