@@ -54,7 +54,7 @@ C_MATH64: Mapping[str, str] = MappingProxyType({
     "exp": "TF_EXP", "log": "TF_LOG", "exp2": "TF_EXP2", "log2": "TF_LOG2", "tanh": "TF_TANH",
     "rsqrt": "tf__rsqrt64", "sigmoid": "tf__sigmoid64", "silu": "tf__silu64",
     "gelu_tanh": "tf__gelu_tanh64", "gelu_none": "tf__gelu_none64"})
-#: the ``math`` functions the Triton renderer spells in f64 (its ``_KernelT.math`` branches)
+#: the ``math`` functions the Triton renderer spells in f64 (``_KernelT.i_Math``)
 TRITON_MATH: tuple[str, ...] = ("exp", "log", "exp2", "log2", "rsqrt", "tanh", "sigmoid", "silu",
                                 "gelu_tanh", "gelu_none")
 #: the ``math`` functions with a fast f32 form for narrow dtypes (``_KernelT.math_narrow_f32``)
