@@ -21,6 +21,13 @@ _ARITH = spelling.ARITH
 _CMP = spelling.CMP
 _LOGIC = spelling.LOGIC
 _MATH64 = spelling.C_MATH64
+#: ``render_decisions.CAST_PATHS`` in C (``float_float`` is ``round_f32``): {v} the operand
+#: (``cast_operand``), {ct} / {wt} the C types of the destination / of the integer width
+#: ``{wide}`` an integer source converts through
+_CAST = {"float_bool": "(uint8_t)({v} != 0.0f)", "float_int": "tf_f32_to_{dst}({v})",
+         "int_bool": "(uint8_t)({v} != 0)", "int_int": "({ct}){v}",
+         "int_f32": "tf_{wide}_to_f32(({wt}){v})",
+         "int_narrow": "tf_{wide}_to_{dst}(({wt}){v}, {sat}{rnd})"}
 
 
 class LanesC:
@@ -143,25 +150,13 @@ class LanesC:
 
     def cast_expr(self, x: str, src: str, dst: str, overflow: str, rounding: str) -> str:
         plan = rd.cast_plan(src, dst, overflow, rounding)
-        if plan.bool_source:
-            x, src = f"(int32_t){x}", "i32"
+        v = rd.cast_operand(plan, x, src, "(int32_t){}".format, self.widened)
         if plan.path == "float_float":
-            return self.round_f32(self.widened(x, src), dst, overflow, rounding)
-        if plan.path == "float_bool":
-            return f"(uint8_t)({self.widened(x, src)} != 0.0f)"
-        if plan.path == "float_int":
-            return f"tf_f32_to_{dst}({self.widened(x, src)})"
-        if plan.path == "int_bool":
-            return f"(uint8_t)({x} != 0)"
-        if plan.path == "int_int":
-            return f"({CTYPE[dst]}){x}"
-        v = f"({CTYPE[plan.wide]}){x}"
-        if plan.path == "int_f32":
-            return f"tf_{plan.wide}_to_f32({v})"
-        sat = "TF_SATURATE" if overflow == "saturate" else "TF_NONFINITE"
-        if dst == "f8e8m0":
-            return f"tf_{plan.wide}_to_f8e8m0({v}, {sat}, {_RND[rounding]})"
-        return f"tf_{plan.wide}_to_{dst}({v}, {sat})"
+            return self.round_f32(v, dst, overflow, rounding)
+        return _CAST[plan.path].format(
+            v=v, dst=dst, ct=CTYPE[dst], wide=plan.wide, wt=CTYPE.get(plan.wide),
+            sat="TF_SATURATE" if overflow == "saturate" else "TF_NONFINITE",
+            rnd=f", {_RND[rounding]}" if dst == "f8e8m0" else "")
 
     def l_BinOp(self, ins: kir.BinOp, ref) -> tuple[str, list[str]]:
         a, b, k, dt = ref(ins.a), ref(ins.b), ins.kind, self.dt(ins.a)

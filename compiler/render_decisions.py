@@ -20,7 +20,7 @@ in f64 or in a fast f32 form (the arguments of ``math_plan``).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -38,6 +38,7 @@ __all__ = [
     "MathPlan",
     "RoundPlan",
     "binop_form",
+    "cast_operand",
     "cast_plan",
     "math_plan",
     "reduce_identity",
@@ -123,6 +124,15 @@ def cast_plan(src: str, dst: str, overflow: str, rounding: str) -> CastPlan:
         return CastPlan("int_int", bool_source, wide, None)
     return CastPlan("int_f32" if dst == "f32" else "int_narrow", bool_source, wide,
                     None if dst == "f32" else rnd)
+
+
+def cast_operand(plan: CastPlan, x: str, src: str, as_i32: Callable[[str], str],
+                 widen: Callable[[str, str], str]) -> str:
+    """The operand a cast's path reads, spelled by the renderer's ``as_i32`` (a bool source)
+    and ``widen`` (a float source, exactly to f32)."""
+    if plan.bool_source:
+        return as_i32(x)
+    return widen(x, src) if plan.wide is None else x
 
 
 # -- binary operations -----------------------------------------------------------------------

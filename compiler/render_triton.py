@@ -93,6 +93,12 @@ NARROW = {"bf16": (16, 8, 7, 127, 0x7F7F, 0x7FC0, 0), "f16": (16, 5, 10, 15, 0x7
 assert set(NARROW) == set(_NARROW_ROUND)
 _BITS = rd.WIDEN_SOURCES
 _RND = {"nearest": 0, "up": 1, "down": 2}
+#: ``render_decisions.CAST_PATHS`` in Triton (``float_float`` / ``int_narrow`` are
+#: ``round_f32``): {v} the operand (``cast_operand``), {tl} the destination's element type,
+#: {lo} / {hi} / {ge} its ``FLOAT_TO_INT_RANGE`` (truncated through {mid})
+_CAST = {"float_bool": "({v} != 0.0)",
+         "float_int": "tl.where((({v} {ge} {lo}) & ({v} < {hi})), {v}, 0.0).to({mid}).to({tl})",
+         "int_bool": "({v} != 0)", "int_int": "{v}.to({tl})", "int_f32": "{v}{i32}.to(tl.float32)"}
 #: the ``math`` functions Triton has in f64 (``tl.<fn>``); the others are refused on f64
 _F64_MATH = ("exp", "log", "exp2", "log2")
 
@@ -565,29 +571,19 @@ class _KernelT(ReduceT, DotLoopT):
     def cast_expr(ins: kir.Cast, x: str, src: str, dst: str, overflow: str) -> str:
         rounding = ins.rounding
         plan = rd.cast_plan(src, dst, overflow, rounding)
-        if plan.bool_source:
-            x, src = f"{x}.to(tl.int32)", "i32"
+        v = rd.cast_operand(plan, x, src, "{}.to(tl.int32)".format, _KernelT.widened)
         if plan.path == "float_float":
-            return _KernelT.round_f32(_KernelT.widened(x, src), dst, overflow, rounding)
-        if plan.path == "float_bool":
-            return f"({_KernelT.widened(x, src)} != 0.0)"
-        if plan.path == "float_int":
-            w = _KernelT.widened(x, src)
-            lo, hi, lo_in = rd.FLOAT_TO_INT_RANGE[dst]
-            ok = f"(({w} {'>=' if lo_in else '>'} {lo!r}) & ({w} < {hi!r}))"
-            mid = "tl.int64" if dst == "i64" else "tl.int32"
-            return f"tl.where({ok}, {w}, 0.0).to({mid}).to({_TL[dst]})"
-        if plan.path == "int_bool":
-            return f"({x} != 0)"
-        if plan.path == "int_int":
-            return f"{x}.to({_TL[dst]})"
-        if plan.path == "int_f32":
-            return f"{x}.to(tl.float32)" if plan.wide == "i64" else \
-                f"{x}.to(tl.int32).to(tl.float32)"
-        # the integer rounded to odd at f32 precision carries it to the narrower format
-        wide = f"_tf_i64_to_f64_odd({x})" if plan.wide == "i64" else \
-            f"{x}.to(tl.int32).to(tl.float64)"
-        return _KernelT.round_f32(f"_tf_f64_to_f32_odd({wide})", dst, overflow, rounding)
+            return _KernelT.round_f32(v, dst, overflow, rounding)
+        if plan.path == "int_narrow":
+            # the integer rounded to odd at f32 precision carries it to the narrower format
+            wide = f"_tf_i64_to_f64_odd({v})" if plan.wide == "i64" else \
+                f"{v}.to(tl.int32).to(tl.float64)"
+            return _KernelT.round_f32(f"_tf_f64_to_f32_odd({wide})", dst, overflow, rounding)
+        lo, hi, lo_in = rd.FLOAT_TO_INT_RANGE[dst] if plan.path == "float_int" else (0, 0, 0)
+        return _CAST[plan.path].format(
+            v=v, tl=_TL[dst], lo=repr(lo), hi=repr(hi), ge=">=" if lo_in else ">",
+            mid="tl.int64" if dst == "i64" else "tl.int32",
+            i32="" if plan.wide == "i64" else ".to(tl.int32)")
 
     def i_BinOp(self, ins: kir.BinOp, ind: str) -> None:
         a, b, k, dt = _name(ins.a), _name(ins.b), ins.kind, self.dt(ins.a)
