@@ -149,7 +149,7 @@ class LanesC:
                               ins.rounding), []
 
     def cast_expr(self, x: str, src: str, dst: str, overflow: str, rounding: str) -> str:
-        plan = rd.cast_plan(src, dst, overflow, rounding)
+        plan = rd.cast_plan(src, dst)
         v = rd.cast_operand(plan, x, src, "(int32_t){}".format, self.widened)
         if plan.path == "float_float":
             return self.round_f32(v, dst, overflow, rounding)

@@ -97,33 +97,29 @@ FLOAT_TO_INT_RANGE: Mapping[str, tuple[float, float, bool]] = MappingProxyType({
 class CastPlan:
     """A ``Cast``: ``bool_source`` reads a bool as i32 first; ``path`` is one of
     ``CAST_PATHS``; ``wide`` is the integer type an integer source converts through (i32 or
-    i64); ``round`` the rounding of a float result (``float_float`` / ``int_narrow``)."""
+    i64; None for a float source). A float result (``float_float`` / ``int_narrow``) is
+    rounded by ``round_plan(dst, overflow, rounding)``."""
 
     path: str
     bool_source: bool
     wide: str | None
-    round: RoundPlan | None
 
 
-def cast_plan(src: str, dst: str, overflow: str, rounding: str) -> CastPlan:
+def cast_plan(src: str, dst: str) -> CastPlan:
     """The path of a cast from ``src`` to ``dst``. A float source is widened to f32 first
     (``WIDEN_SOURCES``); an integer to a narrow float is rounded once (through the integer's
     value rounded to odd at f32 precision, or the C runtime's direct conversion)."""
     bool_source = src == "bool"
     if bool_source:
         src = "i32"
-    rnd = round_plan(dst, overflow, rounding) if kir.is_float(dst) else None
     if kir.is_float(src):
         path = "float_float" if kir.is_float(dst) else "float_bool" if dst == "bool" else \
             "float_int"
-        return CastPlan(path, bool_source, None, rnd if path == "float_float" else None)
+        return CastPlan(path, bool_source, None)
     wide = "i64" if src == "i64" else "i32"
-    if dst == "bool":
-        return CastPlan("int_bool", bool_source, wide, None)
-    if kir.is_int(dst):
-        return CastPlan("int_int", bool_source, wide, None)
-    return CastPlan("int_f32" if dst == "f32" else "int_narrow", bool_source, wide,
-                    None if dst == "f32" else rnd)
+    path = "int_bool" if dst == "bool" else "int_int" if kir.is_int(dst) else \
+        "int_f32" if dst == "f32" else "int_narrow"
+    return CastPlan(path, bool_source, wide)
 
 
 def cast_operand(plan: CastPlan, x: str, src: str, as_i32: Callable[[str], str],

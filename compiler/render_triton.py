@@ -570,7 +570,7 @@ class _KernelT(ReduceT, DotLoopT):
     @staticmethod
     def cast_expr(ins: kir.Cast, x: str, src: str, dst: str, overflow: str) -> str:
         rounding = ins.rounding
-        plan = rd.cast_plan(src, dst, overflow, rounding)
+        plan = rd.cast_plan(src, dst)
         v = rd.cast_operand(plan, x, src, "{}.to(tl.int32)".format, _KernelT.widened)
         if plan.path == "float_float":
             return _KernelT.round_f32(v, dst, overflow, rounding)
