@@ -1,6 +1,10 @@
 """Render kernel-IR programs to C: the SIMD C backend's renderer (docs/decisions.md D187-D192).
-Over 800 lines: not split yet — its preludes are files now (D481); the decision trees it
-shares with render_triton / render_cuda are to move into compiler/spelling.py (D423) first.
+Split by concern (issue 36, D501): this module holds the kernel structure (runs, scratch
+arrays, loops, the instance range and launcher), the programs and ``tf_program``;
+``render_c_lanes`` the lane-wise instructions and ``render_c_reduce`` the reductions, dots and
+tile loops (``KernelC`` inherits both). What a conversion, a reduction's seed or a math call
+computes is decided once for every renderer in ``render_decisions`` (D500); the scalar
+spellings are ``spelling``'s (D423).
 
 ``render(program) -> str`` emits one exported function ``void tf_program(void **roots)``
 taking one pointer per root buffer (``root_names(program)`` gives the order), one static
@@ -58,14 +62,15 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from tilefoundry.compiler import c_vecmath, kir, render_c_vreduce, spelling
+from tilefoundry.compiler import render_decisions as rd
 from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
-from tilefoundry.compiler.spelling import CSIZE, CTYPE, UTYPE, c_f64_literal, c_literal
+from tilefoundry.compiler.render_c_lanes import LanesC
+from tilefoundry.compiler.render_c_reduce import ACCUMULATORS, ReduceDotC
+from tilefoundry.compiler.spelling import CSIZE, CTYPE, c_f64_literal, c_literal
 
-__all__ = ["ENTRY", "PARALLEL_MIN_WORK", "render", "root_names"]
+__all__ = ["ACCUMULATORS", "ENTRY", "PARALLEL_MIN_WORK", "render", "root_names"]
 
 ENTRY = "tf_program"
 #: lane-operations (instances x tile elements x instructions) above which instances of a
@@ -73,16 +78,7 @@ ENTRY = "tf_program"
 #: work, against ~50 us to create and join a thread per call (measured: a 65,536-element f32
 #: chain, 2^18.8 lane-operations, took 0.07 ms on 2 threads and 0.03 ms on 1)
 PARALLEL_MIN_WORK = 1 << 21
-#: interleaved accumulators of an unordered_tree / extreme-value reduction
-ACCUMULATORS = 8
-
-_WIDEN = {"bf16": "tf_bf16_to_f32", "f16": "tf_f16_to_f32", "fp8e4m3": "tf_fp8e4m3_to_f32",
-          "fp8e5m2": "tf_fp8e5m2_to_f32", "f8e8m0": "tf_f8e8m0_to_f32"}
-_NARROW_ROUND = spelling.NARROW_ROUND
-_RND = {"nearest": "TF_RN", "up": "TF_RU", "down": "TF_RD"}
 _ARITH = spelling.ARITH
-_CMP = spelling.CMP
-_LOGIC = spelling.LOGIC
 _INT_NAMES = ("i8", "u8", "i32", "i64")
 
 def _c_source(name: str) -> str:
@@ -100,8 +96,6 @@ _PRELUDE = _c_source("tf_prelude_c.h")
 #: spelling's ``TF__FDIV`` / ``TF__DDIV`` / ``TF__DSQRT`` (libm operators in C, the explicit
 #: round-to-nearest intrinsics on the GPU) and the math functions through ``TF_EXP`` and friends
 SHARED_PRELUDE = _c_source("tf_prelude_shared.h")
-
-_MATH64 = spelling.C_MATH64
 
 
 def _prelude() -> str:
@@ -128,34 +122,8 @@ def root_names(program: Program) -> list[str]:
     return [b.name for b in program.buffers if b.kind != "alias"]
 
 
-def _root_size(b: kir.Buffer) -> int:
-    """Elements of a root's flat storage, as the interpreter allocates it."""
-    if b.kind == "input":
-        return b.size
-    if b.kind == "const":
-        return int(np.asarray(b.data).size)
-    return b.span
-
-
 def itemsize(dt: str) -> int:
     return kir.numpy_dtype(dt).itemsize
-
-
-def _identity(kind: str, dt: str) -> str:
-    """The seed of a reduction (an exact identity of its combining step)."""
-    if dt == "bool":
-        return "1" if kind == "min" else "0"
-    if kir.is_int(dt):
-        if kind == "max":
-            return {"i8": "INT8_MIN", "u8": "0", "i32": "INT32_MIN", "i64": "INT64_MIN",
-                    "u32": "0"}[dt]
-        if kind == "min":
-            return {"i8": "INT8_MAX", "u8": "UINT8_MAX", "i32": "INT32_MAX",
-                    "i64": "INT64_MAX", "u32": "UINT32_MAX"}[dt]
-        return "1" if kind == "prod" else "0"
-    c = "f" if dt == "f32" else ""
-    return {"sum": f"-0.0{c}", "max": f"-(({CTYPE[dt]})INFINITY)",
-            "min": f"(({CTYPE[dt]})INFINITY)", "abs_max": f"0.0{c}"}[kind]
 
 
 # =============================================================================================
@@ -171,23 +139,7 @@ class Run:
     instrs: list = field(default_factory=list)
 
 
-@dataclass
-class _ReduceOps:
-    """``KernelC.reduce_ops``: value(ind, lines) -> the lane's C name; step(acc, v); finish(acc,
-    any); the accumulator C type; the identity; whether init seeds the accumulation; whether
-    a no-valid-lane flag is tracked; the coordinates ``c<d>``; the result's reference."""
-    value: Callable
-    step: Callable
-    finish: Callable
-    at: str
-    ident: str
-    seed_init: bool
-    track: bool
-    coords: dict
-    res: str
-
-
-class KernelC:
+class KernelC(LanesC, ReduceDotC):
     """One kernel in the SIMD C spelling; ``render_cuda.KernelCuda`` overrides what the GPU
     spells differently (the class attributes and the methods marked *spelling*)."""
 
@@ -474,7 +426,7 @@ class KernelC:
             out.append(f"    char *Q[{len(self.roots)}] = {{0}};")
         for root in self.snap:
             i = self.roots[root]
-            nbytes = _root_size(self.bm[root]) * itemsize(self.bm[root].dtype)
+            nbytes = rd.root_size(self.bm[root]) * itemsize(self.bm[root].dtype)
             out.append(f"    Q[{i}] = (char *)malloc({max(nbytes, 1)});")
             out.append(f"    if (!Q[{i}]) abort();")
             out.append(f"    memcpy(Q[{i}], P[{i}], {nbytes});")
@@ -591,531 +543,6 @@ class KernelC:
             if ins.out in self.arrays:
                 lines.append(f"{self.aref(ins.out, coords)} = {t};")
         return lines, indexed_store
-
-    # -- lane-wise instructions ---------------------------------------------------------------
-    def gcoord(self, d: int) -> str:
-        return f"(b{d} + c{d})" if self.k.domain[d] > 1 else "0"
-
-    def ptr(self, buffer: str, write: bool = False) -> tuple[str, int, int, str]:
-        """(C pointer expression, root size, base element offset, element C type)."""
-        root = root_of(buffer, self.bm)
-        ct = CTYPE[root.dtype]
-        base = self.snap.get(root.name) if not write else None
-        p = base or f"P[{self.roots[root.name]}]"
-        q = "" if write else "const "
-        return f"(({q}{ct} *){p})", _root_size(root), self.bm[buffer].offset, ct
-
-    def in_bounds(self, ins: kir.Load | kir.Store, base: int, size: int) -> bool:
-        if ins.index:
-            return False
-        lo = hi = base + ins.offset
-        for d, s in enumerate(ins.strides):
-            if not s:
-                continue
-            top = -(-self.k.domain[d] // self.k.block[d]) * self.k.block[d] - 1
-            lo += min(0, s * top)
-            hi += max(0, s * top)
-        return lo >= 0 and hi < size
-
-    def offset_expr(self, ins: kir.Load | kir.Store, base: int, ref) -> str:
-        terms = [f"{base + ins.offset}ll"]
-        terms += [f"{self.gcoord(d)} * {s}ll" for d, s in enumerate(ins.strides) if s]
-        terms += [f"(int64_t){ref(n)} * {s}ll" for n, s in ins.index]
-        return " + ".join(terms)
-
-    def store(self, ins: kir.Store, ref) -> list[str]:
-        p, size, base, _ = self.ptr(ins.buffer, write=True)
-        if size == 0:
-            return []
-        conds = []
-        if ins.mask:
-            conds.append(ref(ins.mask))
-        if not self.in_bounds(ins, base, size):
-            conds.append(f"o >= 0 && o < {size}ll")
-        cond = " && ".join(f"({c})" for c in conds) or "1"
-        return [f"{{ const int64_t o = {self.offset_expr(ins, base, ref)}; "
-                f"if ({cond}) {p}[o] = {ref(ins.value)}; }}"]
-
-    def lane_expr(self, ins: kir.Instr, ref) -> tuple[str, list[str]]:
-        fn = getattr(self, "l_" + type(ins).__name__)
-        return fn(ins, ref)
-
-    def l_Coord(self, ins: kir.Coord, ref) -> tuple[str, list[str]]:
-        return self.gcoord(ins.axis), []
-
-    def l_EdgeMask(self, ins: kir.EdgeMask, ref) -> tuple[str, list[str]]:
-        conds = [f"({self.gcoord(d)} < {self.k.domain[d]}ll)" for d in ins.axes
-                 if self.k.domain[d] > 1]
-        return "(uint8_t)(" + (" && ".join(conds) if conds else "1") + ")", []
-
-    def l_Load(self, ins: kir.Load, ref) -> tuple[str, list[str]]:
-        p, size, base, _ = self.ptr(ins.buffer)
-        dt = self.bm[ins.buffer].dtype
-        other = c_literal(ins.other, dt)
-        if size == 0:
-            return other, []
-        o = f"o{self.cid(ins.out)}"
-        pre = [f"int64_t {o} = {self.offset_expr(ins, base, ref)};"]
-        if not self.in_bounds(ins, base, size):
-            pre.append(f"{o} = {o} < 0 ? 0 : ({o} > {size - 1}ll ? {size - 1}ll : {o});")
-        if ins.mask:
-            ld = f"l{self.cid(ins.out)}"
-            pre.append(f"const {CTYPE[dt]} {ld} = {p}[{o}];")
-            return f"{ref(ins.mask)} ? {ld} : {other}", pre
-        return f"{p}[{o}]", pre
-
-    def l_Broadcast(self, ins: kir.Broadcast, ref) -> tuple[str, list[str]]:
-        return ref(ins.x), []
-
-    def widened(self, x: str, src: str) -> str:
-        if src == "f32":
-            return x
-        if src in _WIDEN:
-            return f"{_WIDEN[src]}({x})"
-        raise self.unsupported("Widen", f"widening from {src}")
-
-    def l_Widen(self, ins: kir.Widen, ref) -> tuple[str, list[str]]:
-        src = self.dt(ins.x)
-        if src == "f32" and ins.to == "f64":
-            return f"(double){ref(ins.x)}", []
-        w = self.widened(ref(ins.x), src)
-        return (f"(double){w}" if ins.to == "f64" else w), []
-
-    def round_f32(self, w: str, to: str, overflow: str, rounding: str = "nearest") -> str:
-        sat = "TF_SATURATE" if overflow == "saturate" else "TF_NONFINITE"
-        if to == "f32":
-            return f"tf_f32_to_f32({w}, {sat}, 0)"
-        if to in _NARROW_ROUND:
-            return f"tf_f32_to_{to}({w}, {sat}, 0)"
-        if to == "f8e8m0":
-            return f"tf_f32_to_f8e8m0({w}, {sat}, {_RND[rounding]})"
-        raise self.unsupported("Round", f"rounding to {to}")
-
-    def l_Round(self, ins: kir.Round, ref) -> tuple[str, list[str]]:
-        x, src = ref(ins.x), self.dt(ins.x)
-        if src == "f32":
-            return self.round_f32(x, ins.to, ins.overflow), []
-        if ins.to == "f32":  # from f64
-            return (f"(float){x}" if ins.overflow == "nonfinite" else
-                    f"tf_f32_to_f32((float){x}, TF_SATURATE, 0)"), []
-        return self.round_f32(f"tf__rf64_odd({x})", ins.to, ins.overflow), []
-
-    def l_Cast(self, ins: kir.Cast, ref) -> tuple[str, list[str]]:
-        return self.cast_expr(ref(ins.x), self.dt(ins.x), ins.to, ins.overflow,
-                              ins.rounding), []
-
-    def cast_expr(self, x: str, src: str, dst: str, overflow: str, rounding: str) -> str:
-        sat = "TF_SATURATE" if overflow == "saturate" else "TF_NONFINITE"
-        if src == "bool":
-            x, src = f"(int32_t){x}", "i32"
-        if kir.is_float(src):
-            w = self.widened(x, src)
-            if kir.is_float(dst):
-                return self.round_f32(w, dst, overflow, rounding)
-            if dst == "bool":
-                return f"(uint8_t)({w} != 0.0f)"
-            return f"tf_f32_to_{dst}({w})"
-        # integer source
-        if dst == "bool":
-            return f"(uint8_t)({x} != 0)"
-        if kir.is_int(dst):
-            return f"({CTYPE[dst]}){x}"
-        wide = "i64" if src == "i64" else "i32"
-        v = f"({CTYPE[wide]}){x}"
-        if dst == "f32":
-            return f"tf_{wide}_to_f32({v})"
-        if dst == "f8e8m0":
-            return f"tf_{wide}_to_f8e8m0({v}, {sat}, {_RND[rounding]})"
-        return f"tf_{wide}_to_{dst}({v}, {sat})"
-
-    def l_BinOp(self, ins: kir.BinOp, ref) -> tuple[str, list[str]]:
-        a, b, k, dt = ref(ins.a), ref(ins.b), ins.kind, self.dt(ins.a)
-        if k in _CMP:
-            return f"(uint8_t)({a} {_CMP[k]} {b})", []
-        if k in _LOGIC:
-            return f"(uint8_t)({a} {_LOGIC[k]} {b})", []
-        if dt in ("f32", "f64"):
-            if k in _ARITH:
-                return self.farith(k, a, b, dt), []
-            if k in ("min", "max"):
-                return f"tf__{'f' if dt == 'f32' else 'd'}{k}({a}, {b})", []
-        elif dt == "bool":
-            if k in ("min", "max"):
-                return f"(uint8_t)({a} {'&' if k == 'min' else '|'} {b})", []
-        elif kir.is_int(dt):
-            ct, ut = CTYPE[dt], UTYPE[dt]
-            if k in ("add", "sub", "mul"):
-                return f"({ct})(({ut}){a} {_ARITH[k]} ({ut}){b})", []
-            if k == "min":
-                return f"({a} < {b} ? {a} : {b})", []
-            if k == "max":
-                return f"({a} > {b} ? {a} : {b})", []
-            if k in ("floordiv", "mod"):
-                return f"tf__{k}_{ct}({a}, {b})", []
-        raise self.unsupported("BinOp", f"{k} on {dt}")
-
-    def l_UnOp(self, ins: kir.UnOp, ref) -> tuple[str, list[str]]:
-        x, k, dt = ref(ins.x), ins.kind, self.dt(ins.x)
-        if k == "not":
-            return f"(uint8_t)!{x}", []
-        if dt in ("f32", "f64"):
-            f = "f" if dt == "f32" else ""
-            zero = f"0.0{f}"
-            expr = {"neg": f"-{x}", "abs": f"fabs{f}({x})", "ceil": f"ceil{f}({x})",
-                    "round": f"rint{f}({x})", "relu": f"({x} < {zero} ? {zero} : {x})",
-                    "square": self.farith("mul", x, x, dt),
-                    "sqrt": self.fsqrt(x, dt)}.get(k)
-            if expr is not None:
-                return expr, []
-        elif kir.is_int(dt):
-            ct, ut = CTYPE[dt], UTYPE[dt]
-            neg = f"({ct})(({ut})0 - ({ut}){x})"
-            expr = {"neg": neg, "abs": x if dt == "u8" else f"({x} < 0 ? {neg} : {x})",
-                    "ceil": x, "round": x, "relu": f"({x} < 0 ? ({ct})0 : {x})",
-                    "square": f"({ct})(({ut}){x} * ({ut}){x})"}.get(k)
-            if expr is not None:
-                return expr, []
-        raise self.unsupported("UnOp", f"{k} on {dt}")
-
-    def l_Select(self, ins: kir.Select, ref) -> tuple[str, list[str]]:
-        return f"{ref(ins.cond)} ? {ref(ins.a)} : {ref(ins.b)}", []
-
-    def l_Bitcast(self, ins: kir.Bitcast, ref) -> tuple[str, list[str]]:
-        return f"tf__bitcast_{ins.to}({ref(ins.x)})", []
-
-    def l_Math(self, ins: kir.Math, ref) -> tuple[str, list[str]]:
-        x, dt = ref(ins.x), self.dt(ins.x)
-        if self.vec_math and ins.fn == "exp" and dt in c_vecmath.VEC_EXP_DTYPES:
-            v = f"tf__expf_v({self.widened(x, dt)})"  # f32, within 1 ulp32 (D400)
-            return (v if dt == "f32" else self.round_f32(v, dt, "nonfinite")), []
-        if dt == "f64":
-            return f"{_MATH64[ins.fn]}({x})", []
-        v = f"{_MATH64[ins.fn]}((double){self.widened(x, dt)})"
-        if dt == "f32":
-            return f"tf__rf64_f32({v})", []
-        return self.round_f32(f"tf__rf64_odd({v})", dt, "nonfinite"), []
-
-    # -- reductions ---------------------------------------------------------------------------
-    def emit_reduce(self, ins: kir.Reduce, out: list[str], ind: str) -> None:
-        k = self.k
-        dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
-        xf = set(self.full(ins.x))
-        red = [d for d in ins.axes if d in xf]
-        kept = self.full(ins.out)
-        if ins.mask and not set(self.full(ins.mask)) <= xf | set(ins.axes):
-            raise self.unsupported("Reduce", f"{ins.out}: the mask spans axes the operand does not")
-        n = self.elems(red)
-        self.work += n * max(self.elems(kept), 1)
-        ct = CTYPE[dt]
-        if kind in kir.COMPENSATED:
-            self.reduce_compensated(ins, red, kept, out, ind)
-            return
-        contiguous = len(red) == 1 and max(xf) == red[0] and n >= 2 * ACCUMULATORS
-        order_free = kind in ("max", "min", "abs_max") or not kir.is_float(dt) or \
-            policy == "unordered_tree"
-        ops = self.reduce_ops(ins)
-        value, step, finish, at, ident = ops.value, ops.step, ops.finish, ops.at, ops.ident
-        seed_init, track, coords, res = ops.seed_init, ops.track, ops.coords, ops.res
-        if contiguous and order_free:
-            # several interleaved accumulators over the one contiguous reduced axis
-            d = red[0]
-            A = ACCUMULATORS
-            inner = self.loops(kept, ind, out, simd=False)
-            acc = self.fresh("acc")
-            seed = self.aref(ins.init, coords) if seed_init else ident
-            if seed_init and kind == "abs_max":
-                seed = f"({at}){seed}"
-            out.append(f"{inner}{at} {acc}[{A}];")
-            if seed_init and kind in ("sum", "prod"):
-                # a sum's / product's seed enters once (accumulator 0); the others start at
-                # the identity.
-                # (Seeding all of them counted an integer init A times: found by the tile
-                # family's seeded Scan, docs/decisions.md D221.)
-                out.append(f"{inner}for (int j = 1; j < {A}; ++j) {acc}[j] = {ident};")
-                out.append(f"{inner}{acc}[0] = {seed};")
-            else:  # max / min / abs_max / bool: idempotent, every accumulator may hold it
-                out.append(f"{inner}for (int j = 0; j < {A}; ++j) {acc}[j] = {seed};")
-            anyv = None
-            if track:
-                anyv = self.fresh("any")
-                out.append(f"{inner}uint8_t {anyv} = 0;")
-
-            def update(slot: str, ind2: str) -> None:
-                """Fold lane c{d} into accumulator ``slot``."""
-                lines: list[str] = []
-                v = value(ind2, lines)
-                out.extend(lines)
-                out.append(f"{ind2}{acc}[{slot}] = {step(f'{acc}[{slot}]', v)};")
-                if anyv:
-                    out.append(f"{ind2}{anyv} |= {self.aref(ins.mask, coords)};")
-
-            # a mask along the axis, or a seeded row that a row mask could leave out, keeps
-            # the scalar form (a masked-out row must equal the seed folded with identities)
-            lane_mask = ins.mask is not None and (d in self.full(ins.mask) or seed_init)
-            if self.vec_math and ins.x not in self.consts and render_c_vreduce.vectorizable(
-                    dt, kind, lane_mask, A):  # one vector of accumulators (D401)
-                row_mask = None if ins.mask is None else self.aref(ins.mask, coords)
-                out.extend(render_c_vreduce.vector_loop(
-                    acc, kind, self.aref(ins.x, coords), d, n // A * A, inner, row_mask, anyv))
-            else:
-                self.interleaved_loop(acc, n // A * A, d, update, inner, out)
-            if n % A:  # the tail lanes, each into the accumulator of its residue
-                out.append(f"{inner}for (int64_t c{d} = {n // A * A}ll; c{d} < {n}ll; ++c{d}) {{")
-                update(f"c{d} % {A}", inner + "    ")
-                out.append(f"{inner}}}")
-            width = A
-            while width > 1:
-                width //= 2
-                out.append(f"{inner}for (int j = 0; j < {width}; ++j) "
-                           f"{acc}[j] = {step(f'{acc}[2 * j]', f'{acc}[2 * j + 1]')};")
-            out.append(f"{inner}{res} = {finish(f'{acc}[0]', anyv)};")
-            self.close(kept, inner, out)
-            return
-        # a fold over the lanes in order, vectorized across the kept lanes
-        accn = res if at == ct else None
-        if accn is None:
-            acc_arr = self.aux_array(at, max(self.elems(kept), 1))
-            accn = f"{acc_arr}[{self.index(kept, coords)}]"
-        anyv = None
-        if track:
-            any_arr = self.aux_array("uint8_t", max(self.elems(kept), 1))
-            anyv = f"{any_arr}[{self.index(kept, coords)}]"
-        inner = self.loops(kept, ind, out)
-        seed = self.aref(ins.init, coords) if seed_init else ident
-        out.append(f"{inner}{accn} = ({at}){seed};")
-        if anyv:
-            out.append(f"{inner}{anyv} = 0;")
-        self.close(kept, inner, out)
-        rev = policy == "fold_right"
-        ind2 = ind
-        for d in red:
-            if rev:
-                out.append(f"{ind2}for (int64_t c{d} = {k.block[d] - 1}ll; c{d} >= 0; --c{d}) {{")
-            else:
-                out.append(f"{ind2}for (int64_t c{d} = 0; c{d} < {k.block[d]}ll; ++c{d}) {{")
-            ind2 += "    "
-        inner = self.loops(kept, ind2, out)
-        lines = []
-        v = value(inner, lines)
-        out.extend(lines)
-        out.append(f"{inner}{accn} = {step(accn, v)};")
-        if anyv:
-            out.append(f"{inner}{anyv} |= {self.aref(ins.mask, coords)};")
-        self.close(kept, inner, out)
-        for _ in red:
-            ind2 = ind2[:-4]
-            out.append(f"{ind2}}}")
-        if (ins.init is not None and not seed_init) or anyv or at != ct:
-            inner = self.loops(kept, ind, out)
-            out.append(f"{inner}{res} = {finish(accn, anyv)};")
-            self.close(kept, inner, out)
-
-    def interleaved_loop(self, acc: str, whole: int, d: int, update: Callable, inner: str,
-                         out: list[str]) -> None:
-        """The scalar interleaved fold of lanes ``[0, whole)`` into ``acc[0..A)``."""
-        A = ACCUMULATORS
-        out.append(f"{inner}for (int64_t i = 0; i < {whole}ll; i += {A}) {{")
-        out.append(f"{inner}    for (int j = 0; j < {A}; ++j) {{")
-        out.append(f"{inner}        const int64_t c{d} = i + j;")
-        update("j", inner + "        ")
-        out.append(f"{inner}    }}")
-        # GCC 12 -O3 -march=native (AVX-512) miscompiles the vectorized outer loop of a
-        # masked integer accumulation (a 33-lane i32 sum gave 14 for 66); the empty asm
-        # keeps the accumulators in memory per step, the inner lanes still vectorize
-        # (docs/decisions.md D221)
-        if self.ACC_BARRIER:
-            out.append(f"{inner}    " + self.ACC_BARRIER.format(acc=acc))
-        out.append(f"{inner}}}")
-
-    def reduce_ops(self, ins: kir.Reduce) -> _ReduceOps:
-        """The pieces of a (non-compensated) reduction that every mapping shares: how a lane's
-        value is read (mask, abs), one combining step, the identity and the result from an
-        accumulation (init, the no-valid-lane rule)."""
-        k = self.k
-        dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
-        ct = CTYPE[dt]
-        seed_init = ins.init is not None and (
-            policy.startswith("fold") or
-            (kir.is_int(dt) and kind in ("sum", "max", "min", "prod")) or
-            dt == "bool")
-        track = ins.mask is not None and kind == "sum" and kir.is_float(dt) and \
-            ins.init is None and not kir.a_lane_is_valid(k.body, ins.mask, ins.axes, k.domain)
-        coords = {d: f"c{d}" for d in range(k.rank)}
-        res = self.aref(ins.out, coords)
-
-        def value(ind2: str, lines: list[str]) -> str:
-            """Lines computing the lane's (masked) value; returns the C name."""
-            v = self.fresh("x")
-            x = self.aref(ins.x, coords)
-            if kind == "abs_max" and kir.is_float(dt):
-                x = f"fabs{'f' if dt == 'f32' else ''}({x})"
-            elif kind == "abs_max" and kir.is_int(dt):
-                ut = UTYPE[dt]
-                raw = self.aref(ins.x, coords)
-                x = raw if dt == "u8" else f"({raw} < 0 ? ({ut})0 - ({ut}){raw} : ({ut}){raw})"
-            vt = UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
-            if ins.mask:
-                ident = "0" if kind == "abs_max" and kir.is_int(dt) else _identity(kind, dt)
-                x = f"{self.aref(ins.mask, coords)} ? ({vt})({x}) : ({vt}){ident}"
-            lines.append(f"{ind2}const {vt} {v} = {x};")
-            return v
-
-        def step(acc: str, v: str) -> str:
-            if kind == "sum":
-                if kir.is_float(dt):
-                    return self.farith("add", v, acc, dt) if policy == "fold_right" else \
-                        self.farith("add", acc, v, dt)
-                return f"({ct})(({UTYPE[dt]}){acc} + ({UTYPE[dt]}){v})"
-            if kind == "prod":  # wrapping: the product of the unsigned patterns
-                return f"({ct})(({UTYPE[dt]}){acc} * ({UTYPE[dt]}){v})"
-            if dt == "bool":
-                return f"(uint8_t)({acc} {'|' if kind == 'max' else '&'} {v})"
-            if kir.is_float(dt):
-                return f"TF__PICK{'MIN' if kind == 'min' else 'MAX'}({acc}, {v})"
-            if kind == "abs_max":
-                return f"({v} > {acc} ? {v} : {acc})"
-            return f"({v} {'<' if kind == 'min' else '>'} {acc} ? {v} : {acc})"
-
-        at = UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
-        ident = "0" if kind == "abs_max" and kir.is_int(dt) else _identity(kind, dt)
-
-        def finish(acc: str, anyv: str | None) -> str:
-            """The result from the lanes' accumulation ``acc`` (init combined)."""
-            r = f"({ct}){acc}"
-            if ins.init is not None and not seed_init:
-                init = self.aref(ins.init, coords)
-                if kind == "sum":
-                    r = self.farith("add", init, acc, dt) if kir.is_float(dt) else \
-                        f"{init} + {acc}"
-                elif kir.is_float(dt):
-                    f = "f" if dt == "f32" else "d"
-                    r = f"tf__{f}{'min' if kind == 'min' else 'max'}({init}, {acc})"
-                else:  # integer abs_max: unsigned magnitudes
-                    ut = UTYPE[dt]
-                    r = f"(({ut}){init} >= {acc} ? {init} : ({ct}){acc})"
-            if anyv is not None:
-                r = f"{anyv} ? {r} : ({ct})0"
-            return r
-        return _ReduceOps(value, step, finish, at, ident, seed_init, track, coords, res)
-
-    def reduce_compensated(self, ins: kir.Reduce, red: list[int], kept: tuple[int, ...],
-                           out: list[str], ind: str) -> None:
-        coords = {d: f"c{d}" for d in range(self.k.rank)}
-        m = max(self.elems(kept), 1)
-        hi = f"{self.aux_array('double', m)}[{self.index(kept, coords)}]"
-        lo = f"{self.aux_array('double', m)}[{self.index(kept, coords)}]"
-        inner = self.loops(kept, ind, out)
-        out.append(f"{inner}{hi} = 0.0; {lo} = 0.0;")
-        self.close(kept, inner, out)
-        ind2 = ind
-        for d in red:
-            out.append(f"{ind2}for (int64_t c{d} = 0; c{d} < {self.k.block[d]}ll; ++c{d}) {{")
-            ind2 += "    "
-        inner = self.loops(kept, ind2, out)
-        w = self.aref(ins.x, coords)
-        body = (f"const double w = {w}; const double s = {hi} + w; const double bb = s - {hi}; "
-                f"const double e = ({hi} - (s - bb)) + (w - bb);")
-        upd = f"{hi} = s; {lo} = {lo} + e;"
-        if ins.mask:
-            out.append(f"{inner}if ({self.aref(ins.mask, coords)}) {{ {body} {upd} }}")
-        else:
-            out.append(f"{inner}{body} {upd}")
-        self.close(kept, inner, out)
-        for _ in red:
-            ind2 = ind2[:-4]
-            out.append(f"{ind2}}}")
-        inner = self.loops(kept, ind, out)
-        part = "s" if ins.kind == "sum_hi" else "e"
-        out.append(f"{inner}{{ const double s = {hi} + {lo}; const double bb = s - {hi}; "
-                   f"const double e = ({hi} - (s - bb)) + ({lo} - bb); "
-                   f"{self.aref(ins.out, coords)} = {part}; }}")
-        self.close(kept, inner, out)
-
-    # -- dot ----------------------------------------------------------------------------------
-    def emit_dot(self, ins: kir.Dot, out: list[str], ind: str) -> None:
-        d = ins.axis
-        kept = self.full(ins.out)
-        spans = d in self.types[ins.a].full or d in self.types[ins.b].full
-        n = self.k.block[d] if spans else 1
-        self.work += n * max(self.elems(kept), 1)
-        dt = self.dt(ins.a)
-        coords = {e: f"c{e}" for e in range(self.k.rank)}
-        s = self.aref(ins.out, coords)
-        if dt == "i64":
-            prod = (f"(int64_t)((uint64_t){self.aref(ins.a, coords)} * "
-                    f"(uint64_t){self.aref(ins.b, coords)})")
-            add = f"(int64_t)((uint64_t){s} + (uint64_t)p)"
-        elif kir.is_float(dt):
-            prod = self.farith("mul", self.aref(ins.a, coords), self.aref(ins.b, coords), dt)
-            add = self.farith("add", s, "p", dt)
-        else:
-            prod = f"{self.aref(ins.a, coords)} * {self.aref(ins.b, coords)}"
-            add = f"{s} + p"
-        ct = CTYPE[dt]
-        started = None
-        if ins.mask and ins.init is None:
-            started = f"{self.aux_array('uint8_t', max(self.elems(kept), 1))}" \
-                      f"[{self.index(kept, coords)}]"
-        first = 0
-        inner = self.loops(kept, ind, out)
-        if ins.init is not None:
-            out.append(f"{inner}{s} = {self.aref(ins.init, coords)};")
-        elif started:
-            out.append(f"{inner}{s} = ({ct})0; {started} = 0;")
-        else:
-            out.append(f"{inner}{{ const int64_t c{d} = 0; (void)c{d}; {s} = {prod}; }}")
-            first = 1
-        self.close(kept, inner, out)
-        if first >= n:
-            return
-        out.append(f"{ind}for (int64_t c{d} = {first}ll; c{d} < {n}ll; ++c{d}) {{")
-        inner = self.loops(kept, ind + "    ", out)
-        out.append(f"{inner}const {ct} p = {prod};")
-        if ins.mask:
-            m = self.aref(ins.mask, coords)
-            if started:
-                out.append(f"{inner}if ({m}) {{ {s} = {started} ? {add} : p; {started} = 1; }}")
-            else:
-                out.append(f"{inner}if ({m}) {s} = {add};")
-        else:
-            out.append(f"{inner}{s} = {add};")
-        self.close(kept, inner, out)
-        out.append(f"{ind}}}")
-
-    # -- tile loops ---------------------------------------------------------------------------
-    def copy_tile(self, dst: str, src: str, like: str, out: list[str], ind: str) -> None:
-        axes = self.full(like)
-        coords = {d: f"c{d}" for d in range(self.k.rank)}
-        inner = self.loops(axes, ind, out)
-        out.append(f"{inner}{self.aref(dst, coords)} = {self.aref(src, coords)};")
-        self.close(axes, inner, out)
-
-    def emit_loop(self, loop: kir.TileLoop, inner_segs: list, out: list[str], ind: str) -> None:
-        d = loop.axis
-        b = self.k.block[d]
-        tiles = -(-self.k.domain[d] // b)
-        for c, i in zip(loop.carried, loop.inits, strict=True):
-            self.copy_tile(c, i, c, out, ind)
-        t = f"t{d}"
-        out.append(f"{ind}for (int64_t {t} = 0; {t} < {tiles}ll; ++{t}) {{")
-        ind2 = ind + "    "
-        tile = f"({tiles - 1}ll - {t})" if loop.reverse else t
-        out.append(f"{ind2}const int64_t b{d} = {tile} * {b}ll; (void)b{d};")
-        self.emit(inner_segs, out, ind2)
-        carried = set(loop.carried)
-        swap = any(self.alias.get(y, y) in carried for y in loop.yields)
-        tmps = []
-        if swap:
-            for y in loop.yields:
-                tmp = self.fresh("%yield")
-                self.types[tmp] = self.types[y]
-                self.need_array(tmp)
-                self.copy_tile(tmp, y, y, out, ind2)
-                tmps.append(tmp)
-        for c, y, tmp in zip(loop.carried, loop.yields, tmps or loop.yields, strict=True):
-            if self.alias.get(y, y) != c:
-                self.copy_tile(c, tmp, c, out, ind2)
-        out.append(f"{ind}}}")
 
 
 # =============================================================================================

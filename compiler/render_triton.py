@@ -1,6 +1,9 @@
 """Render kernel-IR programs to Triton (issue 17): the Triton backend's renderer.
-Over 800 lines: not split yet — its prelude is a module now (D481); the decision trees it
-shares with render_c are to move into compiler/spelling.py (D423) first.
+Split by concern (issue 36, D501): this module holds the kernel (arguments, coordinates,
+loads / stores, lane-wise instructions) and the program; ``render_triton_reduce`` the
+reductions and ``render_triton_dot`` the dots and tile loops (``_KernelT`` inherits both).
+What a conversion, a reduction's seed or a math call computes is decided once for every
+renderer in ``render_decisions`` (D500); the scalar spellings are ``spelling``'s (D423).
 
 ``render(program, interpret=False) -> str`` is the source of one Python module (rendered per
 target: ``interpret=True`` for Triton's CPU interpreter, which differs only in the tensor-core
@@ -44,9 +47,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from tilefoundry.compiler import kir
+from tilefoundry.compiler import kir, spelling
+from tilefoundry.compiler import render_decisions as rd
 from tilefoundry.compiler.errors import NotSupportedError
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
+from tilefoundry.compiler.render_triton_dot import DotLoopT
+from tilefoundry.compiler.render_triton_reduce import ReduceT
 from tilefoundry.compiler.render_triton_rows import ROWS_PRELUDE
 from tilefoundry.compiler.spelling import ARITH as _ARITH
 from tilefoundry.compiler.spelling import CMP as _CMP
@@ -62,10 +68,7 @@ STORAGE = {"f32": "float32", "f64": "float64", "bf16": "int16", "f16": "int16",
            "fp8e4m3": "int8", "fp8e5m2": "int8", "f8e8m0": "int8", "bool": "uint8",
            "i8": "int8", "u8": "uint8", "i32": "int32", "i64": "int64", "u32": "int32"}
 #: the in-kernel element type of an SSA value of each dtype
-_TL = {"f32": "tl.float32", "f64": "tl.float64", "bf16": "tl.uint16", "f16": "tl.uint16",
-       "fp8e4m3": "tl.uint8", "fp8e5m2": "tl.uint8", "f8e8m0": "tl.uint8", "bool": "tl.int1",
-       "i8": "tl.int8", "u8": "tl.uint8", "i32": "tl.int32", "i64": "tl.int64",
-       "u32": "tl.uint32"}
+_TL = spelling.TRITON_TL
 #: dtypes stored as another integer type of their width (u32: Bitcast's patterns, passed as
 #: int32 storage, reinterpreted on load and store)
 _STORE_TL = {"bf16": "tl.int16", "f16": "tl.int16", "fp8e4m3": "tl.int8", "fp8e5m2": "tl.int8",
@@ -83,16 +86,21 @@ TUNING: dict = {
              (4096, {"num_warps": 8, "num_stages": 1}),
              (1 << 62, {"num_warps": 16, "num_stages": 1})],
 }
-#: the Triton element type ``tl.dot`` takes a narrow operand's bits as (tensor cores)
-_MMA_TL = {"bf16": "tl.bfloat16", "f16": "tl.float16", "fp8e4m3": "tl.float8e4nv",
-           "fp8e5m2": "tl.float8e5"}
 #: IEEE-like narrow formats, as tf_numerics.h parameterizes them:
 #: (bits, exponent bits, mantissa bits, bias, largest finite code, NaN code, E4M3FN specials)
 NARROW = {"bf16": (16, 8, 7, 127, 0x7F7F, 0x7FC0, 0), "f16": (16, 5, 10, 15, 0x7BFF, 0x7E00, 0),
           "fp8e4m3": (8, 4, 3, 7, 0x7E, 0x7F, 1), "fp8e5m2": (8, 5, 2, 15, 0x7B, 0x7E, 0)}
 assert set(NARROW) == set(_NARROW_ROUND)
-_BITS = frozenset(NARROW) | {"f8e8m0"}
+_BITS = rd.WIDEN_SOURCES
 _RND = {"nearest": 0, "up": 1, "down": 2}
+#: ``render_decisions.CAST_PATHS`` in Triton (``float_float`` / ``int_narrow`` are
+#: ``round_f32``): {v} the operand (``cast_operand``), {tl} the destination's element type,
+#: {lo} / {hi} / {ge} its ``FLOAT_TO_INT_RANGE`` (truncated through {mid})
+_CAST = {"float_bool": "({v} != 0.0)",
+         "float_int": "tl.where((({v} {ge} {lo}) & ({v} < {hi})), {v}, 0.0).to({mid}).to({tl})",
+         "int_bool": "({v} != 0)", "int_int": "{v}.to({tl})", "int_f32": "{v}{i32}.to(tl.float32)"}
+#: the ``math`` functions Triton has in f64 (``tl.<fn>``); the others are refused on f64
+_F64_MATH = ("exp", "log", "exp2", "log2")
 
 
 def storage_view(a: np.ndarray, dt: str) -> np.ndarray:
@@ -164,8 +172,7 @@ def _unsupported(what: str, why: str) -> NotSupportedError:
     return NotSupportedError(f"triton: {what}", why, stage="the Triton renderer")
 
 
-def _name(ssa: str) -> str:
-    return "v_" + re.sub(r"[^0-9A-Za-z_]", "_", ssa)
+_name = spelling.triton_name
 
 
 def _f32_lit(v: float) -> str:
@@ -176,16 +183,13 @@ def _f64_lit(v: float) -> str:
     return f"0x{int(np.float64(v).view(np.uint64)):016X}"
 
 
-def _root_size(b: kir.Buffer) -> int:
-    if b.kind == "input":
-        return b.size
-    if b.kind == "const":
-        return int(np.asarray(b.data).size)
-    return b.span
+class _KernelT(ReduceT, DotLoopT):
+    """One kernel rendered as a ``@triton.jit`` function (``ReduceT``: its reductions,
+    ``DotLoopT``: its dots and tile loops)."""
 
-
-class _KernelT:
-    """One kernel rendered as a ``@triton.jit`` function."""
+    @staticmethod
+    def unsupported(what: str, why: str) -> NotSupportedError:
+        return _unsupported(what, why)
 
     def __init__(self, k: Kernel, bm: Mapping[str, kir.Buffer], interpret: bool = False,
                  hoist_loads: bool = False):
@@ -450,7 +454,7 @@ class _KernelT:
 
     def i_Load(self, ins: kir.Load, ind: str) -> None:
         dt = self.bm[ins.buffer].dtype
-        size = _root_size(root_of(ins.buffer, self.bm))
+        size = rd.root_size(root_of(ins.buffer, self.bm))
         shape = self.shape(ins.out)
         if size == 0:
             self.emit(ind, f"{_name(ins.out)} = {self.full_const(ins.other, dt, shape)}")
@@ -480,7 +484,7 @@ class _KernelT:
     def i_Store(self, ins: kir.Store, ind: str) -> None:
         b = root_of(ins.buffer, self.bm)
         dt = self.bm[ins.buffer].dtype
-        size = _root_size(b)
+        size = rd.root_size(b)
         if size == 0:
             return
         o = self.fresh("o")
@@ -508,13 +512,13 @@ class _KernelT:
     def widened(x: str, src: str) -> str:
         if src == "f32":
             return x
-        if src in NARROW:
-            bits, eb, mb, bias, _, _, fn = NARROW[src]
-            scale = 2.0 ** (1 - bias - mb)
-            return f"_tf_widen({x}, {bits}, {eb}, {mb}, {bias}, {fn}, {scale!r})"
+        if src not in rd.WIDEN_SOURCES:
+            raise _unsupported("Widen", f"widening from {src}")
         if src == "f8e8m0":
             return f"_tf_widen_e8m0({x})"
-        raise _unsupported("Widen", f"widening from {src}")
+        bits, eb, mb, bias, _, _, fn = NARROW[src]
+        scale = 2.0 ** (1 - bias - mb)
+        return f"_tf_widen({x}, {bits}, {eb}, {mb}, {bias}, {fn}, {scale!r})"
 
     @staticmethod
     def round_f32(w: str, to: str, overflow: str, rounding: str = "nearest",
@@ -522,17 +526,18 @@ class _KernelT:
         """f32 ``w`` rounded to ``to``'s bits; ``hw``: on the GPU, where f32 -> bf16 to
         nearest with inf on overflow is the hardware's ``cvt.rn.bf16.f32`` (the interpreter's
         truncates, F20), that conversion with the NaN made the quiet NaN with its sign."""
-        sat = 1 if overflow == "saturate" else 0
+        plan = rd.round_plan(to, overflow, rounding)
+        if plan is None:
+            raise _unsupported("Round", f"rounding to {to}")
+        sat = int(plan.saturate)
         if hw and to == "bf16" and not sat and rounding == "nearest":
             return f"_tf_round_bf16_hw({w})"
-        if to == "f8e8m0":
+        if plan.path == "e8m0":
             return f"_tf_round_e8m0({w}, {sat}, {_RND[rounding]})"
-        if to == "f32":
+        if plan.path == "f32":
             return f"_tf_f32_to_f32({w}, {sat})"
-        if to in NARROW:
-            bits, _, mb, bias, mx, nan, _ = NARROW[to]
-            return f"_tf_round({w}, {bits}, {mb}, {bias}, {mx}, {nan}, {sat})"
-        raise _unsupported("Round", f"rounding to {to}")
+        bits, _, mb, bias, mx, nan, _ = NARROW[to]
+        return f"_tf_round({w}, {bits}, {mb}, {bias}, {mx}, {nan}, {sat})"
 
     def widen_f32(self, x: str, src: str) -> str:
         """``x`` of ``src`` widened to f32: on the GPU a bf16 is the hardware's exact
@@ -548,7 +553,7 @@ class _KernelT:
 
     def i_Round(self, ins: kir.Round, ind: str) -> None:
         x, src = _name(ins.x), self.dt(ins.x)
-        if src == "f32":
+        if rd.round_source(src) == "f32":
             expr = self.round_f32(x, ins.to, ins.overflow, hw=not self.interpret)
         elif ins.to == "f32":
             expr = f"_tf_rf64_f32({x})"
@@ -565,59 +570,38 @@ class _KernelT:
     @staticmethod
     def cast_expr(ins: kir.Cast, x: str, src: str, dst: str, overflow: str) -> str:
         rounding = ins.rounding
-        if src == "bool":
-            x, src = f"{x}.to(tl.int32)", "i32"
-        if kir.is_float(src):
-            w = _KernelT.widened(x, src)
-            if kir.is_float(dst):
-                return _KernelT.round_f32(w, dst, overflow, rounding)
-            if dst == "bool":
-                return f"({w} != 0.0)"
-            lo, hi = {"i8": (-129.0, 128.0), "u8": (-1.0, 256.0),
-                      "i32": (-2147483648.0, 2147483648.0),
-                      "i64": (-9223372036854775808.0, 9223372036854775808.0)}[dst]
-            lo_op = ">=" if dst in ("i32", "i64") else ">"
-            ok = f"(({w} {lo_op} {lo!r}) & ({w} < {hi!r}))"
-            mid = "tl.int64" if dst == "i64" else "tl.int32"
-            return f"tl.where({ok}, {w}, 0.0).to({mid}).to({_TL[dst]})"
-        if dst == "bool":
-            return f"({x} != 0)"
-        if kir.is_int(dst):
-            return f"{x}.to({_TL[dst]})"
-        if dst == "f32":
-            return f"{x}.to(tl.float32)" if src == "i64" else f"{x}.to(tl.int32).to(tl.float32)"
-        # the integer rounded to odd at f32 precision carries it to the narrower format
-        wide = f"_tf_i64_to_f64_odd({x})" if src == "i64" else f"{x}.to(tl.int32).to(tl.float64)"
-        return _KernelT.round_f32(f"_tf_f64_to_f32_odd({wide})", dst, overflow, rounding)
+        plan = rd.cast_plan(src, dst)
+        v = rd.cast_operand(plan, x, src, "{}.to(tl.int32)".format, _KernelT.widened)
+        if plan.path == "float_float":
+            return _KernelT.round_f32(v, dst, overflow, rounding)
+        if plan.path == "int_narrow":
+            # the integer rounded to odd at f32 precision carries it to the narrower format
+            wide = f"_tf_i64_to_f64_odd({v})" if plan.wide == "i64" else \
+                f"{v}.to(tl.int32).to(tl.float64)"
+            return _KernelT.round_f32(f"_tf_f64_to_f32_odd({wide})", dst, overflow, rounding)
+        lo, hi, lo_in = rd.FLOAT_TO_INT_RANGE[dst] if plan.path == "float_int" else (0, 0, 0)
+        return _CAST[plan.path].format(
+            v=v, tl=_TL[dst], lo=repr(lo), hi=repr(hi), ge=">=" if lo_in else ">",
+            mid="tl.int64" if dst == "i64" else "tl.int32",
+            i32="" if plan.wide == "i64" else ".to(tl.int32)")
 
     def i_BinOp(self, ins: kir.BinOp, ind: str) -> None:
         a, b, k, dt = _name(ins.a), _name(ins.b), ins.kind, self.dt(ins.a)
-        expr = None
         if dt in _BITS:
             raise _unsupported("BinOp", f"{ins.out}: {k} on {dt} bit patterns")
-        if k in _CMP:
-            expr = f"({a} {_CMP[k]} {b})"
-        elif k in _LOGIC:
-            expr = f"({a} {_LOGIC[k]} {b})"
-        elif dt in ("f32", "f64"):
-            if k == "div":
-                expr = f"tl.div_rn({a}, {b})" if dt == "f32" else f"({a} / {b})"
-            elif k in _ARITH:
-                expr = f"({a} {_ARITH[k]} {b})"
-            elif k in ("min", "max"):
-                expr = f"_tf_f{k}({a}, {b})"
-        elif dt == "bool":
-            if k in ("min", "max"):
-                expr = f"({a} {'&' if k == 'min' else '|'} {b})"
-        elif kir.is_int(dt):
-            if k in ("add", "sub", "mul"):
-                expr = f"({a} {_ARITH[k]} {b}).to({_TL[dt]})"
-            elif k == "min":
-                expr = f"tl.minimum({a}, {b})"
-            elif k == "max":
-                expr = f"tl.maximum({a}, {b})"
-            elif k in ("floordiv", "mod"):
-                expr = self.floor_divmod(k, a, b, dt, ind)
+        form = rd.binop_form(k, dt)
+        if form == "farith" and k == "div":
+            expr = f"tl.div_rn({a}, {b})" if dt == "f32" else f"({a} / {b})"
+        elif form == "int_floordiv":
+            expr = self.floor_divmod(k, a, b, dt, ind)
+        else:
+            expr = {"cmp": lambda: f"({a} {_CMP[k]} {b})",
+                    "logic": lambda: f"({a} {_LOGIC[k]} {b})",
+                    "farith": lambda: f"({a} {_ARITH[k]} {b})",
+                    "fminmax": lambda: f"_tf_f{k}({a}, {b})",
+                    "bool_minmax": lambda: f"({a} {_LOGIC[rd.BOOL_MINMAX[k]]} {b})",
+                    "int_wrap": lambda: f"({a} {_ARITH[k]} {b}).to({_TL[dt]})",
+                    "int_minmax": lambda: f"tl.{k}imum({a}, {b})"}.get(form, lambda: None)()
         if expr is None:
             raise _unsupported("BinOp", f"{ins.out}: {k} on {dt}")
         self.put(ind, ins.out, expr)
@@ -690,22 +674,23 @@ class _KernelT:
 
     def i_Math(self, ins: kir.Math, ind: str) -> None:
         dt, fn = self.dt(ins.x), ins.fn
-        fast = fn in _NARROW_F32_MATH
-        if dt == "f32" and ins.within and fast:
+        fast = fn in _NARROW_F32_MATH and ((dt == "f32" and ins.within) or dt in NARROW)
+        plan = rd.math_plan(fn, dt, fast, _F64_MATH) if fn in _MATH or fast else None
+        if plan is None:
+            raise _unsupported("Math", f"{ins.out}: {fn} on {dt}")
+        if plan.form == "f32" and not plan.narrow:
             self.put(ind, ins.out, self.math_narrow_f32(fn, _name(ins.x)))
             return
-        if dt in NARROW and fast:
+        if plan.form == "f32":
             w = self.fresh("w")
             self.emit(ind, f"{w} = {self.widen_f32(_name(ins.x), dt)}")
             self.put(ind, ins.out, self.round_f32(self.math_narrow_f32(fn, w), dt, "nonfinite",
                                                   hw=not self.interpret))
             return
-        if dt == "f64" and fn in ("exp", "log", "exp2", "log2"):  # the f64 function
+        if plan.form == "f64":  # the f64 function
             x = _name(ins.x)
             self.put(ind, ins.out, f"tl.{fn}({x})")
             return
-        if fn not in _MATH or dt == "f64":
-            raise _unsupported("Math", f"{ins.out}: {fn} on {dt}")
         w = self.fresh("w")
         self.emit(ind, f"{w} = {self.widened(_name(ins.x), dt)}.to(tl.float64)")
         from tilefoundry.semantics.evaluator import nn
@@ -726,367 +711,7 @@ class _KernelT:
             self.round_f32(f"_tf_f64_to_f32_odd({v})", dt, "nonfinite")
         self.put(ind, ins.out, r)
 
-    # -- reductions ---------------------------------------------------------------------------
-    def identity(self, kind: str, dt: str, shape: list[int]) -> str:
-        if dt == "bool":
-            return self.full_const(kind == "min", "bool", shape)
-        if kir.is_int(dt):
-            ii = np.iinfo(kir.numpy_dtype(dt))
-            return self.full_const({"sum": 0, "prod": 1, "max": ii.min, "min": ii.max}[kind], dt,
-                                   shape)
-        return self.full_const({"sum": -0.0, "max": -math.inf, "min": math.inf,
-                                "abs_max": 0.0}[kind], dt, shape)
 
-    def i_Reduce(self, ins: kir.Reduce, ind: str) -> None:
-        dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
-        if dt in _BITS or (kind == "abs_max" and dt == "bool") or \
-                (kind == "prod" and not kir.is_int(dt)):
-            raise _unsupported("Reduce", f"{ins.out}: {kind} over {dt}")
-        # integer abs_max compares magnitudes unsigned (a wrapped |INT_MIN| stays the largest)
-        umag = kind == "abs_max" and kir.is_int(dt)
-        ut = {"i8": "tl.uint8", "u8": "tl.uint8", "i32": "tl.uint32", "i64": "tl.uint64"}.get(dt)
-        full = set(self.types[ins.x].full) | (set(self.types[ins.mask].full) if ins.mask
-                                              else set())
-        red = [d for d in ins.axes if d in full]
-        ordered = kir.is_float(dt) and kind == "sum" and policy != "unordered_tree"
-        xshape = self.shape(full=full)
-        oshape = self.shape(ins.out)
-        x = self.fresh("x")
-        self.emit(ind, f"{x} = tl.broadcast_to({_name(ins.x)}, {xshape})")
-        if umag:
-            mag = x if dt == "u8" else f"tl.where({x} < 0, (0 - {x}).to({_TL[dt]}), {x})"
-            self.emit(ind, f"{x} = {mag}.to({ut}, bitcast=True)")
-        elif kind == "abs_max":
-            self.emit(ind, f"{x} = {'_tf_abs32' if dt == 'f32' else '_tf_abs64'}({x})")
-        if dt == "bool":
-            self.emit(ind, f"{x} = {x}.to(tl.int32)")
-        rdt = "i32" if dt == "bool" else dt
-        if ins.mask:  # masked lanes: the step's exact identity (+0 for the TwoSum fold)
-            mk = f"tl.broadcast_to({_name(ins.mask)}, {xshape})"
-            ident = self.full_const(0.0, "f64", [1] * self.rank) if kind in kir.COMPENSATED \
-                else f"tl.full({[1] * self.rank}, 0, {ut})" if umag \
-                else f"tl.full({[1] * self.rank}, {int(kind == 'min')}, tl.int32)" \
-                if dt == "bool" else self.identity(kind, rdt, [1] * self.rank)
-            # (a bool is reduced as 0 / 1 in i32: its identities are False / True, not the
-            # i32 extremes, which a fiber with no active lane turned into True)
-            self.emit(ind, f"{x} = tl.where({mk}, {x}, {ident})")
-        acc = self.fresh("r")
-        init = _name(ins.init) if ins.init else None
-        if kind in kir.COMPENSATED:
-            hi, lo = self.fresh("hi"), self.fresh("lo")
-            self.emit(ind, f"{hi} = {self.full_const(0.0, 'f64', oshape)}")
-            self.emit(ind, f"{lo} = {self.full_const(0.0, 'f64', oshape)}")
-            inner, at = self.lane_loops(ind, red, False)
-            w = self.fresh("w")
-            self.emit(inner, f"{w} = {self.lanes(x, at, dt) if at else x}")
-            self.emit(inner, f"{hi}, {w} = _tf_two_sum({hi}, {w})")
-            self.emit(inner, f"{lo} = {lo} + {w}")
-            self.emit(ind, f"{hi}, {lo} = _tf_two_sum({hi}, {lo})")
-            self.emit(ind, f"{acc} = {hi if kind == 'sum_hi' else lo}")
-        elif ordered:
-            seeded = init is not None and policy in ("fold_left", "fold_right")
-            # fold_left: the seed first; fold_right: the seed last (the first the fold meets)
-            self.emit(ind, f"{acc} = tl.broadcast_to({init}, {oshape})" if seeded else
-                      f"{acc} = {self.identity('sum', dt, oshape)}")
-            right = policy == "fold_right"
-            inner, at = self.lane_loops(ind, red, right)
-            lane = self.fresh("ln")
-            self.emit(inner, f"{lane} = {self.lanes(x, at, dt) if at else x}")
-            self.emit(inner, f"{acc} = {lane} + {acc}" if right else f"{acc} = {acc} + {lane}")
-            if init is not None and not seeded:  # ordered_tree: init + tree
-                self.emit(ind, f"{acc} = {init} + {acc}")
-        else:
-            cur = x
-            # an f32 max / min / abs_max reduces integer keys (``_tf_key32``: NaN first, -0 <
-            # +0, so the pick is exact, D341): a native integer max, not a float select chain
-            key = dt == "f32" and kind in ("max", "min", "abs_max")
-            if key:
-                nonneg = kind == "abs_max" or self.is_abs(ins.x)
-                k = self.fresh("k")
-                self.emit(ind, f"{k} = {cur}.to(tl.int32, bitcast=True)" if nonneg and
-                          kind != "min" else f"{k} = _tf_key32({cur}, {int(kind == 'min')})")
-                cur = k
-            for d in red:
-                nxt = self.fresh("r")
-                if key:
-                    fn = "tl.min" if kind == "min" else "tl.max"
-                    self.emit(ind, f"{nxt} = {fn}({cur}, axis={d}, keep_dims=True)")
-                elif kind == "sum" and kir.is_float(dt):
-                    self.emit(ind, f"{nxt} = tl.reduce({cur}, {d}, _tf_add, keep_dims=True)")
-                elif kind == "sum":
-                    self.emit(ind, f"{nxt} = tl.sum({cur}, axis={d}, keep_dims=True)")
-                elif kind == "prod":  # integers only: products wrap, so any order is exact
-                    self.emit(ind, f"{nxt} = tl.reduce({cur}, {d}, _tf_mul, keep_dims=True)")
-                elif kir.is_float(dt):
-                    pick = "_tf_pickmin" if kind == "min" else "_tf_pickmax"
-                    self.emit(ind, f"{nxt} = tl.reduce({cur}, {d}, {pick}, keep_dims=True)")
-                else:
-                    fn = "tl.min" if kind == "min" else "tl.max"
-                    self.emit(ind, f"{nxt} = {fn}({cur}, axis={d}, keep_dims=True)")
-                cur = nxt
-            if key:
-                cur = f"_tf_unkey32({cur})"
-            self.emit(ind, f"{acc} = tl.broadcast_to({cur}, {oshape})")
-            if dt == "bool":
-                self.emit(ind, f"{acc} = {acc} != 0")
-            elif umag:
-                self.emit(ind, f"{acc} = {acc}.to({ut}).to({_TL[dt]}, bitcast=True)")
-            elif kir.is_int(dt):
-                self.emit(ind, f"{acc} = {acc}.to({_TL[dt]})")
-            if init is not None:
-                if umag:
-                    comb = (f"tl.where({init}.to({ut}, bitcast=True) >= "
-                            f"{acc}.to({ut}, bitcast=True), {init}, {acc})")
-                elif kind == "sum":
-                    comb = f"({init} + {acc})" if kir.is_float(dt) else \
-                        f"({init} + {acc}).to({_TL[dt]})"
-                elif kind == "prod":
-                    comb = f"({init} * {acc}).to({_TL[dt]})"
-                elif dt == "bool":
-                    comb = f"({init} {'&' if kind == 'min' else '|'} {acc})"
-                elif kir.is_float(dt):
-                    comb = f"_tf_f{'min' if kind == 'min' else 'max'}({init}, {acc})"
-                else:
-                    comb = f"tl.{'minimum' if kind == 'min' else 'maximum'}({init}, {acc})"
-                self.emit(ind, f"{acc} = {comb}")
-        if ins.mask and init is None and kind == "sum" and kir.is_float(dt) \
-                and not kir.a_lane_is_valid(self.k.body, ins.mask, red, self.k.domain):
-            # a row with no valid lane is +0 (the interpreter's identity)
-            anyv = self.fresh("any")
-            cur = f"tl.broadcast_to({_name(ins.mask)}, {xshape}).to(tl.int32)"
-            for d in red:
-                cur = f"tl.max({cur}, axis={d}, keep_dims=True)"
-            self.emit(ind, f"{anyv} = {cur}")
-            self.emit(ind, f"{acc} = tl.where({anyv} != 0, {acc}, 0.0)")
-        self.put(ind, ins.out, acc)
-
-    def is_abs(self, ssa: str) -> bool:
-        """``ssa`` is an ``abs`` of this kernel (its sign bit is clear)."""
-        return any(isinstance(i, kir.UnOp) and i.out == ssa and i.kind == "abs"
-                   for i in kir.iter_instrs(self.k.body))
-
-    def lane(self, v: str, d: int, j: str, dt: str, full: frozenset) -> str:
-        """Lane ``j`` of ``v`` along axis ``d`` (kept as extent 1; ``v`` itself if not full)."""
-        if d not in full:
-            return v
-        return self.lanes(v, [(d, j)], dt)
-
-    def lanes(self, v: str, at: list[tuple[int, str]], dt: str) -> str:
-        """The one lane of ``v`` at coordinates ``at`` (axis, index expression) of the tile,
-        exactly: an integer sum of the lane's bit pattern and zeros (a float ``tl.sum`` would
-        turn a -0 lane into +0 in the interpreter)."""
-        sel = " & ".join(f"(tl.reshape(tl.arange(0, {self.block[d]}), "
-                         f"{[self.block[d] if e == d else 1 for e in range(self.rank)]}) == {j})"
-                         for d, j in at)
-        bits = {"f32": ("tl.int32", "tl.float32"), "f64": ("tl.int64", "tl.float64")}.get(dt)
-        x = f"{v}.to({bits[0]}, bitcast=True)" if bits else \
-            (f"{v}.to(tl.int32)" if dt == "bool" else v)
-        r = f"tl.where({sel}, {x}, 0)"
-        for d, _ in at:
-            r = f"tl.sum({r}, axis={d}, keep_dims=True)"
-        if bits:
-            return f"{r}.to({bits[0]}).to({bits[1]}, bitcast=True)"
-        if dt == "bool":
-            return f"({r} != 0)"
-        return f"{r}.to({_TL[dt]})"
-
-    def lane_loops(self, ind: str, red: list[int], reverse: bool) -> tuple[str, list]:
-        """Nested loops over the lanes of ``red`` in lexicographic (or reverse) order; returns
-        the innermost indentation and the (axis, index) coordinates."""
-        at = []
-        for d in red:
-            i = self.fresh("i")
-            b = self.block[d]
-            self.emit(ind, f"for {i} in range(0, {b}):")
-            ind += "    "
-            at.append((d, f"({b - 1} - {i})" if reverse else i))
-        return ind, at
-
-    def mma_operands(self, ins: kir.Dot) -> tuple[kir.Load, kir.Load, str] | None:
-        """The loads of the narrow operands of a ``dot`` that ``tl.dot`` may compute (tensor
-        cores): the contract admits reassociation, both operands are exact f32 widenings of
-        plain loads (no gathered index) of one bf16 / f16 / fp8 dtype, the tile is
-        [M, K] x [N, K] with M, N, K blocks of at least 16 (the two axes before K; every other
-        block 1; each load strided on its two axes only), and the K fold starts from a seed
-        (so the zero accumulator of a padded lane is not a sign-of-zero question: D200).
-        Returns (a's load, b's load, narrow dtype), or None for the K-ordered loop."""
-        d = ins.axis
-        if not ins.reassociate or ins.init is None or d < 2 or self.dt(ins.a) != "f32":
-            return None
-        wa, wb = self.widens.get(ins.a), self.widens.get(ins.b)
-        if wa is None or wb is None or wa.to != "f32" or wb.to != "f32":
-            return None
-        la, lb = self.loads.get(wa.x), self.loads.get(wb.x)
-        src = self.dt(wa.x)
-        if la is None or lb is None or la.index or lb.index or src != self.dt(wb.x) \
-                or src not in _MMA_TL:
-            return None
-        m, n = d - 2, d - 1
-        if self.types[ins.a].full != {m, d} or self.types[ins.b].full != {n, d}:
-            return None
-        if any(s for i, s in enumerate(la.strides) if i not in (m, d)) or any(
-                s for i, s in enumerate(lb.strides) if i not in (n, d)):
-            return None
-        if min(self.block[m], self.block[n], self.block[d]) < 16 or any(
-                b != 1 for i, b in enumerate(self.block) if i not in (m, n, d)):
-            return None
-        return la, lb, src
-
-    def mma_tile(self, ind: str, ld: kir.Load, rows: int, cols: int, src: str) -> str:
-        """A 2-D operand tile [rows axis, cols axis] loaded for ``tl.dot``: lanes past an edge
-        (M / N / K) are +0, the storage is read as the narrow type (bf16 /
-        f16, bit-cast), or as bits widened exactly and converted to f16 (fp8: every fp8e4m3 / fp8e5m2
-        value is an f16 value; Hopper's fp8 tensor-core accumulation left the admitted set,
-        findings F23). In the interpreter: the exact f32 widening (findings F20)."""
-        dom, b = self.k.domain, self.block
-        r1, c1 = self.fresh("r"), self.fresh("c")
-        self.emit(ind, f"{r1} = tl.reshape(c{rows}, [{b[rows]}])[:, None]")
-        self.emit(ind, f"{c1} = tl.reshape(c{cols}, [{b[cols]}])[None, :]")
-        off = f"{r1} * {ld.strides[rows]} + {c1} * {ld.strides[cols]} + " \
-              f"{ld.offset + self.bm[ld.buffer].offset}"
-        # lanes past a ragged edge read as +0; an axis the tiles cover exactly needs no mask
-        terms = [f"({v} < {dom[a]})" for v, a in ((r1, rows), (c1, cols)) if dom[a] % b[a]]
-        mask = f", mask={' & '.join(terms)}, other=0" if terms else ""
-        p = self.ptr(ld.buffer)
-        t = self.fresh("mt")
-        bits = self.fresh("mb")
-        self.emit(ind, f"{bits} = tl.load({p} + ({off}){mask}).to({_TL[src]}, bitcast=True)")
-        if self.interpret:
-            self.emit(ind, f"{t} = {self.widened(bits, src)}")
-        elif src in ("bf16", "f16"):
-            # bit-cast after the load (a pointer cast in a loop broke Triton 3.6's make_ttgir:
-            # "operand #0 does not dominate this use")
-            self.emit(ind, f"{t} = {bits}.to({_MMA_TL[src]}, bitcast=True)")
-        else:
-            self.emit(ind, f"{t} = {self.widened(bits, src)}.to(tl.float16)")
-        return t
-
-    def dot_mma(self, ins: kir.Dot, ind: str, la: kir.Load, lb: kir.Load, src: str) -> None:
-        """``tl.dot`` on 2-D operand tiles loaded for it (``mma_tile``), f32 accumulation into
-        the seed. Judged by the contract's admitted set like any reassociated sum
-        (docs/compiler.md)."""
-        d = ins.axis
-        m, n = d - 2, d - 1
-        bm, bn = self.block[m], self.block[n]
-        a2 = self.mma_tile(ind, la, m, d, src)
-        b2 = self.mma_tile(ind, lb, d, n, src)
-        prec = ", input_precision='ieee'" if self.interpret else ""
-        hoisted = self.acc2d.get(ins.out)
-        if hoisted is not None:  # the loop carries the 2-D accumulator (carried_mma)
-            self.emit(ind, f"{hoisted} = tl.dot({a2}, {b2}, acc={hoisted}{prec}, "
-                           f"out_dtype=tl.float32)")
-            return
-        c2 = self.fresh("mma_c")
-        oshape = self.shape(ins.out)
-        self.emit(ind, f"{c2} = tl.reshape(tl.broadcast_to({_name(ins.init)}, {oshape}), "
-                       f"[{bm}, {bn}])")
-        self.emit(ind, f"{c2} = tl.dot({a2}, {b2}, acc={c2}{prec}, out_dtype=tl.float32)")
-        self.put(ind, ins.out, self.unit_axes(c2, ins))
-
-    def unit_axes(self, c2: str, ins: kir.Dot) -> str:
-        """A 2-D [M, N] accumulator back at the kernel's rank: the unit axes inserted
-        (expand_dims, not a reshape of the accumulator's layout)."""
-        m, n = ins.axis - 2, ins.axis - 1
-        expr = c2
-        for i in [i for i in range(self.rank) if i not in (m, n)]:
-            expr = f"tl.expand_dims({expr}, {i})"
-        return expr
-
-    def i_Dot(self, ins: kir.Dot, ind: str) -> None:
-        """Tensor cores (``dot_mma``) where ``mma_operands`` allows; otherwise the reference K
-        order (admitted whether or not ``reassociate``): one K lane a step, the f32 products
-        not contracted (the GPU launch turns fp fusion off)."""
-        mma = self.mma_operands(ins)
-        if mma is not None:
-            self.dot_mma(ins, ind, *mma)
-            return
-        dt, d = self.dt(ins.a), ins.axis
-        ta, tb = self.types[ins.a].full, self.types[ins.b].full
-        tm = self.types[ins.mask].full if ins.mask else frozenset()
-        n = self.block[d] if d in ta | tb | tm else 1
-        oshape = self.shape(ins.out)
-        s, st = self.fresh("dot"), self.fresh("started")
-        if ins.init:
-            self.emit(ind, f"{s} = tl.broadcast_to({_name(ins.init)}, {oshape})")
-            self.emit(ind, f"{st} = tl.full({oshape}, 1, tl.int1)")
-        else:
-            self.emit(ind, f"{s} = {self.full_const(0, dt, oshape)}")
-            self.emit(ind, f"{st} = tl.full({oshape}, 0, tl.int1)")
-        j = self.fresh("k")
-        self.emit(ind, f"for {j} in range(0, {n}):")
-        inner = ind + "    "
-        p = self.fresh("p")
-        aj = self.lane(_name(ins.a), d, j, dt, ta)
-        bj = self.lane(_name(ins.b), d, j, dt, tb)
-        self.emit(inner, f"{p} = tl.broadcast_to({aj} * {bj}, {oshape})")
-        if ins.mask:
-            vj = self.fresh("vm")
-            self.emit(inner, f"{vj} = tl.broadcast_to({self.lane(_name(ins.mask), d, j, 'bool', tm)}"
-                             f", {oshape})")
-            self.emit(inner, f"{s} = tl.where({vj}, tl.where({st}, {s} + {p}, {p}), {s})")
-            self.emit(inner, f"{st} = {st} | {vj}")
-        else:
-            self.emit(inner, f"{s} = tl.where({st}, {s} + {p}, {p})")
-            self.emit(inner, f"{st} = tl.full({oshape}, 1, tl.int1)")
-        self.put(ind, ins.out, s if dt == "f32" else f"{s}.to({_TL[dt]})")
-
-    def carried_mma(self, loop: kir.TileLoop) -> dict[int, kir.Dot]:
-        """The carried values of ``loop`` that are only a tensor-core ``dot``'s accumulator
-        (its seed, and yielded as its result, read by nothing else in the body): those are
-        carried as the 2-D [M, N] tile ``tl.dot`` accumulates in, so that the MMA layout is
-        not converted back to the kernel's rank on every K step."""
-        top = [i for i in loop.body if isinstance(i, kir.Dot)]
-        reads: dict[str, int] = {}
-        for i in kir.iter_instrs(loop.body):
-            for o in i.operands():
-                reads[o] = reads.get(o, 0) + 1
-        for y in loop.yields:
-            reads[y] = reads.get(y, 0) + 1
-        out: dict[int, kir.Dot] = {}
-        for j, (c, y) in enumerate(zip(loop.carried, loop.yields, strict=True)):
-            dot = next((i for i in top if i.init == c and i.out == y), None)
-            if dot is not None and reads.get(c) == 1 and reads.get(y) == 1 \
-                    and y not in loop.carried and self.mma_operands(dot) is not None:
-                out[j] = dot
-        return out
-
-    def i_TileLoop(self, ins: kir.TileLoop, ind: str) -> None:
-        d, b = ins.axis, self.block[ins.axis]
-        tiles = -(-self.k.domain[d] // b)
-        acc = self.carried_mma(ins)
-        for j, (c, i) in enumerate(zip(ins.carried, ins.inits, strict=True)):
-            if j in acc:
-                dot = acc[j]
-                m, n = dot.axis - 2, dot.axis - 1
-                name = self.fresh("acc2")
-                self.emit(ind, f"{name} = tl.reshape(tl.broadcast_to({_name(i)}, "
-                               f"{self.shape(dot.out)}), [{self.block[m]}, {self.block[n]}])")
-                self.acc2d[dot.out] = name
-                continue
-            self.emit(ind, f"{_name(c)} = {_name(i)}")
-        t = self.fresh("tile")
-        self.emit(ind, f"for {t} in range(0, {tiles}):")
-        inner = ind + "    "
-        tile = f"({tiles - 1} - {t})" if ins.reverse else t
-        # the loop variable is a Python int in the interpreter and an i32 on the GPU: widen it
-        # to i64 through a tensor so both compute offsets alike
-        self.emit_coord(inner, d, f"(tl.full([], 0, {self.idx}) + {tile})"
-                        if self.k.domain[d] > 1 else "0")
-        self.body(ins.body, inner)
-        keep = [j for j in range(len(ins.yields)) if j not in acc]
-        tmps = {j: self.fresh("y") for j in keep}
-        for j in keep:
-            self.emit(inner, f"{tmps[j]} = {_name(ins.yields[j])}")
-        for j in keep:
-            self.emit(inner, f"{_name(ins.carried[j])} = {tmps[j]}")
-        for j, (o, c) in enumerate(zip(ins.outs, ins.carried, strict=True)):
-            if j in acc:
-                self.put(ind, o, self.unit_axes(self.acc2d.pop(acc[j].out), acc[j]))
-            else:
-                self.emit(ind, f"{_name(o)} = {_name(c)}")
-
-
-#: the row kernels' own render options in a launch record (not Triton launch options):
 #: ``hoist_loads`` (1: every load first, ``hoisted``; 0, the default: the kernel IR's order)
 ROWS_OPTIONS = ("hoist_loads",)
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.kir import root_of
+from tilefoundry.compiler.spelling import TRITON_MMA_TL
 
 __all__ = ["GEMM_OPTIONS", "PERSISTENT_PROGRAMS", "GemmPlan", "ensure_allocator", "match",
            "render_gemm", "split_launch"]
@@ -58,8 +59,7 @@ GEMM_OPTIONS = ("tma_flatten", "tma_split", "fp8_promote", "fp8_stage", "fp8_kma
 _DEFAULTS = {"tma_flatten": 1, "tma_split": 0, "fp8_promote": 0, "fp8_stage": 1, "fp8_kmajor": 0}
 
 _ITEM = {"bf16": 2, "f16": 2, "fp8e4m3": 1, "fp8e5m2": 1, "f32": 4}
-_MMA_TL = {"bf16": "tl.bfloat16", "f16": "tl.float16", "fp8e4m3": "tl.float8e4nv",
-           "fp8e5m2": "tl.float8e5"}
+_MMA_TL = TRITON_MMA_TL
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ test instead of surfacing as a NotSupportedError at render time.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -27,10 +28,13 @@ __all__ = [
     "LOGIC",
     "NARROW_ROUND",
     "TRITON_MATH",
+    "TRITON_MMA_TL",
     "TRITON_NARROW_F32_MATH",
+    "TRITON_TL",
     "UTYPE",
     "c_f64_literal",
     "c_literal",
+    "triton_name",
 ]
 
 #: binary arithmetic ``Binary`` kinds -> C infix operator (Triton's Python spelling agrees)
@@ -50,11 +54,28 @@ C_MATH64: Mapping[str, str] = MappingProxyType({
     "exp": "TF_EXP", "log": "TF_LOG", "exp2": "TF_EXP2", "log2": "TF_LOG2", "tanh": "TF_TANH",
     "rsqrt": "tf__rsqrt64", "sigmoid": "tf__sigmoid64", "silu": "tf__silu64",
     "gelu_tanh": "tf__gelu_tanh64", "gelu_none": "tf__gelu_none64"})
-#: the ``math`` functions the Triton renderer spells in f64 (its ``_KernelT.math`` branches)
+#: the ``math`` functions the Triton renderer spells in f64 (``_KernelT.i_Math``)
 TRITON_MATH: tuple[str, ...] = ("exp", "log", "exp2", "log2", "rsqrt", "tanh", "sigmoid", "silu",
                                 "gelu_tanh", "gelu_none")
 #: the ``math`` functions with a fast f32 form for narrow dtypes (``_KernelT.math_narrow_f32``)
 TRITON_NARROW_F32_MATH: frozenset[str] = frozenset({"exp", "sigmoid", "silu"})
+
+#: kernel-IR dtype -> the in-kernel Triton element type of an SSA value (narrow floats are
+#: their bit patterns in unsigned integers)
+TRITON_TL: Mapping[str, str] = MappingProxyType({
+    "f32": "tl.float32", "f64": "tl.float64", "bf16": "tl.uint16", "f16": "tl.uint16",
+    "fp8e4m3": "tl.uint8", "fp8e5m2": "tl.uint8", "f8e8m0": "tl.uint8", "bool": "tl.int1",
+    "i8": "tl.int8", "u8": "tl.uint8", "i32": "tl.int32", "i64": "tl.int64",
+    "u32": "tl.uint32"})
+#: narrow dtype -> the Triton element type ``tl.dot`` takes its bits as (tensor cores)
+TRITON_MMA_TL: Mapping[str, str] = MappingProxyType({
+    "bf16": "tl.bfloat16", "f16": "tl.float16", "fp8e4m3": "tl.float8e4nv",
+    "fp8e5m2": "tl.float8e5"})
+
+
+def triton_name(ssa: str) -> str:
+    """The Python name of SSA value ``ssa`` in a rendered Triton kernel."""
+    return "v_" + re.sub(r"[^0-9A-Za-z_]", "_", ssa)
 
 
 # -- C-family storage types and literals (render_c, render_cuda, render_cuda_rows, render_cuda_mma)

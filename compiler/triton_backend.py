@@ -65,8 +65,8 @@ __all__ = ["DEVICES", "TRITON_TILES", "DeviceRun", "TritonBackend", "TritonCompi
 
 DEVICES = ("interpret", "cuda")
 #: the Triton backend's tiles: matmul kernels get 128 x 128 output tiles and a K block of 64,
-#: the shape ``tl.dot`` runs on tensor cores (``render_triton.mma_operands``); narrow softmax
-#: in f32 (``TileConfig.narrow_f32``)
+#: the shape ``tl.dot`` runs on tensor cores (``render_triton_dot.DotLoopT.mma_operands``);
+#: narrow softmax in f32 (``TileConfig.narrow_f32``)
 TRITON_TILES = TileConfig(k_block=64, dot_mn=(128, 128), narrow_f32=True)
 HOW = ("the triton backend needs a CUDA GPU or Triton's CPU interpreter: run it as "
        "`TRITON_INTERPRET=1 tilefoundry conformance run --backend triton ...` "

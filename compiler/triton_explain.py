@@ -29,7 +29,8 @@ from collections.abc import Mapping
 
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.kir import Kernel, Program, root_of
-from tilefoundry.compiler.render_triton import _KernelT, _root_size
+from tilefoundry.compiler.render_decisions import root_size as _root_size
+from tilefoundry.compiler.render_triton import _KernelT
 from tilefoundry.compiler.schedule import TileConfig
 
 __all__ = ["explain", "kernel_mapping"]

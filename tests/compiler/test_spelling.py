@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from tilefoundry.compiler import kir, render_c, render_triton, spelling
+from tilefoundry.compiler import (
+    kir,
+    render_c,
+    render_c_lanes,
+    render_c_reduce,
+    render_triton,
+    spelling,
+)
 
 
 @pytest.mark.parametrize("fn", kir.MATH_FNS)
@@ -27,9 +34,11 @@ def test_spelling_tables_name_only_kernel_ir_functions() -> None:
 def test_renderers_read_the_shared_tables() -> None:
     # the renderers use these objects, not copies that could drift
     assert render_c._ARITH is spelling.ARITH and render_triton._ARITH is spelling.ARITH
-    assert render_c._CMP is spelling.CMP and render_triton._CMP is spelling.CMP
-    assert render_c._LOGIC is spelling.LOGIC and render_triton._LOGIC is spelling.LOGIC
-    assert render_c._MATH64 is spelling.C_MATH64
+    assert render_c_lanes._ARITH is spelling.ARITH
+    assert render_c_lanes._CMP is spelling.CMP and render_triton._CMP is spelling.CMP
+    assert render_c_lanes._LOGIC is spelling.LOGIC and render_triton._LOGIC is spelling.LOGIC
+    assert render_c_reduce._LOGIC is spelling.LOGIC
+    assert render_c_lanes._MATH64 is spelling.C_MATH64
     assert render_triton._MATH is spelling.TRITON_MATH
 
 
