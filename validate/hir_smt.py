@@ -8,7 +8,8 @@ any other op is ``Unsupported("unsupported op <Class>")``:
   rounds once to its dtype (``dtypes.apply_lowp``); comparisons widen to f32; integers wrap.
   Transcendental ``Unary`` kinds are the correctly rounded function in the operand's dtype: the
   same uninterpreted function as the kernel IR's ``math`` (both are that one definition).
-* nn ``ReLU``: ``Unary(relu)`` (the evaluator's own definition of it).
+* nn ``ReLU``: ``Unary(relu)`` (the evaluator's own definition of it). nn ``LayerNorm`` /
+  ``RMSNorm``: the reference's exact float64 algorithm, step for step (``validate/hir_nn.py``).
 * ``Cast``: ``encode.cast``. ``Select``: an ``If`` per element (bits move unchanged).
 * ``Reduce`` (``reductions._reduce_fibers``): lanes in lexicographic order of the reduced
   axes; floats widened to f32; sum / mean by the policy (trees: the balanced pairwise tree;
@@ -84,6 +85,7 @@ from tilefoundry.semantics.ops import (
 from tilefoundry.semantics.ops.math import UnaryKind
 from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
+from tilefoundry.validate.hir_nn import NN_OPS
 from tilefoundry.validate.symexec import _vmap, reduce_lanes
 
 __all__ = ["CONSTANT_OPS", "HIR_OPS", "MOVEMENT", "run_hir"]
@@ -425,6 +427,7 @@ HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
     MatMul: _matmul, SeededReduce: _seeded, MaskedReduce: _seeded, Scan: _scan,
     MaskedScan: _flagged_scan, SegmentedScan: _flagged_scan, CustomReduce: _custom,
     ReLU: _relu}
+HIR_OPS.update(NN_OPS)  # LayerNorm, RMSNorm: the reference's exact f64 algorithm (hir_nn)
 
 #: loops longer than this are "unsupported" (each iteration's terms are built)
 MAX_UNROLL = 64

@@ -424,9 +424,64 @@ def _tree_uf(v: list, dt: str, policy: str, init: Any, abstractions: set[str]) -
     return f(*lanes)
 
 
+def two_sum(a: Any, b: Any, dt: str = "f64") -> tuple[Any, Any]:
+    """Knuth's TwoSum (``evaluator.nn._two_sum``) on FP terms: ``s = a + b``, ``bb = s - a``,
+    ``e = (a - (s - bb)) + (b - bb)``, each one IEEE operation in ``dt``."""
+    add, sub = E.binary("add", dt), E.binary("sub", dt)
+    s = add(a, b)
+    bb = sub(s, a)
+    return s, add(sub(a, sub(s, bb)), sub(b, bb))
+
+
+def dd_row_sum(v: list, dt: str = "f64") -> tuple[Any, Any]:
+    """``evaluator.nn.dd_row_sum`` on one fiber of FP terms: ``hi`` and ``lo`` start at +0;
+    per lane in order ``hi, e = two_sum(hi, x)``, ``lo = lo + e``; the result is
+    ``two_sum(hi, lo)``. Exact IEEE f64 operations, so the encoding is exact."""
+    add = E.binary("add", dt)
+    hi = lo = E.const(0.0, dt)
+    for x in v:
+        hi, e = two_sum(hi, x, dt)
+        lo = add(lo, e)
+    return two_sum(hi, lo, dt)
+
+
+def numpy_sum_f64(v: list, dt: str = "f64") -> Any:
+    """``np.sum`` of one C-contiguous float fiber (numpy's ``pairwise_sum`` under ``add.reduce``
+    with its identity): ``+0 + P(v)``, where P of fewer than 8 lanes is the left fold from -0,
+    and of 8 to 128 lanes eight strided accumulators ``r[j] = v[j] + v[j+8] + ...``, combined
+    ``((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7))``, then the remaining lanes folded in. (The reference
+    evaluator's float64 sums, e.g. LayerNorm's variance; kernel-interp's f64 ``unordered_tree``
+    sum.)"""
+    add = E.binary("add", dt)
+    n = len(v)
+    if n > 128:
+        raise Unsupported(f"a numpy float sum over {n} lanes (more than one pairwise block)")
+    if n < 8:
+        p = E.const(-0.0, dt)
+        for x in v:
+            p = add(p, x)
+    else:
+        r = list(v[:8])
+        i = 8
+        while i < n - n % 8:
+            r = [add(r[j], v[i + j]) for j in range(8)]
+            i += 8
+        p = add(add(add(r[0], r[1]), add(r[2], r[3])), add(add(r[4], r[5]), add(r[6], r[7])))
+        for x in v[i:]:
+            p = add(p, x)
+    return add(E.const(0.0, dt), p)
+
+
 def reduce_lanes(v: list, dt: str, kind: str, policy: str, init: Any,
                  abstractions: set[str]) -> Any:
     """One fiber (interp._reduce_lanes), lanes in lexicographic order of the reduced axes."""
+    if kind in kir.COMPENSATED:  # interp: dd_row_sum of the (valid) lanes, whatever the policy
+        if dt != "f64":
+            raise Unsupported(f"unsupported op reduce.{kind} on {dt}")
+        if init is not None:  # kernel-interp ignores a seed here; the lowering never gives one
+            raise Unsupported(f"unsupported op reduce.{kind} with a seed")
+        hi, lo = dd_row_sum(v, dt)
+        return hi if kind == "sum_hi" else lo
     if not v:
         return init if init is not None else _identity(kind, dt)
     cls = E.op_class(dt)
@@ -436,6 +491,11 @@ def reduce_lanes(v: list, dt: str, kind: str, policy: str, init: Any,
         add = E.binary("add", dt)
         if policy in _TREES and cls == "fp":
             s = _pairwise(v, add)
+            if dt == "f64" and policy == "unordered_tree":
+                # the member kernel-interp runs: its f64 unordered_tree sum is numpy's (np.sum,
+                # as the reference's own f64 sums of the nn ops); of one or two lanes it is that
+                # value (+0 where every lane is -0, where the tree x + y gives -0)
+                s = numpy_sum_f64(v, dt)
             s = s if init is None else add(init, s)
             if len(v) <= 2:  # one tree (x + y == y + x exactly)
                 return s

@@ -107,10 +107,10 @@ def test_unencoded_op_is_reported_by_name():
 
     with pytest.raises(Unsupported, match=r"binop\.floordiv on i32"):
         encode.binary("floordiv", "i32")
-    with pytest.raises(Unsupported, match=r"reduce\.sum_hi"):
+    with pytest.raises(Unsupported, match=r"reduce\.prod on f32"):
         from tilefoundry.validate.symexec import reduce_lanes
 
-        reduce_lanes([encode.const(1.0, "f64")], "f64", "sum_hi", "fold_left", None, set())
+        reduce_lanes([encode.const(1.0, "f32")], "f32", "prod", "fold_left", None, set())
 
 
 @pytest.mark.parametrize("kind,dt", [
