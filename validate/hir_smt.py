@@ -509,7 +509,8 @@ def _movement(call: Call, args: list[Val], env: Mapping[str, int]) -> Val:
     flat = np.empty(total, object)
     for o, i in zip(offs, data, strict=False):
         flat[o:o + args[i][0].size] = args[i][0].reshape(-1)
-    return flat[res - _BASE], dts.pop()
+    # indexed flat (a 0-d index array would pick the element itself, not a 0-d array)
+    return flat[(res - _BASE).reshape(-1)].reshape(res.shape), dts.pop()
 
 
 def _constant(call: Call, args: list[Val], env: Mapping[str, int]) -> Val:

@@ -44,3 +44,20 @@ def test_a_swapped_subtraction_behind_a_transpose_is_invalid_and_replays():
     ref = cex.src[f"reference {first}"]
     got = cex.tgt[first]
     assert not np.array_equal(ref.view(np.uint16), got.view(np.uint16))
+
+
+def test_rank_0_data_movement_is_encoded_not_crashed():
+    """A movement op with a rank-0 result (``insert_slice`` of a scalar into a scalar): the
+    index map is a 0-d array, and indexing the flat terms with it picked the term itself, so
+    flattening the result crashed the validator (``program/cover/246``, TypeError 'BoolRef'
+    object is not iterable). Now a 0-d array of terms: proved valid."""
+    from tilefoundry.semantics.formats import DType
+    from tilefoundry.semantics.ir import Call, Function, Module, Var
+    from tilefoundry.semantics.ops import InsertSlice
+    from tilefoundry.semantics.types import TensorType
+
+    for dt in (DType.BOOL, DType.F32):
+        x = Var("x", TensorType((), dt))
+        m = Module((Function("f", (x,), Call(InsertSlice(), (x, x)), None),))
+        rep = validate_program(m, "f")
+        assert rep.status("lower") == "valid", rep.text()
