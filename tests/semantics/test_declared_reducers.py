@@ -3,8 +3,6 @@ checks with provenance, the declared-law enclosure, the DSL spelling."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
@@ -42,13 +40,12 @@ def test_law_verdicts_name_their_provenance():
     # (NaN as a class), which Z3's FP theory proves over every f32 state (D510)
     assert v[("commutative", "exact", "sum")] == "proved by Z3 (f32 FP theory, all states)"
     assert v[("identity", "exact", "sum")] == "proved by Z3 (f32 FP theory, all states)"
-    # amax's identity +0 fails at a state no reduction reaches (a negative amax: lifts are
-    # magnitudes), so the random trials over reachable states decide, and Z3's state is named
-    p = v[("identity", "exact", "amax")]
-    assert p.startswith("not refuted by 4096 random f32 trials, seed ")
-    cx = re.search(r"Z3 refutes it at a = \[(\S+), (\S+)\], not among the sampled", p)
-    assert cx is not None, p
-    assert float(cx.group(2)) < 0  # max(amax, +0) != amax only for a negative amax (or -0)
+    # amax's identity +0 fails at a state no reduction reaches (a negative amax or -0: lifts
+    # are magnitudes), so the random trials over reachable states decide; Z3's state is not
+    # named (which one it picks depends on the process's earlier queries, D510)
+    assert v[("identity", "exact", "amax")] == (
+        "not refuted by 4096 random f32 trials, seed 20260437; Z3 refutes it only at a state "
+        "outside the sampled reachable ones")
     cm = {(x.law, x.component): x.provenance for x in check_laws(COUNT_MEAN)}
     assert "random trials in exact rationals" in cm[("associative", "mean")]
 
