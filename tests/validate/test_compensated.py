@@ -118,15 +118,17 @@ def test_kernel_reduce_sum_hi_and_sum_lo_agree_with_the_interpreter():
     assert agreement(p, [x, values(DType.F32, 4, 4), values(DType.F32, 4, 5)]) == []
 
 
-def test_a_wrong_sum_lo_encoding_disagrees_with_the_interpreter(monkeypatch):
-    def no_compensation(v, dt="f64"):
-        add = E.binary("add", dt)
-        hi = E.const(0.0, dt)
-        for x in v:
-            hi = add(hi, x)
-        return hi, E.const(0.0, dt)
+def _uncompensated(v, dt="f64"):
+    """A wrong ``dd_row_sum``: the plain left fold from +0, the low part 0."""
+    add = E.binary("add", dt)
+    hi = E.const(0.0, dt)
+    for x in v:
+        hi = add(hi, x)
+    return hi, E.const(0.0, dt)
 
-    monkeypatch.setattr(symexec, "dd_row_sum", no_compensation)
+
+def test_a_wrong_sum_lo_encoding_disagrees_with_the_interpreter(monkeypatch):
+    monkeypatch.setattr(symexec, "dd_row_sum", _uncompensated)
     p = lowered(module_of(LayerNorm(), [DType.F32] * 3, [(2, 4), (4,), (4,)]),
                 [(2, 4), (4,), (4,)])
     x = np.array([[1e30, 1.0, -1e30, 1.0], [1.0, 2.0, 3.0, 4.0]], np.float32)
@@ -174,18 +176,11 @@ def test_a_wrong_nn_hir_encoding_disagrees_with_the_reference(monkeypatch):
     cancelling row [1e30, 1, -1e30, 1] has mean 1/4 there, 1/2 in the reference."""
     from tilefoundry.validate import hir_nn
 
-    def plain(v, dt="f64"):
-        add = E.binary("add", dt)
-        s = E.const(0.0, dt)
-        for x in v:
-            s = add(s, x)
-        return s, E.const(0.0, dt)
-
     m = module_of(LayerNorm(), [DType.F32] * 3, [(2, 4), (4,), (4,)])
     x = np.array([[1e30, 1.0, -1e30, 1.0], [1.0, 2.0, 3.0, 4.0]], np.float32)
     ins = [x, np.ones(4, np.float32), np.zeros(4, np.float32)]
     assert agreement_hir(m, "f", ins) == []
-    monkeypatch.setattr(hir_nn, "dd_row_sum", plain)
+    monkeypatch.setattr(hir_nn, "dd_row_sum", _uncompensated)
     bad = agreement_hir(m, "f", ins)
     where = {int(b.split("[")[1].split("]")[0]) for b in bad}
     # the cancelling row's lanes of value 1 (their deviation from the mean changes sign's
