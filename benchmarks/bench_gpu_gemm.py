@@ -201,6 +201,15 @@ FP8_VARIANTS = (
      (*_L4, ("fp8_promote", 128), ("fp8_kmajor", 1))),
     ("tilefoundry fp8 K-major promote 128 128x256", ((128, 256), 128),
      (*_L3S, ("fp8_promote", 128), ("fp8_kmajor", 1))),
+    # the same promotion at other tiles / depths / warps (2026-12-05 sweep)
+    ("tilefoundry fp8 K-major promote 128 128x256 s4", ((128, 256), 128),
+     (*_L4, ("fp8_promote", 128), ("fp8_kmajor", 1))),
+    ("tilefoundry fp8 K-major promote 128 256x128 s4", ((256, 128), 128),
+     (*_L4, ("fp8_promote", 128), ("fp8_kmajor", 1))),
+    ("tilefoundry fp8 K-major promote 128 128x128 w4 s5", ((128, 128), 128),
+     (("num_warps", 4), ("num_stages", 5), ("fp8_promote", 128), ("fp8_kmajor", 1))),
+    ("tilefoundry fp8 K-major promote 128 128x256 no-flatten", ((128, 256), 128),
+     (*_L3S, ("tma_flatten", 0), ("fp8_promote", 128), ("fp8_kmajor", 1))),
 )
 
 

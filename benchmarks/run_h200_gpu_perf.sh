@@ -18,6 +18,8 @@
 #   rows   the row kernels (RMSNorm, softmax, SwiGLU, residual-add + RMSNorm, softmax with
 #          scale and mask) at 32768x4096 / 8192^2 / 4096x14336, Triton and CUDA backends beside
 #          torch, torch.compile and Liger (benchmarks/bench_gpu.py --rows)   [limit 190 s]
+#   ncu    Nsight Compute on one launch of each row kernel (CUDA and Triton backends, 8192^2:
+#          benchmarks/rows_ncu.py), where the runtime lets ncu read the counters   [limit 150 s]
 #   rowshoist  the same table after timing each row program's recorded best against its
 #          loads-first variants (--tune --tune-hoist, D485); the record of that run comes back
 #          as triton_tuned_hoist.json (merged into compiler/triton_tuned.json by hand) [330 s]
@@ -64,6 +66,11 @@ for p in $PARTS; do
     rows) part rows 190 python "$R/benchmarks/bench_gpu.py" --rows --json "$OUT/rows.json" ;;
     rowshoist) part rowshoist 330 python "$R/benchmarks/bench_gpu.py" --rows --tune --tune-hoist \
               --tune-out "$OUT/triton_tuned_hoist.json" --json "$OUT/rows.json" ;;
+    ncu)  part ncu 150 bash -c 'for e in rmsnorm softmax_rows swiglu; do for b in cuda triton; do
+              echo "=== $e $b"; ncu --clock-control none --launch-skip 1 --launch-count 1 \
+                  --section SpeedOfLight --section Occupancy --section LaunchStats \
+                  --section WarpStateStats --section MemoryWorkloadAnalysis \
+                  python "$0/benchmarks/rows_ncu.py" "$e" 8192 8192 --backend "$b"; done; done' "$R" ;;
     *) echo "unknown part $p" | tee -a "$OUT/status.txt" ;;
     esac
 done
@@ -77,6 +84,7 @@ find "$XDG_CACHE_HOME" -name tuned.json -exec cp {} "$OUT/triton_tuned_user.json
         [ -f "$OUT/$p.log" ] || continue
         echo; echo "## $p"
         if [ "$p" = tier ]; then head -n 14 "$OUT/$p.log"; continue; fi
+        if [ "$p" = ncu ]; then grep -E "^===|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Size|Warp Cycles Per Issued|Executed Ipc|L1/TEX Hit|ERR|Error" "$OUT/$p.log" | head -n 120; continue; fi
         grep -E "^(device|tune|gemm|fp8e4m3|  (cublas|tilefoundry)|\||result|cases|[A-Z_]+ +[0-9])" \
             "$OUT/$p.log" | head -n 60
         grep -E "Error|error|Traceback" "$OUT/$p.log" | head -n 8 | cut -c1-300

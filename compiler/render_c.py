@@ -153,6 +153,11 @@ class KernelC(LanesC, ReduceDotC):
     #: f32 / bf16 / f16 ``exp`` through the branch-free ``tf__expf_v`` (``c_vecmath``, D400)
     #: instead of libm's double ``exp``; the CUDA spelling keeps its own math
     vec_math: bool = True
+    #: ``exp`` of f32 / bf16 / f16 by ``tf__expf_v``, and ``exp`` / ``sigmoid`` / ``silu``
+    #: whose result is only rounded to bf16 / f16 by the f32 narrow forms ``tf__<fn>_nf``
+    #: (``c_vecmath.CUDA_MATH``, D519): the CUDA spelling; the SIMD C spelling takes ``exp``
+    #: by ``vec_math`` and keeps libm's double functions for the others
+    NARROW_MATH: bool = False
 
     def unsupported(self, what: str, why: str) -> NotSupportedError:
         return _unsupported(what, why, self.SPELLING)

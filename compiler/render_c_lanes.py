@@ -209,12 +209,18 @@ class LanesC:
 
     def l_Math(self, ins: kir.Math, ref) -> tuple[str, list[str]]:
         x, dt = ref(ins.x), self.dt(ins.x)
-        plan = rd.math_plan(ins.fn, dt, self.vec_math and ins.fn == "exp" and
-                            dt in c_vecmath.VEC_EXP_DTYPES, _MATH64)
+        # the f32 narrow forms (D519): the result is only rounded to bf16 / f16 (lemma B)
+        nf = self.NARROW_MATH and ins.fn in spelling.TRITON_NARROW_F32_MATH and (
+            dt in c_vecmath.NARROW_DTYPES or (dt == "f32" and ins.within is not None))
+        vexp = (self.vec_math or self.NARROW_MATH) and ins.fn == "exp" and \
+            dt in c_vecmath.VEC_EXP_DTYPES
+        plan = rd.math_plan(ins.fn, dt, nf or vexp, _MATH64)
         if plan is None:
             raise self.unsupported("Math", f"{ins.fn} on {dt}")
         if plan.form == "f32":
-            v = f"tf__expf_v({self.widened(x, dt)})"  # f32, within 1 ulp32 (D400)
+            w = self.widened(x, dt)
+            # f32 exp within 1 ulp32 (D400), or the narrow form (D519)
+            v = f"tf__{ins.fn}_nf({w})" if nf else f"tf__expf_v({w})"
             return (self.round_f32(v, dt, "nonfinite") if plan.narrow else v), []
         if plan.form == "f64":
             return f"{_MATH64[ins.fn]}({x})", []

@@ -61,7 +61,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 
-from tilefoundry.compiler import kir, render_cuda_rows
+from tilefoundry.compiler import c_vecmath, kir, render_cuda_rows
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program, root_of
 from tilefoundry.compiler.render_c import (
     SHARED_PRELUDE,
@@ -126,7 +126,7 @@ PLAN_TAG = "/* tf-plan "
 
 
 def cuda_prelude() -> str:
-    return prelude_constants() + _CUDA_HEAD + SHARED_PRELUDE
+    return prelude_constants() + _CUDA_HEAD + SHARED_PRELUDE + c_vecmath.CUDA_MATH
 
 
 class KernelCuda(KernelC):
@@ -135,8 +135,9 @@ class KernelCuda(KernelC):
     SPELLING = ("cuda", "the CUDA C++ renderer")
     SIMD_PRAGMA = None
     ACC_BARRIER = None
-    #: math through the shared prelude's f64 functions (the C-only ``tf__expf_v`` is not there)
+    #: no GCC vector folds (``render_c_vreduce``); f32 math by ``c_vecmath.CUDA_MATH`` (D519)
     vec_math = False
+    NARROW_MATH = True
     #: allow the lane mapping (one thread per lane) for kernels that are one lane-wise run
     LANE_MAPPING = True
 
