@@ -15,11 +15,12 @@
 #          contract on the adversarial inputs (bench_gpu_gemm.py --fp8 --no-bf16) [limit 170 s]
 #   tier   the quick conformance tier on the Triton backend, 14 workers (matmuls now take the
 #          TMA path where it applies): must stay 0 FAIL / 0 ERROR       [limit 150 s; not default]
+#   tiercuda  the same on the CUDA C++ backend                             [limit 120 s; not default]
 #   rows   the row kernels (RMSNorm, softmax, SwiGLU, residual-add + RMSNorm, softmax with
 #          scale and mask) at 32768x4096 / 8192^2 / 4096x14336, Triton and CUDA backends beside
 #          torch, torch.compile and Liger (benchmarks/bench_gpu.py --rows)   [limit 190 s]
-#   ncu    Nsight Compute on one launch of each row kernel (CUDA and Triton backends, 8192^2:
-#          benchmarks/rows_ncu.py), where the runtime lets ncu read the counters   [limit 150 s]
+#   ncu    Nsight Compute on one launch of RMSNorm (CUDA, Triton), SwiGLU and softmax (CUDA), 8192^2:
+#          benchmarks/rows_ncu.py), where the runtime lets ncu read the counters   [limit 120 s]
 #   rowshoist  the same table after timing each row program's recorded best against its
 #          loads-first variants (--tune --tune-hoist, D485); the record of that run comes back
 #          as triton_tuned_hoist.json (merged into compiler/triton_tuned.json by hand) [330 s]
@@ -58,6 +59,8 @@ for p in $PARTS; do
     case $p in
     smoke) part smoke 150 python "$R/benchmarks/bench_gpu_gemm.py" --quick --fp8 \
               --json "$OUT/smoke.json" ;;
+    tiercuda) part tiercuda 120 python -m tilefoundry conformance run --backend cuda -j 14 \
+              --tier quick --no-progress --jsonl "$OUT/tiercuda.jsonl" ;;
     tier) part tier 150 python -m tilefoundry conformance run --backend triton -j 14 --tier quick \
               --no-progress --jsonl "$OUT/tier.jsonl" ;;
     gemm) part gemm 220 python "$R/benchmarks/bench_gpu_gemm.py" --tune --json "$OUT/gemm.json" ;;
@@ -66,15 +69,16 @@ for p in $PARTS; do
     rows) part rows 190 python "$R/benchmarks/bench_gpu.py" --rows --json "$OUT/rows.json" ;;
     rowshoist) part rowshoist 330 python "$R/benchmarks/bench_gpu.py" --rows --tune --tune-hoist \
               --tune-out "$OUT/triton_tuned_hoist.json" --json "$OUT/rows.json" ;;
-    ncu)  part ncu 150 bash -c 'for e in rmsnorm softmax_rows swiglu; do for b in cuda triton; do
+    ncu)  part ncu 120 bash -c 'for eb in rmsnorm:cuda rmsnorm:triton swiglu:cuda softmax_rows:cuda; do
+              e=${eb%:*}; b=${eb#*:}
               echo "=== $e $b"; ncu --clock-control none --launch-skip 1 --launch-count 1 \
                   --section SpeedOfLight --section Occupancy --section LaunchStats \
                   --section WarpStateStats --section MemoryWorkloadAnalysis \
-                  python "$0/benchmarks/rows_ncu.py" "$e" 8192 8192 --backend "$b"; done; done' "$R" ;;
+                  python "$0/benchmarks/rows_ncu.py" "$e" 8192 8192 --backend "$b"; done' "$R" ;;
     *) echo "unknown part $p" | tee -a "$OUT/status.txt" ;;
     esac
 done
-rm -f "$OUT/tier.jsonl"  # few files come back; the log has the counts
+rm -f "$OUT/tier.jsonl" "$OUT/tiercuda.jsonl"  # few files come back; the log has the counts
 find "$XDG_CACHE_HOME" -name tuned.json -exec cp {} "$OUT/triton_tuned_user.json" \; 2>/dev/null
 {
     echo "# issue 35 device run, $(date -u +%FT%TZ)"
@@ -83,7 +87,7 @@ find "$XDG_CACHE_HOME" -name tuned.json -exec cp {} "$OUT/triton_tuned_user.json
     for p in $PARTS; do
         [ -f "$OUT/$p.log" ] || continue
         echo; echo "## $p"
-        if [ "$p" = tier ]; then head -n 14 "$OUT/$p.log"; continue; fi
+        if [ "$p" = tier ] || [ "$p" = tiercuda ]; then head -n 16 "$OUT/$p.log"; continue; fi
         if [ "$p" = ncu ]; then grep -E "^===|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Size|Warp Cycles Per Issued|Executed Ipc|L1/TEX Hit|ERR|Error" "$OUT/$p.log" | head -n 120; continue; fi
         grep -E "^(device|tune|gemm|fp8e4m3|  (cublas|tilefoundry)|\||result|cases|[A-Z_]+ +[0-9])" \
             "$OUT/$p.log" | head -n 60
