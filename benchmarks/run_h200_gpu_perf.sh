@@ -18,7 +18,8 @@
 #   tiercuda  the same on the CUDA C++ backend                             [limit 120 s; not default]
 #   rows   the row kernels (RMSNorm, softmax, SwiGLU, residual-add + RMSNorm, softmax with
 #          scale and mask) at 32768x4096 / 8192^2 / 4096x14336, Triton and CUDA backends beside
-#          torch, torch.compile and Liger (benchmarks/bench_gpu.py --rows)   [limit 190 s]
+#          torch, torch.compile and Liger (benchmarks/bench_gpu.py --rows; TF_CUDA_ROWS_VARIANTS
+#          adds CUDA row-mapping settings, e.g. "4:1024")                   [limit 260 s]
 #   ncu    Nsight Compute on one launch of RMSNorm (CUDA, Triton), SwiGLU and softmax (CUDA), 8192^2:
 #          benchmarks/rows_ncu.py), where the runtime lets ncu read the counters   [limit 120 s]
 #   rowshoist  the same table after timing each row program's recorded best against its
@@ -66,7 +67,7 @@ for p in $PARTS; do
     gemm) part gemm 220 python "$R/benchmarks/bench_gpu_gemm.py" --tune --json "$OUT/gemm.json" ;;
     fp8)  part fp8 170 python "$R/benchmarks/bench_gpu_gemm.py" --fp8 --no-bf16 \
               --json "$OUT/fp8.json" ;;
-    rows) part rows 190 python "$R/benchmarks/bench_gpu.py" --rows --json "$OUT/rows.json" ;;
+    rows) part rows 260 python "$R/benchmarks/bench_gpu.py" --rows --json "$OUT/rows.json" ;;
     rowshoist) part rowshoist 330 python "$R/benchmarks/bench_gpu.py" --rows --tune --tune-hoist \
               --tune-out "$OUT/triton_tuned_hoist.json" --json "$OUT/rows.json" ;;
     ncu)  part ncu 120 bash -c 'for eb in rmsnorm:cuda rmsnorm:triton swiglu:cuda softmax_rows:cuda; do
