@@ -440,8 +440,25 @@ def _hoist_space(entry: str, shapes_in) -> list:
                     for w in (4, 8, 16) if (w, 1) != (warps, launch.get("hoist_loads"))]
 
 
+def _warps32_space(entry: str, shapes_in) -> list:
+    """The recorded best of a row program beside 32 warps (Liger's choice for rows of 8,192
+    and more) at its tile size and at 16,384-element tiles, its other options kept: all timed
+    in this run."""
+    from dataclasses import replace
+
+    cfg = triton_tune.tuned_config(_module(entry), entry, shapes_in, TRITON_TILES)
+    launch = dict(cfg.launch)
+    warps, stages = launch.pop("num_warps", 8), launch.pop("num_stages", 1)
+    base, extra = replace(cfg, launch=()), tuple(sorted(launch.items()))
+    space = [triton_tune.Candidate(base, warps, stages, extra)]
+    for t in sorted({base.tile_elems, 16384}):
+        if (t, warps) != (base.tile_elems, 32):
+            space.append(triton_tune.Candidate(replace(base, tile_elems=t), 32, 1, extra))
+    return space
+
+
 def tune_all(shapes, gemm_n: int, out_path: str | None, rows: bool, gemm: bool,
-             hoist: bool = False) -> None:
+             hoist: bool = False, warps32: bool = False) -> None:
     """Autotune every benchmark program at its shapes (``compiler/triton_tune.py``): each
     candidate judged by the oracle on the sub-problem, the fastest PASS recorded in the user's
     table (which the benchmark then compiles with) and, with ``--tune-out``, in that file (the
@@ -472,6 +489,7 @@ def tune_all(shapes, gemm_n: int, out_path: str | None, rows: bool, gemm: bool,
                       f"nothing; the record stands", flush=True)
                 continue
         space = _hoist_space(entry, shapes_in) if hoist and kind == "rows" else \
+            _warps32_space(entry, shapes_in) if warps32 and kind == "rows" else \
             triton_tune.candidates(kind, TRITON_TILES)
         res = triton_tune.tune(_module(entry), entry, xs, space, judge, _time)
         key = triton_tune.program_key(_module(entry), entry, shapes_in)
@@ -501,6 +519,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tune-hoist", action="store_true",
                     help="with --tune: time each row program's recorded best against the same "
                          "tiles with its loads hoisted (4 candidates, not the whole space)")
+    ap.add_argument("--tune-warps32", action="store_true",
+                    help="with --tune: time each row program's recorded best against 32 warps "
+                         "(at its tile size and at 16,384; 2-3 candidates)")
     ap.add_argument("--no-cuda", action="store_true",
                     help="leave the CUDA C++ backend out of the row table")
     args = ap.parse_args(argv)
@@ -515,7 +536,7 @@ def main(argv=None) -> int:
     row_shapes = [(1024, 4096)] if args.quick else list(ROW_SHAPES)
     if args.tune:
         tune_all(row_shapes, 1024 if args.quick else 8192, args.tune_out, args.rows or both,
-                 args.gemm or both, args.tune_hoist)
+                 args.gemm or both, args.tune_hoist, args.tune_warps32)
     if args.rows or both:
         bench_rows(row_shapes, results, cuda=not args.no_cuda)
         print("\n" + rows_table(results), flush=True)

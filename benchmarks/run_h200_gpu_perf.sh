@@ -22,6 +22,8 @@
 #          adds CUDA row-mapping settings, e.g. "4:1024")                   [limit 260 s]
 #   ncu    Nsight Compute on one launch of RMSNorm (CUDA, Triton), SwiGLU and softmax (CUDA), 8192^2:
 #          benchmarks/rows_ncu.py), where the runtime lets ncu read the counters   [limit 120 s]
+#   rows32 the same table after timing each row program's recorded best against 32 warps
+#          (--tune --tune-warps32); the record comes back as triton_tuned_w32.json     [400 s]
 #   rowshoist  the same table after timing each row program's recorded best against its
 #          loads-first variants (--tune --tune-hoist, D485); the record of that run comes back
 #          as triton_tuned_hoist.json (merged into compiler/triton_tuned.json by hand) [330 s]
@@ -68,6 +70,8 @@ for p in $PARTS; do
     fp8)  part fp8 170 python "$R/benchmarks/bench_gpu_gemm.py" --fp8 --no-bf16 \
               --json "$OUT/fp8.json" ;;
     rows) part rows 260 python "$R/benchmarks/bench_gpu.py" --rows --json "$OUT/rows.json" ;;
+    rows32) part rows32 400 python "$R/benchmarks/bench_gpu.py" --rows --tune --tune-warps32 \
+              --tune-out "$OUT/triton_tuned_w32.json" --json "$OUT/rows.json" ;;
     rowshoist) part rowshoist 330 python "$R/benchmarks/bench_gpu.py" --rows --tune --tune-hoist \
               --tune-out "$OUT/triton_tuned_hoist.json" --json "$OUT/rows.json" ;;
     ncu)  part ncu 120 bash -c 'for eb in rmsnorm:cuda rmsnorm:triton swiglu:cuda softmax_rows:cuda; do
