@@ -86,6 +86,7 @@ from tilefoundry.semantics.ops.math import UnaryKind
 from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
 from tilefoundry.validate.hir_nn import NN_OPS
+from tilefoundry.validate.hir_order import ORDER_OPS, is_topk_reduce, topk_reduce
 from tilefoundry.validate.symexec import _vmap, reduce_lanes
 
 __all__ = ["CONSTANT_OPS", "HIR_OPS", "MOVEMENT", "run_hir"]
@@ -428,6 +429,7 @@ HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
     MaskedScan: _flagged_scan, SegmentedScan: _flagged_scan, CustomReduce: _custom,
     ReLU: _relu}
 HIR_OPS.update(NN_OPS)  # LayerNorm, RMSNorm: the reference's exact f64 algorithm (hir_nn)
+HIR_OPS.update(ORDER_OPS)  # Sort, TopK: the total order's ranks (hir_order)
 
 #: loops longer than this are "unsupported" (each iteration's terms are built)
 MAX_UNROLL = 64
@@ -601,6 +603,9 @@ def run_hir(fn: Function, inputs: Mapping[str, np.ndarray], session: Any = None
                 v = _movement(e, [_tensor_val(ev(a)) for a in e.args], env)
             elif isinstance(e, Call) and isinstance(e.op, CONSTANT_OPS):
                 v = _constant(e, [_tensor_val(ev(a)) for a in e.args], env)
+            elif isinstance(e, Call) and is_topk_reduce(e.op):  # the seed is a state pair
+                v = topk_reduce(e.op, [_tensor_val(ev(e.args[0])), *map(ev, e.args[1:])],
+                                abstr)
             elif isinstance(e, Call):
                 enc = HIR_OPS.get(type(e.op))
                 if enc is None:

@@ -151,13 +151,37 @@ class SymKernelRun(KernelRun):
 
     # -- memory ------------------------------------------------------------------------------
     def offsets(self, ins: kir.Load | kir.Store) -> np.ndarray:
+        """The interpreter's int64 offsets; an index operand that depends on input data makes
+        them an object array of 64-bit bit-vector terms (``_sym_offsets``)."""
         off = np.full((1,) * (self.r + 1), ins.offset + self.it.bm[ins.buffer].offset, np.int64)
         for d, s in enumerate(ins.strides):
             if s:
                 off = off + self.coords[d] * s
+        sym = []
         for name, s in ins.index:
-            off = off + self.concrete(name, "index").astype(np.int64) * s
-        return off
+            v = self.values[name]
+            if _is_sym(v) and any(E.concrete_value(t, self.dt(name)) is None
+                                  for t in v.reshape(-1)):
+                sym.append((name, s))
+            else:
+                off = off + self.concrete(name, "index").astype(np.int64) * s
+        return self._sym_offsets(off, sym) if sym else off
+
+    def _sym_offsets(self, off: np.ndarray, sym: list[tuple[str, int]]) -> np.ndarray:
+        """Offsets with data-dependent index operands: ``off + sum(index * stride)`` as 64-bit
+        two's-complement terms (the interpreter's int64 arithmetic; a narrower integer index
+        widens as ``astype(np.int64)`` does: sign- or zero-extended)."""
+        parts = [off] + [self.sym(n) for n, _ in sym]
+        parts = np.broadcast_arrays(*parts)
+        out = np.empty(parts[0].shape, object)
+        flat = [a.reshape(-1) for a in parts]
+        res = out.reshape(-1)
+        for i in range(res.size):
+            t: Any = z3.BitVecVal(int(flat[0][i]) % (1 << 64), 64)
+            for (name, s), col in zip(sym, flat[1:], strict=True):
+                t = t + _to_i64(col[i], self.dt(name)) * z3.BitVecVal(s % (1 << 64), 64)
+            res[i] = z3.simplify(t)
+        return out
 
     def _mask(self, name: str | None) -> np.ndarray | None:
         return None if name is None else self.values[name]
@@ -167,6 +191,8 @@ class SymKernelRun(KernelRun):
         dt = self.it.bm[ins.buffer].dtype
         off = self.offsets(ins)
         m = self._mask(ins.mask)
+        if _is_sym(off):
+            return self._gather(ins, flat, dt, off, m)
         if m is not None:
             off, m = np.broadcast_arrays(off, m)
             if not _is_sym(m):
@@ -183,6 +209,34 @@ class SymKernelRun(KernelRun):
                 vals = np.where(m, vals, o)
         return vals
 
+    def _gather(self, ins: kir.Load, flat: np.ndarray, dt: str, off: np.ndarray,
+                m: np.ndarray | None) -> np.ndarray:
+        """A load at data-dependent offsets, as the interpreter loads: the offset clipped into
+        the root buffer (``np.clip(off, 0, size - 1)``, signed), then the element there; a
+        masked-out lane is ``other``. Per lane an ``If`` chain over the root's positions."""
+        if not flat.size:
+            raise Unsupported(f"kernel {self.k.name}: a data-dependent load from an empty "
+                              f"buffer {ins.buffer}")
+        _check_span(self.k.name, off.size, flat.size)
+        parts = np.broadcast_arrays(off, m) if m is not None else [off]
+        offs = parts[0].reshape(-1)
+        ms = parts[1].reshape(-1) if m is not None else None
+        other = E.const(ins.other, dt) if m is not None else None
+        out = np.empty(offs.size, object)
+        last = flat.size - 1
+        for i, o in enumerate(offs):
+            v = flat[last]
+            for p in range(last - 1, 0, -1):
+                v = z3.If(o == p, flat[p], v)
+            if last:
+                v = z3.If(o <= 0, flat[0], v)  # signed: negative offsets clip to 0
+            if ms is not None:
+                c = ms[i]
+                v = z3.If(c, v, other) if not isinstance(c, bool | np.bool_) else \
+                    (v if c else other)
+            out[i] = v
+        return out.reshape(parts[0].shape)
+
     def i_Store(self, ins: kir.Store) -> None:
         flat = self.st[self.it.roots[ins.buffer].name]
         off = self.offsets(ins)
@@ -190,6 +244,9 @@ class SymKernelRun(KernelRun):
         parts = [off, val] + ([self.values[ins.mask]] if ins.mask else [])
         parts = np.broadcast_arrays(*parts)
         off, val = parts[0].reshape(-1), parts[1].reshape(-1)
+        if _is_sym(off):
+            return self._scatter(ins, flat, off, val,
+                                 parts[2].reshape(-1) if ins.mask else None)
         keep = (off >= 0) & (off < flat.size)
         if ins.mask and _is_sym(parts[2]):
             m = parts[2].reshape(-1)
@@ -199,6 +256,28 @@ class SymKernelRun(KernelRun):
         if ins.mask:
             keep &= parts[2].reshape(-1)
         flat[off[keep]] = val[keep]
+        return None
+
+    def _scatter(self, ins: kir.Store, flat: np.ndarray, off: np.ndarray, val: np.ndarray,
+                 mask: np.ndarray | None) -> None:
+        """A store at data-dependent offsets, as the interpreter stores (``flat[off[keep]] =
+        val[keep]``, keep: inside the root buffer and the mask): lanes in order, a later lane
+        overwriting an earlier one; every position p of the root becomes ``If(keep and off ==
+        p, value, previous)``. A lane whose offset is concrete writes its one position."""
+        _check_span(self.k.name, off.size, flat.size)
+        for i, (o, v) in enumerate(zip(off, val, strict=True)):
+            c = True if mask is None else mask[i]
+            if c is False or (isinstance(c, np.bool_) and not c):
+                continue
+            cond = None if isinstance(c, bool | np.bool_) else c
+            if z3.is_bv_value(o):
+                o = o.as_signed_long()
+                if 0 <= o < flat.size:
+                    flat[o] = v if cond is None else z3.If(cond, v, flat[o])
+                continue
+            for p in range(flat.size):
+                hit = o == p if cond is None else z3.And(cond, o == p)
+                flat[p] = z3.If(hit, v, flat[p])
         return None
 
     # -- arithmetic --------------------------------------------------------------------------
@@ -347,6 +426,28 @@ class SymKernelRun(KernelRun):
                 s = np.where(vj, np.where(started, summed, p), s)
                 started = started | vj
         return s
+
+
+#: most (lanes x root positions) a data-dependent load / store is expanded into
+MAX_SCATTER = 1 << 14
+
+
+def _check_span(kernel: str, lanes: int, size: int) -> None:
+    if lanes * size > MAX_SCATTER:
+        raise Unsupported(f"kernel {kernel}: data-dependent addressing of {lanes} lanes over "
+                          f"{size} positions (more than {MAX_SCATTER} are not expanded)")
+
+
+def _to_i64(t: Any, dt: str) -> z3.BitVecRef:
+    """An integer index term as the interpreter's ``astype(np.int64)``."""
+    if dt == "bool":
+        return z3.If(t, z3.BitVecVal(1, 64), z3.BitVecVal(0, 64))
+    if not kir.is_int(dt):
+        raise Unsupported(f"a data-dependent index of dtype {dt}")
+    w = E.width(dt)
+    if w == 64:
+        return t
+    return z3.SignExt(64 - w, t) if E.op_class(dt) == "s" else z3.ZeroExt(64 - w, t)
 
 
 def _masked_fold(lanes: list, dt: str, right: bool, init: Any) -> Any:

@@ -1,0 +1,278 @@
+"""SMT semantics of the HIR ordering ops: the tile-family ``Sort``, ``TopK`` and ``CustomReduce``
+with the Top-K merge reducer (``TopKMerge``) — ``semantics/ordering.py``'s total order,
+transcribed from its contract rather than from an implementation (D514, D515):
+
+1. NaN placement: ``nan="last"`` puts every NaN after every number, ``"first"`` before, in
+   either direction (``"error"`` is a run-time check; past it the order is ``"last"``, and the
+   encoding reads it so: the check itself is not modelled, an abstraction named in the outcome).
+2. the value, ascending or descending; low-precision floats compare by their exact f32 values;
+   -0 and +0 compare EQUAL (``fpLT`` / ``fpEQ`` on the widened values: IEEE comparison ignores
+   the zero's sign), every NaN has one key (only its index decides among NaNs); integers by
+   their signed / unsigned value, bool False < True.
+3. the original index, ascending in both directions (stable: equal values — the two zero signs
+   included — keep their source order).
+4. Top-K merge only (``ordering.topk_merge``: ``np.lexsort`` on (valid, NaN placement, value,
+   index), stable over the concatenation seed slots ++ contributions): a valid candidate before
+   an invalid one (a seed slot is valid iff its index is >= 0); candidates equal on every key
+   keep their position in the concatenation (the seed's first).
+
+A candidate's place is its *rank*, the number of candidates that strictly precede it; the
+order is total, so the ranks are a permutation and output position ``p`` holds the candidate
+whose rank is ``p`` (its value's original bits — NaN payloads are one class, D21 — and its
+index as int64). Sort keeps all ``n``, TopK and the merge the first ``k``; an empty merge slot
+holds zero bits and index -1. Per fiber ``m`` candidates: ``m²`` comparisons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import z3
+
+from tilefoundry.compiler import kir
+from tilefoundry.semantics.ops import CustomReduce
+from tilefoundry.semantics.ops.tensor import TopK
+from tilefoundry.semantics.ops.tile_sort import Sort
+from tilefoundry.validate import encode as E
+from tilefoundry.validate.encode import Unsupported
+from tilefoundry.validate.symexec import _pairwise
+
+__all__ = ["ORDER_OPS", "is_topk_reduce", "rank_order"]
+
+Val = tuple[np.ndarray, str]
+I64 = 64
+
+
+class _Cand:
+    """One candidate of a fiber: its value term, the f32 / integer key term, its NaN flag,
+    its index (an int or an i64 term), validity (a Bool term or True) and its position in the
+    concatenation (the last tiebreak)."""
+
+    __slots__ = ("index", "key", "nan", "pos", "valid", "value")
+
+    def __init__(self, value: Any, dt: str, index: Any, pos: int, valid: Any = True):
+        self.value, self.index, self.pos, self.valid = value, index, pos, valid
+        if kir.is_float(dt):
+            self.key = value if dt == "f32" else E.widen(value, dt, "f32")
+            # NaN spelled x != x (np.isnan's predicate, and the lowering's spelling: equal
+            # atoms are one term, which the solver does not have to re-derive)
+            self.nan = z3.Not(z3.fpEQ(self.key, self.key))
+        else:
+            self.key, self.nan = value, z3.BoolVal(False)
+
+
+def _value_cmp(dt: str, descending: bool) -> tuple[Callable, Callable]:
+    """(strictly before, equal) on two keys in the requested direction; floats: IEEE ``<`` /
+    ``==`` (so -0 == +0; a NaN key is never compared here)."""
+    if kir.is_float(dt):
+        return (z3.fpGT if descending else z3.fpLT), z3.fpEQ
+    return E.binary("gt" if descending else "lt", dt), E.binary("eq", dt)
+
+
+def _idx_lt(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int):
+        return z3.BoolVal(a < b)
+    a = z3.BitVecVal(a, I64) if isinstance(a, int) else a
+    b = z3.BitVecVal(b, I64) if isinstance(b, int) else b
+    return a < b  # signed, as int64
+
+
+def _idx_eq(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int):
+        return z3.BoolVal(a == b)
+    a = z3.BitVecVal(a, I64) if isinstance(a, int) else a
+    b = z3.BitVecVal(b, I64) if isinstance(b, int) else b
+    return a == b
+
+
+def _lex(keys: list[tuple[Any, Any]], last: Any) -> Any:
+    """Lexicographic "strictly before" over keys, most significant first (``np.lexsort``'s
+    order): ``lt1 or (eq1 and (lt2 or (eq2 and ... last)))``; each key is (before, equal)."""
+    r = last
+    for lt, eq in reversed(keys):
+        r = z3.Or(lt, z3.And(r, eq) if r is not last else z3.And(eq, r))
+    return r
+
+
+def _before(c: _Cand, d: _Cand, dt: str, descending: bool, nan_first: bool) -> Any:
+    """c strictly precedes d in the total order (module docstring): lexicographic over (the
+    NaN flag in the placement's direction; the value, every NaN one key; the index; the
+    position), behind validity for the merge."""
+    lt, eq = _value_cmp(dt, descending)
+    pos = z3.BoolVal(c.pos < d.pos)
+    nan_key = (z3.And(c.nan, z3.Not(d.nan)) if nan_first else z3.And(z3.Not(c.nan), d.nan),
+               d.nan == c.nan)
+    # IEEE < is false when either is NaN; two NaNs share one value key
+    value_key = (lt(c.key, d.key), z3.Or(eq(c.key, d.key), z3.And(d.nan, c.nan)))
+    if isinstance(c.index, int) and isinstance(d.index, int) and c.index == c.pos and \
+            d.index == d.pos:  # a sort: the index is the position
+        return _lex([nan_key, value_key], pos)
+    keyed = _lex([nan_key, value_key, (_idx_lt(c.index, d.index), _idx_eq(c.index, d.index))],
+                 pos)
+    if c.valid is True and d.valid is True:
+        return keyed
+    cv = z3.BoolVal(True) if c.valid is True else c.valid
+    dv = z3.BoolVal(True) if d.valid is True else d.valid
+    # a valid candidate first; two invalid ones tie on every key (the position decides)
+    return _lex([(z3.And(cv, z3.Not(dv)), cv == dv)], z3.If(cv, keyed, pos))
+
+
+def rank_order(cands: list[_Cand], dt: str, descending: bool, nan_first: bool, k: int,
+               zero: Any | None = None) -> tuple[list[Any], list[Any]]:
+    """The first ``k`` places of the candidates' total order: (values, i64 indices). Place
+    ``p`` holds the candidate with exactly ``p`` predecessors; with ``zero`` given (the merge),
+    a place holding an invalid candidate is ``zero`` / -1."""
+    m = len(cands)
+    one, nil = z3.BitVecVal(1, I64), z3.BitVecVal(0, I64)
+    # rank[i] = #{j : j precedes i}, summed as a balanced pairwise tree over j = 0..m-1 (j = i
+    # counts 0): integer sums are order-free, and this spelling is a rank-based lowering's own,
+    # so the solver matches its adders instead of re-deriving associativity
+    rank = [_pairwise([z3.If(_before(c, d, dt, descending, nan_first), one, nil) if j != i
+                       else z3.If(z3.BoolVal(False), one, nil) for j, c in enumerate(cands)],
+                      lambda a, b: a + b) for i, d in enumerate(cands)]
+    vals, idxs = [], []
+    for p in range(min(k, m)):
+        # the ranks are a permutation of 0..m-1 (the order is total), so exactly one candidate
+        # has rank p; the chain tests them last to first and ends in zero bits / index 0 (an
+        # unreachable default, spelled as kernel-interp's fresh buffer and a scatter's
+        # last-write-wins order, so that a lowering by rank is proved without re-deriving
+        # that the ranks are a permutation)
+        v: Any = E.zero(dt) if zero is None else zero
+        ix: Any = nil
+        for i, c in enumerate(cands):
+            cv = c.value if zero is None or c.valid is True else z3.If(c.valid, c.value, zero)
+            ci = z3.BitVecVal(c.index, I64) if isinstance(c.index, int) else c.index
+            if zero is not None and c.valid is not True:
+                ci = z3.If(c.valid, ci, z3.BitVecVal(-1, I64))
+            hit = rank[i] == p
+            v, ix = z3.If(hit, cv, v), z3.If(hit, ci, ix)
+        vals.append(v)
+        idxs.append(ix)
+    return vals, idxs
+
+
+def _fibers(x: np.ndarray, axis: int) -> tuple[np.ndarray, tuple[int, ...]]:
+    v = np.moveaxis(x, axis, -1)
+    return v.reshape(-1, v.shape[-1]), v.shape[:-1]
+
+
+def _select(x: np.ndarray, dt: str, axis: int, k: int, descending: bool, nan_first: bool
+            ) -> tuple[Val, Val]:
+    """Sort / TopK along ``axis``: the first ``k`` places of each fiber's order."""
+    f, batch = _fibers(x, axis)
+    n = f.shape[1]
+    vals = np.empty((f.shape[0], k), object)
+    idxs = np.empty((f.shape[0], k), object)
+    for r in range(f.shape[0]):
+        cands = [_Cand(f[r, i], dt, i, i) for i in range(n)]
+        v, ix = rank_order(cands, dt, descending, nan_first, k)
+        vals[r], idxs[r] = v, ix
+    shape = (*batch, k)
+    return ((np.moveaxis(vals.reshape(shape), -1, axis), dt),
+            (np.moveaxis(idxs.reshape(shape), -1, axis), "i64"))
+
+
+def _nan_first(nan: str, abstr: set[str], what: str) -> bool:
+    if nan == "error":
+        abstr.add(f"{what} nan='error' read as 'last' (the run-time NaN check is not modelled)")
+    return nan == "first"
+
+
+def _order_dtype(dt: str, what: str) -> None:
+    if dt == "f8e8m0":
+        raise Unsupported(f"unsupported op {what} on f8e8m0 (an evaluation error: no order "
+                          f"with zeros and signs)")
+    if dt == "f64":
+        raise Unsupported(f"unsupported op {what} on f64")
+
+
+def _sort(op: Sort, args: list[Val], abstr: set[str]) -> tuple[Val, Val]:
+    (x, dt), = args
+    if x.ndim == 0:
+        raise Unsupported("Sort of a rank-0 value (an evaluation error)")
+    _order_dtype(dt, "Sort")
+    ax = op.axis % x.ndim
+    if x.size == 0:
+        return (x.copy(), dt), (np.empty(x.shape, object), "i64")
+    return _select(x, dt, ax, x.shape[ax], op.descending, _nan_first(op.nan, abstr, "Sort"))
+
+
+def _topk(op: TopK, args: list[Val], abstr: set[str]) -> tuple[Val, Val]:
+    """``TopK`` (NaNs last, the reference's sorted order; ``sorted=False`` admits any
+    permutation of it, compared here with the sorted member the reference returns)."""
+    (x, dt), = args
+    if x.ndim == 0:
+        raise Unsupported("TopK of a rank-0 value (an evaluation error)")
+    _order_dtype(dt, "TopK")
+    if isinstance(op.k, bool) or not isinstance(op.k, int | np.integer):
+        raise Unsupported(f"unsupported op TopK with a symbolic k ({op.k!r})")
+    ax = op.axis % x.ndim
+    k = int(op.k)
+    if not 0 <= k <= x.shape[ax]:
+        raise Unsupported(f"TopK k={k} outside [0, {x.shape[ax]}] (an evaluation error)")
+    if not op.sorted:
+        abstr.add("TopK sorted=False compared with the sorted member")
+    if x.size == 0 or k == 0:
+        shape = tuple(k if d == ax else e for d, e in enumerate(x.shape))
+        return (np.empty(shape, object), dt), (np.empty(shape, object), "i64")
+    return _select(x, dt, ax, k, op.largest, False)
+
+
+def is_topk_reduce(op: object) -> bool:
+    from tilefoundry.semantics.topk_reducer import TopKMerge
+
+    return isinstance(op, CustomReduce) and isinstance(op.reducer, TopKMerge)
+
+
+def topk_reduce(op: CustomReduce, args: list[Any], abstr: set[str]) -> tuple[Val, Val]:
+    """``CustomReduce(reducer=TopKMerge(k, largest, nan))`` (``topk_reducer.topk_reduce``):
+    ``merge_K(seed, lift-and-merge of the contributions)`` is ``take_K(sort(seed slots ++
+    contributions))`` under the merge's total order (keys 1-4: the merge is exactly
+    associative and commutative, so every policy and tree gives this value; a contribution
+    outside the fiber's own top K is outranked by K of them and never taken). The seed's
+    slots are normalized as the reference normalizes them: an invalid slot (index < 0) is
+    zero bits and index -1."""
+    r = op.reducer
+    (x, dt) = args[0]
+    seed = args[1]
+    if not (isinstance(seed, tuple) and len(seed) == 2 and all(
+            isinstance(s, tuple) and len(s) == 2 and isinstance(s[0], np.ndarray)
+            for s in seed)):
+        raise Unsupported("CustomReduce(TopKMerge): the seed is not a (values, indices) pair")
+    (sv, sdt), (si, idt) = seed
+    if x.ndim == 0:
+        raise Unsupported("CustomReduce(TopKMerge) of a rank-0 value (an evaluation error)")
+    _order_dtype(dt, "CustomReduce(TopKMerge)")
+    if sdt != dt or idt != "i64":
+        raise Unsupported(f"CustomReduce(TopKMerge): seed of {sdt} / {idt} for x of {dt} (an "
+                          f"evaluation error)")
+    if len(op.axes) != 1:
+        raise Unsupported(f"CustomReduce(TopKMerge) over axes {op.axes} (an evaluation error)")
+    ax = op.axes[0] % x.ndim
+    f, batch = _fibers(x, ax)
+    keep_shape = tuple(1 if d == ax else e for d, e in enumerate(x.shape))
+    if sv.shape not in ((*batch, r.k), (*keep_shape, r.k)) or si.shape != sv.shape:
+        raise Unsupported(f"CustomReduce(TopKMerge): seed shapes {sv.shape} / {si.shape} (an "
+                          f"evaluation error)")
+    sv, si = sv.reshape(-1, r.k), si.reshape(-1, r.k)
+    nan_first = _nan_first(r.nan, abstr, "CustomReduce(TopKMerge)")
+    zero = E.zero(dt)
+    n = f.shape[1]
+    vals = np.empty((f.shape[0], r.k), object)
+    idxs = np.empty((f.shape[0], r.k), object)
+    for row in range(f.shape[0]):
+        cands = []
+        for j in range(r.k):
+            ok = si[row, j] >= 0
+            cands.append(_Cand(z3.If(ok, sv[row, j], zero), dt, z3.If(
+                ok, si[row, j], z3.BitVecVal(-1, I64)), j, ok))
+        cands += [_Cand(f[row, i], dt, i, r.k + i) for i in range(n)]
+        v, ix = rank_order(cands, dt, r.largest, nan_first, r.k, zero)
+        vals[row], idxs[row] = v, ix
+    shape = (*(keep_shape if op.keepdim else batch), r.k)
+    return (vals.reshape(shape), dt), (idxs.reshape(shape), "i64")
+
+
+ORDER_OPS: dict[type, Callable[[Any, list[Val], set[str]], Any]] = {Sort: _sort, TopK: _topk}
