@@ -258,21 +258,83 @@ def topk_reduce(op: CustomReduce, args: list[Any], abstr: set[str]) -> tuple[Val
                           f"evaluation error)")
     sv, si = sv.reshape(-1, r.k), si.reshape(-1, r.k)
     nan_first = _nan_first(r.nan, abstr, "CustomReduce(TopKMerge)")
-    zero = E.zero(dt)
+    flt = kir.is_float(dt)
+    carry = "f32" if flt else "i64"
+    up = (lambda t: E.widen(t, dt, "f32") if dt != "f32" else t) if flt else \
+        (lambda t: E.cast(t, dt, "i64", "nonfinite", "nearest"))
+    # the carried key back to x's dtype: exactly the original value for f32 / f16 / bf16 and
+    # the integers (widening is exact; SMT floats have one NaN); an 8-bit code keeps its own
+    # bits (a NaN code's sign / payload would not survive the round trip)
+    code = E.is_code(dt)
+    down = (lambda t: E.round_to(t, "f32", dt, "nonfinite") if dt != "f32" else t) if flt \
+        else (lambda t: E.cast(t, "i64", dt, "nonfinite", "nearest"))
     n = f.shape[1]
     vals = np.empty((f.shape[0], r.k), object)
     idxs = np.empty((f.shape[0], r.k), object)
+    true = z3.BoolVal(True)
     for row in range(f.shape[0]):
-        cands = []
-        for j in range(r.k):
-            ok = si[row, j] >= 0
-            cands.append(_Cand(z3.If(ok, sv[row, j], zero), dt, z3.If(
-                ok, si[row, j], z3.BitVecVal(-1, I64)), j, ok))
-        cands += [_Cand(f[row, i], dt, i, r.k + i) for i in range(n)]
-        v, ix = rank_order(cands, dt, r.largest, nan_first, r.k, zero)
-        vals[row], idxs[row] = v, ix
+        empty = _Slot(E.zero(dt), E.const(0, carry), z3.BitVecVal(-1, I64), flt)
+        best = [empty] * r.k
+        for j in range(r.k):  # the seed's slots, each a candidate iff its index >= 0
+            c = _Slot(sv[row, j], up(sv[row, j]), si[row, j], flt)
+            best = _insert(best, c, si[row, j] >= 0, flt, r.largest, nan_first)
+        for i in range(n):
+            c = _Slot(f[row, i], up(f[row, i]), z3.BitVecVal(i, I64), flt)
+            best = _insert(best, c, true, flt, r.largest, nan_first)
+        vals[row] = [sl.value if code else down(sl.key) for sl in best]
+        idxs[row] = [sl.index for sl in best]
     shape = (*(keep_shape if op.keepdim else batch), r.k)
     return (vals.reshape(shape), dt), (idxs.reshape(shape), "i64")
+
+
+class _Slot:
+    """A Top-K candidate / slot: x's value, its key (widened exactly: f32 for floats, i64 for
+    integers and bool), its index; valid iff index >= 0; NaN iff key != key."""
+
+    __slots__ = ("index", "key", "nan", "value")
+
+    def __init__(self, value: Any, key: Any, index: Any, flt: bool):
+        self.value, self.key, self.index = value, key, index
+        self.nan = z3.Not(z3.fpEQ(key, key)) if flt else None
+
+
+def _pick(c: Any, a: _Slot, b: _Slot, flt: bool) -> _Slot:
+    """``c ? a : b`` field by field."""
+    return _Slot(z3.If(c, a.value, b.value), z3.If(c, a.key, b.key),
+                 z3.If(c, a.index, b.index), flt)
+
+
+def _precedes(c: _Slot, ok: Any, s: _Slot, flt: bool, largest: bool, nan_first: bool) -> Any:
+    """Candidate c (valid where ``ok``) strictly precedes slot s: s is empty (index < 0), or c
+    comes first lexicographically on (NaN placement, value with every NaN one key, index).
+    Spelled in the normal form ``by_nan or (same NaN class and (better or (tie and
+    earlier)))``, the lowering's (D515: equal atoms are one term; ``tests/validate/
+    test_hir_order.py`` proves this form equal to the lexicographic ``_lex`` on all inputs)."""
+    better = (z3.fpGT if largest else z3.fpLT)(c.key, s.key) if flt else \
+        (c.key > s.key if largest else c.key < s.key)
+    earlier = c.index < s.index
+    if flt:
+        tie = z3.Or(z3.fpEQ(c.key, s.key), z3.And(c.nan, s.nan))
+        by_key = z3.And(c.nan == s.nan, z3.Or(better, z3.And(tie, earlier)))
+        a, b = (c.nan, s.nan) if nan_first else (s.nan, c.nan)
+        key = z3.Or(z3.And(a, z3.Not(b)), by_key)
+    else:
+        key = z3.Or(better, z3.And(c.key == s.key, earlier))
+    return z3.And(ok, z3.Or(z3.Not(s.index >= 0), key))
+
+
+def _insert(best: list[_Slot], c: _Slot, ok: Any, flt: bool, largest: bool, nan_first: bool
+            ) -> list[_Slot]:
+    """``merge_K(best, {c})`` for a sorted ``best`` and a candidate later than all of it
+    (``take_K(sort(best ∪ {c}))``): c enters before the first slot it strictly precedes (a
+    full tie keeps the earlier candidate: the stable sort), the slots below shift down one,
+    the last drops out; an invalid c enters nowhere, a valid one precedes every empty slot."""
+    b = [_precedes(c, ok, s, flt, largest, nan_first) for s in best]
+    out = [_pick(b[0], c, best[0], flt)]
+    for j in range(1, len(best)):
+        # b is monotone along the sorted slots: where b[j - 1] holds, c sits above slot j
+        out.append(_pick(b[j], _pick(b[j - 1], best[j - 1], c, flt), best[j], flt))
+    return out
 
 
 ORDER_OPS: dict[type, Callable[[Any, list[Val], set[str]], Any]] = {Sort: _sort, TopK: _topk}
