@@ -71,6 +71,7 @@ from tilefoundry.semantics.ops import (
     MaskedReduce,
     MaskedScan,
     MatMul,
+    Mma,
     Rank,
     Reduce,
     ReLU,
@@ -211,6 +212,38 @@ def _matmul(op: MatMul, args: list[Val], abstr: set[str]) -> Val:
                 s = E.cast(s, "i64", dt, "nonfinite", "nearest")
             out[i, j] = s
     return out, dt
+
+
+def _mma(op: Mma, args: list[Val], abstr: set[str]) -> Val:
+    """``matmul.mma`` (tile-family ``Mma``, D516): a and b widen exactly to f32, the
+    accumulator widens exactly to f32 and seeds the unfused K-order fold ``acc = fl(acc +
+    fl(a_k·b_k))`` (K = 0: acc itself), rounded once to acc's dtype (f32, f16 or bf16,
+    D389); batch dims ``[*B]`` shared by the three operands. The reference is this one value
+    for both ``allow_reassociation`` settings (True only widens the admitted set, which is not
+    encoded: a reassociating lowering would be reported against this member)."""
+    from tilefoundry.semantics.matmul import MMA_ACC_DTYPES
+
+    (a, dt), (b, bdt), (c, cdt) = args
+    if not kir.is_float(dt) or dt in ("f8e8m0", "f64") or bdt != dt:
+        raise Unsupported(f"unsupported op Mma on {dt} x {bdt} (an evaluation error)")
+    if cdt not in {d.value for d in MMA_ACC_DTYPES}:
+        raise Unsupported(f"unsupported op Mma with a {cdt} accumulator (an evaluation error)")
+    if a.ndim < 2 or b.ndim != a.ndim or c.ndim != a.ndim or a.shape[-1] != b.shape[-2] or \
+            c.shape != (*a.shape[:-1], b.shape[-1]) or b.shape[:-2] != a.shape[:-2]:
+        raise Unsupported(f"Mma of shapes {a.shape}, {b.shape}, {c.shape} (an evaluation error)")
+    def up(v: Any, d: str) -> Any:
+        return v if d == "f32" else E.widen(v, d, "f32")
+
+    mul, add = E.binary("mul", "f32"), E.binary("add", "f32")
+    k = a.shape[-1]
+    out = np.empty(c.shape, object)
+    for idx in np.ndindex(*c.shape):
+        *bt, i, j = idx
+        s = up(c[idx], cdt)
+        for t in range(k):
+            s = add(s, mul(up(a[(*bt, i, t)], dt), up(b[(*bt, t, j)], dt)))
+        out[idx] = s if cdt == "f32" else E.round_to(s, "f32", cdt, "nonfinite")
+    return out, cdt
 
 
 def _fibers(x: np.ndarray, axes_in: tuple) -> tuple[np.ndarray, tuple, tuple]:
@@ -427,7 +460,7 @@ HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
     Binary: _binary, Unary: _unary, Cast: _cast, Select: _select, Reduce: _reduce,
     MatMul: _matmul, SeededReduce: _seeded, MaskedReduce: _seeded, Scan: _scan,
     MaskedScan: _flagged_scan, SegmentedScan: _flagged_scan, CustomReduce: _custom,
-    ReLU: _relu}
+    ReLU: _relu, Mma: _mma}
 HIR_OPS.update(NN_OPS)  # LayerNorm, RMSNorm: the reference's exact f64 algorithm (hir_nn)
 HIR_OPS.update(ORDER_OPS)  # Sort, TopK: the total order's ranks (hir_order)
 
