@@ -262,10 +262,10 @@ def topk_reduce(op: CustomReduce, args: list[Any], abstr: set[str]) -> tuple[Val
     carry = "f32" if flt else "i64"
     up = (lambda t: E.widen(t, dt, "f32") if dt != "f32" else t) if flt else \
         (lambda t: E.cast(t, dt, "i64", "nonfinite", "nearest"))
-    # the carried key back to x's dtype: exactly the original value for f32 / f16 / bf16 and
-    # the integers (widening is exact; SMT floats have one NaN); an 8-bit code keeps its own
-    # bits (a NaN code's sign / payload would not survive the round trip)
-    code = E.is_code(dt)
+    # the carried key back to x's dtype: exactly the original value for the floats and the
+    # integers (widening is exact, SMT floats have one NaN); an 8-bit NaN code becomes the one
+    # NaN code the rounding gives (its sign / payload are the NaN class the contracts leave
+    # open, D21; a code's bits are otherwise compared exactly)
     down = (lambda t: E.round_to(t, "f32", dt, "nonfinite") if dt != "f32" else t) if flt \
         else (lambda t: E.cast(t, "i64", dt, "nonfinite", "nearest"))
     n = f.shape[1]
@@ -281,7 +281,7 @@ def topk_reduce(op: CustomReduce, args: list[Any], abstr: set[str]) -> tuple[Val
         for i in range(n):
             c = _Slot(f[row, i], up(f[row, i]), z3.BitVecVal(i, I64), flt)
             best = _insert(best, c, true, flt, r.largest, nan_first)
-        vals[row] = [sl.value if code else down(sl.key) for sl in best]
+        vals[row] = [down(sl.key) for sl in best]
         idxs[row] = [sl.index for sl in best]
     shape = (*(keep_shape if op.keepdim else batch), r.k)
     return (vals.reshape(shape), dt), (idxs.reshape(shape), "i64")
