@@ -126,12 +126,12 @@ def rank_order(cands: list[_Cand], dt: str, descending: bool, nan_first: bool, k
     a place holding an invalid candidate is ``zero`` / -1."""
     m = len(cands)
     one, nil = z3.BitVecVal(1, I64), z3.BitVecVal(0, I64)
-    # rank[i] = #{j : j precedes i}, summed as a balanced pairwise tree over j = 0..m-1 (j = i
-    # counts 0): integer sums are order-free, and this spelling is a rank-based lowering's own,
+    # rank[i] = #{j : j precedes i}, summed as a balanced pairwise tree over j = 0..m-1: integer
+    # sums are order-free, and this spelling is a rank-based lowering's own,
     # so the solver matches its adders instead of re-deriving associativity
-    rank = [_pairwise([z3.If(_before(c, d, dt, descending, nan_first), one, nil) if j != i
-                       else z3.If(z3.BoolVal(False), one, nil) for j, c in enumerate(cands)],
-                      lambda a, b: a + b) for i, d in enumerate(cands)]
+    # (j = i counts "i precedes itself", false in a strict order: the same spelling again)
+    rank = [_pairwise([z3.If(_before(c, d, dt, descending, nan_first), one, nil)
+                       for c in cands], lambda a, b: a + b) for d in cands]
     vals, idxs = [], []
     for p in range(min(k, m)):
         # the ranks are a permutation of 0..m-1 (the order is total), so exactly one candidate

@@ -275,7 +275,8 @@ class SymKernelRun(KernelRun):
                 if 0 <= o < flat.size:
                     flat[o] = v if cond is None else z3.If(cond, v, flat[o])
                 continue
-            for p in range(flat.size):
+            lo, hi = _offset_range(o, flat.size)
+            for p in range(lo, hi + 1):  # positions outside the offset's range are never hit
                 hit = o == p if cond is None else z3.And(cond, o == p)
                 flat[p] = z3.If(hit, v, flat[p])
         return None
@@ -436,6 +437,56 @@ def _check_span(kernel: str, lanes: int, size: int) -> None:
     if lanes * size > MAX_SCATTER:
         raise Unsupported(f"kernel {kernel}: data-dependent addressing of {lanes} lanes over "
                           f"{size} positions (more than {MAX_SCATTER} are not expanded)")
+
+
+def _interval(t: z3.ExprRef, memo: dict[int, tuple[int, int] | None]
+              ) -> tuple[int, int] | None:
+    """A sound signed range of a bit-vector term built of constants, ``+``, ``*`` by a
+    constant, ``If`` and sign / zero extension (a rank: a sum of ``If(c, 1, 0)``), or None
+    (unknown, or a bound that could wrap)."""
+    key = t.get_id()
+    if key in memo:
+        return memo[key]
+    r: tuple[int, int] | None = None
+    w = t.size()
+    if z3.is_bv_value(t):
+        v = t.as_signed_long()
+        r = (v, v)
+    else:
+        k = t.decl().kind()
+        kids = t.children()
+        if k == z3.Z3_OP_ITE:
+            a, b = _interval(kids[1], memo), _interval(kids[2], memo)
+            r = None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+        elif k in (z3.Z3_OP_BADD, z3.Z3_OP_BMUL):
+            parts = [_interval(c, memo) for c in kids]
+            if all(q is not None for q in parts):
+                acc = parts[0]
+                for q in parts[1:]:
+                    if k == z3.Z3_OP_BADD:
+                        acc = (acc[0] + q[0], acc[1] + q[1])
+                    else:
+                        ends = [x * y for x in acc for y in q]
+                        acc = (min(ends), max(ends))
+                r = acc
+        elif k == z3.Z3_OP_SIGN_EXT:
+            r = _interval(kids[0], memo)
+        elif k == z3.Z3_OP_ZERO_EXT:
+            a = _interval(kids[0], memo)
+            r = a if a is not None and a[0] >= 0 else (0, (1 << kids[0].size()) - 1)
+    if r is not None and not (-(1 << (w - 1)) <= r[0] <= r[1] < (1 << (w - 1))):
+        r = None  # could wrap: no bound
+    memo[key] = r
+    return r
+
+
+def _offset_range(o: z3.ExprRef, size: int) -> tuple[int, int]:
+    """The root positions ``[lo, hi]`` a data-dependent offset can hit (``_interval``
+    clipped to the buffer; the whole buffer when unbounded)."""
+    r = _interval(o, {})
+    if r is None:
+        return 0, size - 1
+    return max(r[0], 0), min(r[1], size - 1)
 
 
 def _to_i64(t: Any, dt: str) -> z3.BitVecRef:
