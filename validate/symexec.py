@@ -6,8 +6,13 @@ program instances, tiles, ``tile_loop``\\ s, coordinates, edge masks, constants,
 broadcasts (those stay concrete numpy arrays, computed by the interpreter's own code). An
 instruction whose operands are all concrete is the interpreter's; one with a symbolic operand
 builds terms with ``validate.encode`` (object arrays, one term per lane: a term is built per
-element, there is no other way to build them). Addresses must stay concrete: a load or store
-whose offset depends on data (a gather by computed indices) is ``Unsupported``.
+element, there is no other way to build them). A load or store whose offset depends on data
+(a gather by computed indices, a sort's store at each element's rank) is executed as the
+interpreter executes it, per lane an ``If`` chain over the root buffer's positions that the
+offset's interval can reach (``_gather`` / ``_scatter``: a load clips its offset into the
+buffer, a store drops an offset outside it and a later lane overwrites an earlier one), up to
+``MAX_SCATTER`` (lane, position) pairs. A dot's mask that depends on data is ``Unsupported``,
+a reduction's only where ``i_Reduce`` has no neutral element to feed the masked-out lanes.
 """
 
 from __future__ import annotations
@@ -142,8 +147,7 @@ class SymKernelRun(KernelRun):
         out = _vmap(lambda t: E.concrete_value(t, dt), v)
         if any(e is None for e in out.reshape(-1)):
             raise Unsupported(f"kernel {self.k.name}: {what} {name} depends on input data "
-                              f"(data-dependent addressing / masking is outside the "
-                              f"validated fragment)")
+                              f"(a data-dependent {what} is outside the validated fragment)")
         return out.astype(bool if dt == "bool" else np.int64)
 
     def _all_concrete(self, ins: kir.Instr) -> bool:

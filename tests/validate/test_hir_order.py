@@ -39,7 +39,8 @@ from .helpers import lowered, module_of, values
 
 F32, BF16, F16, E4M3, I32, U8, I64, BOOL = (DType.F32, DType.BF16, DType.F16, DType.FP8E4M3,
                                            DType.I32, DType.U8, DType.I64, DType.BOOL)
-ORDER_DTYPES = [F32, BF16, F16, E4M3, I32, U8, BOOL]
+E8M0 = DType.F8E8M0
+ORDER_DTYPES = [F32, BF16, F16, E4M3, E8M0, I32, U8, BOOL]
 #: ties of every kind: the two zero signs, equal numbers, NaNs, infinities
 TIES = np.float32([0.0, -0.0, 1.5, np.nan, -0.0, 1.5, -np.inf, np.nan, 0.0, np.inf, 1.5, -2.0,
                    np.nan, -0.0, 3.0])
@@ -48,7 +49,9 @@ TIES = np.float32([0.0, -0.0, 1.5, np.nan, -0.0, 1.5, -np.inf, np.nan, 0.0, np.i
 def _x(dt: DType, seed: int, shape: tuple = (3, 5)) -> np.ndarray:
     """Special values and random bit patterns (``values``), with the tie pool in row 0."""
     x = values(dt, int(np.prod(shape)), seed).reshape(shape)
-    if dt.is_float:
+    if dt is E8M0:  # no zeros or signs: ties of equal codes (NaN among the special values)
+        x[0, :3] = x[1, 0]
+    elif dt.is_float:
         x[0] = cast(TIES[:shape[1]], dt)
     elif dt is not BOOL:
         x[0] = np.array([0, 1, 1, 0, 1, 2, 1, 0, 0, 2, 1, 1, 0, 3, 3][:shape[1]], x.dtype)
