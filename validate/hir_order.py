@@ -16,11 +16,15 @@ transcribed from its contract rather than from an implementation (D514, D515):
    an invalid one (a seed slot is valid iff its index is >= 0); candidates equal on every key
    keep their position in the concatenation (the seed's first).
 
-A candidate's place is its *rank*, the number of candidates that strictly precede it; the
-order is total, so the ranks are a permutation and output position ``p`` holds the candidate
-whose rank is ``p`` (its value's original bits — NaN payloads are one class, D21 — and its
-index as int64). Sort keeps all ``n``, TopK and the merge the first ``k``; an empty merge slot
-holds zero bits and index -1. Per fiber ``m`` candidates: ``m²`` comparisons.
+Sort / TopK (D514): an element's place is its *rank*, the number of elements that strictly
+precede it; the order is total, so the ranks are a permutation and output place ``p`` holds the
+element whose rank is ``p`` (its value's original bits — NaN payloads are one class, D21 — and
+its index as int64). Sort keeps all ``n``, TopK the first ``k``. Per fiber ``n²`` comparisons.
+
+The Top-K merge (D515) is the contract's region form: identity_K, then each seed slot, then
+each element inserted by merge_K's sorted insertion (``_insert``), the predicate in the
+lowering's normal form (proved equal to ``_lex`` by a test); an empty slot holds zero bits and
+index -1.
 """
 
 from __future__ import annotations
@@ -46,14 +50,13 @@ I64 = 64
 
 
 class _Cand:
-    """One candidate of a fiber: its value term, the f32 / integer key term, its NaN flag,
-    its index (an int or an i64 term), validity (a Bool term or True) and its position in the
-    concatenation (the last tiebreak)."""
+    """One element of a fiber: its value term, its key (the value widened exactly to f32 for
+    floats, the value itself otherwise), its NaN flag and its index (the tiebreak)."""
 
-    __slots__ = ("index", "key", "nan", "pos", "valid", "value")
+    __slots__ = ("index", "key", "nan", "value")
 
-    def __init__(self, value: Any, dt: str, index: Any, pos: int, valid: Any = True):
-        self.value, self.index, self.pos, self.valid = value, index, pos, valid
+    def __init__(self, value: Any, dt: str, index: int):
+        self.value, self.index = value, index
         if kir.is_float(dt):
             self.key = value if dt == "f32" else E.widen(value, dt, "f32")
             # NaN spelled x != x (np.isnan's predicate, and the lowering's spelling: equal
@@ -71,22 +74,6 @@ def _value_cmp(dt: str, descending: bool) -> tuple[Callable, Callable]:
     return E.binary("gt" if descending else "lt", dt), E.binary("eq", dt)
 
 
-def _idx_lt(a: Any, b: Any) -> Any:
-    if isinstance(a, int) and isinstance(b, int):
-        return z3.BoolVal(a < b)
-    a = z3.BitVecVal(a, I64) if isinstance(a, int) else a
-    b = z3.BitVecVal(b, I64) if isinstance(b, int) else b
-    return a < b  # signed, as int64
-
-
-def _idx_eq(a: Any, b: Any) -> Any:
-    if isinstance(a, int) and isinstance(b, int):
-        return z3.BoolVal(a == b)
-    a = z3.BitVecVal(a, I64) if isinstance(a, int) else a
-    b = z3.BitVecVal(b, I64) if isinstance(b, int) else b
-    return a == b
-
-
 def _lex(keys: list[tuple[Any, Any]], last: Any) -> Any:
     """Lexicographic "strictly before" over keys, most significant first (``np.lexsort``'s
     order): ``lt1 or (eq1 and (lt2 or (eq2 and ... last)))``; each key is (before, equal)."""
@@ -98,56 +85,39 @@ def _lex(keys: list[tuple[Any, Any]], last: Any) -> Any:
 
 def _before(c: _Cand, d: _Cand, dt: str, descending: bool, nan_first: bool) -> Any:
     """c strictly precedes d in the total order (module docstring): lexicographic over (the
-    NaN flag in the placement's direction; the value, every NaN one key; the index; the
-    position), behind validity for the merge."""
+    NaN flag in the placement's direction; the value, every NaN one key; the index)."""
     lt, eq = _value_cmp(dt, descending)
-    pos = z3.BoolVal(c.pos < d.pos)
     nan_key = (z3.And(c.nan, z3.Not(d.nan)) if nan_first else z3.And(z3.Not(c.nan), d.nan),
                d.nan == c.nan)
     # IEEE < is false when either is NaN; two NaNs share one value key
     value_key = (lt(c.key, d.key), z3.Or(eq(c.key, d.key), z3.And(d.nan, c.nan)))
-    if isinstance(c.index, int) and isinstance(d.index, int) and c.index == c.pos and \
-            d.index == d.pos:  # a sort: the index is the position
-        return _lex([nan_key, value_key], pos)
-    keyed = _lex([nan_key, value_key, (_idx_lt(c.index, d.index), _idx_eq(c.index, d.index))],
-                 pos)
-    if c.valid is True and d.valid is True:
-        return keyed
-    cv = z3.BoolVal(True) if c.valid is True else c.valid
-    dv = z3.BoolVal(True) if d.valid is True else d.valid
-    # a valid candidate first; two invalid ones tie on every key (the position decides)
-    return _lex([(z3.And(cv, z3.Not(dv)), cv == dv)], z3.If(cv, keyed, pos))
+    return _lex([nan_key, value_key], z3.BoolVal(c.index < d.index))
 
 
-def rank_order(cands: list[_Cand], dt: str, descending: bool, nan_first: bool, k: int,
-               zero: Any | None = None) -> tuple[list[Any], list[Any]]:
-    """The first ``k`` places of the candidates' total order: (values, i64 indices). Place
-    ``p`` holds the candidate with exactly ``p`` predecessors; with ``zero`` given (the merge),
-    a place holding an invalid candidate is ``zero`` / -1."""
+def rank_order(cands: list[_Cand], dt: str, descending: bool, nan_first: bool, k: int
+               ) -> tuple[list[Any], list[Any]]:
+    """The first ``k`` places of the fiber's total order: (values, i64 indices). Place ``p``
+    holds the element with exactly ``p`` predecessors."""
     m = len(cands)
     one, nil = z3.BitVecVal(1, I64), z3.BitVecVal(0, I64)
     # rank[i] = #{j : j precedes i}, summed as a balanced pairwise tree over j = 0..m-1: integer
-    # sums are order-free, and this spelling is a rank-based lowering's own,
-    # so the solver matches its adders instead of re-deriving associativity
-    # (j = i counts "i precedes itself", false in a strict order: the same spelling again)
+    # sums are order-free, and this spelling is a rank-based lowering's own, so the solver
+    # matches its adders instead of re-deriving associativity (j = i counts "i precedes
+    # itself", false in a strict order: the same spelling again)
     rank = [_pairwise([z3.If(_before(c, d, dt, descending, nan_first), one, nil)
                        for c in cands], lambda a, b: a + b) for d in cands]
     vals, idxs = [], []
     for p in range(min(k, m)):
-        # the ranks are a permutation of 0..m-1 (the order is total), so exactly one candidate
-        # has rank p; the chain tests them last to first and ends in zero bits / index 0 (an
-        # unreachable default, spelled as kernel-interp's fresh buffer and a scatter's
-        # last-write-wins order, so that a lowering by rank is proved without re-deriving
-        # that the ranks are a permutation)
-        v: Any = E.zero(dt) if zero is None else zero
+        # the ranks are a permutation of 0..m-1 (the order is total), so exactly one element
+        # has rank p; the chain tests them in lane order (the last hit wins) and ends in zero
+        # bits / index 0: an unreachable default, spelled as kernel-interp's fresh buffer and a
+        # scatter's last-write-wins order, so that a lowering by rank is proved without
+        # re-deriving that the ranks are a permutation
+        v: Any = E.zero(dt)
         ix: Any = nil
         for i, c in enumerate(cands):
-            cv = c.value if zero is None or c.valid is True else z3.If(c.valid, c.value, zero)
-            ci = z3.BitVecVal(c.index, I64) if isinstance(c.index, int) else c.index
-            if zero is not None and c.valid is not True:
-                ci = z3.If(c.valid, ci, z3.BitVecVal(-1, I64))
             hit = rank[i] == p
-            v, ix = z3.If(hit, cv, v), z3.If(hit, ci, ix)
+            v, ix = z3.If(hit, c.value, v), z3.If(hit, z3.BitVecVal(c.index, I64), ix)
         vals.append(v)
         idxs.append(ix)
     return vals, idxs
@@ -166,7 +136,7 @@ def _select(x: np.ndarray, dt: str, axis: int, k: int, descending: bool, nan_fir
     vals = np.empty((f.shape[0], k), object)
     idxs = np.empty((f.shape[0], k), object)
     for r in range(f.shape[0]):
-        cands = [_Cand(f[r, i], dt, i, i) for i in range(n)]
+        cands = [_Cand(f[r, i], dt, i) for i in range(n)]
         v, ix = rank_order(cands, dt, descending, nan_first, k)
         vals[r], idxs[r] = v, ix
     shape = (*batch, k)
@@ -273,13 +243,13 @@ def topk_reduce(op: CustomReduce, args: list[Any], abstr: set[str]) -> tuple[Val
     idxs = np.empty((f.shape[0], r.k), object)
     true = z3.BoolVal(True)
     for row in range(f.shape[0]):
-        empty = _Slot(E.zero(dt), E.const(0, carry), z3.BitVecVal(-1, I64), flt)
+        empty = _Slot(E.const(0, carry), z3.BitVecVal(-1, I64), flt)
         best = [empty] * r.k
         for j in range(r.k):  # the seed's slots, each a candidate iff its index >= 0
-            c = _Slot(sv[row, j], up(sv[row, j]), si[row, j], flt)
+            c = _Slot(up(sv[row, j]), si[row, j], flt)
             best = _insert(best, c, si[row, j] >= 0, flt, r.largest, nan_first)
         for i in range(n):
-            c = _Slot(f[row, i], up(f[row, i]), z3.BitVecVal(i, I64), flt)
+            c = _Slot(up(f[row, i]), z3.BitVecVal(i, I64), flt)
             best = _insert(best, c, true, flt, r.largest, nan_first)
         vals[row] = [down(sl.key) for sl in best]
         idxs[row] = [sl.index for sl in best]
@@ -288,20 +258,19 @@ def topk_reduce(op: CustomReduce, args: list[Any], abstr: set[str]) -> tuple[Val
 
 
 class _Slot:
-    """A Top-K candidate / slot: x's value, its key (widened exactly: f32 for floats, i64 for
-    integers and bool), its index; valid iff index >= 0; NaN iff key != key."""
+    """A Top-K candidate / slot: its key (x's value widened exactly: f32 for floats, i64 for
+    integers and bool) and its index; valid iff index >= 0; NaN iff key != key."""
 
-    __slots__ = ("index", "key", "nan", "value")
+    __slots__ = ("index", "key", "nan")
 
-    def __init__(self, value: Any, key: Any, index: Any, flt: bool):
-        self.value, self.key, self.index = value, key, index
+    def __init__(self, key: Any, index: Any, flt: bool):
+        self.key, self.index = key, index
         self.nan = z3.Not(z3.fpEQ(key, key)) if flt else None
 
 
 def _pick(c: Any, a: _Slot, b: _Slot, flt: bool) -> _Slot:
     """``c ? a : b`` field by field."""
-    return _Slot(z3.If(c, a.value, b.value), z3.If(c, a.key, b.key),
-                 z3.If(c, a.index, b.index), flt)
+    return _Slot(z3.If(c, a.key, b.key), z3.If(c, a.index, b.index), flt)
 
 
 def _precedes(c: _Slot, ok: Any, s: _Slot, flt: bool, largest: bool, nan_first: bool) -> Any:

@@ -27,6 +27,10 @@ any other op is ``Unsupported("unsupported op <Class>")``:
 * ``MatMul`` (rank 2): f32 products (operands widened), the K-order left fold from +0
   (``semantics.matmul``: ``matmul(a, b)`` is ``mma(a, b, zeros)``, D200), one rounding;
   integers in i64, wrapped back.
+* ``Mma`` (tile family, D516): the ``MatMul`` fold seeded by the accumulator widened to f32
+  instead of +0, rounded once to the accumulator's dtype; batch dims shared.
+* ``Sort`` / ``TopK`` and ``CustomReduce`` with the Top-K merge reducer: ``validate/
+  hir_order.py`` (the total order's ranks, D514; the merge's region form, D515).
 * Data movement (``MOVEMENT``: the op classes whose fact ``COPIES_BITS`` holds, but Select
   — encoded as a choice — and Bitcast — a reinterpretation: Reshape, Transpose, Slice, Concat,
   Stack, Gather, InsertSlice, CacheUpdate): the reference

@@ -299,7 +299,7 @@ def test_topk_merge_predicate_normal_form_is_the_lexicographic_order():
                 vals = [E.from_input_bits(b, dt) for b in bits]
                 keys = vals if flt else [E.cast(v, dt, "i64", "nonfinite", "nearest")
                                          for v in vals]
-                c, s = (_Slot(v, k, i, flt) for v, k, i in zip(vals, keys, ix, strict=True))
+                c, s = (_Slot(k, i, flt) for k, i in zip(keys, ix, strict=True))
                 ok = z3.Bool("ok")
                 nf = _precedes(c, ok, s, flt, largest, nan_first)
                 lt, eq = _value_cmp("f32" if flt else "i64", largest)
