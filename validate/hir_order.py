@@ -112,11 +112,12 @@ def rank_order(cands: list[_Cand], dt: str, descending: bool, nan_first: bool, k
         # has rank p; the chain tests them in lane order (the last hit wins) and ends in zero
         # bits / index 0: an unreachable default, spelled as kernel-interp's fresh buffer and a
         # scatter's last-write-wins order, so that a lowering by rank is proved without
-        # re-deriving that the ranks are a permutation
+        # re-deriving that the ranks are a permutation. The hit reads "a kept place (rank < k),
+        # and place p" (implied by rank == p, p < k: the same value), the store's own test
         v: Any = E.zero(dt)
         ix: Any = nil
         for i, c in enumerate(cands):
-            hit = rank[i] == p
+            hit = z3.And(z3.BitVecVal(k, I64) > rank[i], rank[i] == p)  # a kept place: p
             v, ix = z3.If(hit, c.value, v), z3.If(hit, z3.BitVecVal(c.index, I64), ix)
         vals.append(v)
         idxs.append(ix)

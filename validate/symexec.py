@@ -181,10 +181,15 @@ class SymKernelRun(KernelRun):
         flat = [a.reshape(-1) for a in parts]
         res = out.reshape(-1)
         for i in range(res.size):
-            t: Any = z3.BitVecVal(int(flat[0][i]) % (1 << 64), 64)
+            # built without a simplification pass (a +0 / ·1 left out): the index term stays
+            # the one the kernel computed, shared with its other uses (a mask of the same rank)
+            t: Any = None
             for (name, s), col in zip(sym, flat[1:], strict=True):
-                t = t + _to_i64(col[i], self.dt(name)) * z3.BitVecVal(s % (1 << 64), 64)
-            res[i] = z3.simplify(t)
+                v = _to_i64(col[i], self.dt(name))
+                v = v if s == 1 else v * z3.BitVecVal(s % (1 << 64), 64)
+                t = v if t is None else t + v
+            base = int(flat[0][i])
+            res[i] = t if base == 0 else z3.BitVecVal(base % (1 << 64), 64) + t
         return out
 
     def _mask(self, name: str | None) -> np.ndarray | None:
