@@ -87,6 +87,8 @@ def _before(c: _Cand, d: _Cand, dt: str, descending: bool, nan_first: bool) -> A
     """c strictly precedes d in the total order (module docstring): lexicographic over (the
     NaN flag in the placement's direction; the value, every NaN one key; the index)."""
     lt, eq = _value_cmp(dt, descending)
+    if not kir.is_float(dt):  # no NaN key
+        return _lex([(lt(c.key, d.key), eq(c.key, d.key))], z3.BoolVal(c.index < d.index))
     nan_key = (z3.And(c.nan, z3.Not(d.nan)) if nan_first else z3.And(z3.Not(c.nan), d.nan),
                d.nan == c.nan)
     # IEEE < is false when either is NaN; two NaNs share one value key

@@ -285,8 +285,10 @@ class SymKernelRun(KernelRun):
                     flat[o] = v if cond is None else z3.If(cond, v, flat[o])
                 continue
             lo, hi = _offset_range(o, flat.size)
+            base, t = _split_base(o)
             for p in range(lo, hi + 1):  # positions outside the offset's range are never hit
-                hit = o == p if cond is None else z3.And(cond, o == p)
+                at = t == (p - base) % (1 << 64)  # base + t == p, modulo 2^64
+                hit = at if cond is None else z3.And(cond, at)
                 flat[p] = z3.If(hit, v, flat[p])
         return None
 
@@ -487,6 +489,15 @@ def _interval(t: z3.ExprRef, memo: dict[int, tuple[int, int] | None]
         r = None  # could wrap: no bound
     memo[key] = r
     return r
+
+
+def _split_base(o: z3.ExprRef) -> tuple[int, z3.ExprRef]:
+    """``o`` as (constant base, the rest) when it is ``base + t`` (``_sym_offsets`` builds it
+    so): a row's position test ``base + t == p`` is then spelled ``t == p - base``, the same
+    predicate on 64-bit words, on the index term itself."""
+    if z3.is_app_of(o, z3.Z3_OP_BADD) and o.num_args() == 2 and z3.is_bv_value(o.arg(0)):
+        return o.arg(0).as_signed_long(), o.arg(1)
+    return 0, o
 
 
 def _offset_range(o: z3.ExprRef, size: int) -> tuple[int, int]:
