@@ -75,7 +75,8 @@ def _replays(module: Module, bad: kir.Program, good: kir.Program, out) -> None:
         a, b = np.asarray(a), np.asarray(b)
         if a.dtype.kind in "iub":
             return np.array_equal(a, b)
-        wa, wb = a.astype(np.float64), b.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            wa, wb = a.astype(np.float64), b.astype(np.float64)
         return bool(np.all((a.view(f"u{a.itemsize}") == b.view(f"u{b.itemsize}")) |
                            (np.isnan(wa) & np.isnan(wb))))
 
