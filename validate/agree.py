@@ -58,12 +58,28 @@ def _nan_codes(dt: str, bits: np.ndarray) -> np.ndarray:
         return np.isnan(x.astype(np.float64))
 
 
-def agreement(program: Program, inputs: Sequence[np.ndarray]) -> list[str]:
-    """Output elements where the SMT semantics and the interpreter disagree (empty: agree)."""
+def agreement(program: Program, inputs: Sequence[np.ndarray], *,
+              variables: bool = False) -> list[str]:
+    """Output elements where the SMT semantics and the interpreter disagree (empty: agree).
+    ``variables``: run on bit-vector *variables* and substitute the inputs' bits into the
+    output terms afterwards, so that the paths taken for data-dependent values (addressing,
+    masks) are the symbolic ones, not the interpreter's own on literals."""
     bm = program.buffer_map()
     bits = {n: _literal_bits(x, bm[n].dtype) for n, x in zip(program.inputs, inputs,
                                                              strict=True)}
+    subs: list = []
+    if variables:
+        from tilefoundry.validate.symexec import input_vars
+
+        var = input_vars(program, "agree.")
+        subs = [(v, b) for n in program.inputs
+                for v, b in zip(var[n].reshape(-1), bits[n].reshape(-1), strict=True)]
+        bits = var
     sym = run_symbolic(program, bits)
+    if subs:
+        for name, arr in sym.outputs.items():
+            sym.outputs[name] = np.vectorize(lambda t: z3.substitute(t, *subs),
+                                             otypes=[object])(arr) if arr.size else arr
     got = run_program(program, list(inputs))
     got = got if isinstance(got, tuple) else (got,)
     bad = []

@@ -270,6 +270,11 @@ BINARY: dict[tuple[str, str], Callable[[Any, Any], Any]] = {
     ("and", "bool"): z3.And, ("or", "bool"): z3.Or, ("xor", "bool"): z3.Xor,
     ("eq", "bool"): lambda a, b: a == b, ("ne", "bool"): lambda a, b: a != b,
     ("min", "bool"): z3.And, ("max", "bool"): z3.Or,
+    # numpy's bool order: False < True
+    ("lt", "bool"): lambda a, b: z3.And(z3.Not(a), b),
+    ("le", "bool"): lambda a, b: z3.Or(z3.Not(a), b),
+    ("gt", "bool"): lambda a, b: z3.And(a, z3.Not(b)),
+    ("ge", "bool"): lambda a, b: z3.Or(a, z3.Not(b)),
 }
 
 UNARY: dict[tuple[str, str], Callable[[Any], Any]] = {

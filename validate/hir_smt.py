@@ -27,6 +27,10 @@ any other op is ``Unsupported("unsupported op <Class>")``:
 * ``MatMul`` (rank 2): f32 products (operands widened), the K-order left fold from +0
   (``semantics.matmul``: ``matmul(a, b)`` is ``mma(a, b, zeros)``, D200), one rounding;
   integers in i64, wrapped back.
+* ``Mma`` (tile family, D516): the ``MatMul`` fold seeded by the accumulator widened to f32
+  instead of +0, rounded once to the accumulator's dtype; batch dims shared.
+* ``Sort`` / ``TopK`` and ``CustomReduce`` with the Top-K merge reducer: ``validate/
+  hir_order.py`` (the total order's ranks, D514; the merge's region form, D515).
 * Data movement (``MOVEMENT``: the op classes whose fact ``COPIES_BITS`` holds, but Select
   — encoded as a choice — and Bitcast — a reinterpretation: Reshape, Transpose, Slice, Concat,
   Stack, Gather, InsertSlice, CacheUpdate): the reference
@@ -71,6 +75,7 @@ from tilefoundry.semantics.ops import (
     MaskedReduce,
     MaskedScan,
     MatMul,
+    Mma,
     Rank,
     Reduce,
     ReLU,
@@ -86,6 +91,7 @@ from tilefoundry.semantics.ops.math import UnaryKind
 from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
 from tilefoundry.validate.hir_nn import NN_OPS
+from tilefoundry.validate.hir_order import ORDER_OPS, is_topk_reduce, topk_reduce
 from tilefoundry.validate.symexec import _vmap, reduce_lanes
 
 __all__ = ["CONSTANT_OPS", "HIR_OPS", "MOVEMENT", "run_hir"]
@@ -210,6 +216,38 @@ def _matmul(op: MatMul, args: list[Val], abstr: set[str]) -> Val:
                 s = E.cast(s, "i64", dt, "nonfinite", "nearest")
             out[i, j] = s
     return out, dt
+
+
+def _mma(op: Mma, args: list[Val], abstr: set[str]) -> Val:
+    """``matmul.mma`` (tile-family ``Mma``, D516): a and b widen exactly to f32, the
+    accumulator widens exactly to f32 and seeds the unfused K-order fold ``acc = fl(acc +
+    fl(a_k·b_k))`` (K = 0: acc itself), rounded once to acc's dtype (f32, f16 or bf16,
+    D389); batch dims ``[*B]`` shared by the three operands. The reference is this one value
+    for both ``allow_reassociation`` settings (True only widens the admitted set, which is not
+    encoded: a reassociating lowering would be reported against this member)."""
+    from tilefoundry.semantics.matmul import MMA_ACC_DTYPES
+
+    (a, dt), (b, bdt), (c, cdt) = args
+    if not kir.is_float(dt) or dt in ("f8e8m0", "f64") or bdt != dt:
+        raise Unsupported(f"unsupported op Mma on {dt} x {bdt} (an evaluation error)")
+    if cdt not in {d.value for d in MMA_ACC_DTYPES}:
+        raise Unsupported(f"unsupported op Mma with a {cdt} accumulator (an evaluation error)")
+    if a.ndim < 2 or b.ndim != a.ndim or c.ndim != a.ndim or a.shape[-1] != b.shape[-2] or \
+            c.shape != (*a.shape[:-1], b.shape[-1]) or b.shape[:-2] != a.shape[:-2]:
+        raise Unsupported(f"Mma of shapes {a.shape}, {b.shape}, {c.shape} (an evaluation error)")
+    def up(v: Any, d: str) -> Any:
+        return v if d == "f32" else E.widen(v, d, "f32")
+
+    mul, add = E.binary("mul", "f32"), E.binary("add", "f32")
+    k = a.shape[-1]
+    out = np.empty(c.shape, object)
+    for idx in np.ndindex(*c.shape):
+        *bt, i, j = idx
+        s = up(c[idx], cdt)
+        for t in range(k):
+            s = add(s, mul(up(a[(*bt, i, t)], dt), up(b[(*bt, t, j)], dt)))
+        out[idx] = s if cdt == "f32" else E.round_to(s, "f32", cdt, "nonfinite")
+    return out, cdt
 
 
 def _fibers(x: np.ndarray, axes_in: tuple) -> tuple[np.ndarray, tuple, tuple]:
@@ -426,8 +464,9 @@ HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
     Binary: _binary, Unary: _unary, Cast: _cast, Select: _select, Reduce: _reduce,
     MatMul: _matmul, SeededReduce: _seeded, MaskedReduce: _seeded, Scan: _scan,
     MaskedScan: _flagged_scan, SegmentedScan: _flagged_scan, CustomReduce: _custom,
-    ReLU: _relu}
+    ReLU: _relu, Mma: _mma}
 HIR_OPS.update(NN_OPS)  # LayerNorm, RMSNorm: the reference's exact f64 algorithm (hir_nn)
+HIR_OPS.update(ORDER_OPS)  # Sort, TopK: the total order's ranks (hir_order)
 
 #: loops longer than this are "unsupported" (each iteration's terms are built)
 MAX_UNROLL = 64
@@ -601,6 +640,9 @@ def run_hir(fn: Function, inputs: Mapping[str, np.ndarray], session: Any = None
                 v = _movement(e, [_tensor_val(ev(a)) for a in e.args], env)
             elif isinstance(e, Call) and isinstance(e.op, CONSTANT_OPS):
                 v = _constant(e, [_tensor_val(ev(a)) for a in e.args], env)
+            elif isinstance(e, Call) and is_topk_reduce(e.op):  # the seed is a state pair
+                v = topk_reduce(e.op, [_tensor_val(ev(e.args[0])), *map(ev, e.args[1:])],
+                                abstr)
             elif isinstance(e, Call):
                 enc = HIR_OPS.get(type(e.op))
                 if enc is None:

@@ -6,8 +6,13 @@ program instances, tiles, ``tile_loop``\\ s, coordinates, edge masks, constants,
 broadcasts (those stay concrete numpy arrays, computed by the interpreter's own code). An
 instruction whose operands are all concrete is the interpreter's; one with a symbolic operand
 builds terms with ``validate.encode`` (object arrays, one term per lane: a term is built per
-element, there is no other way to build them). Addresses must stay concrete: a load or store
-whose offset depends on data (a gather by computed indices) is ``Unsupported``.
+element, there is no other way to build them). A load or store whose offset depends on data
+(a gather by computed indices, a sort's store at each element's rank) is executed as the
+interpreter executes it, per lane an ``If`` chain over the root buffer's positions that the
+offset's interval can reach (``_gather`` / ``_scatter``: a load clips its offset into the
+buffer, a store drops an offset outside it and a later lane overwrites an earlier one), up to
+``MAX_SCATTER`` (lane, position) pairs. A dot's mask that depends on data is ``Unsupported``,
+a reduction's only where ``i_Reduce`` has no neutral element to feed the masked-out lanes.
 """
 
 from __future__ import annotations
@@ -142,8 +147,7 @@ class SymKernelRun(KernelRun):
         out = _vmap(lambda t: E.concrete_value(t, dt), v)
         if any(e is None for e in out.reshape(-1)):
             raise Unsupported(f"kernel {self.k.name}: {what} {name} depends on input data "
-                              f"(data-dependent addressing / masking is outside the "
-                              f"validated fragment)")
+                              f"(a data-dependent {what} is outside the validated fragment)")
         return out.astype(bool if dt == "bool" else np.int64)
 
     def _all_concrete(self, ins: kir.Instr) -> bool:
@@ -151,13 +155,42 @@ class SymKernelRun(KernelRun):
 
     # -- memory ------------------------------------------------------------------------------
     def offsets(self, ins: kir.Load | kir.Store) -> np.ndarray:
+        """The interpreter's int64 offsets; an index operand that depends on input data makes
+        them an object array of 64-bit bit-vector terms (``_sym_offsets``)."""
         off = np.full((1,) * (self.r + 1), ins.offset + self.it.bm[ins.buffer].offset, np.int64)
         for d, s in enumerate(ins.strides):
             if s:
                 off = off + self.coords[d] * s
+        sym = []
         for name, s in ins.index:
-            off = off + self.concrete(name, "index").astype(np.int64) * s
-        return off
+            v = self.values[name]
+            if _is_sym(v) and any(E.concrete_value(t, self.dt(name)) is None
+                                  for t in v.reshape(-1)):
+                sym.append((name, s))
+            else:
+                off = off + self.concrete(name, "index").astype(np.int64) * s
+        return self._sym_offsets(off, sym) if sym else off
+
+    def _sym_offsets(self, off: np.ndarray, sym: list[tuple[str, int]]) -> np.ndarray:
+        """Offsets with data-dependent index operands: ``off + sum(index * stride)`` as 64-bit
+        two's-complement terms (the interpreter's int64 arithmetic; a narrower integer index
+        widens as ``astype(np.int64)`` does: sign- or zero-extended)."""
+        parts = [off] + [self.sym(n) for n, _ in sym]
+        parts = np.broadcast_arrays(*parts)
+        out = np.empty(parts[0].shape, object)
+        flat = [a.reshape(-1) for a in parts]
+        res = out.reshape(-1)
+        for i in range(res.size):
+            # built without a simplification pass (a +0 / ·1 left out): the index term stays
+            # the one the kernel computed, shared with its other uses (a mask of the same rank)
+            t: Any = None
+            for (name, s), col in zip(sym, flat[1:], strict=True):
+                v = _to_i64(col[i], self.dt(name))
+                v = v if s == 1 else v * z3.BitVecVal(s % (1 << 64), 64)
+                t = v if t is None else t + v
+            base = int(flat[0][i])
+            res[i] = t if base == 0 else z3.BitVecVal(base % (1 << 64), 64) + t
+        return out
 
     def _mask(self, name: str | None) -> np.ndarray | None:
         return None if name is None else self.values[name]
@@ -167,6 +200,8 @@ class SymKernelRun(KernelRun):
         dt = self.it.bm[ins.buffer].dtype
         off = self.offsets(ins)
         m = self._mask(ins.mask)
+        if _is_sym(off):
+            return self._gather(ins, flat, dt, off, m)
         if m is not None:
             off, m = np.broadcast_arrays(off, m)
             if not _is_sym(m):
@@ -183,6 +218,34 @@ class SymKernelRun(KernelRun):
                 vals = np.where(m, vals, o)
         return vals
 
+    def _gather(self, ins: kir.Load, flat: np.ndarray, dt: str, off: np.ndarray,
+                m: np.ndarray | None) -> np.ndarray:
+        """A load at data-dependent offsets, as the interpreter loads: the offset clipped into
+        the root buffer (``np.clip(off, 0, size - 1)``, signed), then the element there; a
+        masked-out lane is ``other``. Per lane an ``If`` chain over the root's positions."""
+        if not flat.size:
+            raise Unsupported(f"kernel {self.k.name}: a data-dependent load from an empty "
+                              f"buffer {ins.buffer}")
+        _check_span(self.k.name, off.size, flat.size)
+        parts = np.broadcast_arrays(off, m) if m is not None else [off]
+        offs = parts[0].reshape(-1)
+        ms = parts[1].reshape(-1) if m is not None else None
+        other = E.const(ins.other, dt) if m is not None else None
+        out = np.empty(offs.size, object)
+        last = flat.size - 1
+        for i, o in enumerate(offs):
+            v = flat[last]
+            for p in range(last - 1, 0, -1):
+                v = z3.If(o == p, flat[p], v)
+            if last:
+                v = z3.If(o <= 0, flat[0], v)  # signed: negative offsets clip to 0
+            if ms is not None:
+                c = ms[i]
+                v = z3.If(c, v, other) if not isinstance(c, bool | np.bool_) else \
+                    (v if c else other)
+            out[i] = v
+        return out.reshape(parts[0].shape)
+
     def i_Store(self, ins: kir.Store) -> None:
         flat = self.st[self.it.roots[ins.buffer].name]
         off = self.offsets(ins)
@@ -190,6 +253,9 @@ class SymKernelRun(KernelRun):
         parts = [off, val] + ([self.values[ins.mask]] if ins.mask else [])
         parts = np.broadcast_arrays(*parts)
         off, val = parts[0].reshape(-1), parts[1].reshape(-1)
+        if _is_sym(off):
+            return self._scatter(ins, flat, off, val,
+                                 parts[2].reshape(-1) if ins.mask else None)
         keep = (off >= 0) & (off < flat.size)
         if ins.mask and _is_sym(parts[2]):
             m = parts[2].reshape(-1)
@@ -199,6 +265,31 @@ class SymKernelRun(KernelRun):
         if ins.mask:
             keep &= parts[2].reshape(-1)
         flat[off[keep]] = val[keep]
+        return None
+
+    def _scatter(self, ins: kir.Store, flat: np.ndarray, off: np.ndarray, val: np.ndarray,
+                 mask: np.ndarray | None) -> None:
+        """A store at data-dependent offsets, as the interpreter stores (``flat[off[keep]] =
+        val[keep]``, keep: inside the root buffer and the mask): lanes in order, a later lane
+        overwriting an earlier one; every position p of the root becomes ``If(keep and off ==
+        p, value, previous)``. A lane whose offset is concrete writes its one position."""
+        _check_span(self.k.name, off.size, flat.size)
+        for i, (o, v) in enumerate(zip(off, val, strict=True)):
+            c = True if mask is None else mask[i]
+            if c is False or (isinstance(c, np.bool_) and not c):
+                continue
+            cond = None if isinstance(c, bool | np.bool_) else c
+            if z3.is_bv_value(o):
+                o = o.as_signed_long()
+                if 0 <= o < flat.size:
+                    flat[o] = v if cond is None else z3.If(cond, v, flat[o])
+                continue
+            lo, hi = _offset_range(o, flat.size)
+            base, t = _split_base(o)
+            for p in range(lo, hi + 1):  # positions outside the offset's range are never hit
+                at = t == (p - base) % (1 << 64)  # base + t == p, modulo 2^64
+                hit = at if cond is None else z3.And(cond, at)
+                flat[p] = z3.If(hit, v, flat[p])
         return None
 
     # -- arithmetic --------------------------------------------------------------------------
@@ -347,6 +438,87 @@ class SymKernelRun(KernelRun):
                 s = np.where(vj, np.where(started, summed, p), s)
                 started = started | vj
         return s
+
+
+#: most (lanes x root positions) a data-dependent load / store is expanded into
+MAX_SCATTER = 1 << 14
+
+
+def _check_span(kernel: str, lanes: int, size: int) -> None:
+    if lanes * size > MAX_SCATTER:
+        raise Unsupported(f"kernel {kernel}: data-dependent addressing of {lanes} lanes over "
+                          f"{size} positions (more than {MAX_SCATTER} are not expanded)")
+
+
+def _interval(t: z3.ExprRef, memo: dict[int, tuple[int, int] | None]
+              ) -> tuple[int, int] | None:
+    """A sound signed range of a bit-vector term built of constants, ``+``, ``*`` by a
+    constant, ``If`` and sign / zero extension (a rank: a sum of ``If(c, 1, 0)``), or None
+    (unknown, or a bound that could wrap)."""
+    key = t.get_id()
+    if key in memo:
+        return memo[key]
+    r: tuple[int, int] | None = None
+    w = t.size()
+    if z3.is_bv_value(t):
+        v = t.as_signed_long()
+        r = (v, v)
+    else:
+        k = t.decl().kind()
+        kids = t.children()
+        if k == z3.Z3_OP_ITE:
+            a, b = _interval(kids[1], memo), _interval(kids[2], memo)
+            r = None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+        elif k in (z3.Z3_OP_BADD, z3.Z3_OP_BMUL):
+            parts = [_interval(c, memo) for c in kids]
+            if all(q is not None for q in parts):
+                acc = parts[0]
+                for q in parts[1:]:
+                    if k == z3.Z3_OP_BADD:
+                        acc = (acc[0] + q[0], acc[1] + q[1])
+                    else:
+                        ends = [x * y for x in acc for y in q]
+                        acc = (min(ends), max(ends))
+                r = acc
+        elif k == z3.Z3_OP_SIGN_EXT:
+            r = _interval(kids[0], memo)
+        elif k == z3.Z3_OP_ZERO_EXT:
+            a = _interval(kids[0], memo)
+            r = a if a is not None and a[0] >= 0 else (0, (1 << kids[0].size()) - 1)
+    if r is not None and not (-(1 << (w - 1)) <= r[0] <= r[1] < (1 << (w - 1))):
+        r = None  # could wrap: no bound
+    memo[key] = r
+    return r
+
+
+def _split_base(o: z3.ExprRef) -> tuple[int, z3.ExprRef]:
+    """``o`` as (constant base, the rest) when it is ``base + t`` (``_sym_offsets`` builds it
+    so): a row's position test ``base + t == p`` is then spelled ``t == p - base``, the same
+    predicate on 64-bit words, on the index term itself."""
+    if z3.is_app_of(o, z3.Z3_OP_BADD) and o.num_args() == 2 and z3.is_bv_value(o.arg(0)):
+        return o.arg(0).as_signed_long(), o.arg(1)
+    return 0, o
+
+
+def _offset_range(o: z3.ExprRef, size: int) -> tuple[int, int]:
+    """The root positions ``[lo, hi]`` a data-dependent offset can hit (``_interval``
+    clipped to the buffer; the whole buffer when unbounded)."""
+    r = _interval(o, {})
+    if r is None:
+        return 0, size - 1
+    return max(r[0], 0), min(r[1], size - 1)
+
+
+def _to_i64(t: Any, dt: str) -> z3.BitVecRef:
+    """An integer index term as the interpreter's ``astype(np.int64)``."""
+    if dt == "bool":
+        return z3.If(t, z3.BitVecVal(1, 64), z3.BitVecVal(0, 64))
+    if not kir.is_int(dt):
+        raise Unsupported(f"a data-dependent index of dtype {dt}")
+    w = E.width(dt)
+    if w == 64:
+        return t
+    return z3.SignExt(64 - w, t) if E.op_class(dt) == "s" else z3.ZeroExt(64 - w, t)
 
 
 def _masked_fold(lanes: list, dt: str, right: bool, init: Any) -> Any:
