@@ -32,7 +32,7 @@ from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
 from tilefoundry.compiler.schedule import TileConfig
 from tilefoundry.errors import InvalidArgumentError, TilefoundryError
 from tilefoundry.semantics.ir import Module
-from tilefoundry.validate.refine import OUTCOMES, Outcome, check_lowering, check_refinement
+from tilefoundry.validate.refine import OUTCOMES, Outcome, SymRuns, check_lowering, check_refinement
 
 __all__ = ["SMALL_TILES", "VALIDATED_PASSES", "Bounds", "PassResult", "ValidationReport",
            "validate_case", "validate_program"]
@@ -203,6 +203,7 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
     cfg = TileConfig()
     progs: dict[str, Program] = {}
     hir: dict[str, Any] = {}
+    runs = SymRuns()  # a program checked twice (target, then source) is run symbolically once
 
     def lowered() -> Program:
         if "lower" not in progs:
@@ -212,12 +213,13 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
     def canon() -> Outcome:
         raw = _lower(module, entry, shp, cfg, canonical=False)
         rep.programs["canonicalize"] = (raw, lowered())
-        return check_refinement(raw, lowered(), timeout_ms=bounds.timeout_ms)
+        return check_refinement(raw, lowered(), timeout_ms=bounds.timeout_ms, runs=runs)
 
     rep.passes.append(PassResult("canonicalize", _timed(canon)))
     def lower() -> Outcome:
         p = lowered()
-        return check_lowering(module, entry, hir["hir"], p, timeout_ms=bounds.timeout_ms)
+        return check_lowering(module, entry, hir["hir"], p, timeout_ms=bounds.timeout_ms,
+                              runs=runs)
 
     rep.passes.append(PassResult("lower", _timed(lower)))
 
@@ -225,7 +227,7 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
         p = lowered()
         progs["fuse"] = fz(p, cfg)
         rep.programs["fuse"] = (p, progs["fuse"])
-        return check_refinement(p, progs["fuse"], timeout_ms=bounds.timeout_ms)
+        return check_refinement(p, progs["fuse"], timeout_ms=bounds.timeout_ms, runs=runs)
 
     rep.passes.append(PassResult("fuse", _timed(fused)))
 
@@ -234,7 +236,8 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
             return Outcome("unsupported", "the fuse pass did not produce a program")
         small = fz(_lower(module, entry, shp, SMALL_TILES), SMALL_TILES)
         rep.programs["schedule"] = (progs["fuse"], small)
-        return check_refinement(progs["fuse"], small, timeout_ms=bounds.timeout_ms)
+        return check_refinement(progs["fuse"], small, timeout_ms=bounds.timeout_ms,
+                                runs=runs)
 
     rep.passes.append(PassResult("schedule", _timed(schedule)))
     return rep
