@@ -150,12 +150,27 @@ def _outside(shapes: Sequence[tuple[int, ...]], bounds: Bounds) -> str | None:
     return None
 
 
+#: the reason for a program whose types carry a ShardLayout (the elaborate pass of the
+#: single-device pipeline refuses it; its message names "the kernel-IR lowering")
+SHARDED_WHY = ("a sharded program (a ShardLayout in its types): the single-device pipeline "
+               "refuses it at elaborate, and the per-device lowering (lower_mesh) is not a "
+               "validated pass")
+
+
+def _why(e: TilefoundryError) -> str:
+    from tilefoundry.compiler.errors import NotSupportedError
+
+    if isinstance(e, NotSupportedError) and e.op == "ShardLayout":
+        return f"{SHARDED_WHY} ({type(e).__name__}: {e})"
+    return f"{type(e).__name__}: {e}"
+
+
 def _timed(fn: Callable[[], Outcome]) -> Outcome:
     t0 = time.perf_counter()
     try:
         o = fn()
     except TilefoundryError as e:
-        o = Outcome("unsupported", f"{type(e).__name__}: {e}")
+        o = Outcome("unsupported", _why(e))
     o.seconds = o.seconds or time.perf_counter() - t0
     return o
 
@@ -233,7 +248,8 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
 
     def schedule() -> Outcome:
         if "fuse" not in progs:
-            return Outcome("unsupported", "the fuse pass did not produce a program")
+            return Outcome("unsupported", "the fuse pass did not produce a program: "
+                           + rep.passes[-1].outcome.reason)
         small = fz(_lower(module, entry, shp, SMALL_TILES), SMALL_TILES)
         rep.programs["schedule"] = (progs["fuse"], small)
         return check_refinement(progs["fuse"], small, timeout_ms=bounds.timeout_ms,
@@ -274,7 +290,7 @@ def validate_case(case: Any, bounds: Bounds | None = None) -> ValidationReport:
     try:
         return validate_program(module, entry, shapes, bounds=bounds)
     except TilefoundryError as e:
-        return _all_unsupported(entry, shapes, f"{type(e).__name__}: {e}")
+        return _all_unsupported(entry, shapes, _why(e))
 
 
 def _all_unsupported(entry: str, shapes: list, why: str) -> ValidationReport:
