@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jsonl", default=None, help="append one line per case as it finishes")
     ap.add_argument("--timeout-ms", type=int, default=10_000)
     ap.add_argument("--max-elems", type=int, default=16)
+    ap.add_argument("--max-elems-lanewise", type=int, default=64)
     ap.add_argument("-j", "--jobs", type=int, default=1,
                     help="worker processes (cases dealt round-robin; results in tier order)")
     args = ap.parse_args(argv)
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     secs = collections.Counter()
     rows = []
     t_all = time.perf_counter()
-    bounds = Bounds(max_elems=args.max_elems, timeout_ms=args.timeout_ms)
+    bounds = Bounds(max_elems=args.max_elems, timeout_ms=args.timeout_ms,
+                    max_elems_lanewise=args.max_elems_lanewise)
 
     def done(i: int, row: dict) -> None:
         if len(rows) % 100 == 0:

@@ -46,12 +46,18 @@ SMALL_TILES = TileConfig(tile_elems=2, max_row=4, k_block=2)
 
 @dataclass(frozen=True)
 class Bounds:
+    """``max_elems`` bounds every input; ``max_elems_lanewise`` (D517) is the larger bound for a
+    lane-wise program (its kernel IR combines no lanes: no reduction, dot, tile loop or host
+    loop), whose output elements each read a fixed number of input elements, so its
+    per-element queries stay as small as at ``max_elems`` and only their number grows."""
+
     max_dim: int = 4
     max_elems: int = 16
     timeout_ms: int = 10_000
+    max_elems_lanewise: int = 64
 
     def __post_init__(self):
-        for n in ("max_dim", "max_elems", "timeout_ms"):
+        for n in ("max_dim", "max_elems", "timeout_ms", "max_elems_lanewise"):
             v = getattr(self, n)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidArgumentError(f"validate bounds: {n} must be a positive int, got "
@@ -141,12 +147,57 @@ def bounded_shapes(module: Module, entry: str, bounds: Bounds) -> list[tuple[int
     return out
 
 
-def _outside(shapes: Sequence[tuple[int, ...]], bounds: Bounds) -> str | None:
+def _outside(shapes: Sequence[tuple[int, ...]], bounds: Bounds, lanewise: bool = False
+             ) -> str | None:
+    """Why ``shapes`` lie outside the bound (``max_elems``, or ``max_elems_lanewise`` for a
+    lane-wise program), or None."""
+    limit = max(bounds.max_elems, bounds.max_elems_lanewise) if lanewise else bounds.max_elems
     for i, s in enumerate(shapes):
         n = math.prod(s)
-        if n > bounds.max_elems:
+        if n > limit:
+            if lanewise:
+                return (f"input {i} has {n} elements ({'x'.join(map(str, s))}), above the "
+                        f"bound of {bounds.max_elems} (--max-elems) and that of {limit} for a "
+                        f"lane-wise program (--max-elems-lanewise)")
             return (f"input {i} has {n} elements ({'x'.join(map(str, s))}), above the bound "
                     f"of {bounds.max_elems} (--max-elems)")
+    return None
+
+
+def combines_lanes(p: Program) -> str | None:
+    """What in ``p`` combines lanes (a ``Reduce``, ``Dot`` or ``TileLoop`` instruction, a host
+    loop), or None for a lane-wise program (D517)."""
+    from tilefoundry.compiler import kir
+
+    def walk(steps) -> str | None:
+        for st in steps:
+            if isinstance(st, kir.HostLoop):
+                return "a host loop"
+            if isinstance(st, kir.Kernel):
+                for ins in kir.iter_instrs(st.body):
+                    if isinstance(ins, kir.Reduce | kir.Dot | kir.TileLoop):
+                        return f"a {type(ins).__name__} in kernel {st.name}"
+        return None
+
+    return walk(p.steps)
+
+
+def _outside_program(module: Module, entry: str, shapes: list, bounds: Bounds) -> str | None:
+    """``_outside``, with the lane-wise bound for a program whose kernel IR (the default
+    lowering) combines no lanes."""
+    why = _outside(shapes, bounds)
+    if why is None:
+        return None
+    far = _outside(shapes, bounds, lanewise=True)
+    if far is not None:
+        return far
+    try:
+        lanes = combines_lanes(_lower(module, entry, shapes, TileConfig()))
+    except TilefoundryError as e:
+        return f"{why}; the lane-wise bound ({bounds.max_elems_lanewise}) not tried: {_why(e)}"
+    if lanes is not None:
+        return (f"{why}; the program combines lanes ({lanes}), so the lane-wise bound of "
+                f"{bounds.max_elems_lanewise} does not apply")
     return None
 
 
@@ -202,7 +253,7 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
     shp = check_shapes(shapes) if shapes is not None else bounded_shapes(module, entry, bounds)
     rep = ValidationReport(entry, shp)
     fz = fuse_pass or (lambda p, cfg: fuse(p, cfg))
-    why = _outside(shp, bounds)
+    why = _outside_program(module, entry, shp, bounds)
     if why is not None:
         for n in VALIDATED_PASSES:
             rep.passes.append(PassResult(n, Outcome("unsupported", why)))
@@ -281,12 +332,17 @@ def validate_case(case: Any, bounds: Bounds | None = None) -> ValidationReport:
         try:
             small = bounded_shapes(module, entry, bounds)
         except TilefoundryError as e:
-            return _all_unsupported(entry, shapes, f"{_outside(shapes, bounds)}; no bounded "
-                                    f"shapes ({e})")
-        if small == shapes or _outside(small, bounds) is not None:
-            return _all_unsupported(entry, shapes, f"{_outside(shapes, bounds)} and the "
-                                    f"signature fixes the extents")
-        shapes = small
+            small = None
+            fixed = f"no bounded shapes ({e})"
+        else:
+            fixed = "the signature fixes the extents"
+        if small is not None and small != shapes and _outside(small, bounds) is None:
+            shapes = small
+        elif _outside(shapes, bounds, lanewise=True) is None:
+            pass  # within the lane-wise bound: validate_program decides (D517)
+        else:
+            return _all_unsupported(entry, shapes, f"{_outside(shapes, bounds, lanewise=True)}"
+                                    f" and {fixed}")
     try:
         return validate_program(module, entry, shapes, bounds=bounds)
     except TilefoundryError as e:
