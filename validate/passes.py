@@ -182,6 +182,28 @@ def combines_lanes(p: Program) -> str | None:
     return walk(p.steps)
 
 
+#: HIR ops of which each output element reads a fixed number of input elements (element-wise
+#: ops and the data movement ``hir_smt`` encodes by the reference's index map)
+LANEWISE_OPS = frozenset({"Binary", "Unary", "Cast", "Select", "ReLU", "Reshape", "Transpose",
+                          "Slice", "Concat", "Stack", "ShapeOf", "Rank", "Zeros"})
+
+
+def hir_combines_lanes(fn: Any) -> str | None:
+    """What in the HIR function ``fn`` is not known lane-wise (an op outside ``LANEWISE_OPS``,
+    a node other than a variable, constant, call or tuple), or None (D517). A ``Scan`` lowers
+    to kernel IR without a ``Reduce``, so the kernel IR alone does not tell."""
+    from tilefoundry.semantics.ir import Call, Constant, Tuple, TupleGetItem, Var, function_nodes
+
+    for n in function_nodes([fn]):
+        if isinstance(n, Call):
+            name = type(n.op).__name__
+            if name not in LANEWISE_OPS:
+                return f"the op {name}"
+        elif not isinstance(n, Var | Constant | Tuple | TupleGetItem):
+            return f"a {type(n).__name__}"
+    return None
+
+
 def _outside_program(module: Module, entry: str, shapes: list, bounds: Bounds) -> str | None:
     """``_outside``, with the lane-wise bound for a program whose kernel IR (the default
     lowering) combines no lanes."""
@@ -192,11 +214,13 @@ def _outside_program(module: Module, entry: str, shapes: list, bounds: Bounds) -
     if far is not None:
         return far
     try:
-        lanes = combines_lanes(_lower(module, entry, shapes, TileConfig()))
+        hir: dict = {}
+        lanes = combines_lanes(_lower(module, entry, shapes, TileConfig(), state=hir)) or \
+            hir_combines_lanes(hir["hir"])
     except TilefoundryError as e:
         return f"{why}; the lane-wise bound ({bounds.max_elems_lanewise}) not tried: {_why(e)}"
     if lanes is not None:
-        return (f"{why}; the program combines lanes ({lanes}), so the lane-wise bound of "
+        return (f"{why}; the program is not lane-wise ({lanes}), so the lane-wise bound of "
                 f"{bounds.max_elems_lanewise} does not apply")
     return None
 

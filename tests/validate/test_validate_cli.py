@@ -64,7 +64,7 @@ def test_a_program_that_combines_lanes_keeps_the_smaller_bound():
     rep = validate_program(m, e, [(17,)])
     assert {p.outcome.status for p in rep.passes} == {"unsupported"}
     why = rep.passes[0].outcome.reason
-    assert "17 elements" in why and "combines lanes (a Reduce" in why, why
+    assert "17 elements" in why and "not lane-wise (a Reduce" in why, why
 
 
 def test_default_shapes_bind_dimvars_at_the_bound():
