@@ -1,7 +1,7 @@
 """CI: translation validation of the WHOLE quick tier (every case of catalog seed 0).
 
-Budget (D517): at most 150 s wall on the 2-core CI machine; the cases are dealt round-robin to
-2 worker processes (``validate.tier.validate_tier``), with a 2-second solver limit per output
+Budget (D517): at most 150 s wall on the 2-core CI machine (measured 94 s, the machine shared
+with other jobs); the cases are dealt round-robin to 2 worker processes (``validate.tier.validate_tier``), with a 2-second solver limit per output
 element and the default bounds (``Bounds``). docs/validate.md ("In CI") gives the measured wall
 time and the per-pass counts the minimums below are derived from. Asserted: the validator does not
 crash on any case, no pass of the landed compiler is ``invalid``, every ``unsupported`` / ``failed
@@ -18,9 +18,12 @@ from tilefoundry.validate.tier import validate_tier
 
 WORKERS = 2
 TIMEOUT_MS = 2_000
-#: the measured valid counts (docs/validate.md) less a margin for a loaded machine: a solver
-#: limit per element turns slow proofs into "failed to prove" when the machine is busy
-MIN_VALID = {"elaborate": 0, "canonicalize": 0, "lower": 0, "fuse": 0, "schedule": 0}
+#: the measured valid counts (2026-12-05, docs/validate.md: elaborate 483, canonicalize 552,
+#: lower 490-492, fuse 623, schedule 619) less about 5 % for a loaded machine (a solver limit per
+#: element turns slow proofs into "failed to prove" when the machine is busy: three lower
+#: proofs of 2-4 s flipped between runs); losing a fragment (the 131 lane-wise programs of
+#: 17-64 elements, D517) or an encoding fails here
+MIN_VALID = {"elaborate": 460, "canonicalize": 525, "lower": 465, "fuse": 590, "schedule": 585}
 
 
 def test_whole_quick_tier_has_no_invalid_pass():
