@@ -72,3 +72,21 @@ def test_workers_give_the_single_process_records_in_tier_order():
     assert all(p["status"] == "unsupported" and (SHARDED_WHY in p["reason"] or
                                                  p["pass"] == "typeinfer")
                for p in sharded["passes"]), sharded
+
+
+def test_the_docs_state_this_tests_minimums_and_the_tier_size():
+    """docs/validate.md ("In CI") quotes MIN_VALID, the worker count and the tier's size as
+    current: they must be this module's and the catalog's."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "validate.md").read_text()
+    m = re.search(r"`MIN_VALID` \(([^)]*?):", text)
+    assert m, "docs/validate.md no longer quotes MIN_VALID where this test looks"
+    stated = {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", m.group(1))}
+    assert stated == MIN_VALID, f"docs/validate.md says {stated}, the test {MIN_VALID}"
+    m = re.search(r"validates \*\*every\*\* quick-tier case \(([\d,]+) of catalog\s+seed 0\) in "
+                  r"(\d) worker processes", text)
+    assert m, "docs/validate.md no longer states the CI test's tier size and workers"
+    assert int(m.group(1).replace(",", "")) == len(build_catalog(0).tier("quick"))
+    assert int(m.group(2)) == WORKERS
