@@ -1,7 +1,8 @@
 """``validate_program``: translation validation of every compiler pass on bounded shapes.
 
 For a module's entry and input shapes inside the bounds (every DimVar <= ``max_dim``, every
-input and output <= ``max_elems`` elements), the pipeline runs pass by pass and each pass's
+input <= ``max_elems`` elements, or <= ``max_elems_lanewise`` for a lane-wise program, D517),
+the pipeline runs pass by pass and each pass's
 output is checked to refine its input (``refine.check_refinement``):
 
 | pass | checked as |
