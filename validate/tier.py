@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from tilefoundry.validate.passes import Bounds, validate_case
@@ -57,8 +58,10 @@ def validate_tier(bounds: Bounds, *, indices: Sequence[int] | None = None, worke
                 progress(i, out[-1])
         return out
     shares = [(seed, tier, idx[w::workers], bounds) for w in range(workers)]
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        done = dict(r for share in pool.map(_share, shares, chunksize=1) for r in share)
+    # an executor, not a Pool: a worker that dies (a crash inside Z3) raises BrokenProcessPool
+    # here instead of leaving the map waiting forever
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
+        done = dict(r for share in ex.map(_share, shares) for r in share)
     out = [done[i] for i in idx]
     if progress is not None:
         for i, r in zip(idx, out, strict=True):
