@@ -1,8 +1,9 @@
 """CI: translation validation of the WHOLE quick tier (every case of catalog seed 0).
 
 Budget (D517): at most 150 s wall on the 2-core CI machine (measured 79 s and 94 s, the machine
-shared with other jobs); the cases are dealt round-robin to 2 worker processes (``validate.tier.validate_tier``), with a 2-second solver limit per output
-element and the default bounds (``Bounds``). docs/validate.md ("In CI") gives the measured wall
+shared with other jobs); the cases are dealt round-robin to 2 worker processes
+(``validate.tier.validate_tier``), with a 2-second solver limit per output element and the
+default bounds (``Bounds``). docs/validate.md ("In CI") gives the measured wall
 time and the per-pass counts the minimums below are derived from. Asserted: the validator does not
 crash on any case, no pass of the landed compiler is ``invalid``, every ``unsupported`` / ``failed
 to prove`` names its reason, and each pass proves at least ``MIN_VALID`` programs (an
