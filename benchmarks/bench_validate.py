@@ -17,7 +17,8 @@ import json
 import sys
 import time
 
-from tilefoundry.validate.passes import VALIDATED_PASSES, Bounds, validate_case
+from tilefoundry.validate.passes import VALIDATED_PASSES, Bounds
+from tilefoundry.validate.tier import validate_tier
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,41 +29,49 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jsonl", default=None, help="append one line per case as it finishes")
     ap.add_argument("--timeout-ms", type=int, default=10_000)
     ap.add_argument("--max-elems", type=int, default=16)
+    ap.add_argument("--max-elems-lanewise", type=int, default=64)
+    ap.add_argument("-j", "--jobs", type=int, default=1,
+                    help="worker processes (cases dealt round-robin; results in tier order)")
     args = ap.parse_args(argv)
     from tilefoundry.conformance.catalog import build_catalog
 
-    cases = build_catalog(0).tier("quick")[::args.every][:args.limit]
+    n_all = len(build_catalog(0).tier("quick"))
+    indices = list(range(n_all))[::args.every][:args.limit]
     counts = {p: collections.Counter() for p in VALIDATED_PASSES}
     secs = collections.Counter()
     rows = []
     t_all = time.perf_counter()
-    for i, c in enumerate(cases):
-        if i % 100 == 0:
-            print(f"[{i}/{len(cases)}] {time.perf_counter() - t_all:.0f} s", flush=True)
-        try:
-            rep = validate_case(c, Bounds(max_elems=args.max_elems, timeout_ms=args.timeout_ms))
-        except Exception as e:  # a crash of the validator itself: counted, shown, not hidden
-            print(f"{c.id}: VALIDATOR CRASH {type(e).__name__}: {e}", flush=True)
+    bounds = Bounds(max_elems=args.max_elems, timeout_ms=args.timeout_ms,
+                    max_elems_lanewise=args.max_elems_lanewise)
+
+    def done(i: int, row: dict) -> None:
+        if len(rows) % 100 == 0:
+            print(f"[{len(rows)}/{len(indices)}] {time.perf_counter() - t_all:.0f} s", flush=True)
+        rows.append(row)
+        if "crash" in row:  # a crash of the validator itself: counted, shown, not hidden
+            print(f"{row['case']}: VALIDATOR CRASH {row['crash']}", flush=True)
             counts["typeinfer"]["crash"] += 1
-            continue
-        for p in rep.passes:
-            counts[p.name][p.outcome.status] += 1
-            secs[p.name] += p.outcome.seconds
-            if p.outcome.status in ("invalid", "failed to prove"):
-                print(f"{c.id} {p.name}: {p.outcome.status}: {p.outcome.reason}", flush=True)
-        rows.append({"case": c.id, "passes": [p.to_json() for p in rep.passes]})
+            return
+        for p in row["passes"]:
+            counts[p["pass"]][p["status"]] += 1
+            secs[p["pass"]] += p["seconds"]
+            if p["status"] in ("invalid", "failed to prove"):
+                print(f"{row['case']} {p['pass']}: {p['status']}: {p['reason']}", flush=True)
         if args.jsonl:
             with open(args.jsonl, "a") as f:
-                f.write(json.dumps(rows[-1]) + "\n")
+                f.write(json.dumps(row) + "\n")
+
+    validate_tier(bounds, indices=indices, workers=args.jobs, progress=done)
     total = time.perf_counter() - t_all
-    print(f"{len(cases)} quick-tier cases in {total:.1f} s")
+    print(f"{len(indices)} quick-tier cases in {total:.1f} s ({args.jobs} worker(s); per-pass "
+          f"seconds are summed over the workers)")
     print(f"{'pass':<13} {'valid':>6} {'invalid':>8} {'failed':>7} {'unsup':>6} {'seconds':>8}")
     for p in VALIDATED_PASSES:
         k = counts[p]
         print(f"{p:<13} {k['valid']:>6} {k['invalid']:>8} {k['failed to prove']:>7} "
               f"{k['unsupported']:>6} {secs[p]:>8.1f}")
     reasons = collections.Counter(
-        pj["reason"].split(":")[0][:70] for r in rows for pj in r["passes"]
+        pj["reason"].split(":")[0][:70] for r in rows for pj in r.get("passes", ())
         if pj["status"] == "unsupported" and pj["pass"] in ("fuse",))
     print("fuse unsupported, top reasons:")
     for why, n in reasons.most_common(12):

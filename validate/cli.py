@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
     p.add_argument("--max-dim", type=int, default=4, help="DimVar extent bound (default 4)")
     p.add_argument("--max-elems", type=int, default=16,
                    help="elements per input tensor (default 16)")
+    p.add_argument("--max-elems-lanewise", type=int, default=64,
+                   help="elements per input tensor of a program that combines no lanes (no "
+                        "reduction, dot or loop; default 64)")
     p.add_argument("--timeout-ms", type=int, default=10_000,
                    help="Z3 timeout per output element query (default 10000)")
     p.add_argument("--plant", metavar="BUG", default=None,
@@ -46,7 +49,7 @@ def _validate(args: argparse.Namespace) -> int:
     try:
         module = load_module(args.spec)
         shapes = [parse_shape(s) for s in args.shape] or None
-        bounds = Bounds(args.max_dim, args.max_elems, args.timeout_ms)
+        bounds = Bounds(args.max_dim, args.max_elems, args.timeout_ms, args.max_elems_lanewise)
         fz = None
         if args.plant is not None:
             from tilefoundry.compiler.fusion import fuse

@@ -142,7 +142,29 @@ def _code_table(dt: str) -> tuple[int, ...]:
     return tuple(int(b) for b in np.asarray(f, np.float32).view(np.uint32))
 
 
+_TEMPLATES: dict[tuple, tuple[z3.ExprRef, z3.ExprRef]] = {}
+
+
+def templated(key: tuple, x: z3.ExprRef, build: Callable[[z3.ExprRef], z3.ExprRef]
+              ) -> z3.ExprRef:
+    """``build(x)`` for a pure term builder (no Python branch on ``x``), as one substitution
+    of ``x`` into ``build`` applied once per ``key`` to a placeholder of ``x``'s sort: the same
+    term (Z3 hash-conses terms), one API call instead of hundreds (the 255 ``If``\\ s of an
+    8-bit code's table, the rounding transcription). ``key`` names the builder and its
+    arguments; the sort is added to it."""
+    k = (*key, x.sort_kind(), str(x.sort()))
+    t = _TEMPLATES.get(k)
+    if t is None:
+        v = z3.Const(f"__template_{len(_TEMPLATES)}", x.sort())
+        t = _TEMPLATES[k] = (v, build(v))
+    return z3.substitute(t[1], (t[0], x))
+
+
 def _decode_code(x: z3.BitVecRef, dt: str) -> z3.FPRef:
+    return templated(("decode", dt), x, lambda v: _decode_table(v, dt))
+
+
+def _decode_table(x: z3.BitVecRef, dt: str) -> z3.FPRef:
     table = _code_table(dt)
     out: z3.ExprRef = z3.BitVecVal(table[0], 32)
     for c in range(1, 256):
@@ -179,8 +201,8 @@ def round_f32(x: z3.FPRef, to: str, overflow: str, rounding: str = "nearest") ->
         # Z3's own rounding: ``tilefoundry prove`` proves it equal to the transcription below
         # on all 2^32 inputs (obligation rounding.f32_to_<dt>.nonfinite), and it solves faster
         return z3.fpToFP(RNE, x, fp_sort(to))
-    code = encode_round_f32(_f32_bits(x), FORMATS[DType(to)], overflow, rounding)
-    return _from_code_bits(code, to)
+    return templated(("round_f32", to, overflow, rounding), x, lambda v: _from_code_bits(
+        encode_round_f32(_f32_bits(v), FORMATS[DType(to)], overflow, rounding), to))
 
 
 def _f64_to_f32_odd(v: z3.FPRef) -> z3.FPRef:

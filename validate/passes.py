@@ -1,7 +1,8 @@
 """``validate_program``: translation validation of every compiler pass on bounded shapes.
 
 For a module's entry and input shapes inside the bounds (every DimVar <= ``max_dim``, every
-input and output <= ``max_elems`` elements), the pipeline runs pass by pass and each pass's
+input <= ``max_elems`` elements, or <= ``max_elems_lanewise`` for a lane-wise program, D517),
+the pipeline runs pass by pass and each pass's
 output is checked to refine its input (``refine.check_refinement``):
 
 | pass | checked as |
@@ -32,7 +33,7 @@ from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
 from tilefoundry.compiler.schedule import TileConfig
 from tilefoundry.errors import InvalidArgumentError, TilefoundryError
 from tilefoundry.semantics.ir import Module
-from tilefoundry.validate.refine import OUTCOMES, Outcome, check_lowering, check_refinement
+from tilefoundry.validate.refine import OUTCOMES, Outcome, SymRuns, check_lowering, check_refinement
 
 __all__ = ["SMALL_TILES", "VALIDATED_PASSES", "Bounds", "PassResult", "ValidationReport",
            "validate_case", "validate_program"]
@@ -46,12 +47,18 @@ SMALL_TILES = TileConfig(tile_elems=2, max_row=4, k_block=2)
 
 @dataclass(frozen=True)
 class Bounds:
+    """``max_elems`` bounds every input; ``max_elems_lanewise`` (D517) is the larger bound for a
+    lane-wise program (its kernel IR combines no lanes: no reduction, dot, tile loop or host
+    loop), whose output elements each read a fixed number of input elements, so its
+    per-element queries stay as small as at ``max_elems`` and only their number grows."""
+
     max_dim: int = 4
     max_elems: int = 16
     timeout_ms: int = 10_000
+    max_elems_lanewise: int = 64
 
     def __post_init__(self):
-        for n in ("max_dim", "max_elems", "timeout_ms"):
+        for n in ("max_dim", "max_elems", "timeout_ms", "max_elems_lanewise"):
             v = getattr(self, n)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidArgumentError(f"validate bounds: {n} must be a positive int, got "
@@ -141,13 +148,97 @@ def bounded_shapes(module: Module, entry: str, bounds: Bounds) -> list[tuple[int
     return out
 
 
-def _outside(shapes: Sequence[tuple[int, ...]], bounds: Bounds) -> str | None:
+def _outside(shapes: Sequence[tuple[int, ...]], bounds: Bounds, lanewise: bool = False
+             ) -> str | None:
+    """Why ``shapes`` lie outside the bound (``max_elems``, or ``max_elems_lanewise`` for a
+    lane-wise program), or None."""
+    limit = max(bounds.max_elems, bounds.max_elems_lanewise) if lanewise else bounds.max_elems
     for i, s in enumerate(shapes):
         n = math.prod(s)
-        if n > bounds.max_elems:
+        if n > limit:
+            if lanewise:
+                return (f"input {i} has {n} elements ({'x'.join(map(str, s))}), above the "
+                        f"bound of {bounds.max_elems} (--max-elems) and that of {limit} for a "
+                        f"lane-wise program (--max-elems-lanewise)")
             return (f"input {i} has {n} elements ({'x'.join(map(str, s))}), above the bound "
                     f"of {bounds.max_elems} (--max-elems)")
     return None
+
+
+def combines_lanes(p: Program) -> str | None:
+    """What in ``p`` combines lanes (a ``Reduce``, ``Dot`` or ``TileLoop`` instruction, a host
+    loop), or None for a lane-wise program (D517)."""
+    from tilefoundry.compiler import kir
+
+    def walk(steps) -> str | None:
+        for st in steps:
+            if isinstance(st, kir.HostLoop):
+                return "a host loop"
+            if isinstance(st, kir.Kernel):
+                for ins in kir.iter_instrs(st.body):
+                    if isinstance(ins, kir.Reduce | kir.Dot | kir.TileLoop):
+                        return f"a {type(ins).__name__} in kernel {st.name}"
+        return None
+
+    return walk(p.steps)
+
+
+#: HIR ops of which each output element reads a fixed number of input elements (element-wise
+#: ops and the data movement ``hir_smt`` encodes by the reference's index map)
+LANEWISE_OPS = frozenset({"Binary", "Unary", "Cast", "Select", "ReLU", "Reshape", "Transpose",
+                          "Slice", "Concat", "Stack", "ShapeOf", "Rank", "Zeros"})
+
+
+def hir_combines_lanes(fn: Any) -> str | None:
+    """What in the HIR function ``fn`` is not known lane-wise (an op outside ``LANEWISE_OPS``,
+    a node other than a variable, constant, call or tuple), or None (D517). A ``Scan`` lowers
+    to kernel IR without a ``Reduce``, so the kernel IR alone does not tell."""
+    from tilefoundry.semantics.ir import Call, Constant, Tuple, TupleGetItem, Var, function_nodes
+
+    for n in function_nodes([fn]):
+        if isinstance(n, Call):
+            name = type(n.op).__name__
+            if name not in LANEWISE_OPS:
+                return f"the op {name}"
+        elif not isinstance(n, Var | Constant | Tuple | TupleGetItem):
+            return f"a {type(n).__name__}"
+    return None
+
+
+def _outside_program(module: Module, entry: str, shapes: list, bounds: Bounds) -> str | None:
+    """``_outside``, with the lane-wise bound for a program whose kernel IR (the default
+    lowering) combines no lanes."""
+    why = _outside(shapes, bounds)
+    if why is None:
+        return None
+    far = _outside(shapes, bounds, lanewise=True)
+    if far is not None:
+        return far
+    try:
+        hir: dict = {}
+        lanes = combines_lanes(_lower(module, entry, shapes, TileConfig(), state=hir)) or \
+            hir_combines_lanes(hir["hir"])
+    except TilefoundryError as e:
+        return f"{why}; the lane-wise bound ({bounds.max_elems_lanewise}) not tried: {_why(e)}"
+    if lanes is not None:
+        return (f"{why}; the program is not lane-wise ({lanes}), so the lane-wise bound of "
+                f"{bounds.max_elems_lanewise} does not apply")
+    return None
+
+
+#: the reason for a program whose types carry a ShardLayout (the elaborate pass of the
+#: single-device pipeline refuses it; its message names "the kernel-IR lowering")
+SHARDED_WHY = ("a sharded program (a ShardLayout in its types): the single-device pipeline "
+               "refuses it at elaborate, and the per-device lowering (lower_mesh) is not a "
+               "validated pass")
+
+
+def _why(e: TilefoundryError) -> str:
+    from tilefoundry.compiler.errors import NotSupportedError
+
+    if isinstance(e, NotSupportedError) and e.op == "ShardLayout":
+        return f"{SHARDED_WHY} ({type(e).__name__}: {e})"
+    return f"{type(e).__name__}: {e}"
 
 
 def _timed(fn: Callable[[], Outcome]) -> Outcome:
@@ -155,7 +246,7 @@ def _timed(fn: Callable[[], Outcome]) -> Outcome:
     try:
         o = fn()
     except TilefoundryError as e:
-        o = Outcome("unsupported", f"{type(e).__name__}: {e}")
+        o = Outcome("unsupported", _why(e))
     o.seconds = o.seconds or time.perf_counter() - t0
     return o
 
@@ -187,7 +278,7 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
     shp = check_shapes(shapes) if shapes is not None else bounded_shapes(module, entry, bounds)
     rep = ValidationReport(entry, shp)
     fz = fuse_pass or (lambda p, cfg: fuse(p, cfg))
-    why = _outside(shp, bounds)
+    why = _outside_program(module, entry, shp, bounds)
     if why is not None:
         for n in VALIDATED_PASSES:
             rep.passes.append(PassResult(n, Outcome("unsupported", why)))
@@ -203,6 +294,7 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
     cfg = TileConfig()
     progs: dict[str, Program] = {}
     hir: dict[str, Any] = {}
+    runs = SymRuns()  # a program checked twice (target, then source) is run symbolically once
 
     def lowered() -> Program:
         if "lower" not in progs:
@@ -212,12 +304,13 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
     def canon() -> Outcome:
         raw = _lower(module, entry, shp, cfg, canonical=False)
         rep.programs["canonicalize"] = (raw, lowered())
-        return check_refinement(raw, lowered(), timeout_ms=bounds.timeout_ms)
+        return check_refinement(raw, lowered(), timeout_ms=bounds.timeout_ms, runs=runs)
 
     rep.passes.append(PassResult("canonicalize", _timed(canon)))
     def lower() -> Outcome:
         p = lowered()
-        return check_lowering(module, entry, hir["hir"], p, timeout_ms=bounds.timeout_ms)
+        return check_lowering(module, entry, hir["hir"], p, timeout_ms=bounds.timeout_ms,
+                              runs=runs)
 
     rep.passes.append(PassResult("lower", _timed(lower)))
 
@@ -225,16 +318,18 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
         p = lowered()
         progs["fuse"] = fz(p, cfg)
         rep.programs["fuse"] = (p, progs["fuse"])
-        return check_refinement(p, progs["fuse"], timeout_ms=bounds.timeout_ms)
+        return check_refinement(p, progs["fuse"], timeout_ms=bounds.timeout_ms, runs=runs)
 
     rep.passes.append(PassResult("fuse", _timed(fused)))
 
     def schedule() -> Outcome:
         if "fuse" not in progs:
-            return Outcome("unsupported", "the fuse pass did not produce a program")
+            return Outcome("unsupported", "the fuse pass did not produce a program: "
+                           + rep.passes[-1].outcome.reason)
         small = fz(_lower(module, entry, shp, SMALL_TILES), SMALL_TILES)
         rep.programs["schedule"] = (progs["fuse"], small)
-        return check_refinement(progs["fuse"], small, timeout_ms=bounds.timeout_ms)
+        return check_refinement(progs["fuse"], small, timeout_ms=bounds.timeout_ms,
+                                runs=runs)
 
     rep.passes.append(PassResult("schedule", _timed(schedule)))
     return rep
@@ -262,16 +357,21 @@ def validate_case(case: Any, bounds: Bounds | None = None) -> ValidationReport:
         try:
             small = bounded_shapes(module, entry, bounds)
         except TilefoundryError as e:
-            return _all_unsupported(entry, shapes, f"{_outside(shapes, bounds)}; no bounded "
-                                    f"shapes ({e})")
-        if small == shapes or _outside(small, bounds) is not None:
-            return _all_unsupported(entry, shapes, f"{_outside(shapes, bounds)} and the "
-                                    f"signature fixes the extents")
-        shapes = small
+            small = None
+            fixed = f"no bounded shapes ({e})"
+        else:
+            fixed = "the signature fixes the extents"
+        if small is not None and small != shapes and _outside(small, bounds) is None:
+            shapes = small
+        elif _outside(shapes, bounds, lanewise=True) is None:
+            pass  # within the lane-wise bound: validate_program decides (D517)
+        else:
+            return _all_unsupported(entry, shapes, f"{_outside(shapes, bounds, lanewise=True)}"
+                                    f" and {fixed}")
     try:
         return validate_program(module, entry, shapes, bounds=bounds)
     except TilefoundryError as e:
-        return _all_unsupported(entry, shapes, f"{type(e).__name__}: {e}")
+        return _all_unsupported(entry, shapes, _why(e))
 
 
 def _all_unsupported(entry: str, shapes: list, why: str) -> ValidationReport:

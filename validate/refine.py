@@ -30,8 +30,8 @@ from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
 from tilefoundry.validate.symexec import input_vars, run_symbolic
 
-__all__ = ["OUTCOMES", "Counterexample", "Outcome", "check_lowering", "check_refinement", "decide",
-           "replay"]
+__all__ = ["OUTCOMES", "Counterexample", "Outcome", "SymRuns", "check_lowering",
+           "check_refinement", "decide", "replay"]
 
 OUTCOMES = ("valid", "invalid", "failed to prove", "unsupported")
 
@@ -145,8 +145,36 @@ def _model_inputs(model: z3.ModelRef, src: Program, bits: dict[str, np.ndarray])
     return out
 
 
-def check_refinement(src: Program, tgt: Program, *, timeout_ms: int = 10_000) -> Outcome:
-    """Does ``tgt`` refine ``src`` on all inputs (the programs' concrete shapes)?"""
+class SymRuns:
+    """A memo of symbolic runs (``run_symbolic``) for the passes of one ``validate_program``:
+    the same kernel-IR program on the same input variables is the target of one check and the
+    source of the next (``lower``'s program is run by ``canonicalize``, ``lower`` and
+    ``fuse``; ``fuse``'s by ``fuse`` and ``schedule``). A run is a pure function of the program
+    and the variables (terms are hash-consed; the tree choices are registered by content), so a
+    memoized run is the run. Keyed by the program object (held, so its id stays its own) and
+    the variables' term ids."""
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple, tuple[Program, Any]] = {}
+
+    def run(self, p: Program, bits: dict[str, np.ndarray]):
+        key = (id(p), tuple(v.get_id() for n in p.inputs for v in bits[n].reshape(-1)))
+        hit = self._runs.get(key)
+        if hit is not None and hit[0] is p:
+            return hit[1]
+        r = run_symbolic(p, bits)
+        self._runs[key] = (p, r)
+        return r
+
+
+def _run(runs: SymRuns | None, p: Program, bits: dict[str, np.ndarray]):
+    return runs.run(p, bits) if runs is not None else run_symbolic(p, bits)
+
+
+def check_refinement(src: Program, tgt: Program, *, timeout_ms: int = 10_000,
+                     runs: SymRuns | None = None) -> Outcome:
+    """Does ``tgt`` refine ``src`` on all inputs (the programs' concrete shapes)? ``runs``
+    memoizes the symbolic runs across the checks of one pipeline."""
     t0 = time.perf_counter()
     sbm, tbm = src.buffer_map(), tgt.buffer_map()
     sig = lambda p, bm: [(bm[n].dtype, bm[n].shape) for n in p.inputs]  # noqa: E731
@@ -158,9 +186,8 @@ def check_refinement(src: Program, tgt: Program, *, timeout_ms: int = 10_000) ->
                        time.perf_counter() - t0)
     bits = input_vars(src)
     try:
-        s = run_symbolic(src, bits)
-        t = run_symbolic(tgt, dict(zip(tgt.inputs, (bits[n] for n in src.inputs),
-                                       strict=True)))
+        s = _run(runs, src, bits)
+        t = _run(runs, tgt, dict(zip(tgt.inputs, (bits[n] for n in src.inputs), strict=True)))
     except Unsupported as e:
         return Outcome("unsupported", str(e), time.perf_counter() - t0)
     pairs = []
@@ -295,7 +322,7 @@ def _consts(t: z3.ExprRef) -> set[str]:
 
 
 def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,
-                   timeout_ms: int = 10_000) -> Outcome:
+                   timeout_ms: int = 10_000, runs: SymRuns | None = None) -> Outcome:
     """Does the lowered ``tgt`` refine the HIR entry ``fn`` (elaborated, canonicalized)? The
     source is ``hir_smt``'s encoding; a counterexample is replayed against the reference
     evaluator (``evaluate(module, entry, inputs)``)."""
@@ -309,7 +336,7 @@ def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,
                        f"kernel-IR inputs", time.perf_counter() - t0)
     bits = input_vars(tgt)
     try:
-        t = run_symbolic(tgt, bits)
+        t = _run(runs, tgt, bits)
         vals = {}
         for p, n in zip(fn.params, tgt.inputs, strict=True):
             vals[p.name] = _vmap_in(bits[n], tbm[n].dtype)

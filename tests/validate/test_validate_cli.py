@@ -46,13 +46,25 @@ def test_json_report(capsys):
 
 
 def test_shape_outside_bounds_is_unsupported_with_reason():
-    m, e, _ = SAMPLES["swap_operands"]
-    rep = validate_program(m, e, [(17,), (17,)])
+    m, e, _ = SAMPLES["swap_operands"]  # lane-wise (sub / div): the larger bound applies (D517)
+    rep = validate_program(m, e, [(65,), (65,)])
+    assert {p.outcome.status for p in rep.passes} == {"unsupported"}
+    why = rep.passes[0].outcome.reason
+    assert "65 elements" in why and "--max-elems-lanewise" in why, why
+    rep = validate_program(m, e, [(17,), (17,)], bounds=Bounds(max_elems_lanewise=16))
     assert {p.outcome.status for p in rep.passes} == {"unsupported"}
     assert "17 elements" in rep.passes[0].outcome.reason and "--max-elems" in \
         rep.passes[0].outcome.reason
-    rep = validate_program(m, e, [(17,), (17,)], bounds=Bounds(max_elems=32))
-    assert rep.status("fuse") == "valid"
+    for b in (Bounds(), Bounds(max_elems=32)):
+        assert validate_program(m, e, [(17,), (17,)], bounds=b).status("fuse") == "valid"
+
+
+def test_a_program_that_combines_lanes_keeps_the_smaller_bound():
+    m, e, _ = SAMPLES["reassociate_ordered_tree"]  # a sum: its queries grow with the row
+    rep = validate_program(m, e, [(17,)])
+    assert {p.outcome.status for p in rep.passes} == {"unsupported"}
+    why = rep.passes[0].outcome.reason
+    assert "17 elements" in why and "not lane-wise (a Reduce" in why, why
 
 
 def test_default_shapes_bind_dimvars_at_the_bound():
