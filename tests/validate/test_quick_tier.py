@@ -24,7 +24,7 @@ TIMEOUT_MS = 2_000
 #: element turns slow proofs into "failed to prove" when the machine is busy: three lower
 #: proofs of 2-4 s flipped between runs); losing a fragment (the 131 lane-wise programs of
 #: 17-64 elements, D517) or an encoding fails here
-MIN_VALID = {"elaborate": 460, "canonicalize": 525, "lower": 465, "fuse": 590, "schedule": 585}
+MIN_VALID = {"elaborate": 486, "canonicalize": 585, "lower": 505, "fuse": 679, "schedule": 675}
 
 
 def test_whole_quick_tier_has_no_invalid_pass():
