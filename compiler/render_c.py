@@ -70,7 +70,7 @@ from tilefoundry.compiler.render_c_lanes import LanesC
 from tilefoundry.compiler.render_c_reduce import ACCUMULATORS, ReduceDotC
 from tilefoundry.compiler.spelling import CSIZE, CTYPE, c_f64_literal, c_literal
 
-__all__ = ["ACCUMULATORS", "ENTRY", "PARALLEL_MIN_WORK", "render", "root_names"]
+__all__ = ["ACCUMULATORS", "ENTRY", "PARALLEL_MIN_WORK", "c_source", "render", "root_names"]
 
 ENTRY = "tf_program"
 #: lane-operations (instances x tile elements x instructions) above which instances of a
@@ -81,7 +81,7 @@ PARALLEL_MIN_WORK = 1 << 21
 _ARITH = spelling.ARITH
 _INT_NAMES = ("i8", "u8", "i32", "i64")
 
-def _c_source(name: str) -> str:
+def c_source(name: str) -> str:
     """A prelude file of ``compiler/c_runtime`` (real C sources that tools can lint and the
     tests compile on their own), as text."""
     from importlib.resources import files
@@ -89,13 +89,13 @@ def _c_source(name: str) -> str:
     return files("tilefoundry.compiler.c_runtime").joinpath(name).read_text()
 
 
-_PRELUDE = _c_source("tf_prelude_c.h")
+_PRELUDE = c_source("tf_prelude_c.h")
 
 #: the prelude both C-family spellings share (SIMD C and CUDA C++): every function ``TF_FN``
 #: (``static inline`` / ``static __device__``), divisions and square roots through the
 #: spelling's ``TF__FDIV`` / ``TF__DDIV`` / ``TF__DSQRT`` (libm operators in C, the explicit
 #: round-to-nearest intrinsics on the GPU) and the math functions through ``TF_EXP`` and friends
-SHARED_PRELUDE = _c_source("tf_prelude_shared.h")
+SHARED_PRELUDE = c_source("tf_prelude_shared.h")
 
 
 def _prelude() -> str:

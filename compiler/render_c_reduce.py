@@ -62,6 +62,10 @@ class ReduceDotC:
     """The reductions, dots and tile loops of ``KernelC`` (a mixin: it reads the kernel's
     ``k``, ``dt``, ``full``, ``aref``, ``loops``, ``farith`` and friends)."""
 
+    #: the spelling's step for an f32 max of sign-clear values from -inf (an int32 max of the
+    #: patterns, D525), or None: the general ``TF__PICKMAX``
+    NONNEG_MAX_STEP: str | None = None
+
     # -- reductions ---------------------------------------------------------------------------
     def emit_reduce(self, ins: kir.Reduce, out: list[str], ind: str) -> None:
         k = self.k
@@ -226,6 +230,13 @@ class ReduceDotC:
             lines.append(f"{ind2}const {vt} {v} = {x};")
             return v
 
+        # an f32 max of values whose sign bit is clear (an abs_max, a max of abs), folded from
+        # the identity -inf: their patterns order as int32 (NaNs above inf), D525
+        src = self.defs.get(ins.x)
+        nonneg = bool(self.NONNEG_MAX_STEP) and dt == "f32" and not seed_init and (
+            kind == "abs_max" or (kind == "max" and isinstance(src, kir.UnOp)
+                                  and src.kind == "abs"))
+
         def step(acc: str, v: str) -> str:
             if kind == "sum":
                 if kir.is_float(dt):
@@ -238,6 +249,8 @@ class ReduceDotC:
                 # (a bool abs_max, which no lowering makes, folds with & as it always did)
                 return f"(uint8_t)({acc} {_LOGIC[rd.BOOL_MINMAX.get(kind, 'and')]} {v})"
             if kir.is_float(dt):
+                if nonneg:
+                    return f"{self.NONNEG_MAX_STEP}({acc}, {v})"
                 return f"TF__PICK{'MIN' if kind == 'min' else 'MAX'}({acc}, {v})"
             if kind == "abs_max":
                 return f"({v} > {acc} ? {v} : {acc})"

@@ -68,6 +68,7 @@ from tilefoundry.compiler.render_c import (
     KernelC,
     ProgramC,
     Run,
+    c_source,
     prelude_constants,
 )
 from tilefoundry.compiler.spelling import CSIZE, CTYPE, UTYPE
@@ -122,11 +123,15 @@ _CUDA_HEAD = r"""/* CUDA C++ for NVRTC: no C library headers; tf_numerics.h is c
 #endif
 """
 
+#: the CUDA spelling's own reduction steps and GPU conversions (D525), before the shared prelude
+CUDA_PRELUDE = c_source("tf_prelude_cuda.h")
+
 PLAN_TAG = "/* tf-plan "
 
 
 def cuda_prelude() -> str:
-    return prelude_constants() + _CUDA_HEAD + SHARED_PRELUDE + c_vecmath.CUDA_MATH
+    return prelude_constants() + _CUDA_HEAD + CUDA_PRELUDE + SHARED_PRELUDE + \
+        c_vecmath.CUDA_MATH
 
 
 class KernelCuda(KernelC):
@@ -138,6 +143,7 @@ class KernelCuda(KernelC):
     #: no GCC vector folds (``render_c_vreduce``); f32 math by ``c_vecmath.CUDA_MATH`` (D519)
     vec_math = False
     NARROW_MATH = True
+    NONNEG_MAX_STEP = "TF__MAX_NONNEG"
     #: allow the lane mapping (one thread per lane) for kernels that are one lane-wise run
     LANE_MAPPING = True
 
@@ -153,6 +159,10 @@ class KernelCuda(KernelC):
     ROWS_MAPPING = True
     #: allow the tensor-core mapping for reassociated matmul kernels (D280)
     MMA_MAPPING = True
+
+    def widened(self, x: str, src: str) -> str:
+        # a Widen of bf16: the GPU's exact shift (the host emulation's tf_bf16_to_f32, D525)
+        return f"TF__WIDEN_BF16({x})" if src == "bf16" else super().widened(x, src)
 
     def render_whole(self) -> str | None:
         """The tensor-core kernel where ``render_cuda_mma.plan_mma`` matches (else None: the

@@ -1,6 +1,7 @@
 /* The prelude both C-family spellings share (SIMD C and CUDA C++), after the spelling's own
  * head, which defines TF_FN and the TF__* operators (compiler/render_c.py reads this file). */
 
+#ifndef TF__HAVE_RND_BF16  /* (the CUDA spelling's GPU build has its own, D525) */
 /* the f32 value of round-to-bf16 (nonfinite overflow; a NaN keeps its sign) without the 16-bit
  * pattern: tf_bf16_to_f32(tf_f32_to_bf16(x, TF_NONFINITE, 0)) bit for bit */
 TF_FN float tf__rnd_bf16(float x)
@@ -11,6 +12,7 @@ TF_FN float tf__rnd_bf16(float x)
     const uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
     return tf_f32_from_bits(isnan(x) ? ((u & 0x80000000u) | TF_F32_QNAN) : r);
 }
+#endif
 
 /* NaN-propagating min / max ordering -0 < +0; a NaN gives the positive quiet NaN */
 TF_FN float tf__fmin(float a, float b)
@@ -37,11 +39,14 @@ TF_FN double tf__dmax(double a, double b)
     const double r = a > b ? a : (b > a ? b : tie);
     return (isnan(a) || isnan(b)) ? tf_f64_from_bits(0x7FF8000000000000ull) : r;
 }
-/* reduction steps: the first NaN met stays; -0 < +0 */
+/* reduction steps: the first NaN met stays; -0 < +0 (a spelling may define its own first:
+ * the CUDA one's are branch-free, D525) */
+#ifndef TF__PICKMAX
 #define TF__PICKMAX(acc, v) (isnan(acc) ? (acc) : (isnan(v) ? (v) : \
     (((v) > (acc) || ((v) == (acc) && signbit(acc) && !signbit(v))) ? (v) : (acc))))
 #define TF__PICKMIN(acc, v) (isnan(acc) ? (acc) : (isnan(v) ? (v) : \
     (((v) < (acc) || ((v) == (acc) && !signbit(acc) && signbit(v))) ? (v) : (acc))))
+#endif
 
 /* f64 -> float dtypes, rounded once (semantics.evaluator.math.round_f64_once): a NaN gives the
  * positive quiet NaN */

@@ -1,0 +1,53 @@
+/* The CUDA C++ spelling's prelude, after its head (compiler/render_cuda.py) and before the
+ * prelude both C-family spellings share, which defines what this file has not (D525). */
+
+/* max / min reduction steps without branches (D525): fmax / fmin order every pair of numbers
+ * but may take either zero of +-0, which the pattern's and (max) / or (min) settles (-0 < +0; an
+ * equal pair of other numbers has one pattern); a NaN operand gives a NaN (a + v: which NaN is
+ * no contract, D342), where the shared prelude's form keeps the first NaN met through branches
+ * (nvcc made each step two to four branches, a row kernel's max ~15 instructions a lane) */
+TF_FN float tf__pick(float a, float v, bool mx)
+{
+    const uint32_t z = mx ? (tf_f32_bits(a) & tf_f32_bits(v)) : (tf_f32_bits(a) | tf_f32_bits(v));
+    const float r = a == v ? tf_f32_from_bits(z) : (mx ? fmaxf(a, v) : fminf(a, v));
+    return (isnan(a) || isnan(v)) ? a + v : r;
+}
+TF_FN double tf__pick(double a, double v, bool mx)
+{
+    const uint64_t z = mx ? (tf_f64_bits(a) & tf_f64_bits(v)) : (tf_f64_bits(a) | tf_f64_bits(v));
+    const double r = a == v ? tf_f64_from_bits(z) : (mx ? fmax(a, v) : fmin(a, v));
+    return (isnan(a) || isnan(v)) ? a + v : r;
+}
+#define TF__PICKMAX(acc, v) tf__pick((acc), (v), true)
+#define TF__PICKMIN(acc, v) tf__pick((acc), (v), false)
+/* the max step of sign-clear f32 values (|x|, an abs_max) folded from -inf: their patterns
+ * order as int32 (+0 < subnormals < normals < inf < NaNs; -inf negative), one integer max
+ * instead of tf__pick; which NaN wins is no contract (D525) */
+TF_FN float tf__max_nonneg(float a, float v)
+{
+    const int32_t x = (int32_t)tf_f32_bits(a), y = (int32_t)tf_f32_bits(v);
+    return tf_f32_from_bits((uint32_t)(x > y ? x : y));
+}
+#define TF__MAX_NONNEG(acc, v) tf__max_nonneg((acc), (v))
+/* on the GPU (sm_80 on) a value rounded to bf16 inside a kernel (a kernel-IR Round, nonfinite
+ * overflow) is the hardware conversion cvt.rn.bf16.f32, as the Triton renderer's (D279(c), D342:
+ * a NaN becomes the canonical 0x7FFF, whose sign and payload are no contract); the host
+ * emulation keeps the integer algorithm (D525) */
+#if !defined(TF_HOST_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define TF__HAVE_RND_BF16
+TF_FN float tf__rnd_bf16(float x)
+{
+    uint16_t h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return tf_f32_from_bits((uint32_t)h << 16);
+}
+#endif
+/* a bf16 value widened inside a kernel (a kernel-IR Widen): on the GPU the exact conversion,
+ * a shift, whose NaN keeps its payload, as the Triton renderer's (D279(c): a Widen feeds
+ * arithmetic, comparisons, reductions and Rounds, never a result the program shows as is, and a
+ * NaN's payload is no contract); the host emulation keeps tf_bf16_to_f32 (D525) */
+#if !defined(TF_HOST_EMULATION) && defined(__CUDA_ARCH__)
+#define TF__WIDEN_BF16(h) tf_f32_from_bits((uint32_t)(h) << 16)
+#else
+#define TF__WIDEN_BF16(h) tf_bf16_to_f32(h)
+#endif
