@@ -65,6 +65,9 @@ class ReduceDotC:
     #: the spelling's step for an f32 max of sign-clear values from -inf (an int32 max of the
     #: patterns, D525), or None: the general ``TF__PICKMAX``
     NONNEG_MAX_STEP: str | None = None
+    #: the spelling's step of ordered-integer keys (``<name>_max`` / ``_min``, with ``tf__key_*``
+    #: / ``tf__unkey_*``), or None (D525)
+    KEYED_STEP: str | None = None
 
     # -- reductions ---------------------------------------------------------------------------
     def emit_reduce(self, ins: kir.Reduce, out: list[str], ind: str) -> None:
@@ -197,10 +200,12 @@ class ReduceDotC:
             out.append(f"{inner}    " + self.ACC_BARRIER.format(acc=acc))
         out.append(f"{inner}}}")
 
-    def reduce_ops(self, ins: kir.Reduce) -> _ReduceOps:
+    def reduce_ops(self, ins: kir.Reduce, keyed: bool = False) -> _ReduceOps:
         """The pieces of a (non-compensated) reduction that every mapping shares: how a lane's
         value is read (mask, abs), one combining step, the identity and the result from an
-        accumulation (init, the no-valid-lane rule)."""
+        accumulation (init, the no-valid-lane rule). ``keyed``: a caller that always ends with
+        ``finish`` may take an f32 max / min folded from its identity as ordered-integer keys
+        (the spelling's ``KEYED_STEP``, D525)."""
         k = self.k
         dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
         ct = CTYPE[dt]
@@ -227,6 +232,8 @@ class ReduceDotC:
             if ins.mask:
                 ident = _identity(kind, dt)
                 x = f"{self.aref(ins.mask, coords)} ? ({vt})({x}) : ({vt}){ident}"
+            if keyed:
+                x = f"tf__key_{kind}({x})"
             lines.append(f"{ind2}const {vt} {v} = {x};")
             return v
 
@@ -236,6 +243,10 @@ class ReduceDotC:
         nonneg = bool(self.NONNEG_MAX_STEP) and dt == "f32" and not seed_init and (
             kind == "abs_max" or (kind == "max" and isinstance(src, kir.UnOp)
                                   and src.kind == "abs"))
+        # any other f32 max / min from its identity, where the caller allows it: each lane's
+        # ordered-integer key (a NaN the extreme key), an int32 max / min a step, D525
+        keyed = keyed and bool(self.KEYED_STEP) and dt == "f32" and not seed_init and \
+            kind in ("max", "min") and not nonneg
 
         def step(acc: str, v: str) -> str:
             if kind == "sum":
@@ -249,6 +260,8 @@ class ReduceDotC:
                 # (a bool abs_max, which no lowering makes, folds with & as it always did)
                 return f"(uint8_t)({acc} {_LOGIC[rd.BOOL_MINMAX.get(kind, 'and')]} {v})"
             if kir.is_float(dt):
+                if keyed:
+                    return f"{self.KEYED_STEP}_{kind}({acc}, {v})"
                 if nonneg:
                     return f"{self.NONNEG_MAX_STEP}({acc}, {v})"
                 return f"TF__PICK{'MIN' if kind == 'min' else 'MAX'}({acc}, {v})"
@@ -258,9 +271,13 @@ class ReduceDotC:
 
         at = UTYPE[dt] if kind == "abs_max" and kir.is_int(dt) else ct
         ident = _identity(kind, dt)
+        if keyed:
+            ident = f"tf__key_{kind}({ident})"
 
         def finish(acc: str, anyv: str | None) -> str:
             """The result from the lanes' accumulation ``acc`` (init combined)."""
+            if keyed:
+                acc = f"tf__unkey_{kind}({acc})"
             r = f"({ct}){acc}"
             if ins.init is not None and not seed_init:
                 init = self.aref(ins.init, coords)

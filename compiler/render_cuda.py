@@ -144,6 +144,7 @@ class KernelCuda(KernelC):
     vec_math = False
     NARROW_MATH = True
     NONNEG_MAX_STEP = "TF__MAX_NONNEG"
+    KEYED_STEP = "tf__kstep"
     #: allow the lane mapping (one thread per lane) for kernels that are one lane-wise run
     LANE_MAPPING = True
 

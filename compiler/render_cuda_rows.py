@@ -528,7 +528,7 @@ def _run(kc, run: Run, out: list[str], ind: str) -> None:
 def _reduce(kc, ins: kir.Reduce, out: list[str], ind: str, n: int) -> None:
     p: RowsPlan = kc.rows
     _, at, _, _ = kc.reduce_path(ins, p.threads)
-    ops = kc.reduce_ops(ins)
+    ops = kc.reduce_ops(ins, keyed=True)  # finish ends every fold here
     flag = ops.track
     body: list[str] = []
     v = ops.value("", body)

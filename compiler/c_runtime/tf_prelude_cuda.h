@@ -29,6 +29,38 @@ TF_FN float tf__max_nonneg(float a, float v)
     return tf_f32_from_bits((uint32_t)(x > y ? x : y));
 }
 #define TF__MAX_NONNEG(acc, v) tf__max_nonneg((acc), (v))
+/* an f32 max / min as ordered-integer keys (the row mapping's folds from the identity): the
+ * key u ^ ((u >> 31) & 0x7FFFFFFF) is monotonic in the float order with -0 < +0 and its own
+ * inverse; a NaN of either sign is the extreme key (INT32_MAX for max, INT32_MIN for min), which
+ * no number's key is, so a NaN lane wins and unkeys to the quiet NaN. The keys travel in f32
+ * registers as bit patterns (moves and shuffles; no float operation reads them) (D525) */
+TF_FN uint32_t tf__key_bits(float x)
+{
+    const uint32_t u = tf_f32_bits(x);
+    return u ^ ((uint32_t)((int32_t)u >> 31) & 0x7FFFFFFFu);
+}
+TF_FN float tf__key_max(float x) { return tf_f32_from_bits(isnan(x) ? 0x7FFFFFFFu : tf__key_bits(x)); }
+TF_FN float tf__key_min(float x) { return tf_f32_from_bits(isnan(x) ? 0x80000000u : tf__key_bits(x)); }
+TF_FN float tf__kstep_max(float a, float v)
+{
+    const int32_t x = (int32_t)tf_f32_bits(a), y = (int32_t)tf_f32_bits(v);
+    return tf_f32_from_bits((uint32_t)(x > y ? x : y));
+}
+TF_FN float tf__kstep_min(float a, float v)
+{
+    const int32_t x = (int32_t)tf_f32_bits(a), y = (int32_t)tf_f32_bits(v);
+    return tf_f32_from_bits((uint32_t)(x < y ? x : y));
+}
+TF_FN float tf__unkey_max(float k)
+{
+    return tf_f32_bits(k) == 0x7FFFFFFFu ? tf_f32_from_bits(TF_F32_QNAN)
+                                          : tf_f32_from_bits(tf__key_bits(k));
+}
+TF_FN float tf__unkey_min(float k)
+{
+    return tf_f32_bits(k) == 0x80000000u ? tf_f32_from_bits(TF_F32_QNAN)
+                                          : tf_f32_from_bits(tf__key_bits(k));
+}
 /* on the GPU (sm_80 on) a value rounded to bf16 inside a kernel (a kernel-IR Round, nonfinite
  * overflow) is the hardware conversion cvt.rn.bf16.f32, as the Triton renderer's (D279(c), D342:
  * a NaN becomes the canonical 0x7FFF, whose sign and payload are no contract); the host

@@ -3,7 +3,8 @@
 ``tf__pick`` (``TF__PICKMAX`` / ``TF__PICKMIN`` of the CUDA prelude) is branch-free: fmax / fmin,
 the tie of two zeros settled by the patterns' and / or, a NaN operand giving a NaN; an f32 max of
 sign-clear values (an ``abs_max``, a ``max`` of ``abs``) folded from -inf is one int32 max of the
-patterns (``TF__MAX_NONNEG``). The contract they must keep (docs/contracts.md): max / min are
+patterns (``TF__MAX_NONNEG``); the row mapping folds any other f32 max / min from its identity
+as ordered-integer keys (``tf__kstep_max`` / ``_min``, a NaN the extreme key). The contract they must keep (docs/contracts.md): max / min are
 NaN-propagating and order -0 < +0 — "the max of -0 and +0 is +0, their min is -0" — and which
 NaN a NaN result is is no contract. Judged here on the host emulation, through both the block
 mapping (D276) and the row mapping (D482), on rows of zero ties, NaNs of both signs and
@@ -91,7 +92,8 @@ def test_max_min_steps_keep_the_zero_order_and_the_nans(kind, policy, rows_mappi
     x = _rows(4096 if rows_mapping else 700)
     m = one_op(Reduce((1,), False, KINDS[kind], policy), x)
     src, got = _host(m, "f", [x])
-    step = "TF__MAX_NONNEG" if kind == "abs_max" else f"TF__PICK{kind.upper()[:3]}"
+    step = ("TF__MAX_NONNEG" if kind == "abs_max" else
+            f"tf__kstep_{kind}" if rows_mapping else f"TF__PICK{kind.upper()[:3]}")
     assert step in src, step
     assert check(m, "f", [x], got).status == "PASS", (kind, policy)
     got = np.asarray(got).reshape(-1)
@@ -119,4 +121,18 @@ def test_a_wrong_integer_step_is_caught(monkeypatch) -> None:
     x = _rows(4096)
     m = one_op(Reduce((1,), False, ReduceKind.ABS_MAX, "unordered_tree"), x)
     _, got = _host(m, "f", [x])
+    assert check(m, "f", [x], got).status == "FAIL"
+
+
+def test_a_key_that_lets_a_nan_lose_is_caught(monkeypatch) -> None:
+    """The keyed rows are sharp too: a NaN keyed as +inf (a lost NaN) FAILs the max rows."""
+    planted = render_cuda.CUDA_PRELUDE.replace(
+        "tf__key_max(float x) { return tf_f32_from_bits(isnan(x) ? 0x7FFFFFFFu",
+        "tf__key_max(float x) { return tf_f32_from_bits(isnan(x) ? 0x7F800000u")
+    assert planted != render_cuda.CUDA_PRELUDE
+    monkeypatch.setattr(render_cuda, "CUDA_PRELUDE", planted)
+    x = _rows(4096)
+    m = one_op(Reduce((1,), False, ReduceKind.MAX, "unordered_tree"), x)
+    src, got = _host(m, "f", [x])
+    assert "tf__kstep_max" in src
     assert check(m, "f", [x], got).status == "FAIL"
