@@ -135,10 +135,15 @@ class LanesC:
         return f"tf_f32_to_{plan.to}({w}, {sat}, " + \
             (f"{_RND[plan.rounding]})" if plan.path == "e8m0" else "0)")
 
+    def kernel_round(self, w: str, to: str, overflow: str) -> str:
+        """An f32 value rounded to ``to`` inside a kernel (a kernel-IR ``Round``, a narrow math
+        result) — not an explicit ``Cast``; a spelling may render it its own way (D525)."""
+        return self.round_f32(w, to, overflow)
+
     def l_Round(self, ins: kir.Round, ref) -> tuple[str, list[str]]:
         x, src = ref(ins.x), self.dt(ins.x)
         if rd.round_source(src) == "f32":
-            return self.round_f32(x, ins.to, ins.overflow), []
+            return self.kernel_round(x, ins.to, ins.overflow), []
         if ins.to == "f32":  # from f64
             return (f"(float){x}" if ins.overflow == "nonfinite" else
                     f"tf_f32_to_f32((float){x}, TF_SATURATE, 0)"), []
@@ -221,7 +226,7 @@ class LanesC:
             w = self.widened(x, dt)
             # f32 exp within 1 ulp32 (D400), or the narrow form (D519)
             v = f"tf__{ins.fn}_nf({w})" if nf else f"tf__expf_v({w})"
-            return (self.round_f32(v, dt, "nonfinite") if plan.narrow else v), []
+            return (self.kernel_round(v, dt, "nonfinite") if plan.narrow else v), []
         if plan.form == "f64":
             return f"{_MATH64[ins.fn]}({x})", []
         v = f"{_MATH64[ins.fn]}((double){self.widened(x, dt)})"

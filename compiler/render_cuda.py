@@ -161,6 +161,12 @@ class KernelCuda(KernelC):
     #: allow the tensor-core mapping for reassociated matmul kernels (D280)
     MMA_MAPPING = True
 
+    def kernel_round(self, w: str, to: str, overflow: str) -> str:
+        # to bf16, overflow to inf: the GPU's cvt (the host emulation's integer algorithm, D525)
+        if to == "bf16" and overflow == "nonfinite":
+            return f"TF__RN_BF16({w})"
+        return super().kernel_round(w, to, overflow)
+
     def widened(self, x: str, src: str) -> str:
         # a Widen of bf16: the GPU's exact shift (the host emulation's tf_bf16_to_f32, D525)
         return f"TF__WIDEN_BF16({x})" if src == "bf16" else super().widened(x, src)

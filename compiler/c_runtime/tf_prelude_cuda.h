@@ -73,6 +73,15 @@ TF_FN float tf__rnd_bf16(float x)
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
     return tf_f32_from_bits((uint32_t)h << 16);
 }
+#define TF__RN_BF16(x) tf__rn_bf16(x)
+TF_FN uint16_t tf__rn_bf16(float x)
+{
+    uint16_t h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return h;
+}
+#else
+#define TF__RN_BF16(x) tf_f32_to_bf16((x), TF_NONFINITE, 0)
 #endif
 /* a bf16 value widened inside a kernel (a kernel-IR Widen): on the GPU the exact conversion,
  * a shift, whose NaN keeps its payload, as the Triton renderer's (D279(c): a Widen feeds
