@@ -330,7 +330,7 @@ class CudaExecutable(Interpreter):
             return
         entry = self.plan["kernels"][k.name]
         dev = _Device.get() if self.device == "cuda" else _HOST
-        f = dev.function(self.source, entry["fn"], entry.get("smem", 0))
+        f = dev.function(self.source, entry["fn"], *([entry["smem"]] if "smem" in entry else []))
         loads, stores = self._roots[k.name]
         order = self.plan["roots"]
         bufs: list = []
@@ -355,10 +355,12 @@ class CudaExecutable(Interpreter):
             if per:
                 bufs.append(scratch)
             base = [int(ptr[r]) if r in ptr else 0 for r in order] + [int(q) for q in snaps]
-            maps = [dev.tensor_map(int(ptr[order[m["root"]]]), m) for m in entry.get("tmaps", ())]
+            # the wgmma mapping's tensor maps and dynamic shared memory (D520)
+            kw = {"smem": entry["smem"], "maps": [dev.tensor_map(int(ptr[order[m["root"]]]), m)
+                                                  for m in entry["tmaps"]]} \
+                if entry.get("tmaps") else {}
             for blocks, first, end in launches:
-                dev.launch(f, blocks, threads, [*base, int(scratch), first, end],
-                           smem=entry.get("smem", 0), maps=maps)
+                dev.launch(f, blocks, threads, [*base, int(scratch), first, end], **kw)
             for r in order:
                 if r in stores:
                     out = st[r]
