@@ -156,14 +156,11 @@ class KernelCuda(KernelC):
     MMA_MAPPING = True
 
     def render_whole(self) -> str | None:
-        """The tensor-core kernel (``render_cuda_wgmma.render_whole``: wgmma on sm_90, D520,
-        else ``mma.sync``, D280) where the kernel is the reassociated matmul shape (else None:
-        the C-family rendering with this spelling's mapping)."""
-        if not self.MMA_MAPPING:
-            return None
+        """The tensor-core kernel of a reassociated matmul (wgmma on sm_90, D520, else
+        ``mma.sync``, D280), else None (the C-family rendering with this spelling's mapping)."""
         from tilefoundry.compiler import render_cuda_wgmma
 
-        return render_cuda_wgmma.render_whole(self)
+        return render_cuda_wgmma.render_whole(self) if self.MMA_MAPPING else None
 
     def plan_mapping(self, segs: list) -> None:
         """The row mapping (``render_cuda_rows.plan_rows``), else the lane, block or instance
@@ -747,13 +744,12 @@ class ProgramCuda(ProgramC):
             plan["arch"] = "compute_90a"  # wgmma / setmaxnreg: sm_90a only (D520)
         text = json.dumps(plan, sort_keys=True).replace("/", "\\/")  # no "*/" inside
         head = [cuda_prelude()]
-        if any(k["mapping"] in ("mma", "wgmma") for k in self.kernels.values()):
-            from tilefoundry.compiler.render_cuda_mma import MMA_HEAD
-            from tilefoundry.compiler.render_cuda_wgmma import WGMMA_HEAD
+        maps = {k["mapping"] for k in self.kernels.values()}
+        if maps & {"mma", "wgmma"}:
+            from tilefoundry.compiler import render_cuda_mma, render_cuda_wgmma
 
-            head.append(MMA_HEAD)
-            if any(k["mapping"] == "wgmma" for k in self.kernels.values()):
-                head.append(WGMMA_HEAD)
+            head += [render_cuda_mma.MMA_HEAD] + \
+                ([render_cuda_wgmma.WGMMA_HEAD] if "wgmma" in maps else [])
         if any(k["mapping"] == "rows" for k in self.kernels.values()):
             head.append(render_cuda_rows.ROWS_HEAD)
         parts = [*head, f"/* program {self.p.name} */", *self.funcs,
