@@ -399,9 +399,9 @@ def bench_cuda_gemm(n: int, results: list[dict], k_blocks: tuple[int, ...] = (32
 
 
 #: the CUDA GEMM variants ``--cuda-gemm`` times, each in its own process: ``mma`` (the
-#: mma.sync kernel, D280) or a wgmma plan ``BMxBNxSTAGES[xGROUP_M[xnoreg]]`` (D520)
-CUDA_GEMM_VARIANTS = ("mma", "128x256x4", "128x256x3", "128x128x5", "128x256x4x16",
-                      "128x256x4x8xnoreg")
+#: mma.sync kernel, D280) or a wgmma plan ``BMxBNxSTAGES[xGROUP_M][xnoreg][xwait0]`` (D520)
+CUDA_GEMM_VARIANTS = ("mma", "128x256x4", "128x256x4xwait0", "128x256x3", "128x128x5",
+                      "128x256x4x16", "128x256x4xnoreg")
 
 
 def bench_cuda_gemm_variants(n: int, variants, results: list[dict], limit: float) -> None:
@@ -583,7 +583,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cuda-gemm-variants",
                     default=os.environ.get("TF_CUDA_GEMM_VARIANTS", ",".join(CUDA_GEMM_VARIANTS)),
                     help="comma-separated: mma (the mma.sync kernel) or wgmma plans "
-                         "BMxBNxSTAGES[xGROUP_M[xnoreg]] (env TF_CUDA_GEMM_VARIANTS)")
+                         "BMxBNxSTAGES[xGROUP_M][xnoreg][xwait0] (env TF_CUDA_GEMM_VARIANTS)")
     ap.add_argument("--cuda-gemm-limit", type=float, default=45.0,
                     help="seconds one variant's process may take")
     ap.add_argument("--cuda-gemm-one", help=argparse.SUPPRESS)

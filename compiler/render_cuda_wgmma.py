@@ -75,6 +75,9 @@ class WgTile:
     stages: int = 4
     group_m: int = 8
     maxnreg: bool = True
+    #: wgmma groups a consumer leaves in flight when it moves to the next K tile (0: wait for
+    #: each tile's MMAs; 1: release the previous tile's stage once its group is done)
+    inflight: int = 1
 
     @property
     def consumers(self) -> int:
@@ -94,14 +97,18 @@ class WgTile:
 
     def valid(self) -> bool:
         return self.bm in (64, 128) and self.bn in (64, 128, 192, 256) and self.stages >= 2 \
-            and self.group_m >= 1 and self.smem <= SMEM_LIMIT
+            and self.group_m >= 1 and self.smem <= SMEM_LIMIT and self.inflight in (0, 1)
 
 
 def parse_tile(text: str) -> WgTile:
-    """``BMxBNxSTAGES[xGROUP[xNOREG]]`` (``TF_CUDA_WGMMA_TILE``, the benchmark's variants)."""
+    """``BMxBNxSTAGES[xGROUP][xnoreg][xwait0]`` (``TF_CUDA_WGMMA_TILE``, the benchmark's
+    variants): ``noreg`` no ``setmaxnreg``, ``wait0`` no wgmma group left in flight."""
     f = text.lower().split("x")
-    t = WgTile(int(f[0]), int(f[1]), int(f[2]), *([int(f[3])] if len(f) > 3 else []),
-               *([f[4] != "noreg"] if len(f) > 4 else []))
+    nums = [int(x) for x in f if x.isdigit()]
+    flags = {x for x in f if not x.isdigit()}
+    if len(nums) < 3 or flags - {"noreg", "wait0"}:
+        raise ValueError(f"wgmma tile {text!r}: expected BMxBNxSTAGES[xGROUP][xnoreg][xwait0]")
+    t = WgTile(*nums[:4], maxnreg="noreg" not in flags, inflight=0 if "wait0" in flags else 1)
     if not t.valid():
         raise ValueError(f"wgmma tile {text!r}: bm 64 / 128, bn 64..256 by 64, stages >= 2, "
                          f"shared memory <= {SMEM_LIMIT} bytes")
@@ -309,6 +316,7 @@ __device__ __forceinline__ void tf_mbar_wait(uint64_t *b, uint32_t parity)
 #define TF_WG_FENCE() asm volatile("wgmma.fence.sync.aligned;" ::: "memory")
 #define TF_WG_COMMIT() asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory")
 #define TF_WG_WAIT0() asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory")
+#define TF_WG_WAIT1() asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory")
 #endif
 """
 
@@ -505,9 +513,14 @@ def render_wgmma(kc, w: WgmmaPlan) -> tuple[list[str], list[str]]:
            "#pragma unroll",
            f"            for (int kk = 0; kk < {BK // 16}; ++kk) {fn}(TF_R(tf_acc), {da}, {db});",
            "            TF_WG_COMMIT();",
-           "            TF_WG_WAIT0();",
-           "            if ((tid & 127) == 0) tf_mbar_arrive(&tf_empty[s]);",
+           *(["            TF_WG_WAIT0();",
+              "            if ((tid & 127) == 0) tf_mbar_arrive(&tf_empty[s]);"] if not t.inflight
+             else  # the previous tile's group is done: its stage is free
+             ["            TF_WG_WAIT1();",
+              f"            if (kt > 0 && (tid & 127) == 0) tf_mbar_arrive(&tf_empty[(kt - 1) % "
+              f"{t.stages}]);"]),
            "        }",
+           *(["        TF_WG_WAIT0();"] if t.inflight else []),
            "    }",
            "    {",
            *epi,
@@ -530,7 +543,8 @@ def render_whole(kc) -> str | None:
     if w is not None:
         kc.wgmma, kc.block = w, w.tile.threads
         kc.why = (f"wgmma mapping: a reassociated bf16 / f16 matmul on sm_90 (wgmma + TMA, "
-                  f"{w.tile.bm}x{w.tile.bn}x{BK} tiles, {w.tile.stages} stages; D520)")
+                  f"{w.tile.bm}x{w.tile.bn}x{BK} tiles, {w.tile.stages} stages, "
+                  f"{w.tile.inflight} group(s) in flight; D520)")
         helpers, fn = render_wgmma(kc, w)
         return "\n".join([kc.comment(), *helpers, *fn])
     kc.block = render_cuda_mma.MMA_THREADS

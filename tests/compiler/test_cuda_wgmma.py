@@ -109,14 +109,18 @@ def test_the_tensor_maps_describe_the_operands() -> None:
     assert entry["threads"] == 384 and entry["blocks"] == -(-m // 128) * -(-n // 256)
 
 
-@pytest.mark.parametrize("tile", ["64x128x3", "128x128x2x1x noreg", "128x192x4x2", "64x64x6"])
+@pytest.mark.parametrize("tile", ["64x128x3", "128x128x2x1xnoreg", "128x192x4x2xwait0",
+                                  "64x64x6"])
 def test_plan_variants_stay_admitted(monkeypatch, tile: str) -> None:
     """The benchmark's plan variants (``TF_CUDA_WGMMA_TILE``: tile, stages, L2 group, no
     register rebalancing): each covers the domain with its own tiles and is admitted."""
-    monkeypatch.setenv("TF_CUDA_WGMMA_TILE", tile.replace(" ", ""))
+    monkeypatch.setenv("TF_CUDA_WGMMA_TILE", tile)
     comp, v = _judged("bf16", "mm", [(200, 136), (136, 200)], seed=7)
     assert _mappings(comp) == ["wgmma"]
     assert v.status == "PASS", v.message[:2000]
+    src = comp.executable.source
+    assert ("TF_WG_WAIT1();" in src) == ("wait0" not in tile)
+    assert ("setmaxnreg.inc" in src) == ("noreg" not in tile)
 
 
 def test_parse_tile_refuses_what_does_not_fit() -> None:
@@ -124,6 +128,10 @@ def test_parse_tile_refuses_what_does_not_fit() -> None:
         render_cuda_wgmma.parse_tile("128x256x5")  # 5 x 48 KiB: past 227 KiB
     with pytest.raises(ValueError):
         render_cuda_wgmma.parse_tile("256x128x2")  # 4 consumer warpgroups: not a plan
+    with pytest.raises(ValueError):
+        render_cuda_wgmma.parse_tile("128x256x4xfast")  # no such flag
+    assert render_cuda_wgmma.parse_tile("64x128x3x16xwait0") == render_cuda_wgmma.WgTile(
+        64, 128, 3, 16, True, 0)
 
 
 def test_declined_kernels_keep_mma_sync_and_say_why(monkeypatch) -> None:
