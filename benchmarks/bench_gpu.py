@@ -11,8 +11,10 @@ admitted), it times side by side:
 * ``tilefoundry-triton``: the program compiled by the Triton backend, every buffer resident on
   the GPU (``triton_backend.DeviceRun``: the kernels only, no host copies);
 * ``tilefoundry-cuda``: the program compiled by the CUDA C++ backend (NVRTC), likewise resident
-  (``cuda_backend.CudaDeviceRun``); its GEMM (the tensor-core ``mma.sync`` kernel, D280) is
-  timed at ``--cuda-gemm-n`` (default 8192) for each K tile in ``--cuda-k-blocks``;
+  (``cuda_backend.CudaDeviceRun``); its GEMM (the Hopper wgmma kernel, D520, where it applies,
+  else the tensor-core ``mma.sync`` kernel, D280) is timed at ``--cuda-gemm-n`` (default 8192)
+  for each K tile in ``--cuda-k-blocks``; ``--cuda-gemm`` times only it, once per variant of
+  ``--cuda-gemm-variants`` (``mma`` or a wgmma plan), each in its own process;
 * ``torch-eager``: the same function in torch (``F.rms_norm``, ``torch.softmax``,
   ``F.silu(g) * u``, ``torch.matmul`` — cuBLAS for the GEMM);
 * ``torch-compile``: that function through ``torch.compile`` (default mode);
@@ -360,8 +362,10 @@ def _cuda_row(entry: str, xs: list[np.ndarray], shapes_in: list, chunks: int | N
 
 
 def bench_cuda_gemm(n: int, results: list[dict], k_blocks: tuple[int, ...] = (32,)) -> None:
-    """The CUDA backend's GEMM beside cuBLAS, once per K tile (the (M, N) block is
-    ``CUDA_TILES``'s 128 x 128); each variant's output judged on the top-left 64 x 64 block."""
+    """The CUDA backend's GEMM beside cuBLAS, once per K tile of the kernel IR (the (M, N)
+    block is ``CUDA_TILES``'s 128 x 128; the wgmma kernel, D520, tiles the domain its own way,
+    ``TF_CUDA_WGMMA_TILE``); each variant's output judged on the top-left and the bottom-right
+    64 x 64 blocks (the full K) before it is timed."""
     import dataclasses
 
     import torch
@@ -376,18 +380,67 @@ def bench_cuda_gemm(n: int, results: list[dict], k_blocks: tuple[int, ...] = (32
     for kb in k_blocks:
         cfg = dataclasses.replace(CUDA_TILES, k_block=kb)
         comp = tf_compile(PROGRAMS, "gemm", [a.shape, b.shape], "cuda", cfg=cfg)
-        maps = [k["mapping"] for k in render_cuda.parse_plan(comp.executable.source)
-                ["kernels"].values()]
+        plan = render_cuda.parse_plan(comp.executable.source)["kernels"].values()
+        maps = [k["mapping"] for k in plan]
         out = comp([a, b])
         verdict = _judge("gemm", [a[:64], np.ascontiguousarray(b[:, :64])], out[:64, :64])
+        if verdict == "PASS" and n > 64:
+            verdict = _judge("gemm", [a[-64:], np.ascontiguousarray(b[:, -64:])],
+                             out[-64:, -64:])
         run = CudaDeviceRun(comp.executable, [a, b])
         rows = {"tilefoundry-cuda": _time(run.launch),
                 "cublas (torch.matmul)": _time(lambda: torch.matmul(ta, tb))}
         run.sync()
         run.close()
+        what = "; ".join(k["why"] for k in plan if k["mapping"] in ("mma", "wgmma"))
         _gemm_report(n, rows, "tilefoundry-cuda", verdict, results,
-                     f" (CUDA backend, K tile {kb}, mapping {'/'.join(maps)})",
-                     f"oracle on the 64x64 block: {verdict}")
+                     f" (CUDA backend, K tile {kb}, mapping {'/'.join(maps)}: {what})",
+                     f"oracle on two 64x64 blocks: {verdict}")
+
+
+#: the CUDA GEMM variants ``--cuda-gemm`` times, each in its own process: ``mma`` (the
+#: mma.sync kernel, D280) or a wgmma plan ``BMxBNxSTAGES[xGROUP_M][xnoreg][xwait0]`` (D520)
+CUDA_GEMM_VARIANTS = ("mma", "128x256x4", "128x256x4xwait0", "128x256x3", "128x128x5",
+                      "128x256x4x16", "128x256x4xnoreg")
+
+
+def bench_cuda_gemm_variants(n: int, variants, results: list[dict], limit: float) -> None:
+    """Each variant in a child process (``--cuda-gemm-one``) under a time limit: a kernel that
+    fails to compile, launch or pass the oracle, or hangs, is reported and the next one runs."""
+    import subprocess
+    import tempfile
+
+    for spec in variants:
+        with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+            cmd = [sys.executable, __file__, "--cuda-gemm-one", spec, "--cuda-gemm-n", str(n),
+                   "--json", tmp.name]
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+                print(r.stdout.strip(), flush=True)
+                if r.returncode:
+                    err = [ln for ln in r.stderr.strip().splitlines() if ln.strip()][-3:]
+                    print(f"cuda gemm {spec}: exit {r.returncode}: {' | '.join(err)[:600]}",
+                          flush=True)
+                    results.append({"kernel": "gemm", "impl": f"tilefoundry-cuda {spec}",
+                                    "error": f"exit {r.returncode}: {' | '.join(err)[:600]}"})
+                    continue
+                for row in json.loads(Path(tmp.name).read_text() or "[]"):
+                    results.append({**row, "variant": spec})
+            except subprocess.TimeoutExpired:
+                print(f"cuda gemm {spec}: timed out after {limit:.0f} s (a hang?)", flush=True)
+                results.append({"kernel": "gemm", "impl": f"tilefoundry-cuda {spec}",
+                                "error": "timeout"})
+
+
+def _cuda_gemm_one(spec: str, n: int, results: list[dict]) -> None:
+    """One variant in this process: ``mma`` switches the wgmma mapping off, anything else is
+    the wgmma plan ``TF_CUDA_WGMMA_TILE`` (read when the program is rendered)."""
+    if spec == "mma":
+        os.environ["TF_CUDA_WGMMA"] = "0"
+    else:
+        os.environ["TF_CUDA_WGMMA_TILE"] = spec
+    print(f"gemm variant {spec}", flush=True)
+    bench_cuda_gemm(n, results, (32,))
 
 
 def _gemm_report(n: int, rows: dict, ours: str, verdict: str, results: list[dict],
@@ -524,14 +577,37 @@ def main(argv=None) -> int:
                          "(at its tile size and at 16,384; 2-3 candidates)")
     ap.add_argument("--no-cuda", action="store_true",
                     help="leave the CUDA C++ backend out of the row table")
+    ap.add_argument("--cuda-gemm", action="store_true",
+                    help="only the CUDA backend's GEMM variants (--cuda-gemm-variants), each in "
+                         "its own process under --cuda-gemm-limit seconds")
+    ap.add_argument("--cuda-gemm-variants",
+                    default=os.environ.get("TF_CUDA_GEMM_VARIANTS", ",".join(CUDA_GEMM_VARIANTS)),
+                    help="comma-separated: mma (the mma.sync kernel) or wgmma plans "
+                         "BMxBNxSTAGES[xGROUP_M][xnoreg][xwait0] (env TF_CUDA_GEMM_VARIANTS)")
+    ap.add_argument("--cuda-gemm-limit", type=float, default=45.0,
+                    help="seconds one variant's process may take")
+    ap.add_argument("--cuda-gemm-one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     import torch
 
     if not torch.cuda.is_available():
         print("bench_gpu.py needs a CUDA GPU", file=sys.stderr)
         return 2
-    print(f"device {torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
     results: list[dict] = []
+    if args.cuda_gemm_one:  # a child of --cuda-gemm: one variant
+        _cuda_gemm_one(args.cuda_gemm_one, args.cuda_gemm_n, results)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results))
+        return 0
+    print(f"device {torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
+    if args.cuda_gemm:
+        bench_cuda_gemm_variants(256 if args.quick else args.cuda_gemm_n,
+                                 [v for v in args.cuda_gemm_variants.split(",") if v],
+                                 results, args.cuda_gemm_limit)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(results, fh, indent=1)
+        return 0
     both = not (args.rows or args.gemm)
     row_shapes = [(1024, 4096)] if args.quick else list(ROW_SHAPES)
     if args.tune:

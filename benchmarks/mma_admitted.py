@@ -89,7 +89,7 @@ def main(argv=None) -> int:
             if args.backend == "cuda":
                 comp = tf_compile(mod, "mm", [a.shape, b.shape], "cuda", cfg=CUDA_TILES)
                 uses_dot = "mma.sync" in comp.executable.source and any(
-                    k["mapping"] == "mma" for k in
+                    k["mapping"] in ("mma", "wgmma") for k in
                     render_cuda.parse_plan(comp.executable.source)["kernels"].values())
                 out = comp([a, b])
             else:

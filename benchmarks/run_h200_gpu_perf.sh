@@ -16,6 +16,11 @@
 #   tier   the quick conformance tier on the Triton backend, 14 workers (matmuls now take the
 #          TMA path where it applies): must stay 0 FAIL / 0 ERROR       [limit 150 s; not default]
 #   tiercuda  the same on the CUDA C++ backend                             [limit 120 s; not default]
+#   cudagemm  the CUDA C++ backend's bf16 GEMM 8192^3 beside cuBLAS: the mma.sync kernel and the
+#          wgmma plans (D520; TF_CUDA_GEMM_VARIANTS, e.g. "128x256x4,128x128x5"), each in its own
+#          process (a kernel that fails to compile or launch, or hangs, is reported and the next
+#          runs), each judged by the oracle before it is timed (bench_gpu.py --cuda-gemm)
+#                                                                [limit 200 s; not default]
 #   rows   the row kernels (RMSNorm, softmax, SwiGLU, residual-add + RMSNorm, softmax with
 #          scale and mask) at 32768x4096 / 8192^2 / 4096x14336, Triton and CUDA backends beside
 #          torch, torch.compile and Liger (benchmarks/bench_gpu.py --rows; TF_CUDA_ROWS_VARIANTS
@@ -66,6 +71,8 @@ for p in $PARTS; do
               --tier quick --no-progress --jsonl "$OUT/tiercuda.jsonl" ;;
     tier) part tier 150 python -m tilefoundry conformance run --backend triton -j 14 --tier quick \
               --no-progress --jsonl "$OUT/tier.jsonl" ;;
+    cudagemm) part cudagemm 200 python "$R/benchmarks/bench_gpu.py" --cuda-gemm \
+              --cuda-gemm-limit 30 --json "$OUT/cudagemm.json" ;;
     gemm) part gemm 220 python "$R/benchmarks/bench_gpu_gemm.py" --tune --json "$OUT/gemm.json" ;;
     fp8)  part fp8 170 python "$R/benchmarks/bench_gpu_gemm.py" --fp8 --no-bf16 \
               --json "$OUT/fp8.json" ;;
@@ -94,7 +101,7 @@ find "$XDG_CACHE_HOME" -name tuned.json -exec cp {} "$OUT/triton_tuned_user.json
         echo; echo "## $p"
         if [ "$p" = tier ] || [ "$p" = tiercuda ]; then head -n 16 "$OUT/$p.log"; continue; fi
         if [ "$p" = ncu ]; then grep -E "^===|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Size|Warp Cycles Per Issued|Executed Ipc|L1/TEX Hit|ERR|Error" "$OUT/$p.log" | head -n 120; continue; fi
-        grep -E "^(device|tune|gemm|fp8e4m3|  (cublas|tilefoundry)|\||result|cases|[A-Z_]+ +[0-9])" \
+        grep -E "^(device|tune|gemm|GEMM|cuda gemm|fp8e4m3|  (cublas|tilefoundry)|\||result|cases|[A-Z_]+ +[0-9])" \
             "$OUT/$p.log" | head -n 60
         grep -E "Error|error|Traceback" "$OUT/$p.log" | head -n 8 | cut -c1-300
     done

@@ -29,6 +29,7 @@ NVRTC compile. An NVRTC error is ``CudaCompileError`` with NVRTC's log and the k
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from collections.abc import Sequence
@@ -115,19 +116,28 @@ class _Device:
             _ok(cur[1].cu, cur[1].cu.cuCtxSetCurrent(cur[1].ctx), "cuCtxSetCurrent")
             return cur[1]
 
-    def function(self, source: str, name: str):
+    def function(self, source: str, name: str, smem: int = 0):
         key = (source, name)
         f = self.functions.get(key)
         if f is None:
             mod = self.modules.get(source)
             if mod is None:
                 # the build pass's PTX (a cache hit): the driver compiles it for this device
-                ptx = cuda_build.build(source, cuda_build.PTX_ARCH).data
+                ptx = cuda_build.build(source, source_arch(source)).data
                 mod = self.modules[source] = _ok(self.cu, self.cu.cuModuleLoadData(ptx),
                                                  "cuModuleLoadData")
-            f = self.functions[key] = _ok(self.cu, self.cu.cuModuleGetFunction(
-                mod, name.encode()), f"cuModuleGetFunction({name})")
+            f = _ok(self.cu, self.cu.cuModuleGetFunction(mod, name.encode()),
+                    f"cuModuleGetFunction({name})")
+            if smem > 48 * 1024:  # dynamic shared memory past the default 48 KiB (D520)
+                a = self.cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                _ok(self.cu, self.cu.cuFuncSetAttribute(f, a, smem), "cuFuncSetAttribute")
+            self.functions[key] = f
         return f
+
+    def tensor_map(self, addr: int, spec: dict) -> np.ndarray:
+        """The 128-byte ``CUtensorMap`` of a plan's ``tmaps`` entry over device address
+        ``addr`` (``cuTensorMapEncodeTiled``: 128-byte swizzle, out-of-range lanes 0)."""
+        return encode_tensor_map(self.cu, addr, spec)
 
     def alloc(self, nbytes: int):
         return _ok(self.cu, self.cu.cuMemAlloc(max(int(nbytes), 1)), "cuMemAlloc")
@@ -141,12 +151,14 @@ class _Device:
             _ok(self.cu, self.cu.cuMemcpyDtoH(a.ctypes.data, dptr, a.nbytes), "cuMemcpyDtoH")
 
     def launch(self, f, blocks: int, threads: int, params: Sequence[int],
-               sync: bool = True) -> None:
-        """``f`` on ``blocks`` x ``threads`` with 8-byte parameters (pointers, int64), on the
-        legacy default stream; ``sync`` waits for it (and reports its error here)."""
+               sync: bool = True, smem: int = 0, maps: Sequence[np.ndarray] = ()) -> None:
+        """``f`` on ``blocks`` x ``threads`` with 8-byte parameters (pointers, int64) and then
+        the 128-byte tensor maps ``maps`` by value, ``smem`` bytes of dynamic shared memory,
+        on the legacy default stream; ``sync`` waits for it (and reports its error here)."""
         vals = np.array([int(p) & 0xFFFFFFFFFFFFFFFF for p in params], np.uint64)
-        ptrs = np.array([vals.ctypes.data + 8 * i for i in range(len(vals))], np.uint64)
-        _ok(self.cu, self.cu.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, 0,
+        ptrs = np.array([vals.ctypes.data + 8 * i for i in range(len(vals))] +
+                        [m.ctypes.data for m in maps], np.uint64)
+        _ok(self.cu, self.cu.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, smem, 0,
                                             ptrs.ctypes.data, 0), "cuLaunchKernel")
         if sync:
             _ok(self.cu, self.cu.cuCtxSynchronize(), "kernel run (cuCtxSynchronize)")
@@ -162,6 +174,7 @@ _HOST_SHIM = r"""/* host emulation of the CUDA C++ source (CudaBackend(device="h
 #include <string.h>
 #define __global__
 #define __launch_bounds__(...)
+#define __grid_constant__
 struct tf__dim3 { int64_t x; };
 static tf__dim3 blockIdx, blockDim, threadIdx;
 static inline float __fadd_rn(float a, float b) { return a + b; }
@@ -198,7 +211,10 @@ def host_source(source: str) -> str:
         args = [f"p{i}" for i in range(n)] + [f"q{i}" for i in range(len(k["snap"]))] + \
             ["S0", "lo", "hi"]
         params = ", ".join([f"char *{a}" for a in args[:-2]] + ["int64_t lo", "int64_t hi"])
-        if k.get("mapping") in ("block", "mma", "rows"):  # it loops over its threads, phase by phase
+        if k.get("tmaps"):  # tensor maps by pointer, passed on by value (D520)
+            params += "".join(f", const tf_tmap *m{i}" for i in range(len(k["tmaps"])))
+            args += [f"*m{i}" for i in range(len(k["tmaps"]))]
+        if k.get("mapping") in ("block", "mma", "rows", "wgmma"):  # it loops over its threads
             out.append(f'''extern "C" void {k["fn"]}_grid(int64_t blocks, int64_t threads, {params})
 {{
     blockDim.x = threads;
@@ -229,7 +245,7 @@ class _HostDevice:
         self.mem: dict[int, np.ndarray] = {}
         self.functions: dict[tuple[str, str], Any] = {}
 
-    def function(self, source: str, name: str):
+    def function(self, source: str, name: str, smem: int = 0):
 
         from tilefoundry.compiler.c_runtime.build import load
 
@@ -256,12 +272,22 @@ class _HostDevice:
         if a.nbytes:
             a.reshape(-1).view(np.uint8)[:] = self.mem[dptr][:a.nbytes]
 
-    def launch(self, f, blocks: int, threads: int, params: Sequence[int]) -> None:
-        import ctypes
+    def tensor_map(self, addr: int, spec: dict) -> np.ndarray:
+        """The host form of a tensor map (``render_cuda_wgmma``'s ``tf_tma_emul`` reads it):
+        address, rank, dims, byte strides of dims 1.., box."""
+        m = _map_buffer()
+        rank = len(spec["dims"])
+        m[0], m[1] = addr + 2 * spec["offset"], rank
+        m[2:2 + rank] = spec["dims"]
+        m[7:7 + rank - 1] = spec["strides"]
+        m[11:11 + rank] = spec["box"]
+        return m
 
+    def launch(self, f, blocks: int, threads: int, params: Sequence[int], smem: int = 0,
+               maps: Sequence[np.ndarray] = ()) -> None:
         f(ctypes.c_int64(blocks), ctypes.c_int64(threads),
           *[ctypes.c_int64(int(p) - (1 << 64) if int(p) >= 1 << 63 else int(p))
-            for p in params])
+            for p in params], *[ctypes.c_void_p(m.ctypes.data) for m in maps])
 
     def free(self, dptr: int) -> None:
         self.mem.pop(dptr, None)
@@ -273,6 +299,8 @@ def launch_slices(entry: dict, threads: int) -> tuple[int, list[tuple[int, int, 
     instance and a launch covers whole instances, at most ``SCRATCH_LIMIT`` bytes of it. Under
     the block mapping a block is an instance (first / end are instances)."""
     n, lanes, per = entry["instances"], entry.get("lanes", 1), entry["scratch"]
+    if entry.get("mapping") == "wgmma":  # its own tiles of the whole domain (D520)
+        return entry["blocks"], [(entry["blocks"], 0, entry["blocks"])]
     if entry.get("mapping") in ("block", "mma", "rows"):  # one block per instance, no scratch
         chunk = min(n, MAX_BLOCKS)
         return chunk, [(min(n, lo + chunk) - lo, lo, min(n, lo + chunk))
@@ -294,7 +322,7 @@ class CudaExecutable(Interpreter):
         self.plan = parse_plan(source)
         # NVRTC to PTX (cached) in the build pass: a compile error needs no GPU. The host
         # emulation compiles the same source with the host's C++ compiler instead.
-        self.ptx = cuda_build.build(source, cuda_build.PTX_ARCH) if device == "cuda" else None
+        self.ptx = cuda_build.build(source, source_arch(source)) if device == "cuda" else None
         self._roots = {k.name: kernel_roots(k, self.bm) for k in program.kernels()}
 
     def launch(self, k: Kernel, st: dict[str, np.ndarray]) -> None:
@@ -302,7 +330,7 @@ class CudaExecutable(Interpreter):
             return
         entry = self.plan["kernels"][k.name]
         dev = _Device.get() if self.device == "cuda" else _HOST
-        f = dev.function(self.source, entry["fn"])
+        f = dev.function(self.source, entry["fn"], *([entry["smem"]] if "smem" in entry else []))
         loads, stores = self._roots[k.name]
         order = self.plan["roots"]
         bufs: list = []
@@ -327,8 +355,12 @@ class CudaExecutable(Interpreter):
             if per:
                 bufs.append(scratch)
             base = [int(ptr[r]) if r in ptr else 0 for r in order] + [int(q) for q in snaps]
+            # the wgmma mapping's tensor maps and dynamic shared memory (D520)
+            kw = {"smem": entry["smem"], "maps": [dev.tensor_map(int(ptr[order[m["root"]]]), m)
+                                                  for m in entry["tmaps"]]} \
+                if entry.get("tmaps") else {}
             for blocks, first, end in launches:
-                dev.launch(f, blocks, threads, [*base, int(scratch), first, end])
+                dev.launch(f, blocks, threads, [*base, int(scratch), first, end], **kw)
             for r in order:
                 if r in stores:
                     out = st[r]
@@ -344,6 +376,39 @@ class CudaExecutable(Interpreter):
 
 
 _HOST = _HostDevice()
+
+
+def source_arch(source: str) -> str:
+    """The NVRTC architecture a rendered source is built for: its plan's ``arch``
+    (``compute_90a`` for the wgmma mapping, D520), else ``cuda_build.PTX_ARCH``."""
+    return parse_plan(source).get("arch", cuda_build.PTX_ARCH)
+
+
+def encode_tensor_map(cu, addr: int, spec: dict) -> np.ndarray:
+    """``cuTensorMapEncodeTiled`` of a plan's tensor map (``render_cuda_wgmma.TmaOperand.spec``)
+    over the root at device address ``addr``: 16-bit elements, 128-byte swizzle, out-of-range
+    lanes filled with zeros; the 128 bytes, 64-byte aligned, for ``cuLaunchKernel``."""
+    dt = cu.CUtensorMapDataType
+    kind = dt.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if spec["dtype"] == "bf16" else \
+        dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+    rank = len(spec["dims"])
+    tm = _ok(cu, cu.cuTensorMapEncodeTiled(
+        kind, rank, addr + 2 * spec["offset"], [cu.cuuint64_t(x) for x in spec["dims"]],
+        [cu.cuuint64_t(x) for x in spec["strides"]], [cu.cuuint32_t(x) for x in spec["box"]],
+        [cu.cuuint32_t(1)] * rank, cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+    out = _map_buffer()
+    ctypes.memmove(out.ctypes.data, int(tm.getPtr()), 128)
+    return out
+
+
+def _map_buffer() -> np.ndarray:
+    """128 zero bytes, 64-byte aligned (a tensor map's alignment; the view keeps its buffer)."""
+    buf = np.zeros(16 + 8, np.uint64)
+    at = (-buf.ctypes.data % 64) // 8
+    return buf[at:at + 16]
 
 
 class CudaDeviceRun:
@@ -376,7 +441,7 @@ class CudaDeviceRun:
             if k.instances == 0 or any(n == 0 for n in k.domain):
                 continue
             entry = exe.plan["kernels"][k.name]
-            f = dev.function(exe.source, entry["fn"])
+            f = dev.function(exe.source, entry["fn"], entry.get("smem", 0))
             snaps = []
             for r in entry["snap"]:
                 q = self._alloc(st[r].nbytes)
@@ -386,8 +451,9 @@ class CudaDeviceRun:
             chunk, launches = launch_slices(entry, threads)
             scratch = self._alloc(chunk * entry["scratch"]) if entry["scratch"] else 0
             base = [int(ptr[r]) if r in ptr else 0 for r in order] + [int(q) for q in snaps]
-            self.calls += [(f, blocks, threads, [*base, int(scratch), first, end])
-                           for blocks, first, end in launches]
+            maps = [dev.tensor_map(int(ptr[order[m["root"]]]), m) for m in entry.get("tmaps", ())]
+            self.calls += [(f, blocks, threads, [*base, int(scratch), first, end],
+                            entry.get("smem", 0), maps) for blocks, first, end in launches]
 
     def _alloc(self, nbytes: int):
         p = self.dev.alloc(nbytes)
@@ -395,8 +461,8 @@ class CudaDeviceRun:
         return p
 
     def launch(self) -> None:
-        for f, blocks, threads, params in self.calls:
-            self.dev.launch(f, blocks, threads, params, sync=False)
+        for f, blocks, threads, params, smem, maps in self.calls:
+            self.dev.launch(f, blocks, threads, params, sync=False, smem=smem, maps=maps)
 
     def sync(self) -> None:
         _ok(self.dev.cu, self.dev.cu.cuCtxSynchronize(), "kernel run (cuCtxSynchronize)")

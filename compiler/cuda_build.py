@@ -40,13 +40,16 @@ from tilefoundry.compiler.c_runtime.build import (
 from tilefoundry.compiler.errors import CompilerError
 from tilefoundry.errors import InvalidArgumentError
 
-__all__ = ["HEADER", "OPTIONS", "PTX_ARCH", "CudaBuild", "CudaCompileError", "build",
+__all__ = ["HEADER", "OPTIONS", "PTX_ARCH", "TARGET_SM", "CudaBuild", "CudaCompileError", "build",
            "compile_source", "cuda_python", "nvrtc_version", "unpack"]
 
 OPTIONS: tuple[str, ...] = ("--fmad=false", "--prec-div=true", "--prec-sqrt=true",
                             "--ftz=false", "-std=c++17")
 #: the virtual architecture of the CPU-side PTX check (Hopper: the H200)
 PTX_ARCH = "compute_90"
+#: the SM the CUDA backend renders for (Hopper: the H200). The wgmma mapping (D520) is chosen
+#: only for 90: its programs are built for ``compute_90a`` (arch-specific: sm_90 only)
+TARGET_SM = 90
 HEADER = RUNTIME_DIR / "tf_numerics.h"
 HOW = ("install the CUDA extra: pip install 'tilefoundry[cuda]' (cuda-bindings and "
        "nvidia-cuda-nvrtc)")

@@ -154,6 +154,7 @@ class KernelCuda(KernelC):
     flat: tuple[int, ...] | None = None  # the run's axes under the lane mapping
     block: int | None = None  # threads per block under the block mapping
     mma = None  # the tensor-core plan (render_cuda_mma.MmaPlan, D280)
+    wgmma = None  # the Hopper plan (render_cuda_wgmma.WgmmaPlan, D520)
     rows = None  # the row plan (render_cuda_rows.RowsPlan, D482)
     why = ""  # why the kernel got its mapping (``tilefoundry compile --explain``)
     #: allow the row mapping (one block per row, 16-byte accesses, shuffles; D482)
@@ -172,18 +173,11 @@ class KernelCuda(KernelC):
         return f"TF__WIDEN_BF16({x})" if src == "bf16" else super().widened(x, src)
 
     def render_whole(self) -> str | None:
-        """The tensor-core kernel where ``render_cuda_mma.plan_mma`` matches (else None: the
-        C-family rendering with this spelling's mapping)."""
-        if not self.MMA_MAPPING:
-            return None
-        from tilefoundry.compiler import render_cuda_mma
+        """The tensor-core kernel of a reassociated matmul (wgmma on sm_90, D520, else
+        ``mma.sync``, D280), else None (the C-family rendering with this spelling's mapping)."""
+        from tilefoundry.compiler import render_cuda_wgmma
 
-        self.mma = render_cuda_mma.plan_mma(self)
-        if self.mma is None:
-            return None
-        self.block, self.scratch = render_cuda_mma.MMA_THREADS, 0
-        self.why = "tensor-core mapping: a reassociated matmul on mma.sync (D280)"
-        return "\n".join(render_cuda_mma.render_mma(self, self.mma))
+        return render_cuda_wgmma.render_whole(self) if self.MMA_MAPPING else None
 
     def plan_mapping(self, segs: list) -> None:
         """The row mapping (``render_cuda_rows.plan_rows``), else the lane, block or instance
@@ -733,6 +727,8 @@ class KernelCuda(KernelC):
         return out
 
     def mapping(self) -> str:
+        if self.wgmma is not None:
+            return "wgmma"
         if self.mma is not None:
             return "mma"
         if self.rows is not None:
@@ -747,6 +743,8 @@ class KernelCuda(KernelC):
                  "mapping": self.mapping(), "why": self.why}
         if self.block is not None:
             entry["threads"] = self.block
+        if self.wgmma is not None:
+            entry.update(self.wgmma.plan_entry(self))
         return entry
 
 
@@ -759,12 +757,16 @@ class ProgramCuda(ProgramC):
         self.kernels: dict[str, dict] = {}
         self.steps(self.p.steps, [], "")
         plan = {"roots": self.names, "threads": THREADS, "kernels": self.kernels}
+        if any(k["mapping"] == "wgmma" for k in self.kernels.values()):
+            plan["arch"] = "compute_90a"  # wgmma / setmaxnreg: sm_90a only (D520)
         text = json.dumps(plan, sort_keys=True).replace("/", "\\/")  # no "*/" inside
         head = [cuda_prelude()]
-        if any(k["mapping"] == "mma" for k in self.kernels.values()):
-            from tilefoundry.compiler.render_cuda_mma import MMA_HEAD
+        maps = {k["mapping"] for k in self.kernels.values()}
+        if maps & {"mma", "wgmma"}:
+            from tilefoundry.compiler import render_cuda_mma, render_cuda_wgmma
 
-            head.append(MMA_HEAD)
+            head += [render_cuda_mma.MMA_HEAD] + \
+                ([render_cuda_wgmma.WGMMA_HEAD] if "wgmma" in maps else [])
         if any(k["mapping"] == "rows" for k in self.kernels.values()):
             head.append(render_cuda_rows.ROWS_HEAD)
         parts = [*head, f"/* program {self.p.name} */", *self.funcs,

@@ -63,8 +63,9 @@ def _kernels(source: str) -> list[str]:
 def _unit(kernels: list[str]) -> str:
     from tilefoundry.compiler.render_cuda_mma import MMA_HEAD
     from tilefoundry.compiler.render_cuda_rows import ROWS_HEAD
+    from tilefoundry.compiler.render_cuda_wgmma import WGMMA_HEAD
 
-    return render_cuda.cuda_prelude() + MMA_HEAD + ROWS_HEAD + "\n".join(
+    return render_cuda.cuda_prelude() + MMA_HEAD + WGMMA_HEAD + ROWS_HEAD + "\n".join(
         k.replace("tf_kX", f"tf_k{i}") for i, k in enumerate(kernels)) + "\n"
 
 
@@ -72,7 +73,8 @@ def test_every_quick_tier_kernel_compiles_with_nvrtc() -> None:
     """Every program of the quick tier that lowers renders to CUDA (or is refused by the SIMD C
     renderer too: the two share their code), and every distinct kernel passes NVRTC's front end
     with the backend's options (``--fdevice-syntax-only``, batched); one in ``_PTX_EVERY`` goes
-    all the way to compute_90 PTX, and so does every tensor-core (``mma``) kernel. The programs
+    all the way to compute_90 PTX, and so does every tensor-core (``mma``, ``wgmma``: compute_90a)
+    kernel. The programs
     are lowered with the CUDA targets' tiles (``CUDA_TILES``: the kernels ``--backend cuda``
     runs). (Measured 2026-12-02 on the shared 2-core machine: 1,057 programs, 1,848 kernels,
     1,749 distinct.)"""
@@ -103,7 +105,7 @@ def test_every_quick_tier_kernel_compiles_with_nvrtc() -> None:
         programs += 1
         for k in _kernels(src):
             kernels.setdefault(k, case.id)
-            if "/* tensor-core mapping" in k:
+            if "/* tensor-core mapping" in k or "/* wgmma mapping" in k:
                 mma.add(k)
     t_render = time.perf_counter() - t0
     distinct = sorted(kernels)
@@ -118,10 +120,11 @@ def test_every_quick_tier_kernel_compiles_with_nvrtc() -> None:
     t_front = time.perf_counter() - t1
     t2 = time.perf_counter()
     sample = sorted(set(distinct[::_PTX_EVERY]) | mma)
-    ptx = cuda_build.compile_source(_unit(sample)).decode()
+    wg = any("/* wgmma mapping" in k for k in sample)  # sm_90a only (D520)
+    ptx = cuda_build.compile_source(_unit(sample), "compute_90a" if wg else "compute_90").decode()
     t_ptx = time.perf_counter() - t2
     assert ptx.count(".entry tf_k") == len(sample)
-    assert ptx.count("mma.sync.aligned.m16n8k16") >= len(mma)
+    assert ptx.count("mma.sync.aligned.m16n8k16") + ptx.count("wgmma.mma_async") >= len(mma)
     print(f"\nNVRTC check: {programs} quick-tier programs rendered ({len(refused)} refused by "
           f"both C-family renderers), {len(distinct)} distinct kernels through the front end "
           f"({t_front:.1f} s), {len(sample)} to PTX ({len(mma)} tensor-core kernels; "

@@ -49,6 +49,13 @@ def mm_ordered(a: Tensor[(M, K), {dt}], b: Tensor[(K, N), {dt}]) -> Tensor[(M, N
 """
 
 
+@pytest.fixture(autouse=True)
+def _mma_sync(monkeypatch) -> None:
+    """These tests judge the ``mma.sync`` kernel (D280): the wgmma kernel that takes its bf16 /
+    f16 cases on sm_90 (D520, ``tests/compiler/test_cuda_wgmma.py``) is switched off."""
+    monkeypatch.setenv("TF_CUDA_WGMMA", "0")
+
+
 def _mod(dt: str):
     return parse_module(SRC.format(dt=dt))  # the DSL's own names need no env
 

@@ -1,0 +1,224 @@
+"""The CUDA backend's Hopper wgmma + TMA matmul kernel (``compiler/render_cuda_wgmma.py``, D520).
+
+On ``cuda-host`` the kernel runs with the TMA loads emulated from the launch plan's tensor-map
+description into the swizzled stages and each ``wgmma`` step read through its 64-bit
+descriptors, each accumulator an in-order f32 fold of the exact products: the oracle judges the
+tiling, the tensor maps, the edges, the swizzle, the descriptors (as modelled), the fragment
+map and the epilogue here. NVRTC and nvcc build the device code for sm_90a (no GPU needed);
+the instructions themselves run on the device only (``benchmarks/bench_gpu.py``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+pytest.importorskip("cuda.bindings.nvrtc")
+
+from tilefoundry.compiler import cuda_build, render_cuda, render_cuda_wgmma
+from tilefoundry.compiler.cuda_backend import CUDA_TILES
+from tilefoundry.compiler.pipeline import compile as tf_compile
+from tilefoundry.oracle.compare import check
+from tilefoundry.semantics.dsl import parse_module
+
+NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
+
+SRC = """
+M = DimVar("M", 1, 1 << 16)
+K = DimVar("K", 1, 1 << 16)
+N = DimVar("N", 1, 1 << 16)
+B = DimVar("B", 1, 64)
+
+@func
+def mm(a: Tensor[(M, K), {dt}], b: Tensor[(K, N), {dt}]) -> Tensor[(M, N), {dt}]:
+    return matmul(a, b, allow_reassociation=True)
+
+@func
+def bmm(a: Tensor[(B, M, K), {dt}], b: Tensor[(B, K, N), {dt}]) -> Tensor[(B, M, N), {dt}]:
+    return matmul(a, b, allow_reassociation=True)
+"""
+
+
+@pytest.fixture(autouse=True)
+def _wgmma_on(monkeypatch) -> None:
+    monkeypatch.delenv("TF_CUDA_WGMMA", raising=False)
+    monkeypatch.delenv("TF_CUDA_WGMMA_TILE", raising=False)
+
+
+def _mod(dt: str):
+    return parse_module(SRC.format(dt=dt))
+
+
+def _arrays(dt: str, shapes, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s, np.float32).astype(NP[dt]) for s in shapes]
+
+
+def _plan(comp) -> dict:
+    return render_cuda.parse_plan(comp.executable.source)
+
+
+def _mappings(comp) -> list[str]:
+    return [k["mapping"] for k in _plan(comp)["kernels"].values()]
+
+
+def _judged(dt: str, entry: str, shapes, seed: int = 0):
+    mod = _mod(dt)
+    xs = _arrays(dt, shapes, seed)
+    comp = tf_compile(mod, entry, [x.shape for x in xs], "cuda-host", cfg=CUDA_TILES)
+    return comp, check(mod, entry, xs, comp(xs))
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize("mkn", [(200, 136, 72), (130, 72, 264), (64, 64, 64), (16, 24, 64)])
+def test_wgmma_kernel_is_admitted_at_ragged_edges(dt: str, mkn) -> None:
+    """M / N past a tile edge (TMA boxes partly outside: zeros), K not a multiple of the K tile
+    64 (136, 72, 24), N past one 256 tile (264), an exact tile and a tile smaller than 64: the
+    kernel is the wgmma mapping and every output is in the admitted set."""
+    m, k, n = mkn
+    comp, v = _judged(dt, "mm", [(m, k), (k, n)], seed=m + n)
+    assert _mappings(comp) == ["wgmma"]
+    assert _plan(comp)["arch"] == "compute_90a"
+    assert v.status == "PASS", v.message[:2000]
+
+
+def test_batch_axis() -> None:
+    """A batch axis (a 3-D tensor map per operand, the batch coordinate from the block index,
+    the output's batch stride) stays admitted."""
+    comp, v = _judged("f16", "bmm", [(3, 70, 48), (3, 48, 40)], seed=4)
+    assert _mappings(comp) == ["wgmma"] and v.status == "PASS", v.message[:2000]
+    maps = next(iter(_plan(comp)["kernels"].values()))["tmaps"]
+    assert [len(m["dims"]) for m in maps] == [3, 3]
+
+
+def test_the_tensor_maps_describe_the_operands() -> None:
+    """The launch plan's tensor maps are the operands' layouts: A [M, K] row-major is (K, M)
+    with a row stride of 2K bytes and one 64 x 128 box; B [K, N] row-major is (N, K) with 2N
+    bytes and 64 x 64 boxes (N-major); 384 threads (a producer and two consumer warpgroups)."""
+    m, k, n = 200, 136, 72
+    mod = _mod("bf16")
+    comp = tf_compile(mod, "mm", [(m, k), (k, n)], "cuda-host", cfg=CUDA_TILES)
+    entry = next(iter(_plan(comp)["kernels"].values()))
+    a, b = entry["tmaps"]
+    assert (a["dims"], a["strides"], a["box"]) == ([k, m], [2 * k], [64, 128])
+    assert (b["dims"], b["strides"], b["box"]) == ([n, k], [2 * n], [64, 64])
+    assert entry["threads"] == 384 and entry["blocks"] == -(-m // 128) * -(-n // 256)
+
+
+@pytest.mark.parametrize("tile", ["64x128x3", "128x128x2x1xnoreg", "128x192x4x2xwait0",
+                                  "64x64x6"])
+def test_plan_variants_stay_admitted(monkeypatch, tile: str) -> None:
+    """The benchmark's plan variants (``TF_CUDA_WGMMA_TILE``: tile, stages, L2 group, no
+    register rebalancing): each covers the domain with its own tiles and is admitted."""
+    monkeypatch.setenv("TF_CUDA_WGMMA_TILE", tile)
+    comp, v = _judged("bf16", "mm", [(200, 136), (136, 200)], seed=7)
+    assert _mappings(comp) == ["wgmma"]
+    assert v.status == "PASS", v.message[:2000]
+    src = comp.executable.source
+    assert ("TF_WG_WAIT1();" in src) == ("wait0" not in tile)
+    assert ("setmaxnreg.inc" in src) == ("noreg" not in tile)
+
+
+def test_parse_tile_refuses_what_does_not_fit() -> None:
+    with pytest.raises(ValueError):
+        render_cuda_wgmma.parse_tile("128x256x5")  # 5 x 48 KiB: past 227 KiB
+    with pytest.raises(ValueError):
+        render_cuda_wgmma.parse_tile("256x128x2")  # 4 consumer warpgroups: not a plan
+    with pytest.raises(ValueError):
+        render_cuda_wgmma.parse_tile("128x256x4xfast")  # no such flag
+    assert render_cuda_wgmma.parse_tile("64x128x3x16xwait0") == render_cuda_wgmma.WgTile(
+        64, 128, 3, 16, True, 0)
+
+
+def test_declined_kernels_keep_mma_sync_and_say_why(monkeypatch) -> None:
+    """A row stride that is no TMA stride (300 elements: not a 16-byte multiple), an older
+    target and TF_CUDA_WGMMA=0 keep the mma.sync kernel (and pass), with the reason in the
+    plan's ``why`` (``tilefoundry compile --explain``)."""
+    comp, v = _judged("bf16", "mm", [(64, 40), (40, 300)], seed=1)
+    why = next(iter(_plan(comp)["kernels"].values()))["why"]
+    assert _mappings(comp) == ["mma"] and "wgmma declined: B: stride 300" in why
+    assert v.status == "PASS" and "arch" not in _plan(comp)
+    monkeypatch.setattr(cuda_build, "TARGET_SM", 80)
+    comp, v = _judged("bf16", "mm", [(64, 40), (40, 64)], seed=1)
+    assert _mappings(comp) == ["mma"] and "sm_80" in _plan(comp)["kernels"]["k0_matmul"]["why"]
+    monkeypatch.setattr(cuda_build, "TARGET_SM", 90)
+    monkeypatch.setenv("TF_CUDA_WGMMA", "0")
+    comp, v = _judged("bf16", "mm", [(64, 40), (40, 64)], seed=1)
+    assert _mappings(comp) == ["mma"] and v.status == "PASS"
+
+
+def _planted(monkeypatch, old: str, new: str, where: str) -> None:
+    """Render the wgmma kernel with ``old`` replaced by ``new`` in its function or in the
+    helper head (which the program renderer reads at render time)."""
+    if where == "head":
+        assert old in render_cuda_wgmma.WGMMA_HEAD
+        monkeypatch.setattr(render_cuda_wgmma, "WGMMA_HEAD",
+                            render_cuda_wgmma.WGMMA_HEAD.replace(old, new))
+        return
+    real = render_cuda_wgmma.render_wgmma
+
+    def planted(kc, w):
+        helpers, fn = real(kc, w)
+        assert any(old in line for line in fn), old
+        return helpers, [line.replace(old, new) for line in fn]
+
+    monkeypatch.setattr(render_cuda_wgmma, "render_wgmma", planted)
+
+
+@pytest.mark.parametrize("old,new,where", [
+    # the TMA writes the stage unswizzled while wgmma reads it swizzled
+    ("memcpy(sm + ((o & ~1023u) | TF_SW128(o & 1023u)), &h, 2);", "memcpy(sm + o, &h, 2);",
+     "head"),
+    # the last K tile dropped (K = 136: two tiles of 64, 8 lanes lost)
+    ("kt < 3ll", "kt < 2ll", "kernel"),
+    # the K-major stride byte offset off (8-row groups read 512 bytes apart)
+    (", 16, 1024)", ", 16, 512)", "kernel"),
+    # the N-major boxes read at the wrong leading byte offset
+    (", 8192, 1024)", ", 4096, 1024)", "kernel"),
+    # each thread's two columns of the D fragment swapped in the epilogue
+    ("2 * (l % 4) + (i & 1);", "2 * (l % 4) + ((i & 1) ^ 1);", "kernel"),
+])
+def test_the_judging_catches_planted_errors(monkeypatch, old: str, new: str,
+                                            where: str) -> None:
+    """The judging above can fail: each planted error in the emulated path is a FAIL."""
+    _planted(monkeypatch, old, new, where)
+    comp, v = _judged("bf16", "mm", [(200, 136), (136, 72)], seed=9)
+    assert _mappings(comp) == ["wgmma"]
+    assert new in comp.executable.source
+    assert v.status == "FAIL"
+
+
+def _source(dt: str = "bf16") -> str:
+    comp = tf_compile(_mod(dt), "mm", [(200, 136), (136, 72)], "cuda-host", cfg=CUDA_TILES)
+    return comp.executable.source
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+def test_device_code_builds_for_sm_90a_with_nvrtc(dt: str) -> None:
+    """NVRTC compiles the program for compute_90a (the plan's arch) and ptxas for sm_90a: the
+    PTX has four m64n256k16 wgmma per K tile, five TMA loads, the mbarrier wait and the
+    register rebalancing."""
+    src = _source(dt)
+    ptx = cuda_build.build(src, "compute_90a").data.decode()
+    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n256k16.f32.{dt}.{dt}") == 4
+    assert ptx.count("cp.async.bulk.tensor.2d") == 5
+    assert "mbarrier.try_wait.parity" in ptx and "setmaxnreg.inc.sync.aligned.u32 232" in ptx
+    assert len(cuda_build.build(src, "sm_90a").data) > 0
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
+def test_device_code_builds_with_nvcc_without_spills(tmp_path) -> None:
+    """``nvcc -arch=sm_90a`` compiles the rendered source; ptxas reports no stack frame and no
+    spills for the kernel (the 128 accumulators a consumer thread stay in registers)."""
+    cu = tmp_path / "wgmma.cu"
+    cu.write_text(_source())
+    res = subprocess.run(["nvcc", "-arch=sm_90a", "-cubin", f"-I{cuda_build.HEADER.parent}", "-x", "cu",
+                          "--fmad=false", "-std=c++17", "-Xptxas", "-v", "-o",
+                          str(tmp_path / "wgmma.cubin"), str(cu)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in res.stderr
