@@ -92,36 +92,6 @@ REG_LIMIT = 32
 #: accumulator loops (``int j``) may unroll
 _LOOP = re.compile(r"^(\s*)for \(int64_t ")
 
-_CUDA_HEAD = r"""/* CUDA C++ for NVRTC: no C library headers; tf_numerics.h is compiled as __device__ code
- * (TF_FN). Build with --fmad=false and without -use_fast_math (tf_numerics.h refuses it). */
-#include "tf_numerics.h"
-#ifndef INFINITY
-#define INFINITY __uint_as_float(0x7F800000u)
-#endif
-/* explicit round-to-nearest division and square root (never the approximate ones) */
-#define TF__DDIV(a, b) __ddiv_rn((a), (b))
-#define TF__DSQRT(a) __dsqrt_rn(a)
-/* CUDA's double-precision math library (the f32 results are rounded once from double) */
-#define TF_EXP exp
-#define TF_LOG log
-#define TF_EXP2 exp2
-#define TF_LOG2 log2
-#define TF_TANH tanh
-#define TF_ERFC erfc
-/* the block mapping (D276): a kernel body is phases that every thread of the block runs, split
- * by barriers; values of whole tiles are per-thread arrays indexed by unrolled loops (registers)
- * or shared arrays. The host emulation (cuda_backend.host_source) defines these first: there a
- * phase is a loop over the block's threads. */
-#ifndef TF_PHASE_BEGIN
-#define TF_PHASE_BEGIN {
-#define TF_PHASE_END }
-#define TF_SYNC __syncthreads();
-#define TF_SYNCWARP __syncwarp();
-#define TF_SHARED __shared__
-#define TF_REG(type, name, threads, slots) type name[slots]
-#define TF_R(name) (name)
-#endif
-"""
 
 #: the CUDA spelling's own reduction steps and GPU conversions (D525), before the shared prelude
 CUDA_PRELUDE = c_source("tf_prelude_cuda.h")
@@ -130,7 +100,7 @@ PLAN_TAG = "/* tf-plan "
 
 
 def cuda_prelude() -> str:
-    return prelude_constants() + _CUDA_HEAD + CUDA_PRELUDE + SHARED_PRELUDE + \
+    return prelude_constants() + CUDA_PRELUDE + SHARED_PRELUDE + \
         c_vecmath.CUDA_MATH
 
 

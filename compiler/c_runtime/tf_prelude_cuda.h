@@ -1,5 +1,36 @@
-/* The CUDA C++ spelling's prelude, after its head (compiler/render_cuda.py) and before the
- * prelude both C-family spellings share, which defines what this file has not (D525). */
+/* The CUDA C++ spelling's head and prelude (compiler/render_cuda.py reads this file). */
+/* CUDA C++ for NVRTC: no C library headers; tf_numerics.h is compiled as __device__ code
+ * (TF_FN). Build with --fmad=false and without -use_fast_math (tf_numerics.h refuses it). */
+#include "tf_numerics.h"
+#ifndef INFINITY
+#define INFINITY __uint_as_float(0x7F800000u)
+#endif
+/* explicit round-to-nearest division and square root (never the approximate ones) */
+#define TF__DDIV(a, b) __ddiv_rn((a), (b))
+#define TF__DSQRT(a) __dsqrt_rn(a)
+/* CUDA's double-precision math library (the f32 results are rounded once from double) */
+#define TF_EXP exp
+#define TF_LOG log
+#define TF_EXP2 exp2
+#define TF_LOG2 log2
+#define TF_TANH tanh
+#define TF_ERFC erfc
+/* the block mapping (D276): a kernel body is phases that every thread of the block runs, split
+ * by barriers; values of whole tiles are per-thread arrays indexed by unrolled loops (registers)
+ * or shared arrays. The host emulation (cuda_backend.host_source) defines these first: there a
+ * phase is a loop over the block's threads. */
+#ifndef TF_PHASE_BEGIN
+#define TF_PHASE_BEGIN {
+#define TF_PHASE_END }
+#define TF_SYNC __syncthreads();
+#define TF_SYNCWARP __syncwarp();
+#define TF_SHARED __shared__
+#define TF_REG(type, name, threads, slots) type name[slots]
+#define TF_R(name) (name)
+#endif
+
+/* the spelling's reduction steps and GPU conversions, before the prelude both C-family spellings
+ * share, which defines what this file has not (D525) */
 
 /* max / min reduction steps without branches (D525): fmax / fmin order every pair of numbers
  * but may take either zero of +-0, which the pattern's and (max) / or (min) settles (-0 < +0; an
