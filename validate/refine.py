@@ -270,21 +270,16 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
     model = None
     for d in diffs:
         if hints:
-            solver = z3.Solver()
-            solver.set("timeout", min(int(timeout_ms), 3_000))
-            solver.add(d, *side, *hints)
-            if solver.check() == z3.sat:
-                model = solver.model()
+            r, m, _ = solve([d, *side, *hints], min(int(timeout_ms), 3_000))
+            if r == z3.sat:
+                model = m
                 break
-        solver = z3.Solver()
-        solver.set("timeout", int(timeout_ms))
-        solver.add(d, *side)
-        r = solver.check()
+        r, m, why = solve([d, *side], int(timeout_ms))
         if r == z3.sat:
-            model = solver.model()
+            model = m
             break
         if r == z3.unknown:  # no "valid" is possible any more: stop (a later sat is not sought)
-            unknown = f"solver: {solver.reason_unknown()} (timeout {timeout_ms} ms per element)"
+            unknown = f"solver: {why} (timeout {timeout_ms} ms per element)"
             break
     if model is None:
         if unknown:
@@ -302,6 +297,26 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
     return Outcome("failed to prove", why + "; abstractions used: " +
                    (", ".join(abstractions) or "none"), time.perf_counter() - t0, cx,
                    abstractions)
+
+
+def solve(constraints: list, timeout_ms: int) -> tuple[z3.CheckSatResult, Any, str]:
+    """One satisfiability query in a fresh Z3 context (the constraints translated there): the
+    result, the model (translated back to the main context) when sat, Z3's reason when
+    unknown.
+
+    A fresh context because a context keeps state from its earlier queries (learned lemmas,
+    the fp-to-bit-vector blasting cache) that can make a later query overrun its timeout many
+    times over: with one context per process a query that stops at 2.6 s under a 2 s limit in a
+    fresh context was seen to run 40-80 s after other queries had been solved
+    (program/cover/717; docs/validate.md, D521). A context costs about 2 ms."""
+    ctx = z3.Context()
+    solver = z3.Solver(ctx=ctx)
+    solver.set("timeout", int(timeout_ms))
+    solver.add(*(c.translate(ctx) for c in constraints))
+    r = solver.check()
+    if r == z3.sat:
+        return r, solver.model().translate(z3.main_ctx()), ""
+    return r, None, solver.reason_unknown() if r == z3.unknown else ""
 
 
 def _consts(t: z3.ExprRef) -> set[str]:
