@@ -43,6 +43,7 @@ __all__ = [
     "from_input_bits",
     "is_code",
     "is_fp",
+    "raw_bits",
     "round_to",
     "widen",
     "zero",
@@ -101,6 +102,29 @@ def bits_of(x: z3.ExprRef, dt: str) -> z3.BitVecRef:
     if dt == "bool":
         return z3.If(x, z3.BitVecVal(1, 8), z3.BitVecVal(0, 8))
     return x
+
+
+#: the abstraction a bitcast records when it reads a computed f32 value (D522)
+COMPUTED_NAN_BITS = ("bitcast of a computed f32 value (a NaN's payload is not modelled: the "
+                     "positive quiet NaN on both sides)")
+
+
+def raw_bits(x: z3.ExprRef, dt: str) -> tuple[z3.BitVecRef, bool]:
+    """The storage bits a bitcast reads from the float value ``x`` (D522), and whether they
+    are exact. SMT-LIB has one NaN per sort and Z3's ``fp.to_ieee_bv`` is unspecified on it,
+    so the bits are taken from the term's *structure*: a value that entered as bits — an input
+    element, a constant, a u32 -> f32 bitcast (each ``fpBVToFP(b)``) — gives ``b`` itself, NaN
+    payload and sign included; a selection (``If``) selects between its operands' bits.
+    Any other (computed) value gives ``bits_of``: exact except that a NaN is the positive
+    quiet NaN (its payload is not modelled; the contracts fix none, D21), ``exact`` False."""
+    if z3.is_app_of(x, z3.Z3_OP_FPA_TO_FP) and x.num_args() == 1 and \
+            z3.is_bv(x.arg(0)) and x.arg(0).size() == width(dt):
+        return x.arg(0), True
+    if z3.is_app_of(x, z3.Z3_OP_ITE):
+        a, ea = raw_bits(x.arg(1), dt)
+        b, eb = raw_bits(x.arg(2), dt)
+        return z3.If(x.arg(0), a, b), ea and eb
+    return bits_of(x, dt), False
 
 
 def const(v: Any, dt: str) -> z3.ExprRef:

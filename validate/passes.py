@@ -186,7 +186,7 @@ def combines_lanes(p: Program) -> str | None:
 
 #: HIR ops of which each output element reads a fixed number of input elements (element-wise
 #: ops and the data movement ``hir_smt`` encodes by the reference's index map)
-LANEWISE_OPS = frozenset({"Binary", "Unary", "Cast", "Select", "ReLU", "Reshape", "Transpose",
+LANEWISE_OPS = frozenset({"Binary", "Unary", "Cast", "Select", "Bitcast", "ReLU", "Reshape", "Transpose",
                           "Slice", "Concat", "Stack", "ShapeOf", "Rank", "Zeros"})
 
 
