@@ -10,6 +10,9 @@ any other op is ``Unsupported("unsupported op <Class>")``:
   same uninterpreted function as the kernel IR's ``math`` (both are that one definition).
 * nn ``ReLU``: ``Unary(relu)`` (the evaluator's own definition of it). nn ``LayerNorm`` /
   ``RMSNorm``: the reference's exact float64 algorithm, step for step (``validate/hir_nn.py``).
+  nn ``Sigmoid`` / ``Tanh`` / ``Silu`` / ``Gelu``: their ``math`` function (uninterpreted, as
+  ``exp``); nn ``SoftMax``: its ULP contract's f64 formula over an uninterpreted ``exp``, a
+  counterexample judged by the contract (``hir_nn``, D523).
 * ``Cast``: ``encode.cast``. ``Select``: an ``If`` per element (bits move unchanged).
 * ``Bitcast`` (f32 <-> u32, D522): the bits a value entered with (an input, a constant, a
   u32 -> f32 bitcast; through ``If``), NaN payloads included; a computed f32 value's bits are

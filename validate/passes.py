@@ -10,7 +10,7 @@ output is checked to refine its input (``refine.check_refinement``):
 | ``typeinfer`` | unsupported: it rewrites nothing, only stamps types (D479) |
 | ``elaborate`` | the typed entry read as the reference evaluator runs it (its call, dispatch and DimVar semantics) refined by the elaborated Function (``validate/elaborate.py``, D479) |
 | ``canonicalize`` | ``lower(elaborated)`` refined by ``lower(canonicalized)``: the HIR read through the lowering's semantics (a canonicalization bug shows; a lowering bug common to both does not) |
-| ``lower`` | the elaborated HIR entry (``hir_smt``: Binary, Unary, Cast, Select, Reduce, MatMul) refined by the lowered kernel IR; another op is "unsupported op X"; a counterexample is replayed against the reference evaluator |
+| ``lower`` | the elaborated HIR entry (``hir_smt``, whose docstring lists the encoded ops) refined by the lowered kernel IR; another op is "unsupported op X"; a counterexample is replayed against the reference evaluator |
 | ``fuse`` | the lowered kernel IR refined by the fused kernel IR |
 | ``schedule`` | the fused program at the default tile configuration refined by the fused program at ``SMALL_TILES`` (blocks of 2, tile loops over rows and K: tiling decisions that change arithmetic) |
 
