@@ -31,7 +31,7 @@ from tilefoundry.validate.encode import Unsupported
 from tilefoundry.validate.symexec import input_vars, run_symbolic
 
 __all__ = ["OUTCOMES", "Counterexample", "Outcome", "SymRuns", "check_lowering",
-           "check_refinement", "decide", "replay"]
+           "check_refinement", "decide", "judge_by_contract", "replay"]
 
 OUTCOMES = ("valid", "invalid", "failed to prove", "unsupported")
 
@@ -394,22 +394,31 @@ def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,
             got = to[o]
             bad = ~_same(np.asarray(ref).astype(got.dtype), got).reshape(-1)
             diff += [f"{o}[{i}]" for i in np.nonzero(bad)[0]]
-        note = ""
-        if diff and ulp_ops:  # D523: bits may differ within the contract; the oracle judges
-            from tilefoundry.oracle.compare import FAIL, check
-
-            v = check(module, entry, inputs, [to[o] for o in outs])
-            if v.status != FAIL:
-                note = (f"{len(diff)} output element(s) differ from the reference in bits, "
-                        f"but the oracle judges them {v.status} under the contracts of "
-                        f"{', '.join(ulp_ops)}")
-                diff = []
+        diff, note = judge_by_contract(module, entry, inputs, [to[o] for o in outs], diff,
+                                       ulp_ops)
         return Counterexample(dict(zip(tgt.inputs, inputs, strict=True)),
                               {f"reference {o}": np.asarray(r) for o, r in zip(outs, refs,
                                                                                  strict=True)},
                               to, {}, ttemps, diff, note)
 
     return decide(pairs, abstr, t.abstractions, rp, t0, timeout_ms, _hints(tgt, bits))
+
+
+def judge_by_contract(module: Any, entry: str, inputs: list, observed: list[np.ndarray],
+                      diff: list[str], ulp_ops: list[str]) -> tuple[list[str], str]:
+    """A replay's differing elements, judged by the contracts when the HIR holds an op encoded
+    as its ULP contract's formula (``ulp_ops``, D523): bits that differ from the reference but
+    that the oracle does not reject (``oracle.compare.check``: PASS or UNJUDGED) are no proof of
+    a bug, so the differing list is emptied and the note says why; otherwise unchanged."""
+    if not diff or not ulp_ops:
+        return diff, ""
+    from tilefoundry.oracle.compare import FAIL, check
+
+    v = check(module, entry, inputs, observed)
+    if v.status == FAIL:
+        return diff, ""
+    return [], (f"{len(diff)} output element(s) differ from the reference in bits, but the "
+                f"oracle judges them {v.status} under the contracts of {', '.join(ulp_ops)}")
 
 
 def flat_arrays(v: Any) -> list[np.ndarray]:
