@@ -254,7 +254,9 @@ def round_to(x: z3.ExprRef, src: str, to: str, overflow: str) -> z3.ExprRef:
 
 
 def cast(x: z3.ExprRef, src: str, to: str, overflow: str, rounding: str) -> z3.ExprRef:
-    """``Cast`` between float storage dtypes (widen exactly, round once); others unsupported."""
+    """``Cast`` between float storage dtypes (widen exactly, round once), integers and bool;
+    from bool or an 8-bit integer to any float dtype under any mode, the reference's table of
+    the source's values; others unsupported."""
     if src == to and overflow == "nonfinite" and rounding == "nearest":
         return x
     if kir.is_float(src) and kir.is_float(to) and src != "f64" and to != "f64":
@@ -279,7 +281,35 @@ def cast(x: z3.ExprRef, src: str, to: str, overflow: str, rounding: str) -> z3.E
         # one rounding from the exact integer
         conv = z3.fpSignedToFP if _signed(src) else z3.fpUnsignedToFP
         return conv(RNE, x, fp_sort(to))
+    if (src == "bool" or (kir.is_int(src) and width(src) == 8)) and kir.is_float(to):
+        # a source of at most 256 values: the reference's own table of their casts
+        table = _small_cast_table(src, to, overflow, rounding)
+        if src == "bool":
+            return z3.If(x, table[1], table[0])
+        return templated(("small_cast", src, to, overflow, rounding), x,
+                         lambda v: _table_term(v, table))
     raise Unsupported(f"cast {src} -> {to} (overflow={overflow}, rounding={rounding})")
+
+
+@cache
+def _small_cast_table(src: str, to: str, overflow: str, rounding: str) -> tuple:
+    """``dtypes.cast`` of every value of a bool / 8-bit integer dtype to ``to`` (terms, in
+    the source's bit-pattern order)."""
+    from tilefoundry.semantics.dtypes import cast as ref_cast
+
+    n = 2 if src == "bool" else 256
+    vals = np.arange(n, dtype=np.uint8).view(kir.numpy_dtype(src)) if src != "bool" else \
+        np.array([False, True])
+    with np.errstate(all="ignore"):
+        out = ref_cast(vals, to, overflow=overflow, rounding=rounding)
+    return tuple(const(v, to) for v in np.asarray(out).reshape(-1))
+
+
+def _table_term(x: z3.BitVecRef, table: tuple) -> z3.ExprRef:
+    out = table[0]
+    for c in range(1, len(table)):
+        out = z3.If(x == c, table[c], out)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,14 +1,16 @@
 """HIR encodings added for the ``lower`` check (D522, D523): ``Bitcast`` (bit-exact, NaN payloads
 included), ``MatMul`` with batch dimensions, bool max / min scans and seeded / masked reductions,
-the nn activations (one uninterpreted ``math`` function each) and ``SoftMax`` (its contract's
-formula over an uninterpreted f64 ``exp``):
+the nn activations (one uninterpreted ``math`` function each), ``SoftMax`` (its contract's
+formula over an uninterpreted f64 ``exp``) and casts from bool / 8-bit integers to any float
+dtype (the reference's table of the source's values):
 
 * agreement with the reference evaluator (HIR side, ``agreement_hir``; the math functions'
   applications to literals replaced by their real values, ``agree.concrete_math``) and of the
   lowered kernels with kernel-interp, on special values and seeded random bit patterns;
 * the landed lowering proved ``valid``;
 * wrong lowerings (a NaN canonicalized before a bitcast, a bitcast that loses the sign bit,
-  every batch multiplied by b's first batch, all for any, a swapped activation) are
+  every batch multiplied by b's first batch, all for any, a swapped activation, an f8e8m0
+  cast rounded down for up) are
   ``invalid`` with a counterexample on which the reference and the wrong program differ;
   softmax over the wrong axis is never ``valid`` (its model is an f64 division Z3 does not
   find in time); a lowering that differs only within the ULP contract (softmax in f32 for
@@ -308,4 +310,31 @@ def test_a_replay_within_the_ulp_contract_is_no_proof_of_a_bug():
     kept, note = judge_by_contract(m, "f", [x], [far], diff, ["SoftMax"])
     assert kept == diff and note == ""
     assert judge_by_contract(m, "f", [x], [near], diff, []) == (diff, "")
+
+
+# ---------------------------------------------------------------------------------------------
+# casts from a source of at most 256 values (bool, 8-bit integers) to any float dtype
+# ---------------------------------------------------------------------------------------------
+_SMALL_CASTS = [(src, to, ov, rd) for src in (BOOL, DType.U8, DType.I8)
+                for to in (DType.F8E8M0, E4M3, E5M2, BF16, F16, F32)
+                for ov in ("nonfinite", "saturate")
+                for rd in (("nearest", "up", "down") if to is DType.F8E8M0 else ("nearest",))]
+
+
+@pytest.mark.parametrize("src,to,ov,rd", _SMALL_CASTS, ids=str)
+def test_small_source_casts_agree_with_the_reference(src, to, ov, rd):
+    from tilefoundry.semantics.ops import Cast
+
+    m = module_of(Cast(to, ov, rd), [src], [(4, 4)])
+    x = values(src, 16, 3).reshape(4, 4)
+    assert agreement_hir(m, "f", [x]) == []
+    assert agreement(lowered(m, [(4, 4)]), [x]) == []
+
+
+def test_a_cast_rounded_down_for_up_is_invalid_and_replays():
+    from tilefoundry.semantics.ops import Cast
+
+    m = module_of(Cast(DType.F8E8M0, "saturate", "up"), [DType.U8], [(1, 4)])
+    wrong = module_of(Cast(DType.F8E8M0, "saturate", "down"), [DType.U8], [(1, 4)])
+    _invalid_replays(m, [(1, 4)], wrong)
 
