@@ -31,6 +31,54 @@ def _interp_member(t: z3.ExprRef, abstractions: set[str]) -> z3.ExprRef:
     return z3.substitute(t, *sub) if sub else t
 
 
+def _math_value(name: str, arg: z3.ExprRef) -> z3.ExprRef | None:
+    """The literal value of ``math.<fn>.<dt>`` at the literal ``arg``, by the kernel-IR
+    interpreter's definition of ``math`` (``interp.i_Math``: the op's reference evaluator, or
+    ``LIBM64`` on f64); None when ``arg`` is not a literal."""
+    from tilefoundry.compiler.kir_math import LIBM64, MATH_OPS
+    from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
+
+    _, fn, dt = name.split(".")
+    b, nan = _value_bits(arg, dt)
+    if b is None and not nan:
+        return None
+    npdt = kir.numpy_dtype(dt)
+    x = np.array([np.nan if nan else 0], np.float64).astype(npdt) if nan else \
+        np.array([b], f"u{npdt.itemsize}").view(npdt)
+    with np.errstate(all="ignore"):
+        if dt == "f64":
+            r = LIBM64[fn](x)
+        else:
+            op = MATH_OPS[fn]
+            r = np.asarray(EVALUATORS[type(op)](EvalCtx(op, None, None), (x,)))
+    return E.const(np.asarray(r).reshape(-1)[0], dt)
+
+
+def concrete_math(t: z3.ExprRef) -> z3.ExprRef:
+    """``t`` with every application of an uninterpreted ``math`` function (``encode.math_fn``)
+    to a literal replaced by the function's real value, innermost first, so that a term over
+    literal inputs simplifies to a literal (the per-op agreement of the math-based ops)."""
+    for _ in range(64):
+        t = z3.simplify(t)
+        apps: dict[int, z3.ExprRef] = {}
+        seen: set[int] = set()
+        stack = [t]
+        while stack:
+            e = stack.pop()
+            if e.get_id() in seen:
+                continue
+            seen.add(e.get_id())
+            if z3.is_app(e) and e.decl().name().startswith("math.") and e.num_args() == 1:
+                apps[e.get_id()] = e
+            stack.extend(e.children())
+        subs = [(a, v) for a in apps.values()
+                if (v := _math_value(a.decl().name(), z3.simplify(a.arg(0)))) is not None]
+        if not subs:
+            return t
+        t = z3.substitute(t, *subs)
+    return t
+
+
 def _literal_bits(x: np.ndarray, dt: str) -> np.ndarray:
     a = np.ascontiguousarray(x).reshape(np.shape(x))  # keeps a 0-d input 0-d
     raw = a.view(np.dtype(f"u{a.dtype.itemsize}")).reshape(-1)
@@ -89,7 +137,7 @@ def agreement(program: Program, inputs: Sequence[np.ndarray], *,
         rbits = ref.view(np.dtype(f"u{ref.dtype.itemsize}")).reshape(-1)
         rnan = _nan_codes(dt, rbits) if kir.is_float(dt) else np.zeros(rbits.size, bool)
         for i, t in enumerate(sym.outputs[name].reshape(-1)):
-            b, nan = _value_bits(_interp_member(t, sym.abstractions), dt)
+            b, nan = _value_bits(concrete_math(_interp_member(t, sym.abstractions)), dt)
             if E.is_code(dt):
                 nan = bool(_nan_codes(dt, np.array([b], rbits.dtype))[0]) if b is not None \
                     else False
@@ -132,7 +180,7 @@ def agreement_hir(module, entry: str, inputs: Sequence[np.ndarray]) -> list[str]
         rbits = ref.view(np.dtype(f"u{ref.dtype.itemsize}")).reshape(-1)
         rnan = _nan_codes(dt, rbits) if kir.is_float(dt) else np.zeros(rbits.size, bool)
         for i, t in enumerate(res.reshape(-1)):
-            b, nan = _value_bits(_interp_member(t, abstr), dt)
+            b, nan = _value_bits(concrete_math(_interp_member(t, abstr)), dt)
             if E.is_code(dt):
                 nan = b is not None and bool(_nan_codes(dt, np.array([b], rbits.dtype))[0])
             if (nan and rnan[i]) or (b is not None and not nan and not rnan[i] and

@@ -43,8 +43,10 @@ def _param_vars(fn: Any) -> dict[str, tuple[np.ndarray, str]]:
 
 
 def check_elaboration(module: Any, entry: str, shapes: Sequence[Sequence[int]], *,
-                      timeout_ms: int = 10_000) -> Outcome:
-    """Does the elaborated entry refine the typed module's entry at ``shapes``?"""
+                      timeout_ms: int = 10_000, state: Any = None) -> Outcome:
+    """Does the elaborated entry refine the typed module's entry at ``shapes``? ``state``: the
+    pipeline's state after typeinfer and elaborate for these shapes (``validate_program``
+    shares it with the other checks), else they are run here."""
     from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
     from tilefoundry.semantics.evaluator.core import evaluate
     from tilefoundry.semantics.ir import Module
@@ -52,8 +54,10 @@ def check_elaboration(module: Any, entry: str, shapes: Sequence[Sequence[int]], 
     from tilefoundry.validate.symexec import _vmap
 
     t0 = time.perf_counter()
-    st = State(module, entry, [tuple(s) for s in shapes], TARGETS["interp"])
-    run_passes(st, ["typeinfer", "elaborate"])
+    st = state
+    if st is None:
+        st = State(module, entry, [tuple(s) for s in shapes], TARGETS["interp"])
+        run_passes(st, ["typeinfer", "elaborate"])
     el = st.hir
     src_fn = st.inferred[entry]
     pv = _param_vars(el)

@@ -43,6 +43,7 @@ __all__ = [
     "from_input_bits",
     "is_code",
     "is_fp",
+    "raw_bits",
     "round_to",
     "widen",
     "zero",
@@ -101,6 +102,29 @@ def bits_of(x: z3.ExprRef, dt: str) -> z3.BitVecRef:
     if dt == "bool":
         return z3.If(x, z3.BitVecVal(1, 8), z3.BitVecVal(0, 8))
     return x
+
+
+#: the abstraction a bitcast records when it reads a computed f32 value (D522)
+COMPUTED_NAN_BITS = ("bitcast of a computed f32 value (a NaN's payload is not modelled: the "
+                     "positive quiet NaN on both sides)")
+
+
+def raw_bits(x: z3.ExprRef, dt: str) -> tuple[z3.BitVecRef, bool]:
+    """The storage bits a bitcast reads from the float value ``x`` (D522), and whether they
+    are exact. SMT-LIB has one NaN per sort and Z3's ``fp.to_ieee_bv`` is unspecified on it,
+    so the bits are taken from the term's *structure*: a value that entered as bits — an input
+    element, a constant, a u32 -> f32 bitcast (each ``fpBVToFP(b)``) — gives ``b`` itself, NaN
+    payload and sign included; a selection (``If``) selects between its operands' bits.
+    Any other (computed) value gives ``bits_of``: exact except that a NaN is the positive
+    quiet NaN (its payload is not modelled; the contracts fix none, D21), ``exact`` False."""
+    if z3.is_app_of(x, z3.Z3_OP_FPA_TO_FP) and x.num_args() == 1 and \
+            z3.is_bv(x.arg(0)) and x.arg(0).size() == width(dt):
+        return x.arg(0), True
+    if z3.is_app_of(x, z3.Z3_OP_ITE):
+        a, ea = raw_bits(x.arg(1), dt)
+        b, eb = raw_bits(x.arg(2), dt)
+        return z3.If(x.arg(0), a, b), ea and eb
+    return bits_of(x, dt), False
 
 
 def const(v: Any, dt: str) -> z3.ExprRef:
@@ -230,7 +254,9 @@ def round_to(x: z3.ExprRef, src: str, to: str, overflow: str) -> z3.ExprRef:
 
 
 def cast(x: z3.ExprRef, src: str, to: str, overflow: str, rounding: str) -> z3.ExprRef:
-    """``Cast`` between float storage dtypes (widen exactly, round once); others unsupported."""
+    """``Cast`` between float storage dtypes (widen exactly, round once), integers and bool;
+    from bool or an 8-bit integer to any float dtype under any mode, the reference's table of
+    the source's values; others unsupported."""
     if src == to and overflow == "nonfinite" and rounding == "nearest":
         return x
     if kir.is_float(src) and kir.is_float(to) and src != "f64" and to != "f64":
@@ -255,7 +281,35 @@ def cast(x: z3.ExprRef, src: str, to: str, overflow: str, rounding: str) -> z3.E
         # one rounding from the exact integer
         conv = z3.fpSignedToFP if _signed(src) else z3.fpUnsignedToFP
         return conv(RNE, x, fp_sort(to))
+    if (src == "bool" or (kir.is_int(src) and width(src) == 8)) and kir.is_float(to):
+        # a source of at most 256 values: the reference's own table of their casts
+        table = _small_cast_table(src, to, overflow, rounding)
+        if src == "bool":
+            return z3.If(x, table[1], table[0])
+        return templated(("small_cast", src, to, overflow, rounding), x,
+                         lambda v: _table_term(v, table))
     raise Unsupported(f"cast {src} -> {to} (overflow={overflow}, rounding={rounding})")
+
+
+@cache
+def _small_cast_table(src: str, to: str, overflow: str, rounding: str) -> tuple:
+    """``dtypes.cast`` of every value of a bool / 8-bit integer dtype to ``to`` (terms, in
+    the source's bit-pattern order)."""
+    from tilefoundry.semantics.dtypes import cast as ref_cast
+
+    n = 2 if src == "bool" else 256
+    vals = np.arange(n, dtype=np.uint8).view(kir.numpy_dtype(src)) if src != "bool" else \
+        np.array([False, True])
+    with np.errstate(all="ignore"):
+        out = ref_cast(vals, to, overflow=overflow, rounding=rounding)
+    return tuple(const(v, to) for v in np.asarray(out).reshape(-1))
+
+
+def _table_term(x: z3.BitVecRef, table: tuple) -> z3.ExprRef:
+    out = table[0]
+    for c in range(1, len(table)):
+        out = z3.If(x == c, table[c], out)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import numpy as np
 import z3
 
 from tilefoundry.compiler import kir
-from tilefoundry.semantics.ops import LayerNorm, RMSNorm
+from tilefoundry.semantics.ops import Gelu, LayerNorm, RMSNorm, Sigmoid, Silu, SoftMax, Tanh
 from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
 from tilefoundry.validate.symexec import dd_row_sum, numpy_sum_f64, two_sum
@@ -121,5 +121,79 @@ def _rmsnorm(op: RMSNorm, args: list[Val], abstr: set[str]) -> Val:
     return out.reshape(w.shape), dt
 
 
+def _activation(op: Any, args: list[Val], abstr: set[str]) -> Val:
+    """``Sigmoid`` / ``Tanh`` / ``Silu`` / ``Gelu``: the kernel IR's ``math`` function of that
+    name (``kir_math.MATH_OPS``), whose definition *is* the op's reference evaluator (the
+    correctly rounded value in the operand's dtype): one uninterpreted function per (function,
+    dtype), the same one the lowered ``math`` instruction reads (D523). Exact as an encoding;
+    what it leaves out is the renderers' ULP accuracy of that function."""
+    from tilefoundry.compiler.kir_math import math_fn_of
+
+    (x, dt), = args
+    name = math_fn_of(op)
+    if name is None:
+        raise Unsupported(f"unsupported op {op!r} (no math function of that name)")
+    if not kir.is_float(dt):
+        raise Unsupported(f"unsupported op {type(op).__name__} on {dt} (an evaluation error)")
+    abstr.add(f"math.{name} (uninterpreted)")
+    f = E.math_fn(name, dt)
+    return (np.vectorize(lambda t: f(t), otypes=[object])(x) if x.size
+            else np.empty(x.shape, object)), dt
+
+
+#: the abstraction of an op encoded as its ULP contract's formula over uninterpreted math
+#: functions (D523): a counterexample that replays with other bits than the reference's is
+#: judged by the oracle's contracts (``refine.check_lowering``), never bit for bit
+ULP_FORMULA = "ulp-contract formula: "
+
+
+def _softmax(op: Any, args: list[Val], abstr: set[str]) -> Val:
+    """``SoftMax`` as its contract's stated formula (``semantics/ulp.py``, "softmax"; the
+    reference evaluator's steps) in f64 over the inputs widened exactly: per fiber ``m = max
+    w`` (NaN-propagating), ``d_i = w_i - m``, ``e_i = exp(d_i)`` (``math.exp`` on f64,
+    uninterpreted: the same function the lowering's f64 ``math exp`` reads), ``S = sum e``
+    (``unordered_tree``: its admitted set, as every f64 tree sum), ``y_i = e_i / S``, rounded
+    once to the dtype (D523). The reference's underflow rule (a zero quotient of a finite
+    ``d_i`` is the least double) is left out: with the real exp, ``e_i >= +0`` and ``S >= 1``,
+    so such a quotient is +0, and +0 and the least double round to the same +0 in every dtype
+    with a zero; f8e8m0 (no zero: +0 rounds to NaN there, admitted by its ULP contract, lemma
+    B') is "unsupported". The rule would only let an uninterpreted ``exp`` of -0 make
+    differences that the real one cannot. A lowering that changes the formula (an operand, a constant, the
+    rounding, the dtype it computes in) is caught; the accuracy of ``exp`` is the renderers'
+    concern, and a counterexample that replays with other bits than the reference's is judged by
+    the op's ULP contract (the oracle), not bit for bit."""
+    (x, dt), = args
+    if not kir.is_float(dt) or dt == F64:
+        raise Unsupported(f"unsupported op SoftMax on {dt}")
+    if dt == "f8e8m0":
+        raise Unsupported("unsupported op SoftMax on f8e8m0 (no zero: an underflowing "
+                          "quotient is 2^-127 in the reference and NaN in the formula, which "
+                          "its ULP contract admits but the formula encoding cannot state)")
+    if x.ndim == 0:
+        raise Unsupported("SoftMax of a rank-0 value (an evaluation error)")
+    if x.size == 0:
+        return np.empty(x.shape, object), dt
+    from tilefoundry.validate.symexec import reduce_lanes
+
+    abstr.add("math.exp (uninterpreted)")
+    abstr.add(ULP_FORMULA + "SoftMax (f64 max, exp, tree sum, division: the accuracy of exp "
+                            "is not checked)")
+    ax = op.axis % x.ndim
+    v = np.moveaxis(x, ax, -1)
+    sub, div = E.binary("sub", F64), E.binary("div", F64)
+    exp = E.math_fn("exp", F64)
+    out = np.empty(v.shape, object)
+    for b in np.ndindex(*v.shape[:-1]):
+        w = [E.widen(t, dt, F64) for t in v[b]]
+        m = reduce_lanes(w, F64, "max", "unordered_tree", None, abstr)
+        d = [sub(t, m) for t in w]
+        e = [exp(t) for t in d]
+        s = reduce_lanes(e, F64, "sum", "unordered_tree", None, abstr)
+        for i in range(len(w)):
+            out[(*b, i)] = E.round_to(div(e[i], s), F64, dt, "nonfinite")
+    return np.moveaxis(out, -1, ax), dt
+
+
 NN_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
-    LayerNorm: _layernorm, RMSNorm: _rmsnorm}
+    LayerNorm: _layernorm, RMSNorm: _rmsnorm, Sigmoid: _activation, Tanh: _activation,
+    Silu: _activation, Gelu: _activation, SoftMax: _softmax}

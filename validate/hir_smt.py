@@ -10,11 +10,19 @@ any other op is ``Unsupported("unsupported op <Class>")``:
   same uninterpreted function as the kernel IR's ``math`` (both are that one definition).
 * nn ``ReLU``: ``Unary(relu)`` (the evaluator's own definition of it). nn ``LayerNorm`` /
   ``RMSNorm``: the reference's exact float64 algorithm, step for step (``validate/hir_nn.py``).
+  nn ``Sigmoid`` / ``Tanh`` / ``Silu`` / ``Gelu``: their ``math`` function (uninterpreted, as
+  ``exp``); nn ``SoftMax``: its ULP contract's f64 formula over an uninterpreted ``exp``, a
+  counterexample judged by the contract (``hir_nn``, D523).
 * ``Cast``: ``encode.cast``. ``Select``: an ``If`` per element (bits move unchanged).
+* ``Bitcast`` (f32 <-> u32, D522): the bits a value entered with (an input, a constant, a
+  u32 -> f32 bitcast; through ``If``), NaN payloads included; a computed f32 value's bits are
+  ``fp.to_ieee_bv`` with a NaN read as the positive quiet NaN (recorded as an abstraction).
 * ``Reduce`` (``reductions._reduce_fibers``): lanes in lexicographic order of the reduced
   axes; floats widened to f32; sum / mean by the policy (trees: the balanced pairwise tree;
   ``unordered_tree``: its admitted set, abstracted as in ``symexec``), mean divided by f32(n),
-  one rounding; max / min / abs_max NaN-propagating with -0 < +0; integers in their dtype.
+  one rounding; max / min / abs_max NaN-propagating with -0 < +0; integers in their dtype;
+  bool max / min are or / and (any / all), in every op below too (``Scan``, ``MaskedScan`` /
+  ``SegmentedScan``, ``SeededReduce`` / ``MaskedReduce``).
 * ``Scan`` (``reductions.scan``): each inclusive prefix is the reduction of its own leaves (the
   seed first, if any) under the policy — ``fold_left`` the left chain, ``ordered_tree`` a
   choice among the prefix's order-preserving regroupings, one per prefix (``scan_admits``);
@@ -24,7 +32,8 @@ any other op is ``Unsupported("unsupported op <Class>")``:
 * ``CustomReduce`` (``reducers.custom_reduce``) under a fold: the seed, then each lifted
   contribution merged in, every declared expression one f32 operation (``_reducer_expr``); a
   tree policy is unsupported (its admitted set is every bracketing of the merge).
-* ``MatMul`` (rank 2): f32 products (operands widened), the K-order left fold from +0
+* ``MatMul`` (any rank >= 2, batch dims broadcast as the reference's): f32 products
+  (operands widened), the K-order left fold from +0
   (``semantics.matmul``: ``matmul(a, b)`` is ``mma(a, b, zeros)``, D200), one rounding;
   integers in i64, wrapped back.
 * ``Mma`` (tile family, D516): the ``MatMul`` fold seeded by the accumulator widened to f32
@@ -92,7 +101,7 @@ from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
 from tilefoundry.validate.hir_nn import NN_OPS
 from tilefoundry.validate.hir_order import ORDER_OPS, is_topk_reduce, topk_reduce
-from tilefoundry.validate.symexec import _vmap, reduce_lanes
+from tilefoundry.validate.symexec import _vmap, bitcast, reduce_lanes
 
 __all__ = ["CONSTANT_OPS", "HIR_OPS", "MOVEMENT", "run_hir"]
 
@@ -154,6 +163,12 @@ def _select(op: Select, args: list[Val], abstr: set[str]) -> Val:
     return _vmap(z3.If, c, a, b), dt
 
 
+def _bitcast(op: Bitcast, args: list[Val], abstr: set[str]) -> Val:
+    """f32 <-> u32, bit-exact where the bits are known (``symexec.bitcast``, D522)."""
+    (x, dt), = args
+    return bitcast(x, dt, op.dtype.value, abstr), op.dtype.value
+
+
 def _reduce(op: Reduce, args: list[Val], abstr: set[str]) -> Val:
     (x, dt), = args
     kind = op.kind.value
@@ -192,9 +207,18 @@ def _reduce(op: Reduce, args: list[Val], abstr: set[str]) -> Val:
 
 
 def _matmul(op: MatMul, args: list[Val], abstr: set[str]) -> Val:
-    (a, dt), (b, _) = args
-    if a.ndim != 2 or b.ndim != 2:
-        raise Unsupported(f"MatMul of rank {a.ndim} x {b.ndim} (only rank 2 is encoded)")
+    """``semantics.matmul.matmul``: [..., M, K] @ [..., K, N] with broadcast batch dims; per
+    output element the K-order fold (f32 products of the widened operands from +0, one
+    rounding; integers in i64, wrapped back)."""
+    (a, dt), (b, bdt) = args
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2] or bdt != dt:
+        raise Unsupported(f"MatMul of {dt}{list(a.shape)} x {bdt}{list(b.shape)} (an evaluation "
+                          f"error)")
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise Unsupported(f"MatMul batch shapes {a.shape[:-2]} and {b.shape[:-2]} do not "
+                          f"broadcast (an evaluation error)") from None
     acc = "f32" if kir.is_float(dt) else "i64"
     if dt == "bool":
         raise Unsupported("unsupported op MatMul on bool")
@@ -202,19 +226,22 @@ def _matmul(op: MatMul, args: list[Val], abstr: set[str]) -> Val:
         (lambda v: E.cast(v, dt, "i64", "nonfinite", "nearest")) if acc == "i64" and dt != "i64" \
         else (lambda v: v)
     mul, add = E.binary("mul", acc), E.binary("add", acc)
-    m, k = a.shape
-    n = b.shape[1]
-    out = np.empty((m, n), object)
-    for i in range(m):
-        for j in range(n):
-            s = E.zero(acc)  # +0: matmul(a, b) is mma(a, b, zeros) (D200)
-            for t in range(k):
-                s = add(s, mul(up(a[i, t]), up(b[t, j])))
-            if _lowp(dt):
-                s = E.round_to(s, "f32", dt, "nonfinite")
-            elif acc == "i64" and dt != "i64":
-                s = E.cast(s, "i64", dt, "nonfinite", "nearest")
-            out[i, j] = s
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    a = np.broadcast_to(a, (*batch, m, k))
+    b = np.broadcast_to(b, (*batch, k, n))
+    out = np.empty((*batch, m, n), object)
+    for bt in np.ndindex(*batch):
+        for i in range(m):
+            for j in range(n):
+                s = E.zero(acc)  # +0: matmul(a, b) is mma(a, b, zeros) (D200)
+                for t in range(k):
+                    s = add(s, mul(up(a[(*bt, i, t)]), up(b[(*bt, t, j)])))
+                if _lowp(dt):
+                    s = E.round_to(s, "f32", dt, "nonfinite")
+                elif acc == "i64" and dt != "i64":
+                    s = E.cast(s, "i64", dt, "nonfinite", "nearest")
+                out[(*bt, i, j)] = s
     return out, dt
 
 
@@ -268,8 +295,9 @@ def _seeded(op: SeededReduce, args: list[Val], abstr: set[str]) -> Val:
     (x, dt), (sd, _) = args[0], args[1]
     masked = isinstance(op, MaskedReduce)
     kind, policy = op.kind, op.policy
-    if dt == "bool":
-        raise Unsupported(f"unsupported op {type(op).__name__}.{kind} on bool")
+    if dt == "bool" and kind == "sum":
+        raise Unsupported(f"unsupported op {type(op).__name__}.sum on bool (an evaluation "
+                          f"error: bool has no arithmetic)")
     fp = kir.is_float(dt)
     if masked and fp and kind == "sum" and policy in ("ordered_tree", "unordered_tree"):
         raise Unsupported(f"unsupported op MaskedReduce.sum under {policy} (the admitted set "
@@ -324,8 +352,8 @@ def _scan(op: Scan, args: list[Val], abstr: set[str]) -> Val:
     if n == 0:
         return x.copy(), dt
     fp = kir.is_float(dt)
-    if dt == "bool" or (op.combine == "mul" and fp):
-        raise Unsupported(f"unsupported op Scan.{op.combine} on {dt}")
+    if (dt == "bool" and op.combine in ("add", "mul")) or (op.combine == "mul" and fp):
+        raise Unsupported(f"unsupported op Scan.{op.combine} on {dt} (an evaluation error)")
     kind = {"add": "sum", "mul": "prod"}.get(op.combine, op.combine)
     acc = "f32" if fp else dt
     up = (lambda t: E.widen(t, dt, "f32")) if _lowp(dt) else (lambda t: t)
@@ -359,8 +387,8 @@ def _flagged_scan(op: MaskedScan | SegmentedScan, args: list[Val], abstr: set[st
     if x.ndim == 0:
         raise Unsupported(f"{name} of a rank-0 value (an evaluation error)")
     fp = kir.is_float(dt)
-    if dt == "bool" or (op.combine == "mul" and fp):
-        raise Unsupported(f"unsupported op {name}.{op.combine} on {dt}")
+    if (dt == "bool" and op.combine in ("add", "mul")) or (op.combine == "mul" and fp):
+        raise Unsupported(f"unsupported op {name}.{op.combine} on {dt} (an evaluation error)")
     if fp and op.combine == "add" and op.policy == "ordered_tree":
         raise Unsupported(f"unsupported op {name}.add under ordered_tree (the admitted set "
                           f"depends on the flags' values)")
@@ -464,7 +492,7 @@ HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
     Binary: _binary, Unary: _unary, Cast: _cast, Select: _select, Reduce: _reduce,
     MatMul: _matmul, SeededReduce: _seeded, MaskedReduce: _seeded, Scan: _scan,
     MaskedScan: _flagged_scan, SegmentedScan: _flagged_scan, CustomReduce: _custom,
-    ReLU: _relu, Mma: _mma}
+    ReLU: _relu, Mma: _mma, Bitcast: _bitcast}
 HIR_OPS.update(NN_OPS)  # LayerNorm, RMSNorm: the reference's exact f64 algorithm (hir_nn)
 HIR_OPS.update(ORDER_OPS)  # Sort, TopK: the total order's ranks (hir_order)
 

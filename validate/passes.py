@@ -10,7 +10,7 @@ output is checked to refine its input (``refine.check_refinement``):
 | ``typeinfer`` | unsupported: it rewrites nothing, only stamps types (D479) |
 | ``elaborate`` | the typed entry read as the reference evaluator runs it (its call, dispatch and DimVar semantics) refined by the elaborated Function (``validate/elaborate.py``, D479) |
 | ``canonicalize`` | ``lower(elaborated)`` refined by ``lower(canonicalized)``: the HIR read through the lowering's semantics (a canonicalization bug shows; a lowering bug common to both does not) |
-| ``lower`` | the elaborated HIR entry (``hir_smt``: Binary, Unary, Cast, Select, Reduce, MatMul) refined by the lowered kernel IR; another op is "unsupported op X"; a counterexample is replayed against the reference evaluator |
+| ``lower`` | the elaborated HIR entry (``hir_smt``, whose docstring lists the encoded ops) refined by the lowered kernel IR; another op is "unsupported op X"; a counterexample is replayed against the reference evaluator |
 | ``fuse`` | the lowered kernel IR refined by the fused kernel IR |
 | ``schedule`` | the fused program at the default tile configuration refined by the fused program at ``SMALL_TILES`` (blocks of 2, tile loops over rows and K: tiling decisions that change arithmetic) |
 
@@ -20,6 +20,7 @@ is ``unsupported`` with the reason.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -185,7 +186,7 @@ def combines_lanes(p: Program) -> str | None:
 
 #: HIR ops of which each output element reads a fixed number of input elements (element-wise
 #: ops and the data movement ``hir_smt`` encodes by the reference's index map)
-LANEWISE_OPS = frozenset({"Binary", "Unary", "Cast", "Select", "ReLU", "Reshape", "Transpose",
+LANEWISE_OPS = frozenset({"Binary", "Unary", "Cast", "Select", "Bitcast", "ReLU", "Reshape", "Transpose",
                           "Slice", "Concat", "Stack", "ShapeOf", "Rank", "Zeros"})
 
 
@@ -205,9 +206,9 @@ def hir_combines_lanes(fn: Any) -> str | None:
     return None
 
 
-def _outside_program(module: Module, entry: str, shapes: list, bounds: Bounds) -> str | None:
+def _outside_program(stages: _Stages, shapes: list, bounds: Bounds) -> str | None:
     """``_outside``, with the lane-wise bound for a program whose kernel IR (the default
-    lowering) combines no lanes."""
+    lowering, computed once in ``stages`` and shared with the checks) combines no lanes."""
     why = _outside(shapes, bounds)
     if why is None:
         return None
@@ -215,9 +216,8 @@ def _outside_program(module: Module, entry: str, shapes: list, bounds: Bounds) -
     if far is not None:
         return far
     try:
-        hir: dict = {}
-        lanes = combines_lanes(_lower(module, entry, shapes, TileConfig(), state=hir)) or \
-            hir_combines_lanes(hir["hir"])
+        st = stages.lowered()
+        lanes = combines_lanes(st.program) or hir_combines_lanes(st.hir)
     except TilefoundryError as e:
         return f"{why}; the lane-wise bound ({bounds.max_elems_lanewise}) not tried: {_why(e)}"
     if lanes is not None:
@@ -251,16 +251,53 @@ def _timed(fn: Callable[[], Outcome]) -> Outcome:
     return o
 
 
-def _lower(module: Module, entry: str, shapes: list, cfg: TileConfig, *,
-           canonical: bool = True, state: dict | None = None) -> Program:
-    st = State(module, entry, shapes, TARGETS["interp"], cfg)
-    names = ["typeinfer", "elaborate", "canonicalize", "lower"]
-    if not canonical:
-        names.remove("canonicalize")
-    run_passes(st, names)
-    if state is not None:
-        state["hir"] = st.hir
-    return st.program
+class _Stages:
+    """The pipeline's intermediate results for one ``validate_program``, each computed once
+    (by the pipeline's own passes, ``run_passes``) and shared by the checks that read it
+    (D521): typeinfer and elaborate once instead of four times, canonicalize once instead of
+    three. A stage that raised raises the same error wherever it is read again."""
+
+    def __init__(self, module: Module, entry: str, shapes: list, cfg: TileConfig):
+        self.module, self.entry, self.shapes, self.cfg = module, entry, shapes, cfg
+        self._done: dict[str, tuple[Any, TilefoundryError | None]] = {}
+
+    def _get(self, name: str, make: Callable[[], Any]) -> Any:
+        if name not in self._done:
+            try:
+                self._done[name] = (make(), None)
+            except TilefoundryError as e:
+                self._done[name] = (None, e)
+        v, e = self._done[name]
+        if e is not None:
+            raise e
+        return v
+
+    def _then(self, st: State, names: list[str], cfg: TileConfig | None = None) -> State:
+        # a shallow copy: each pass replaces the state's fields (hir, program), it does not
+        # mutate the earlier stage's values
+        return run_passes(dataclasses.replace(st, cfg=cfg or st.cfg), names)
+
+    def elaborated(self) -> State:
+        """typeinfer and elaborate"""
+        return self._get("elaborated", lambda: run_passes(
+            State(self.module, self.entry, self.shapes, TARGETS["interp"], self.cfg),
+            ["typeinfer", "elaborate"]))
+
+    def canonical(self) -> State:
+        return self._get("canonical", lambda: self._then(self.elaborated(), ["canonicalize"]))
+
+    def lowered(self) -> State:
+        """the canonical HIR lowered at the default tile configuration"""
+        return self._get("lowered", lambda: self._then(self.canonical(), ["lower"]))
+
+    def raw(self) -> Program:
+        """the elaborated HIR lowered without canonicalize"""
+        return self._get("raw", lambda: self._then(self.elaborated(), ["lower"]).program)
+
+    def small(self) -> Program:
+        """the canonical HIR lowered at ``SMALL_TILES``"""
+        return self._get("small", lambda: self._then(self.canonical(), ["lower"],
+                                                      SMALL_TILES).program)
 
 
 def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]] | None = None,
@@ -268,7 +305,12 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
                      fuse_pass: Callable[[Program, TileConfig], Program] | None = None
                      ) -> ValidationReport:
     """Validate each pass of the pipeline for ``module[entry]`` at ``shapes`` (default: the
-    bounded shapes of the signature). ``fuse_pass`` replaces the fuse pass (planted bugs)."""
+    bounded shapes of the signature). ``fuse_pass`` replaces the fuse pass (planted bugs).
+
+    Each pipeline stage is computed once and shared (``_Stages``: typeinfer and elaborate once
+    for every check, the canonical HIR once for both tile configurations); each kernel-IR
+    program checked twice (the target of one check, the source of the next) is run
+    symbolically once (``SymRuns``)."""
     bounds = bounds or Bounds()
     if not isinstance(module, Module):
         raise InvalidArgumentError(f"validate_program: expected a Module, got "
@@ -278,58 +320,53 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
     shp = check_shapes(shapes) if shapes is not None else bounded_shapes(module, entry, bounds)
     rep = ValidationReport(entry, shp)
     fz = fuse_pass or (lambda p, cfg: fuse(p, cfg))
-    why = _outside_program(module, entry, shp, bounds)
+    cfg = TileConfig()
+    stages = _Stages(module, entry, shp, cfg)
+    why = _outside_program(stages, shp, bounds)
     if why is not None:
         for n in VALIDATED_PASSES:
             rep.passes.append(PassResult(n, Outcome("unsupported", why)))
         return rep
     rep.passes.append(PassResult("typeinfer", Outcome("unsupported", TYPEINFER_WHY)))
+    runs = SymRuns()  # a program checked twice (target, then source) is run symbolically once
+    to = bounds.timeout_ms
 
     def elab() -> Outcome:
         from tilefoundry.validate.elaborate import check_elaboration
 
-        return check_elaboration(module, entry, shp, timeout_ms=bounds.timeout_ms)
+        return check_elaboration(module, entry, shp, timeout_ms=to, state=stages.elaborated())
 
     rep.passes.append(PassResult("elaborate", _timed(elab)))
-    cfg = TileConfig()
-    progs: dict[str, Program] = {}
-    hir: dict[str, Any] = {}
-    runs = SymRuns()  # a program checked twice (target, then source) is run symbolically once
-
-    def lowered() -> Program:
-        if "lower" not in progs:
-            progs["lower"] = _lower(module, entry, shp, cfg, state=hir)
-        return progs["lower"]
 
     def canon() -> Outcome:
-        raw = _lower(module, entry, shp, cfg, canonical=False)
-        rep.programs["canonicalize"] = (raw, lowered())
-        return check_refinement(raw, lowered(), timeout_ms=bounds.timeout_ms, runs=runs)
+        raw, low = stages.raw(), stages.lowered().program
+        rep.programs["canonicalize"] = (raw, low)
+        return check_refinement(raw, low, timeout_ms=to, runs=runs)
 
     rep.passes.append(PassResult("canonicalize", _timed(canon)))
+
     def lower() -> Outcome:
-        p = lowered()
-        return check_lowering(module, entry, hir["hir"], p, timeout_ms=bounds.timeout_ms,
-                              runs=runs)
+        st = stages.lowered()
+        return check_lowering(module, entry, st.hir, st.program, timeout_ms=to, runs=runs)
 
     rep.passes.append(PassResult("lower", _timed(lower)))
+    fused: list[Program] = []
 
-    def fused() -> Outcome:
-        p = lowered()
-        progs["fuse"] = fz(p, cfg)
-        rep.programs["fuse"] = (p, progs["fuse"])
-        return check_refinement(p, progs["fuse"], timeout_ms=bounds.timeout_ms, runs=runs)
+    def fuse_() -> Outcome:
+        p = stages.lowered().program
+        fused.append(fz(p, cfg))
+        rep.programs["fuse"] = (p, fused[0])
+        return check_refinement(p, fused[0], timeout_ms=to, runs=runs)
 
-    rep.passes.append(PassResult("fuse", _timed(fused)))
+    rep.passes.append(PassResult("fuse", _timed(fuse_)))
 
     def schedule() -> Outcome:
-        if "fuse" not in progs:
+        if not fused:
             return Outcome("unsupported", "the fuse pass did not produce a program: "
                            + rep.passes[-1].outcome.reason)
-        small = fz(_lower(module, entry, shp, SMALL_TILES), SMALL_TILES)
-        rep.programs["schedule"] = (progs["fuse"], small)
-        return check_refinement(progs["fuse"], small, timeout_ms=bounds.timeout_ms,
-                                runs=runs)
+        small = fz(stages.small(), SMALL_TILES)
+        rep.programs["schedule"] = (fused[0], small)
+        return check_refinement(fused[0], small, timeout_ms=to, runs=runs)
 
     rep.passes.append(PassResult("schedule", _timed(schedule)))
     return rep

@@ -337,11 +337,7 @@ class SymKernelRun(KernelRun):
     def i_Bitcast(self, ins: kir.Bitcast) -> np.ndarray:
         if self._all_concrete(ins):
             return super().i_Bitcast(ins)
-        src = self.dt(ins.x)
-        if src == "f32":  # the payload of a NaN is not modelled (one NaN per sort)
-            self.it.abstractions.add("bitcast of a NaN (payload not modelled)")
-            return _vmap(lambda x: E.bits_of(x, "f32"), self.sym(ins.x))
-        return _vmap(lambda x: E.from_input_bits(x, ins.to), self.sym(ins.x))
+        return bitcast(self.sym(ins.x), self.dt(ins.x), ins.to, self.it.abstractions)
 
     def i_Math(self, ins: kir.Math) -> np.ndarray:
         if self._all_concrete(ins):
@@ -698,6 +694,25 @@ def reduce_lanes(v: list, dt: str, kind: str, policy: str, init: Any,
         r = _fold(v, mul, True, None)
         return r if init is None else mul(init, r)
     raise Unsupported(f"unsupported op reduce.{kind} on {dt}")
+
+
+def bitcast(x: np.ndarray, src: str, to: str, abstr: set[str]) -> np.ndarray:
+    """f32 <-> u32 reinterpretation of the terms ``x`` (D522): f32 -> u32 reads
+    ``encode.raw_bits`` (exact bits for a value that entered as bits, NaN payloads included; a
+    computed value's NaN is the quiet NaN, recorded in ``abstr``); u32 -> f32 is
+    ``fpBVToFP(bits)``, so a later bitcast back reads the same bits. Shared by the kernel IR's
+    ``Bitcast`` and the HIR op."""
+    if {src, to} != {"f32", "u32"}:
+        raise Unsupported(f"unsupported op Bitcast {src} -> {to} (only f32 <-> u32 reinterprets "
+                          f"bits; an evaluation error)")
+    if src == "u32":
+        return _vmap(lambda t: E.from_input_bits(t, "f32"), x) if x.size else x.copy()
+    out = np.empty(x.shape, object)
+    for i, t in np.ndenumerate(x):
+        out[i], exact = E.raw_bits(t, "f32")
+        if not exact:
+            abstr.add(E.COMPUTED_NAN_BITS)
+    return out
 
 
 def input_vars(program: Program, tag: str = "") -> dict[str, np.ndarray]:

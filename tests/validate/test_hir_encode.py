@@ -67,13 +67,14 @@ def test_matmul_and_select():
 
 
 def test_unencoded_hir_op_is_named():
-    from tilefoundry.semantics.ops import SoftMax
+    from tilefoundry.semantics.ops import Conv2D
     from tilefoundry.validate.encode import Unsupported
 
-    # (Sort, the example before D514, is encoded now; SoftMax's ULP contract is not)
-    with pytest.raises(Unsupported, match="unsupported op SoftMax"):
-        agreement_hir(module_of(SoftMax(axis=1), [DType.F32], [(2, 3)]), "f",
-                      [values(DType.F32, 6, 1).reshape(2, 3)])
+    # (Sort, the example before D514, and SoftMax, the one before D523, are encoded now)
+    shapes = [(1, 1, 2, 2), (1, 1, 1, 1), (1,)]
+    with pytest.raises(Unsupported, match="unsupported op Conv2D"):
+        agreement_hir(module_of(Conv2D(), [DType.F32] * 3, shapes), "f",
+                      [values(DType.F32, int(np.prod(s)), 1).reshape(s) for s in shapes])
 
 
 # -- data movement, value-independent ops and tuples (D478) ------------------------------------
@@ -226,13 +227,13 @@ module(f)
 
 def test_every_bit_copying_op_is_encoded():
     """One fact, one reader: every op class whose ``COPIES_BITS`` holds has an HIR encoding
-    (an index map, or Select's choice); Bitcast is the one stated exception."""
+    (an index map, Select's choice, Bitcast's bits, D522)."""
     from tilefoundry.semantics.ops import ALL_OPS
     from tilefoundry.validate.hir_smt import HIR_OPS, MOVEMENT
 
     copying = {c for c in ALL_OPS if getattr(c, "COPIES_BITS", False)}
     missing = {c.__name__ for c in copying if c not in MOVEMENT and c not in HIR_OPS}
-    assert missing == {"Bitcast"}, missing
+    assert missing == set(), missing
 
 
 _SCANS = [(c, d) for d in (DType.F32, DType.BF16, DType.I32, DType.I8)

@@ -101,13 +101,14 @@ def test_a_lowering_bug_is_caught_against_the_hir_semantics():
 
 def test_unencoded_hir_op_makes_lower_unsupported_by_name():
     from tilefoundry.semantics.dtypes import DType
-    from tilefoundry.semantics.ops import Silu
+    from tilefoundry.semantics.ops import Conv2D
 
     from .helpers import module_of
 
-    rep = validate_program(module_of(Silu(), [DType.F32], [(2, 3)]), "f", [(2, 3)])
+    shapes = [(1, 1, 2, 2), (1, 1, 1, 1), (1,)]
+    rep = validate_program(module_of(Conv2D(), [DType.F32] * 3, shapes), "f", shapes)
     lower = next(p.outcome for p in rep.passes if p.name == "lower")
-    assert lower.status == "unsupported" and "unsupported op Silu" in lower.reason
+    assert lower.status == "unsupported" and "unsupported op Conv2D" in lower.reason
     assert rep.status("fuse") == "valid"
 
 
