@@ -438,6 +438,7 @@ def _cuda_gemm_one(spec: str, n: int, results: list[dict]) -> None:
     if spec == "mma":
         os.environ["TF_CUDA_WGMMA"] = "0"
     else:
+        os.environ["TF_CUDA_WGMMA"] = "1"  # opt-in until judged on a GPU (D520)
         os.environ["TF_CUDA_WGMMA_TILE"] = spec
     print(f"gemm variant {spec}", flush=True)
     bench_cuda_gemm(n, results, (32,))

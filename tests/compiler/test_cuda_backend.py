@@ -69,7 +69,7 @@ def _unit(kernels: list[str]) -> str:
         k.replace("tf_kX", f"tf_k{i}") for i, k in enumerate(kernels)) + "\n"
 
 
-def test_every_quick_tier_kernel_compiles_with_nvrtc() -> None:
+def test_every_quick_tier_kernel_compiles_with_nvrtc(monkeypatch) -> None:
     """Every program of the quick tier that lowers renders to CUDA (or is refused by the SIMD C
     renderer too: the two share their code), and every distinct kernel passes NVRTC's front end
     with the backend's options (``--fdevice-syntax-only``, batched); one in ``_PTX_EVERY`` goes
@@ -82,6 +82,8 @@ def test_every_quick_tier_kernel_compiles_with_nvrtc() -> None:
 
     from tilefoundry.compiler.cuda_backend import CUDA_TILES
     from tilefoundry.conformance.catalog import build_catalog
+
+    monkeypatch.setenv("TF_CUDA_WGMMA", "1")  # the opt-in wgmma kernels too (D520)
 
     t0 = time.perf_counter()
     programs, refused, kernels = 0, [], {}
