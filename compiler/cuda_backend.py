@@ -322,7 +322,8 @@ class CudaExecutable(Interpreter):
         self.plan = parse_plan(source)
         # NVRTC to PTX (cached) in the build pass: a compile error needs no GPU. The host
         # emulation compiles the same source with the host's C++ compiler instead.
-        self.ptx = cuda_build.build(source, source_arch(source)) if device == "cuda" else None
+        self.ptx = cuda_build.build(source, self.plan.get("arch", cuda_build.PTX_ARCH)) \
+            if device == "cuda" else None
         self._roots = {k.name: kernel_roots(k, self.bm) for k in program.kernels()}
 
     def launch(self, k: Kernel, st: dict[str, np.ndarray]) -> None:

@@ -62,12 +62,10 @@ class ReduceDotC:
     """The reductions, dots and tile loops of ``KernelC`` (a mixin: it reads the kernel's
     ``k``, ``dt``, ``full``, ``aref``, ``loops``, ``farith`` and friends)."""
 
-    #: the spelling's step for an f32 max of sign-clear values from -inf (an int32 max of the
-    #: patterns, D525), or None: the general ``TF__PICKMAX``
-    NONNEG_MAX_STEP: str | None = None
-    #: the spelling's step of ordered-integer keys (``<name>_max`` / ``_min``, with ``tf__key_*``
-    #: / ``tf__unkey_*``), or None (D525)
-    KEYED_STEP: str | None = None
+    #: whether the spelling's prelude has the integer max / min steps (D525): ``tf__max_nonneg``
+    #: (an f32 max of sign-clear values from -inf) and the ordered-integer keys ``tf__key_*`` /
+    #: ``tf__kstep_*`` / ``tf__unkey_*``; otherwise every f32 step is ``TF__PICKMAX`` / ``MIN``
+    INT_MINMAX_STEPS = False
 
     # -- reductions ---------------------------------------------------------------------------
     def emit_reduce(self, ins: kir.Reduce, out: list[str], ind: str) -> None:
@@ -205,7 +203,7 @@ class ReduceDotC:
         value is read (mask, abs), one combining step, the identity and the result from an
         accumulation (init, the no-valid-lane rule). ``keyed``: a caller that always ends with
         ``finish`` may take an f32 max / min folded from its identity as ordered-integer keys
-        (the spelling's ``KEYED_STEP``, D525)."""
+        (``INT_MINMAX_STEPS``, D525)."""
         k = self.k
         dt, kind, policy = self.dt(ins.x), ins.kind, ins.policy
         ct = CTYPE[dt]
@@ -240,12 +238,12 @@ class ReduceDotC:
         # an f32 max of values whose sign bit is clear (an abs_max, a max of abs), folded from
         # the identity -inf: their patterns order as int32 (NaNs above inf), D525
         src = self.defs.get(ins.x)
-        nonneg = bool(self.NONNEG_MAX_STEP) and dt == "f32" and not seed_init and (
+        nonneg = self.INT_MINMAX_STEPS and dt == "f32" and not seed_init and (
             kind == "abs_max" or (kind == "max" and isinstance(src, kir.UnOp)
                                   and src.kind == "abs"))
         # any other f32 max / min from its identity, where the caller allows it: each lane's
         # ordered-integer key (a NaN the extreme key), an int32 max / min a step, D525
-        keyed = keyed and bool(self.KEYED_STEP) and dt == "f32" and not seed_init and \
+        keyed = keyed and self.INT_MINMAX_STEPS and dt == "f32" and not seed_init and \
             kind in ("max", "min") and not nonneg
 
         def step(acc: str, v: str) -> str:
@@ -261,9 +259,9 @@ class ReduceDotC:
                 return f"(uint8_t)({acc} {_LOGIC[rd.BOOL_MINMAX.get(kind, 'and')]} {v})"
             if kir.is_float(dt):
                 if keyed:
-                    return f"{self.KEYED_STEP}_{kind}({acc}, {v})"
+                    return f"tf__kstep_{kind}({acc}, {v})"
                 if nonneg:
-                    return f"{self.NONNEG_MAX_STEP}({acc}, {v})"
+                    return f"tf__max_nonneg({acc}, {v})"
                 return f"TF__PICK{'MIN' if kind == 'min' else 'MAX'}({acc}, {v})"
             if kind == "abs_max":
                 return f"({v} > {acc} ? {v} : {acc})"

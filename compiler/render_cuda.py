@@ -93,7 +93,7 @@ REG_LIMIT = 32
 _LOOP = re.compile(r"^(\s*)for \(int64_t ")
 
 
-#: the CUDA spelling's own reduction steps and GPU conversions (D525), before the shared prelude
+#: the CUDA spelling's head, reduction steps and GPU conversions (D525), before the shared prelude
 CUDA_PRELUDE = c_source("tf_prelude_cuda.h")
 
 PLAN_TAG = "/* tf-plan "
@@ -113,8 +113,7 @@ class KernelCuda(KernelC):
     #: no GCC vector folds (``render_c_vreduce``); f32 math by ``c_vecmath.CUDA_MATH`` (D519)
     vec_math = False
     NARROW_MATH = True
-    NONNEG_MAX_STEP = "TF__MAX_NONNEG"
-    KEYED_STEP = "tf__kstep"
+    INT_MINMAX_STEPS = True
     #: allow the lane mapping (one thread per lane) for kernels that are one lane-wise run
     LANE_MAPPING = True
 

@@ -50,6 +50,7 @@ from tilefoundry.compiler import cuda_build, kir
 from tilefoundry.compiler.kir import root_of
 from tilefoundry.compiler.render_cuda_mma import MmaPlan, plan_mma
 from tilefoundry.compiler.spelling import CTYPE, c_literal
+from tilefoundry.errors import InvalidArgumentError
 
 __all__ = ["DEFAULT_TILE", "WGMMA_HEAD", "WgTile", "WgmmaPlan", "enabled", "plan_wgmma",
            "render_wgmma"]
@@ -106,12 +107,15 @@ def parse_tile(text: str) -> WgTile:
     f = text.lower().split("x")
     nums = [int(x) for x in f if x.isdigit()]
     flags = {x for x in f if not x.isdigit()}
-    if len(nums) < 3 or flags - {"noreg", "wait0"}:
-        raise ValueError(f"wgmma tile {text!r}: expected BMxBNxSTAGES[xGROUP][xnoreg][xwait0]")
+    if not 3 <= len(nums) <= 4 or flags - {"noreg", "wait0"}:
+        raise InvalidArgumentError(
+            f"TF_CUDA_WGMMA_TILE={text!r}: expected BMxBNxSTAGES[xGROUP][xnoreg][xwait0], "
+            f"e.g. 128x256x4")
     t = WgTile(*nums[:4], maxnreg="noreg" not in flags, inflight=0 if "wait0" in flags else 1)
     if not t.valid():
-        raise ValueError(f"wgmma tile {text!r}: bm 64 / 128, bn 64..256 by 64, stages >= 2, "
-                         f"shared memory <= {SMEM_LIMIT} bytes")
+        raise InvalidArgumentError(
+            f"TF_CUDA_WGMMA_TILE={text!r}: bm 64 / 128, bn 64..256 by 64, stages >= 2, "
+            f"shared memory <= {SMEM_LIMIT} bytes")
     return t
 
 
@@ -188,8 +192,10 @@ def _operand(kc, ld: kir.Load, rows_axis: int, d: int, rows: int, batch: tuple[i
         strides.append(2 * s)
         prev = 2 * s * n
     dims += [n for n, _ in bs]
-    if off % 8 or any(x >= 1 << 32 for x in dims):
+    if off % 8:
         return None, "the operand's base is not 16-byte aligned"
+    if any(x >= 1 << 32 for x in dims):
+        return None, "an extent of 2^32 or more (a TMA dimension is 32-bit)"
     box = (BK, rows) if kmajor else (64, BK)
     return TmaOperand(kc.roots[root.name], off, kmajor, tuple(dims), tuple(strides), box,
                       tuple(i for i in batch if ld.strides[i] and k.domain[i] > 1)), ""

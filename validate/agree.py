@@ -60,18 +60,9 @@ def concrete_math(t: z3.ExprRef) -> z3.ExprRef:
     literal inputs simplifies to a literal (the per-op agreement of the math-based ops)."""
     for _ in range(64):
         t = z3.simplify(t)
-        apps: dict[int, z3.ExprRef] = {}
-        seen: set[int] = set()
-        stack = [t]
-        while stack:
-            e = stack.pop()
-            if e.get_id() in seen:
-                continue
-            seen.add(e.get_id())
-            if z3.is_app(e) and e.decl().name().startswith("math.") and e.num_args() == 1:
-                apps[e.get_id()] = e
-            stack.extend(e.children())
-        subs = [(a, v) for a in apps.values()
+        apps = [e for e in E.dag_nodes(t)
+                if z3.is_app(e) and e.decl().name().startswith("math.") and e.num_args() == 1]
+        subs = [(a, v) for a in apps
                 if (v := _math_value(a.decl().name(), z3.simplify(a.arg(0)))) is not None]
         if not subs:
             return t

@@ -39,6 +39,7 @@ __all__ = [
     "Unsupported",
     "bits_of",
     "const",
+    "dag_nodes",
     "fp_sort",
     "from_input_bits",
     "is_code",
@@ -57,6 +58,19 @@ _QNAN32 = 0x7FC00000
 
 class Unsupported(TilefoundryError):
     """An op, dtype or shape outside what the validator encodes (reported, never skipped)."""
+
+
+def dag_nodes(t: z3.ExprRef):
+    """Each distinct node of the term ``t`` once (a walk of its DAG, children after parents)."""
+    seen: set[int] = set()
+    stack = [t]
+    while stack:
+        e = stack.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        yield e
+        stack.extend(e.children())
 
 
 def is_fp(dt: str) -> bool:

@@ -329,20 +329,9 @@ def solve(constraints: list, timeout_ms: int) -> tuple[z3.CheckSatResult, Any, s
 
 
 def _consts(t: z3.ExprRef) -> set[str]:
-    """Names of the uninterpreted constants in ``t`` (a DAG walk)."""
-    seen: set[int] = set()
-    out: set[str] = set()
-    stack = [t]
-    while stack:
-        e = stack.pop()
-        if e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
-        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out.add(str(e))
-        else:
-            stack.extend(e.children())
-    return out
+    """Names of the uninterpreted constants in ``t``."""
+    return {str(e) for e in E.dag_nodes(t)
+            if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED}
 
 
 def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,

@@ -59,7 +59,6 @@ TF_FN float tf__max_nonneg(float a, float v)
     const int32_t x = (int32_t)tf_f32_bits(a), y = (int32_t)tf_f32_bits(v);
     return tf_f32_from_bits((uint32_t)(x > y ? x : y));
 }
-#define TF__MAX_NONNEG(acc, v) tf__max_nonneg((acc), (v))
 /* an f32 max / min as ordered-integer keys (the row mapping's folds from the identity): the
  * key u ^ ((u >> 31) & 0x7FFFFFFF) is monotonic in the float order with -0 < +0 and its own
  * inverse; a NaN of either sign is the extreme key (INT32_MAX for max, INT32_MIN for min), which

@@ -3,7 +3,7 @@
 ``tf__pick`` (``TF__PICKMAX`` / ``TF__PICKMIN`` of the CUDA prelude) is branch-free: fmax / fmin,
 the tie of two zeros settled by the patterns' and / or, a NaN operand giving a NaN; an f32 max of
 sign-clear values (an ``abs_max``, a ``max`` of ``abs``) folded from -inf is one int32 max of the
-patterns (``TF__MAX_NONNEG``); the row mapping folds any other f32 max / min from its identity
+patterns (``tf__max_nonneg``); the row mapping folds any other f32 max / min from its identity
 as ordered-integer keys (``tf__kstep_max`` / ``_min``, a NaN the extreme key). The contract they must keep (docs/contracts.md): max / min are
 NaN-propagating and order -0 < +0 — "the max of -0 and +0 is +0, their min is -0" — and which
 NaN a NaN result is is no contract. Judged here on the host emulation, through both the block
@@ -92,7 +92,7 @@ def test_max_min_steps_keep_the_zero_order_and_the_nans(kind, policy, rows_mappi
     x = _rows(4096 if rows_mapping else 700)
     m = one_op(Reduce((1,), False, KINDS[kind], policy), x)
     src, got = _host(m, "f", [x])
-    step = ("TF__MAX_NONNEG" if kind == "abs_max" else
+    step = ("tf__max_nonneg(" if kind == "abs_max" else
             f"tf__kstep_{kind}" if rows_mapping else f"TF__PICK{kind.upper()[:3]}")
     assert step in src, step
     assert check(m, "f", [x], got).status == "PASS", (kind, policy)
@@ -111,13 +111,17 @@ def test_rmsnorm_max_of_abs_takes_the_integer_step() -> None:
     w = np.linspace(-2, 2, 4096).astype(ml_dtypes.bfloat16)
     m = module(rmsnorm)
     src, got = _host(m, "rmsnorm", [x, w])
-    assert "TF__MAX_NONNEG" in src
+    assert "tf__max_nonneg(" in src
     assert check(m, "rmsnorm", [x, w], got).status == "PASS"
 
 
 def test_a_wrong_integer_step_is_caught(monkeypatch) -> None:
-    """The test is sharp: the abs_max rows with the min step in the int32 step's place FAIL."""
-    monkeypatch.setattr(render_cuda.KernelCuda, "NONNEG_MAX_STEP", "TF__PICKMIN")
+    """The test is sharp: the abs_max rows with the int32 step taking the smaller FAIL."""
+    planted = render_cuda.CUDA_PRELUDE.replace(
+        "return tf_f32_from_bits((uint32_t)(x > y ? x : y));\n}\n/* an f32 max / min as",
+        "return tf_f32_from_bits((uint32_t)(x < y ? x : y));\n}\n/* an f32 max / min as")
+    assert planted != render_cuda.CUDA_PRELUDE
+    monkeypatch.setattr(render_cuda, "CUDA_PRELUDE", planted)
     x = _rows(4096)
     m = one_op(Reduce((1,), False, ReduceKind.ABS_MAX, "unordered_tree"), x)
     _, got = _host(m, "f", [x])

@@ -22,6 +22,7 @@ pytest.importorskip("cuda.bindings.nvrtc")
 from tilefoundry.compiler import cuda_build, render_cuda, render_cuda_wgmma
 from tilefoundry.compiler.cuda_backend import CUDA_TILES
 from tilefoundry.compiler.pipeline import compile as tf_compile
+from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.oracle.compare import check
 from tilefoundry.semantics.dsl import parse_module
 
@@ -124,12 +125,14 @@ def test_plan_variants_stay_admitted(monkeypatch, tile: str) -> None:
 
 
 def test_parse_tile_refuses_what_does_not_fit() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError):
         render_cuda_wgmma.parse_tile("128x256x5")  # 5 x 48 KiB: past 227 KiB
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError):
         render_cuda_wgmma.parse_tile("256x128x2")  # 4 consumer warpgroups: not a plan
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError, match="TF_CUDA_WGMMA_TILE"):
         render_cuda_wgmma.parse_tile("128x256x4xfast")  # no such flag
+    with pytest.raises(InvalidArgumentError):
+        render_cuda_wgmma.parse_tile("128x256x4x8x2")  # a fifth number
     assert render_cuda_wgmma.parse_tile("64x128x3x16xwait0") == render_cuda_wgmma.WgTile(
         64, 128, 3, 16, True, 0)
 
