@@ -23,11 +23,16 @@ __all__ = ["agreement"]
 
 
 def _interp_member(t: z3.ExprRef, abstractions: set[str]) -> z3.ExprRef:
-    """``t`` with every tree-sum choice replaced by the member kernel-interp computes."""
-    from tilefoundry.validate.choices import PREFIX, REGISTRY
+    """``t`` with every tree-sum choice replaced by the member kernel-interp computes and every
+    unspecified element by the 0 it writes."""
+    from tilefoundry.validate.choices import PREFIX, REGISTRY, UNSPEC_PREFIX, UNSPECIFIED, zero
 
     sub = [(REGISTRY[a[len(PREFIX):]].var, REGISTRY[a[len(PREFIX):]].default)
            for a in abstractions if a.startswith(PREFIX)]
+    for a in abstractions:
+        if a.startswith(UNSPEC_PREFIX):
+            u = UNSPECIFIED[a[len(UNSPEC_PREFIX):]]
+            sub.append((u, zero(u)))
     return z3.substitute(t, *sub) if sub else t
 
 
@@ -140,9 +145,22 @@ def agreement(program: Program, inputs: Sequence[np.ndarray], *,
     return bad
 
 
-def agreement_hir(module, entry: str, inputs: Sequence[np.ndarray]) -> list[str]:
+def _substituted(result, subs: list):
+    """A ``run_hir`` result (a Val or a tuple of them) with ``subs`` substituted."""
+    if isinstance(result, tuple) and not (len(result) == 2 and isinstance(result[0], np.ndarray)
+                                          and isinstance(result[1], str)):
+        return tuple(_substituted(r, subs) for r in result)
+    arr, dt = result
+    return (np.vectorize(lambda t: z3.simplify(z3.substitute(t, *subs)), otypes=[object])(arr)
+            if arr.size else arr), dt
+
+
+def agreement_hir(module, entry: str, inputs: Sequence[np.ndarray], *,
+                  variables: bool = False) -> list[str]:
     """Elements where the HIR encoding (``hir_smt``) and the reference evaluator disagree, the
-    entry elaborated for the inputs' shapes."""
+    entry elaborated for the inputs' shapes. ``variables``: encode on bit-vector variables and
+    substitute the inputs' bits afterwards (the data-dependent paths, a Gather's indices, are
+    then the symbolic ones)."""
     from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
     from tilefoundry.semantics.evaluator.core import evaluate
     from tilefoundry.validate.hir_smt import flatten, run_hir
@@ -152,12 +170,21 @@ def agreement_hir(module, entry: str, inputs: Sequence[np.ndarray]) -> list[str]
     run_passes(st, ["typeinfer", "elaborate", "canonicalize"])
     fn = st.hir
     vals = {}
+    subs: list = []
     for p, x in zip(fn.params, inputs, strict=True):
         dt = (p.checked_type if p.has_type else p.type).dtype.value
         b = _literal_bits(np.asarray(x), dt)
+        if variables and b.size:
+            var = np.empty(b.shape, object)
+            for i, idx in enumerate(np.ndindex(*b.shape)):
+                var[idx] = z3.BitVec(f"agree.{p.name}.{i}", E.width(dt))
+                subs.append((var[idx], b[idx]))
+            b = var
         vals[p.name] = np.vectorize(lambda t, d=dt: E.from_input_bits(t, d), otypes=[object])(b) \
             if b.size else b
     result, abstr = run_hir(fn, vals)
+    if subs:
+        result = _substituted(result, subs)
     refs = flat_arrays(evaluate(module, entry, list(inputs)))
     results = flatten(result)
     if len(refs) != len(results):

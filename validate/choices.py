@@ -25,11 +25,13 @@ import z3
 
 from tilefoundry.validate import encode as E
 
-__all__ = ["ORDERED_MAX", "REGISTRY", "UNORDERED_MAX", "Choice", "tree_choice"]
+__all__ = ["ORDERED_MAX", "REGISTRY", "UNORDERED_MAX", "UNSPECIFIED", "UNSPEC_PREFIX", "Choice",
+           "tree_choice", "unspecified", "zero"]
 
 ORDERED_MAX = 5  # 14 bracketings
 UNORDERED_MAX = 4  # 15 trees
 PREFIX = "choice:"
+UNSPEC_PREFIX = "unspecified:"
 
 
 @dataclass(frozen=True)
@@ -78,11 +80,54 @@ def tree_choice(v: list, dt: str, policy: str, init: Any, default: Any,
     trees = (_ordered if policy == "ordered_tree" else _unordered)(list(v), add)
     if init is not None:
         trees = [add(init, t) for t in trees]
-    key = hashlib.sha1("\x00".join([policy, dt, *(t.sexpr() for t in v),
-                                    init.sexpr() if init is not None else "-"]).encode())
+    # the lanes by their Z3 ids (hash-consed: the same lanes are the same ids; the members
+    # keep them alive, so an id is never reused while the choice exists; printing them cost
+    # time and memory exponential in a term's sharing)
+    key = hashlib.sha1("\x00".join([policy, dt, *(f"#{t.get_id()}" for t in v),
+                                    f"#{init.get_id()}" if init is not None else "-"]).encode())
     name = f"{policy}.{dt}.{key.hexdigest()[:16]}"
     if name not in REGISTRY:
         REGISTRY[name] = Choice(z3.Const(f"choice.{name}", E.fp_sort(dt)), tuple(trees),
                                 default)
     abstractions.add(PREFIX + name)
     return REGISTRY[name].var
+
+
+#: every unspecified value made in this process (a float -> int cast's out-of-range element), by
+#: name -> its variable (content-named like the choices: the same cast of the same term is the
+#: same variable on both sides)
+UNSPECIFIED: dict[str, z3.ExprRef] = {}
+
+
+def zero(var: z3.ExprRef) -> z3.ExprRef:
+    """The value a target's unspecified ``var`` takes: 0 of its sort (what kernel-interp and
+    the reference write for an out-of-range float -> int cast)."""
+    s = var.sort()
+    if isinstance(s, z3.FPSortRef):
+        return z3.FPVal(0.0, s)
+    if s == z3.BoolSort():
+        return z3.BoolVal(False)
+    return z3.BitVecVal(0, s)
+
+
+#: the terms each unspecified variable's name was made from, kept alive so that their Z3 ids
+#: (part of the name) are never reused by other terms
+_ANCHORS: dict[str, tuple] = {}
+
+
+def unspecified(key: tuple, sort: z3.SortRef, abstractions: set[str]) -> z3.ExprRef:
+    """The variable standing for an element the contract leaves unspecified (any value of
+    ``sort``; D526), named from ``key``: strings and the Z3 terms it was computed from (by
+    their ids: hash-consed, so the same term on both sides of a check is the same variable;
+    printing them would cost time and memory exponential in a term's sharing). ``refine.decide``
+    quantifies it universally where the source holds it (a counterexample must differ from
+    every value the source may take) and sets it to 0, what kernel-interp and the reference
+    write, where the target holds it (so a model replays)."""
+    parts = [f"#{k.get_id()}" if isinstance(k, z3.AstRef) else str(k) for k in key]
+    h = hashlib.sha1("\x00".join(parts).encode()).hexdigest()[:16]
+    name = f"{key[0]}.{h}"
+    if name not in UNSPECIFIED:
+        UNSPECIFIED[name] = z3.Const(f"unspecified.{name}", sort)
+        _ANCHORS[name] = tuple(k for k in key if isinstance(k, z3.AstRef))
+    abstractions.add(UNSPEC_PREFIX + name)
+    return UNSPECIFIED[name]

@@ -25,7 +25,7 @@ from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
 from tilefoundry.validate.refine import Counterexample, Outcome, _same, decide, flat_arrays
 
-__all__ = ["check_elaboration"]
+__all__ = ["check_elaboration", "check_hir_refinement"]
 
 
 def _param_vars(fn: Any) -> dict[str, tuple[np.ndarray, str]]:
@@ -48,37 +48,46 @@ def check_elaboration(module: Any, entry: str, shapes: Sequence[Sequence[int]], 
     pipeline's state after typeinfer and elaborate for these shapes (``validate_program``
     shares it with the other checks), else they are run here."""
     from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
+
+    st = state
+    if st is None:
+        st = State(module, entry, [tuple(s) for s in shapes], TARGETS["interp"])
+        run_passes(st, ["typeinfer", "elaborate"])
+    return check_hir_refinement(st.inferred[entry], st.hir, (module, entry), "elaborated",
+                                session=st.session, timeout_ms=timeout_ms)
+
+
+def check_hir_refinement(src_fn: Any, tgt_fn: Any, source: tuple[Any, str], label: str, *,
+                         session: Any = None, timeout_ms: int = 10_000) -> Outcome:
+    """Does the flat, concretely typed HIR Function ``tgt_fn`` refine ``src_fn`` (read with
+    the typing ``session`` when it calls Functions)? Both are read by the same op encodings
+    (``hir_smt.run_hir``); a counterexample is replayed by the reference evaluator on
+    ``source`` (module, entry) and on ``tgt_fn``, whose results are named ``label``."""
     from tilefoundry.semantics.evaluator.core import evaluate
     from tilefoundry.semantics.ir import Module
     from tilefoundry.validate.hir_smt import flatten, run_hir
     from tilefoundry.validate.symexec import _vmap
 
     t0 = time.perf_counter()
-    st = state
-    if st is None:
-        st = State(module, entry, [tuple(s) for s in shapes], TARGETS["interp"])
-        run_passes(st, ["typeinfer", "elaborate"])
-    el = st.hir
-    src_fn = st.inferred[entry]
-    pv = _param_vars(el)
+    pv = _param_vars(tgt_fn)
     vals = {n: (_vmap(lambda x, d=dt: E.from_input_bits(x, d), a) if a.size else a)
             for n, (a, dt) in pv.items()}
     try:
-        s_res, s_abs = run_hir(src_fn, vals, st.session)
-        t_res, t_abs = run_hir(el, vals)
+        s_res, s_abs = run_hir(src_fn, vals, session)
+        t_res, t_abs = run_hir(tgt_fn, vals)
     except Unsupported as e:
         return Outcome("unsupported", str(e), time.perf_counter() - t0)
     srcs, tgts = flatten(s_res), flatten(t_res)
     if len(srcs) != len(tgts):
-        return Outcome("unsupported", f"{len(srcs)} source results vs {len(tgts)} elaborated",
+        return Outcome("unsupported", f"{len(srcs)} source results vs {len(tgts)} {label}",
                        time.perf_counter() - t0)
     pairs = []
     for k, ((a, da), (b, db)) in enumerate(zip(srcs, tgts, strict=True)):
         if a.shape != b.shape or da != db:
-            return Outcome("unsupported", f"result {k}: elaborated {db}{list(b.shape)} vs "
+            return Outcome("unsupported", f"result {k}: {label} {db}{list(b.shape)} vs "
                            f"source {da}{list(a.shape)}", time.perf_counter() - t0)
         pairs.append((a, b))
-    names = [p.name for p in el.params]
+    names = [p.name for p in tgt_fn.params]
 
     def rp(model: z3.ModelRef) -> Counterexample:
         inputs = []
@@ -89,14 +98,14 @@ def check_elaboration(module: Any, entry: str, shapes: Sequence[Sequence[int]], 
                             for v in a.reshape(-1)], dtype=np.uint64)
             inputs.append(raw.astype(np.dtype(f"u{npdt.itemsize}")).view(npdt)
                           .reshape(a.shape))
-        ref = flat_arrays(evaluate(module, entry, inputs))
-        got = flat_arrays(evaluate(Module((el,)), el.name, inputs))
+        ref = flat_arrays(evaluate(source[0], source[1], inputs))
+        got = flat_arrays(evaluate(Module((tgt_fn,)), tgt_fn.name, inputs))
         diff = []
         for k, (r, g) in enumerate(zip(ref, got, strict=True)):
             bad = ~_same(np.asarray(r), np.asarray(g)).reshape(-1)
             diff += [f"result {k}[{i}]" for i in np.nonzero(bad)[0]]
         return Counterexample(dict(zip(names, inputs, strict=True)),
                               {f"source {k}": r for k, r in enumerate(ref)},
-                              {f"elaborated {k}": g for k, g in enumerate(got)}, {}, {}, diff)
+                              {f"{label} {k}": g for k, g in enumerate(got)}, {}, {}, diff)
 
     return decide(pairs, s_abs, t_abs, rp, t0, timeout_ms)

@@ -232,8 +232,9 @@ def _from_code_bits(code: z3.BitVecRef, to: str) -> z3.ExprRef:
 def round_f32(x: z3.FPRef, to: str, overflow: str, rounding: str = "nearest") -> z3.ExprRef:
     """``dtypes.cast(f32 -> to)`` through the project's bit-vector transcription."""
     if to == "f32":
-        if overflow != "nonfinite":
-            raise Unsupported(f"round f32 -> f32 with overflow={overflow}")
+        if overflow == "saturate":  # ±inf clamp to ±max finite (docs/contracts.md)
+            big = z3.FPVal(float(np.finfo(np.float32).max), fp_sort("f32"))
+            return z3.If(z3.fpIsInf(x), z3.If(z3.fpIsNegative(x), -big, big), x)
         return x
     if to in ("f16", "bf16") and overflow == "nonfinite" and rounding == "nearest":
         # Z3's own rounding: ``tilefoundry prove`` proves it equal to the transcription below
@@ -267,10 +268,17 @@ def round_to(x: z3.ExprRef, src: str, to: str, overflow: str) -> z3.ExprRef:
     return round_f32(_f64_to_f32_odd(x), to, overflow)
 
 
-def cast(x: z3.ExprRef, src: str, to: str, overflow: str, rounding: str) -> z3.ExprRef:
+def cast(x: z3.ExprRef, src: str, to: str, overflow: str, rounding: str,
+         abstractions: set[str] | None = None) -> z3.ExprRef:
     """``Cast`` between float storage dtypes (widen exactly, round once), integers and bool;
     from bool or an 8-bit integer to any float dtype under any mode, the reference's table of
-    the source's values; others unsupported."""
+    the source's values; float -> integer with its unspecified elements as an unconstrained
+    value (``float_to_int``; needs ``abstractions`` to record it); others unsupported."""
+    if kir.is_float(src) and kir.is_int(to):
+        if abstractions is None:
+            raise Unsupported(f"cast {src} -> {to} outside a symbolic run (its unspecified "
+                              f"elements are recorded in the run's abstractions)")
+        return float_to_int(x, src, to, abstractions)
     if src == to and overflow == "nonfinite" and rounding == "nearest":
         return x
     if kir.is_float(src) and kir.is_float(to) and src != "f64" and to != "f64":
@@ -303,6 +311,29 @@ def cast(x: z3.ExprRef, src: str, to: str, overflow: str, rounding: str) -> z3.E
         return templated(("small_cast", src, to, overflow, rounding), x,
                          lambda v: _table_term(v, table))
     raise Unsupported(f"cast {src} -> {to} (overflow={overflow}, rounding={rounding})")
+
+
+def float_to_int(x: z3.ExprRef, src: str, to: str, abstractions: set[str]) -> z3.ExprRef:
+    """Float -> integer (docs/contracts.md, "Float -> integer"): truncation toward zero where
+    the source is finite and its truncation lies in the destination's range (a value in
+    (-1, 0) truncates to 0, in range for unsigned destinations too); elsewhere the contract
+    leaves the element *unspecified*: an unconstrained value (``choices.unspecified``) that
+    ``refine.decide`` quantifies universally in a source and sets to what kernel-interp and the
+    reference write (0) in a target."""
+    from tilefoundry.validate.choices import unspecified
+
+    v = x if is_fp(src) else widen(x, src, "f32")  # an 8-bit code: its exact f32 value
+    w, signed = width(to), _signed(to)
+    t = z3.fpRoundToIntegral(z3.RTZ(), v)
+    if src != "f64":
+        t = z3.fpToFP(RNE, t, z3.Float64())  # exact: every narrower float is an f64
+    lo = z3.FPVal(-(2.0 ** (w - 1)) if signed else 0.0, z3.Float64())
+    hi = z3.FPVal(2.0 ** (w - 1 if signed else w), z3.Float64())  # exact: w <= 64
+    ok = z3.And(z3.Not(z3.fpIsNaN(v)), z3.Not(z3.fpIsInf(v)), z3.fpGEQ(t, lo), z3.fpLT(t, hi))
+    conv = z3.fpToSBV if signed else z3.fpToUBV
+    val = conv(z3.RTZ(), v, z3.BitVecSort(w))
+    u = unspecified(("float_to_int", src, to, v), z3.BitVecSort(w), abstractions)
+    return z3.If(ok, val, u)
 
 
 @cache

@@ -29,7 +29,16 @@ import numpy as np
 import z3
 
 from tilefoundry.compiler import kir
-from tilefoundry.semantics.ops import Gelu, LayerNorm, RMSNorm, Sigmoid, Silu, SoftMax, Tanh
+from tilefoundry.semantics.ops import (
+    Gelu,
+    LayerNorm,
+    RMSNorm,
+    RoPE,
+    Sigmoid,
+    Silu,
+    SoftMax,
+    Tanh,
+)
 from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
 from tilefoundry.validate.symexec import dd_row_sum, numpy_sum_f64, two_sum
@@ -194,6 +203,80 @@ def _softmax(op: Any, args: list[Val], abstr: set[str]) -> Val:
     return np.moveaxis(out, -1, ax), dt
 
 
-NN_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
+def _rope(op: Any, args: list[Val], abstr: set[str]) -> tuple[Val, Val]:
+    """``RoPE`` (rotate half) as its contract's stated formula (D529): per element of q and k
+    ``RN64(x·c + rot·s)`` rounded once to the dtype, where ``x`` is the element widened
+    exactly to f64, ``rot`` is ``-x[d + D/2]`` for ``d < D/2`` and ``x[d - D/2]`` after, and
+    ``c`` / ``s`` are the cos / sin cache rows at ``pos_ids[s]`` (both products exact in f64).
+    The reference sums the two products exactly (TwoSum, round to odd) — the formula's one f64
+    rounding is within the op's ULP budget (``semantics/ulp.py``, "rope"), so a counterexample
+    that replays with other bits than the reference's is judged by that contract (the oracle),
+    never bit for bit (``ULP_FORMULA``). ``pos_ids`` may be data: each row an ``If`` chain
+    over the cache's rows; a position outside ``[0, P)`` is the source's evaluation error,
+    an unconstrained element there (``hir_dynamic.GATHER_OOB``)."""
+    from tilefoundry.validate.choices import unspecified
+    from tilefoundry.validate.hir_dynamic import GATHER_OOB
+
+    if len(args) != 5:
+        raise Unsupported(f"RoPE with {len(args)} operands (an evaluation error)")
+    (q, dt), (k, kdt), (cos, cdt), (sin, sdt), (pos, pdt) = args
+    if len({dt, kdt, cdt, sdt}) != 1 or not kir.is_float(dt) or not kir.is_int(pdt):
+        raise Unsupported(f"RoPE over dtypes {dt}, {kdt}, {cdt}, {sdt}, {pdt} (an evaluation "
+                          f"error)")
+    if q.ndim < 2 or k.ndim < 2 or cos.ndim != 2 or sin.shape != cos.shape or pos.ndim != 1:
+        raise Unsupported(f"RoPE of shapes {q.shape}, {k.shape}, {cos.shape}, {pos.shape} (an "
+                          f"evaluation error)")
+    n_s, d = q.shape[-2:]
+    if k.shape[-2:] != (n_s, d) or cos.shape[1] != d or pos.shape != (n_s,) or d % 2:
+        raise Unsupported(f"RoPE of shapes {q.shape}, {k.shape}, {cos.shape}, {pos.shape} (an "
+                          f"evaluation error)")
+    abstr.add(ULP_FORMULA + "RoPE (the two exact f64 products summed in one f64 rounding: "
+                            "the reference's exact sum is within its ULP budget)")
+    h, n_p, w = d // 2, cos.shape[0], E.width(pdt)
+    wide = np.vectorize(lambda t: E.widen(t, dt, F64), otypes=[object])
+    wc, ws = (wide(cos), wide(sin)) if cos.size else (cos, sin)
+    mul, add = E.binary("mul", F64), E.binary("add", F64)
+    # per sequence position: (in range, cos row, sin row) as terms
+    rows = []
+    for i in range(n_s):
+        p = pos[i]
+        if z3.is_bv_value(p):
+            v = p.as_signed_long() if pdt.startswith("i") else p.as_long()
+            if not 0 <= v < n_p:
+                raise Unsupported(f"RoPE pos_ids[{i}] = {v} outside [0, {n_p}) (an evaluation "
+                                  f"error)")
+            rows.append((None, list(wc[v]), list(ws[v])))
+            continue
+        hit = [p == z3.BitVecVal(j, w) for j in range(n_p)]
+        cr, sr = [], []
+        for col in range(d):
+            c_t = s_t = None
+            for j in reversed(range(n_p)):
+                c_t = wc[j, col] if c_t is None else z3.If(hit[j], wc[j, col], c_t)
+                s_t = ws[j, col] if s_t is None else z3.If(hit[j], ws[j, col], s_t)
+            cr.append(c_t)
+            sr.append(s_t)
+        rows.append((z3.Or(hit) if hit else z3.BoolVal(False), cr, sr))
+    outs = []
+    for x in (q, k):
+        out = np.empty(x.shape, object)
+        for b in np.ndindex(*x.shape[:-2]):
+            for i in range(n_s):
+                ok, cr, sr = rows[i]
+                xw = [E.widen(t, dt, F64) for t in x[(*b, i)]]
+                for col in range(d):
+                    rot = z3.fpNeg(xw[col + h]) if col < h else xw[col - h]
+                    v = E.round_to(add(mul(xw[col], cr[col]), mul(rot, sr[col])), F64, dt,
+                                   "nonfinite")
+                    if ok is not None:
+                        u = unspecified(("position_oob", dt, v), v.sort(), abstr)
+                        abstr.add(GATHER_OOB)
+                        v = z3.If(ok, v, u)
+                    out[(*b, i, col)] = v
+        outs.append((out, dt))
+    return outs[0], outs[1]
+
+
+NN_OPS: dict[type, Callable[[Any, list[Val], set[str]], Any]] = {
     LayerNorm: _layernorm, RMSNorm: _rmsnorm, Sigmoid: _activation, Tanh: _activation,
-    Silu: _activation, Gelu: _activation, SoftMax: _softmax}
+    Silu: _activation, Gelu: _activation, SoftMax: _softmax, RoPE: _rope}

@@ -81,6 +81,7 @@ from tilefoundry.semantics.ops import (
     Bitcast,
     Cast,
     CustomReduce,
+    Gather,
     MaskedReduce,
     MaskedScan,
     MatMul,
@@ -88,6 +89,7 @@ from tilefoundry.semantics.ops import (
     Rank,
     Reduce,
     ReLU,
+    Reshard,
     Scan,
     SeededReduce,
     SegmentedScan,
@@ -97,8 +99,10 @@ from tilefoundry.semantics.ops import (
     Zeros,
 )
 from tilefoundry.semantics.ops.math import UnaryKind
+from tilefoundry.semantics.types import ShardLayout
 from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
+from tilefoundry.validate.hir_dynamic import gather, scalar_positions
 from tilefoundry.validate.hir_nn import NN_OPS
 from tilefoundry.validate.hir_order import ORDER_OPS, is_topk_reduce, topk_reduce
 from tilefoundry.validate.symexec import _vmap, bitcast, reduce_lanes
@@ -155,7 +159,7 @@ def _unary(op: Unary, args: list[Val], abstr: set[str]) -> Val:
 def _cast(op: Cast, args: list[Val], abstr: set[str]) -> Val:
     (x, dt), = args
     to = op.dtype.value
-    return _vmap(lambda v: E.cast(v, dt, to, op.overflow, op.rounding), x), to
+    return _vmap(lambda v: E.cast(v, dt, to, op.overflow, op.rounding, abstr), x), to
 
 
 def _select(op: Select, args: list[Val], abstr: set[str]) -> Val:
@@ -493,6 +497,16 @@ HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {
     MatMul: _matmul, SeededReduce: _seeded, MaskedReduce: _seeded, Scan: _scan,
     MaskedScan: _flagged_scan, SegmentedScan: _flagged_scan, CustomReduce: _custom,
     ReLU: _relu, Mma: _mma, Bitcast: _bitcast}
+def _reshard(op: Reshard, args: list[Val], abstr: set[str]) -> Val:
+    """A ``Reshard`` to a (non-sharded) ``Layout`` or a storage kind: the value unchanged (the
+    reference's ``eval_reshard`` on a plain array); to a ``ShardLayout`` unsupported."""
+    if isinstance(op.layout, ShardLayout):
+        raise Unsupported("Reshard to a ShardLayout (a sharded program)")
+    (x, dt), = args
+    return x, dt
+
+
+HIR_OPS[Reshard] = _reshard
 HIR_OPS.update(NN_OPS)  # LayerNorm, RMSNorm: the reference's exact f64 algorithm (hir_nn)
 HIR_OPS.update(ORDER_OPS)  # Sort, TopK: the total order's ranks (hir_order)
 
@@ -540,10 +554,16 @@ def _concrete_int(a: np.ndarray, dt: str) -> np.ndarray | None:
     return np.asarray(vals, npdt).reshape(a.shape)
 
 
-def _movement(call: Call, args: list[Val], env: Mapping[str, int]) -> Val:
+def _movement(call: Call, args: list[Val], env: Mapping[str, int], abstr: set[str]) -> Val:
     """Data movement as the reference's own index map (module docstring); an integer operand
-    whose terms are all constants (a start index) is passed as its concrete value."""
+    whose terms are all constants (a start index) is passed as its concrete value; a
+    ``Gather``'s data-dependent indices an ``If`` chain over the positions (``hir_dynamic``)."""
     name = type(call.op).__name__
+    if isinstance(call.op, Gather) and len(args) == 2 and kir.is_int(args[1][1]) and \
+            _concrete_int(*args[1]) is None:
+        (x, xdt), (idx, idt) = args
+        return gather(call.op, x, xdt, idx, idt, lambda ops: _run_ref(call, ops, env), _BASE,
+                      abstr), xdt
     names = tuple(type(call.op).INPUTS)
     if names and len(args) > len(names):  # a variadic last input (InsertSlice's offsets)
         names += (names[-1],) * (len(args) - len(names))
@@ -552,8 +572,16 @@ def _movement(call: Call, args: list[Val], env: Mapping[str, int]) -> Val:
     concrete: list[np.ndarray | None] = [None] * len(args)
     for i in index:
         concrete[i] = _concrete_int(*args[i])
-        if concrete[i] is None:
-            raise Unsupported(f"unsupported op {name} with a data-dependent {names[i]} operand")
+    dyn = [i for i in index if concrete[i] is None]
+    if dyn:
+        if any(args[i][0].ndim != 0 or not kir.is_int(args[i][1]) for i in dyn):
+            raise Unsupported(f"unsupported op {name} with a data-dependent "
+                              f"{names[dyn[0]]} operand that is not an integer scalar")
+        return scalar_positions(
+            name, [(i, args[i][0], args[i][1]) for i in range(len(args)) if i not in index],
+            [(i, args[i][0], args[i][1]) for i in dyn],
+            {i: concrete[i] for i in index if concrete[i] is not None}, len(args),
+            lambda ops: _run_ref(call, ops, env), _BASE, abstr)
     data = [i for i in range(len(args)) if i not in index]
     dts = {args[i][1] for i in data}
     if len(dts) != 1:
@@ -586,6 +614,22 @@ def _constant(call: Call, args: list[Val], env: Mapping[str, int]) -> Val:
     dt = dtype_of(res).value
     return _vmap(lambda c: E.const(c, dt), res.astype(object)) if res.size else \
         np.empty(res.shape, object), dt
+
+
+def _fold(call: Call, args: list[Val], env: Mapping[str, int]) -> Val | None:
+    """An op without an encoding whose operands are all integer constants (a shape value, a
+    dim: ``ShapeExtract`` / ``ShapeCompose`` of a folded ``ShapeOf``) is the reference
+    evaluator's result on them, as constants; None when an operand is data or not an
+    integer."""
+    if not args:
+        return None
+    concrete = [_concrete_int(a, dt) for a, dt in args]
+    if any(c is None for c in concrete):
+        return None
+    res = np.asarray(_run_ref(call, tuple(concrete), env))
+    dt = dtype_of(res).value
+    return (_vmap(lambda c: E.const(c, dt), res.astype(object)) if res.size else
+            np.empty(res.shape, object)), dt
 
 
 def _tensor_val(v: Any) -> Val:
@@ -665,7 +709,7 @@ def run_hir(fn: Function, inputs: Mapping[str, np.ndarray], session: Any = None
 
                 v = call(resolved_target(e, session), [_tensor_val(ev(a)) for a in e.args])
             elif isinstance(e, Call) and isinstance(e.op, MOVEMENT):
-                v = _movement(e, [_tensor_val(ev(a)) for a in e.args], env)
+                v = _movement(e, [_tensor_val(ev(a)) for a in e.args], env, abstr)
             elif isinstance(e, Call) and isinstance(e.op, CONSTANT_OPS):
                 v = _constant(e, [_tensor_val(ev(a)) for a in e.args], env)
             elif isinstance(e, Call) and is_topk_reduce(e.op):  # the seed is a state pair
@@ -673,10 +717,14 @@ def run_hir(fn: Function, inputs: Mapping[str, np.ndarray], session: Any = None
                                 abstr)
             elif isinstance(e, Call):
                 enc = HIR_OPS.get(type(e.op))
+                args = [_tensor_val(ev(a)) for a in e.args]
                 if enc is None:
-                    raise Unsupported(f"unsupported op {type(e.op).__name__} (no HIR SMT "
-                                      f"encoding)")
-                v = enc(e.op, [_tensor_val(ev(a)) for a in e.args], abstr)
+                    v = _fold(e, args, env)
+                    if v is None:
+                        raise Unsupported(f"unsupported op {type(e.op).__name__} (no HIR SMT "
+                                          f"encoding)")
+                else:
+                    v = enc(e.op, args, abstr)
             else:
                 raise Unsupported(f"unsupported HIR node {type(e).__name__}")
             memo[key] = v

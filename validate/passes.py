@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tilefoundry.compiler.errors import LoweringError
 from tilefoundry.compiler.fusion import fuse
 from tilefoundry.compiler.kir import Program
 from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
@@ -57,8 +58,14 @@ class Bounds:
     max_elems: int = 16
     timeout_ms: int = 10_000
     max_elems_lanewise: int = 64
+    #: try each element's query narrowed first (readable counterexamples, D524); the CI test
+    #: of the whole tier turns it off (it asserts no invalid, and the tries cost time, D530)
+    narrow: bool = True
 
     def __post_init__(self):
+        if not isinstance(self.narrow, bool):
+            raise InvalidArgumentError(f"validate bounds: narrow must be a bool, got "
+                                       f"{self.narrow!r}")
         for n in ("max_dim", "max_elems", "timeout_ms", "max_elems_lanewise"):
             v = getattr(self, n)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -329,7 +336,7 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
         return rep
     rep.passes.append(PassResult("typeinfer", Outcome("unsupported", TYPEINFER_WHY)))
     runs = SymRuns()  # a program checked twice (target, then source) is run symbolically once
-    to = bounds.timeout_ms
+    to, nw = bounds.timeout_ms, bounds.narrow
 
     def elab() -> Outcome:
         from tilefoundry.validate.elaborate import check_elaboration
@@ -339,15 +346,29 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
     rep.passes.append(PassResult("elaborate", _timed(elab)))
 
     def canon() -> Outcome:
-        raw, low = stages.raw(), stages.lowered().program
+        try:
+            raw = stages.raw()
+        except LoweringError as e:
+            # the elaborated HIR does not lower without canonicalize (a ShapeOf / Rank of
+            # concrete shapes is folded only there): the canonical HIR against the elaborated
+            # HIR, both read by the HIR encodings (D527)
+            from tilefoundry.validate.elaborate import check_hir_refinement
+
+            el, can = stages.elaborated().hir, stages.canonical().hir
+            out = check_hir_refinement(el, can, (Module((el,)), el.name), "canonical",
+                                       timeout_ms=to)
+            return dataclasses.replace(out, reason=f"{out.reason} (HIR against HIR: the "
+                                       f"elaborated HIR does not lower: {e})")
+        low = stages.lowered().program
         rep.programs["canonicalize"] = (raw, low)
-        return check_refinement(raw, low, timeout_ms=to, runs=runs)
+        return check_refinement(raw, low, timeout_ms=to, runs=runs, narrow=nw)
 
     rep.passes.append(PassResult("canonicalize", _timed(canon)))
 
     def lower() -> Outcome:
         st = stages.lowered()
-        return check_lowering(module, entry, st.hir, st.program, timeout_ms=to, runs=runs)
+        return check_lowering(module, entry, st.hir, st.program, timeout_ms=to, runs=runs,
+                              narrow=nw)
 
     rep.passes.append(PassResult("lower", _timed(lower)))
     fused: list[Program] = []
@@ -356,7 +377,7 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
         p = stages.lowered().program
         fused.append(fz(p, cfg))
         rep.programs["fuse"] = (p, fused[0])
-        return check_refinement(p, fused[0], timeout_ms=to, runs=runs)
+        return check_refinement(p, fused[0], timeout_ms=to, runs=runs, narrow=nw)
 
     rep.passes.append(PassResult("fuse", _timed(fuse_)))
 
@@ -366,7 +387,7 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
                            + rep.passes[-1].outcome.reason)
         small = fz(stages.small(), SMALL_TILES)
         rep.programs["schedule"] = (fused[0], small)
-        return check_refinement(fused[0], small, timeout_ms=to, runs=runs)
+        return check_refinement(fused[0], small, timeout_ms=to, runs=runs, narrow=nw)
 
     rep.passes.append(PassResult("schedule", _timed(schedule)))
     return rep

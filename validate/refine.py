@@ -26,6 +26,7 @@ import z3
 from tilefoundry.compiler import kir
 from tilefoundry.compiler.interp import Interpreter
 from tilefoundry.compiler.kir import Program
+from tilefoundry.errors import TilefoundryError
 from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
 from tilefoundry.validate.symexec import input_vars, run_symbolic
@@ -174,9 +175,10 @@ def _run(runs: SymRuns | None, p: Program, bits: dict[str, np.ndarray]):
 
 
 def check_refinement(src: Program, tgt: Program, *, timeout_ms: int = 10_000,
-                     runs: SymRuns | None = None) -> Outcome:
+                     runs: SymRuns | None = None, narrow: bool = True) -> Outcome:
     """Does ``tgt`` refine ``src`` on all inputs (the programs' concrete shapes)? ``runs``
-    memoizes the symbolic runs across the checks of one pipeline."""
+    memoizes the symbolic runs across the checks of one pipeline; ``narrow``: try the
+    narrowed query first (``decide``; off, a counterexample reads worse, D530)."""
     t0 = time.perf_counter()
     sbm, tbm = src.buffer_map(), tgt.buffer_map()
     sig = lambda p, bm: [(bm[n].dtype, bm[n].shape) for n in p.inputs]  # noqa: E731
@@ -202,7 +204,7 @@ def check_refinement(src: Program, tgt: Program, *, timeout_ms: int = 10_000,
         pairs.append((a, b))
     return decide(pairs, s.abstractions, t.abstractions,
                   lambda m: replay(src, tgt, _model_inputs(m, src, bits)), t0, timeout_ms,
-                  _hints(src, bits))
+                  _hints(src, bits) if narrow else None)
 
 
 def _hints(p: Program, bits: dict[str, np.ndarray]) -> list:
@@ -223,6 +225,12 @@ def _hints(p: Program, bits: dict[str, np.ndarray]) -> list:
     return out
 
 
+#: the abstraction named when a target holds unspecified elements (D526)
+TARGET_UNSPECIFIED = ("unspecified elements of the target (a float -> int cast out of range, "
+                      "a Gather index out of range) taken as 0, what kernel-interp writes for "
+                      "the cast")
+
+
 def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_abs: set[str],
            replay_model, t0: float, timeout_ms: int, hints: list | None = None) -> Outcome:
     """The verdict on (source, target) output term arrays: one query per differing element,
@@ -234,27 +242,45 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
     so the query then runs unnarrowed."""
     from itertools import product
 
-    from tilefoundry.validate.choices import PREFIX, REGISTRY
+    from tilefoundry.validate.choices import PREFIX, REGISTRY, UNSPEC_PREFIX, UNSPECIFIED, zero
 
-    abstractions = tuple(sorted(a for a in src_abs | tgt_abs if not a.startswith(PREFIX)))
+    s_un = {a[len(UNSPEC_PREFIX):] for a in src_abs if a.startswith(UNSPEC_PREFIX)}
+    t_un = {a[len(UNSPEC_PREFIX):] for a in tgt_abs if a.startswith(UNSPEC_PREFIX)}
+    abstractions = tuple(sorted(a for a in src_abs | tgt_abs
+                                if not a.startswith((PREFIX, UNSPEC_PREFIX))))
     s_ch = {a[len(PREFIX):] for a in src_abs if a.startswith(PREFIX)}
     t_ch = {a[len(PREFIX):] for a in tgt_abs if a.startswith(PREFIX)}
-    # a choice only the target makes: the member kernel-interp runs (so a model replays)
-    tsub = [(REGISTRY[n].var, REGISTRY[n].default) for n in sorted(t_ch - s_ch)]
+    # a choice only the target makes: the member kernel-interp runs (so a model replays); an
+    # unspecified element the target holds: 0, what kernel-interp writes (D526)
+    tsub = [(REGISTRY[n].var, REGISTRY[n].default) for n in sorted(t_ch - s_ch)] + \
+        [(UNSPECIFIED[n], zero(UNSPECIFIED[n])) for n in sorted(t_un)]
+    # an unspecified element the source holds: universal (the target must differ from every
+    # value the source may take there)
+    s_vars = {str(UNSPECIFIED[n]): UNSPECIFIED[n] for n in s_un}
     # a choice only the source makes: universal, every member tried (per output element, the
     # choices its term holds)
     only = {str(REGISTRY[n].var): REGISTRY[n] for n in s_ch - t_ch}
     side = [REGISTRY[n].constraint() for n in sorted(s_ch & t_ch)]
+    s_names = frozenset(only) | frozenset(s_vars)
+    t_names = frozenset(str(UNSPECIFIED[n]) for n in t_un)
+    s_memo: dict[int, frozenset[str]] = {}
+    t_memo: dict[int, frozenset[str]] = {}
     diffs = []
     for a, b in pairs:
         for x, y in zip(a.reshape(-1), b.reshape(-1), strict=True):
             if z3.eq(x, y):
                 continue
             if tsub:
-                y = z3.substitute(y, *tsub)
-            held = [only[n] for n in sorted(_consts(x) & only.keys())] if only else []
+                y0, y = y, z3.substitute(y, *tsub)
+                if t_un and TARGET_UNSPECIFIED not in abstractions and \
+                        _consts(y0, t_names, t_memo):
+                    abstractions += (TARGET_UNSPECIFIED,)
+            names = _consts(x, s_names, s_memo) if s_names else frozenset()
+            held = [only[n] for n in sorted(names & only.keys())]
+            univ = [s_vars[n] for n in sorted(names & s_vars.keys())]
             if not held:
-                diffs.append(x != y)
+                diffs.append(_differs_from_all(x, y, frozenset(map(str, univ)), s_names,
+                                               s_memo) if univ else x != y)
                 continue
             combos = list(product(*(c.members for c in held)))
             if len(combos) > 256:
@@ -263,8 +289,8 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
                                f"than 256)", time.perf_counter() - t0,
                                abstractions=abstractions)
             svars = [c.var for c in held]
-            diffs.append(z3.And([z3.substitute(x, *zip(svars, c, strict=True)) != y
-                                 for c in combos]))
+            d = z3.And([z3.substitute(x, *zip(svars, c, strict=True)) != y for c in combos])
+            diffs.append(z3.ForAll(univ, d) if univ else d)
     if not diffs:  # every output term is the same term: valid without a query
         return Outcome("valid", "identical terms", time.perf_counter() - t0,
                        abstractions=abstractions)
@@ -274,7 +300,9 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
     narrow = bool(hints)
     for d in diffs:
         if narrow:
-            r, m, _ = solve([d, *side, *hints], min(int(timeout_ms), 3_000))
+            # half the element's limit, at most 3 s (D530: an element that is "failed to
+            # prove" pays both tries)
+            r, m, _ = solve([d, *side, *hints], max(1, min(int(timeout_ms) // 2, 3_000)))
             if r == z3.sat:
                 model = m
                 break
@@ -293,7 +321,13 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
             return Outcome("failed to prove", unknown, time.perf_counter() - t0,
                            abstractions=abstractions)
         return Outcome("valid", "unsat", time.perf_counter() - t0, abstractions=abstractions)
-    cx = replay_model(model)
+    try:
+        cx = replay_model(model)
+    except TilefoundryError as e:  # the source raises on the model (an index out of range)
+        return Outcome("failed to prove", f"the counterexample's replay raised "
+                       f"{type(e).__name__}: {e}; abstractions used: "
+                       f"{', '.join(abstractions) or 'none'}", time.perf_counter() - t0,
+                       abstractions=abstractions)
     if cx.differing and not any("admitted set abstracted" in a for a in abstractions):
         return Outcome("invalid", f"{len(cx.differing)} output element(s) differ",
                        time.perf_counter() - t0, cx, abstractions)
@@ -306,6 +340,26 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
     return Outcome("failed to prove", why + "; abstractions used: " +
                    (", ".join(abstractions) or "none"), time.perf_counter() - t0, cx,
                    abstractions)
+
+
+def _differs_from_all(x: z3.ExprRef, y: z3.ExprRef, univ: frozenset[str],
+                      names: frozenset[str], memo: dict[int, frozenset[str]]) -> z3.BoolRef:
+    """``ForAll(u, x != y)`` for the universal variables named ``univ`` (a source's
+    unspecified elements), the quantifier taken out where ``x`` branches on conditions free of
+    them: ``If(c, a, b)`` differs from ``y`` for every ``u`` iff ``c`` and ``a`` does, or not
+    ``c`` and ``b`` does; a bare ``u`` can equal anything, so it never differs. Elsewhere
+    (``u`` inside arithmetic) the quantifier stays."""
+    held = _consts(x, names, memo) & univ  # (``memo`` is of ``names`` ⊇ ``univ``)
+    if not held:
+        return x != y
+    if z3.is_const(x):  # x is one of the universal variables
+        return z3.BoolVal(False)
+    if z3.is_app_of(x, z3.Z3_OP_ITE):
+        c, a, b = x.children()
+        if not _consts(c, names, memo) & univ:
+            return z3.Or(z3.And(c, _differs_from_all(a, y, univ, names, memo)),
+                         z3.And(z3.Not(c), _differs_from_all(b, y, univ, names, memo)))
+    return z3.ForAll([v for v in E.dag_nodes(x) if z3.is_const(v) and str(v) in held], x != y)
 
 
 def solve(constraints: list, timeout_ms: int) -> tuple[z3.CheckSatResult, Any, str]:
@@ -328,14 +382,33 @@ def solve(constraints: list, timeout_ms: int) -> tuple[z3.CheckSatResult, Any, s
     return r, None, solver.reason_unknown() if r == z3.unknown else ""
 
 
-def _consts(t: z3.ExprRef) -> set[str]:
-    """Names of the uninterpreted constants in ``t``."""
-    return {str(e) for e in E.dag_nodes(t)
-            if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED}
+def _consts(t: z3.ExprRef, names: frozenset[str], memo: dict[int, frozenset[str]]
+            ) -> frozenset[str]:
+    """Which of the constants ``names`` (choices, unspecified values) occur in ``t``. One
+    post-order walk per distinct node, shared through ``memo`` by every element of a check
+    (the elements' terms share most of their nodes: a walk per element was 90 % of a RoPE
+    check's time, D526)."""
+    stack: list[tuple[z3.ExprRef, list | None]] = [(t, None)]
+    while stack:
+        e, kids = stack.pop()
+        i = e.get_id()
+        if i in memo:
+            continue
+        if kids is None:
+            kids = e.children()
+            if not kids:
+                memo[i] = frozenset({str(e)}) & names if z3.is_const(e) else frozenset()
+                continue
+            stack.append((e, kids))
+            stack.extend((k, None) for k in kids if k.get_id() not in memo)
+        else:
+            memo[i] = frozenset().union(*(memo[k.get_id()] for k in kids))
+    return memo[t.get_id()]
 
 
 def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,
-                   timeout_ms: int = 10_000, runs: SymRuns | None = None) -> Outcome:
+                   timeout_ms: int = 10_000, runs: SymRuns | None = None,
+                   narrow: bool = True) -> Outcome:
     """Does the lowered ``tgt`` refine the HIR entry ``fn`` (elaborated, canonicalized)? The
     source is ``hir_smt``'s encoding; a counterexample is replayed against the reference
     evaluator (``evaluate(module, entry, inputs)``)."""
@@ -390,7 +463,8 @@ def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,
                                                                                  strict=True)},
                               to, {}, ttemps, diff, note)
 
-    return decide(pairs, abstr, t.abstractions, rp, t0, timeout_ms, _hints(tgt, bits))
+    return decide(pairs, abstr, t.abstractions, rp, t0, timeout_ms,
+                  _hints(tgt, bits) if narrow else None)
 
 
 def judge_by_contract(module: Any, entry: str, inputs: list, observed: list[np.ndarray],

@@ -311,8 +311,8 @@ class SymKernelRun(KernelRun):
         if self._all_concrete(ins):
             return super().i_Cast(ins)
         src = self.dt(ins.x)
-        return _vmap(lambda x: E.cast(x, src, ins.to, ins.overflow, ins.rounding),
-                     self.sym(ins.x))
+        return _vmap(lambda x: E.cast(x, src, ins.to, ins.overflow, ins.rounding,
+                                      self.it.abstractions), self.sym(ins.x))
 
     def i_BinOp(self, ins: kir.BinOp) -> np.ndarray:
         if self._all_concrete(ins):

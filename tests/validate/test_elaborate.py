@@ -1,16 +1,26 @@
 """The ``elaborate`` pass validated (D479): the typed entry read with the reference evaluator's
 call / dispatch / DimVar semantics against the elaborated Function — valid for the landed
 elaborator on nested calls and a dispatch prototype; invalid, with a counterexample the
-reference confirms, when the elaborator selects the wrong variant."""
+reference confirms, when the elaborator selects the wrong variant. The same HIR-against-HIR
+check is ``canonicalize``'s where the elaborated HIR does not lower (D527)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 import tilefoundry.compiler.hir_passes as hp
+from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
 from tilefoundry.semantics.dsl import DimVar, DimVarRangePat, Tensor, f32, func, module
+from tilefoundry.semantics.dtypes import DType
+from tilefoundry.semantics.evaluator.core import evaluate
+from tilefoundry.semantics.ir import Call, Constant, Function, Module, Var
+from tilefoundry.semantics.ops import Binary, BinaryKind
+from tilefoundry.semantics.types import TensorType
 from tilefoundry.validate.elaborate import check_elaboration
 from tilefoundry.validate.passes import validate_program
+from tilefoundry.validate.refine import flat_arrays
+
+F32 = DType.F32
 
 L = DimVar("L", 1, 257)
 
@@ -67,3 +77,46 @@ def test_a_wrong_variant_is_invalid_with_a_replayed_counterexample(monkeypatch):
     with np.errstate(all="ignore"):
         assert np.array_equal(src, np.float32(1.0) - y, equal_nan=True)
         assert np.array_equal(got, y - np.float32(1.0), equal_nan=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# canonicalize checked HIR against HIR where the elaborated HIR does not lower (D527), and the
+# shape ops folded from their constant operands
+# ---------------------------------------------------------------------------------------------
+def _shape_module(kind: BinaryKind) -> Module:
+    from tilefoundry.semantics.ir import Tuple
+    from tilefoundry.semantics.ops import ShapeOf
+    from tilefoundry.semantics.ops.shape import ShapeExtract
+
+    x = Var("a0", TensorType((2, 3), F32))
+    c = Constant(np.array([[1.5, -2.0, 0.25]] * 2, np.float32))
+    d = Call(ShapeExtract(-1), (Call(ShapeOf(), (x,)),))
+    return Module((Function("f", (x,), Tuple((Call(Binary(kind), (x, c)), d)), None),))
+
+
+def _hir(module: Module, names: list[str]):
+    st = State(module, "f", [(2, 3)], TARGETS["interp"])
+    return run_passes(st, names)
+
+
+def test_canonicalize_is_checked_hir_against_hir_where_the_raw_hir_does_not_lower():
+    rep = validate_program(_shape_module(BinaryKind.SUB), "f", [(2, 3)])
+    assert rep.status("elaborate") == "valid"  # ShapeExtract folded from ShapeOf's constants
+    can = next(p.outcome for p in rep.passes if p.name == "canonicalize")
+    assert can.status == "valid" and "HIR against HIR" in can.reason, can.reason
+    assert rep.status("lower") == "valid"
+
+
+def test_a_wrong_canonical_hir_is_invalid_and_replays():
+    """The planted bug: the canonical HIR of ``x - c`` computes ``x + c``."""
+    from tilefoundry.validate.elaborate import check_hir_refinement
+
+    el = _hir(_shape_module(BinaryKind.SUB), ["typeinfer", "elaborate"]).hir
+    wrong = _hir(_shape_module(BinaryKind.ADD), ["typeinfer", "elaborate", "canonicalize"]).hir
+    out = check_hir_refinement(el, wrong, (Module((el,)), el.name), "canonical",
+                               timeout_ms=20_000)
+    assert out.status == "invalid", (out.status, out.reason)
+    x = out.counterexample.inputs["a0"]
+    good = flat_arrays(evaluate(_shape_module(BinaryKind.SUB), "f", [x]))[0]
+    bad = flat_arrays(evaluate(_shape_module(BinaryKind.ADD), "f", [x]))[0]
+    assert not np.array_equal(good.view(np.uint32), bad.view(np.uint32))
