@@ -361,7 +361,8 @@ def _cuda_row(entry: str, xs: list[np.ndarray], shapes_in: list, chunks: int | N
         run.close()
 
 
-def bench_cuda_gemm(n: int, results: list[dict], k_blocks: tuple[int, ...] = (32,)) -> None:
+def bench_cuda_gemm(n: int | tuple[int, int, int], results: list[dict],
+                    k_blocks: tuple[int, ...] = (32,)) -> None:
     """The CUDA backend's GEMM beside cuBLAS, once per K tile of the kernel IR (the (M, N)
     block is ``CUDA_TILES``'s 128 x 128; the wgmma kernel, D520, tiles the domain its own way,
     ``TF_CUDA_WGMMA_TILE``); each variant's output judged on the top-left and the bottom-right
@@ -373,8 +374,9 @@ def bench_cuda_gemm(n: int, results: list[dict], k_blocks: tuple[int, ...] = (32
     from tilefoundry.compiler import render_cuda
     from tilefoundry.compiler.cuda_backend import CUDA_TILES, CudaDeviceRun
 
+    m_, n_, k_ = (n, n, n) if isinstance(n, int) else n  # (M, N, K): a is M x K, b is K x N
     rng = np.random.default_rng(1)
-    a, b = _bf16(rng, (n, n)), _bf16(rng, (n, n))
+    a, b = _bf16(rng, (m_, k_)), _bf16(rng, (k_, n_))
     ta = torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
     tb = torch.from_numpy(b.view(np.int16)).cuda().view(torch.bfloat16)
     for kb in k_blocks:
@@ -384,7 +386,7 @@ def bench_cuda_gemm(n: int, results: list[dict], k_blocks: tuple[int, ...] = (32
         maps = [k["mapping"] for k in plan]
         out = comp([a, b])
         verdict = _judge("gemm", [a[:64], np.ascontiguousarray(b[:, :64])], out[:64, :64])
-        if verdict == "PASS" and n > 64:
+        if verdict == "PASS" and min(m_, n_) > 64:
             verdict = _judge("gemm", [a[-64:], np.ascontiguousarray(b[:, -64:])],
                              out[-64:, -64:])
         run = CudaDeviceRun(comp.executable, [a, b])
@@ -393,7 +395,7 @@ def bench_cuda_gemm(n: int, results: list[dict], k_blocks: tuple[int, ...] = (32
         run.sync()
         run.close()
         what = "; ".join(k["why"] for k in plan if k["mapping"] in ("mma", "wgmma"))
-        _gemm_report(n, rows, "tilefoundry-cuda", verdict, results,
+        _gemm_report((m_, n_, k_), rows, "tilefoundry-cuda", verdict, results,
                      f" (CUDA backend, K tile {kb}, mapping {'/'.join(maps)}: {what})",
                      f"oracle on two 64x64 blocks: {verdict}")
 
@@ -404,7 +406,7 @@ CUDA_GEMM_VARIANTS = ("mma", "128x256x4", "128x256x4xwait0", "128x256x3", "128x1
                       "128x256x4x16", "128x256x4xnoreg")
 
 
-def bench_cuda_gemm_variants(n: int, variants, results: list[dict], limit: float) -> None:
+def bench_cuda_gemm_variants(n: int | str, variants, results: list[dict], limit: float) -> None:
     """Each variant in a child process (``--cuda-gemm-one``) under a time limit: a kernel that
     fails to compile, launch or pass the oracle, or hangs, is reported and the next one runs."""
     import subprocess
@@ -413,7 +415,9 @@ def bench_cuda_gemm_variants(n: int, variants, results: list[dict], limit: float
     for spec in variants:
         with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
             cmd = [sys.executable, __file__, "--cuda-gemm-one", spec, "--cuda-gemm-n", str(n),
-                   "--json", tmp.name]
+                   "--json", tmp.name] if isinstance(n, int) else \
+                [sys.executable, __file__, "--cuda-gemm-one", spec, "--cuda-gemm-shapes", n,
+                 "--json", tmp.name]
             try:
                 r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
                 print(r.stdout.strip(), flush=True)
@@ -432,26 +436,30 @@ def bench_cuda_gemm_variants(n: int, variants, results: list[dict], limit: float
                                 "error": "timeout"})
 
 
-def _cuda_gemm_one(spec: str, n: int, results: list[dict]) -> None:
+def _cuda_gemm_one(spec: str, n: int | list, results: list[dict]) -> None:
     """One variant in this process: ``mma`` switches the wgmma mapping off, anything else is
     the wgmma plan ``TF_CUDA_WGMMA_TILE`` (read when the program is rendered)."""
     if spec == "mma":
         os.environ["TF_CUDA_WGMMA"] = "0"
     else:
-        os.environ["TF_CUDA_WGMMA"] = "1"  # opt-in until judged on a GPU (D520)
+        os.environ["TF_CUDA_WGMMA"] = "1"  # the default (D520), whatever the environment
         os.environ["TF_CUDA_WGMMA_TILE"] = spec
     print(f"gemm variant {spec}", flush=True)
-    bench_cuda_gemm(n, results, (32,))
+    for shape in ([n] if isinstance(n, int) else n):
+        bench_cuda_gemm(shape, results, (32,))
 
 
-def _gemm_report(n: int, rows: dict, ours: str, verdict: str, results: list[dict],
-                 title: str, tail: str) -> None:
-    """Record and print one GEMM comparison (TFLOP/s of each implementation, ours / cuBLAS)."""
-    flops = 2.0 * n ** 3
-    line = [f"\nGEMM {n}^3 bf16{title}"]
+def _gemm_report(n: int | tuple[int, int, int], rows: dict, ours: str, verdict: str,
+                 results: list[dict], title: str, tail: str) -> None:
+    """Record and print one GEMM comparison (TFLOP/s of each implementation, ours / cuBLAS);
+    ``n``: the size of a square GEMM, or (M, N, K)."""
+    m_, n_, k_ = (n, n, n) if isinstance(n, int) else n
+    flops = 2.0 * m_ * n_ * k_
+    name = f"{n}^3" if isinstance(n, int) else f"{m_}x{n_}x{k_} (MxNxK)"
+    line = [f"\nGEMM {name} bf16{title}"]
     for impl, ms in rows.items():
         tf = flops / ms / 1e9
-        results.append({"kernel": "gemm", "shape": [n, n, n], "impl": impl, "ms": ms,
+        results.append({"kernel": "gemm", "shape": [m_, n_, k_], "impl": impl, "ms": ms,
                         "TFLOPs": tf, **({"verdict": verdict} if impl == ours else {})})
         line.append(f"{impl} {tf:,.1f} TFLOP/s")
     line.append(f"ratio ours/cuBLAS {rows['cublas (torch.matmul)'] / rows[ours]:.3f}; {tail}")
@@ -557,6 +565,18 @@ def tune_all(shapes, gemm_n: int, out_path: str | None, rows: bool, gemm: bool,
               + "".join(f"\n    {r['verdict'] or r['error']}" for r in bad[:3]), flush=True)
 
 
+def _shapes(text: str) -> list[tuple[int, int, int]]:
+    """``MxNxK,...`` as (M, N, K) triples; SystemExit naming the bad one."""
+    out = []
+    for part in text.split(","):
+        dims = part.strip().lower().split("x")
+        if len(dims) != 3 or not all(d.isdigit() and int(d) > 0 for d in dims):
+            raise SystemExit(f"--cuda-gemm-shapes: {part!r} is not MxNxK (three positive "
+                             f"integers joined by 'x')")
+        out.append(tuple(int(d) for d in dims))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", action="store_true", help="only the row kernels")
@@ -587,6 +607,9 @@ def main(argv=None) -> int:
                          "BMxBNxSTAGES[xGROUP_M][xnoreg][xwait0] (env TF_CUDA_GEMM_VARIANTS)")
     ap.add_argument("--cuda-gemm-limit", type=float, default=45.0,
                     help="seconds one variant's process may take")
+    ap.add_argument("--cuda-gemm-shapes", default=None,
+                    help="with --cuda-gemm: comma-separated MxNxK shapes instead of "
+                         "--cuda-gemm-n's square, e.g. 8192x8192x8192,4096x14336x4096")
     ap.add_argument("--cuda-gemm-one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     import torch
@@ -596,13 +619,16 @@ def main(argv=None) -> int:
         return 2
     results: list[dict] = []
     if args.cuda_gemm_one:  # a child of --cuda-gemm: one variant
-        _cuda_gemm_one(args.cuda_gemm_one, args.cuda_gemm_n, results)
+        _cuda_gemm_one(args.cuda_gemm_one, _shapes(args.cuda_gemm_shapes)
+                       if args.cuda_gemm_shapes else args.cuda_gemm_n, results)
         if args.json:
             Path(args.json).write_text(json.dumps(results))
         return 0
     print(f"device {torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
     if args.cuda_gemm:
-        bench_cuda_gemm_variants(256 if args.quick else args.cuda_gemm_n,
+        _shapes(args.cuda_gemm_shapes or "1x1x1")  # a bad shape is refused before any run
+        bench_cuda_gemm_variants(256 if args.quick else
+                                 (args.cuda_gemm_shapes or args.cuda_gemm_n),
                                  [v for v in args.cuda_gemm_variants.split(",") if v],
                                  results, args.cuda_gemm_limit)
         if args.json:

@@ -19,7 +19,8 @@
 #   cudagemm  the CUDA C++ backend's bf16 GEMM 8192^3 beside cuBLAS: the mma.sync kernel and the
 #          wgmma plans (D520; TF_CUDA_GEMM_VARIANTS, e.g. "128x256x4,128x128x5"), each in its own
 #          process (a kernel that fails to compile or launch, or hangs, is reported and the next
-#          runs), each judged by the oracle before it is timed (bench_gpu.py --cuda-gemm)
+#          runs), each judged by the oracle before it is timed (bench_gpu.py --cuda-gemm),
+#          at TF_CUDA_GEMM_SHAPES (MxNxK list, default 8192x8192x8192)
 #                                                                [limit 200 s; not default]
 #   rows   the row kernels (RMSNorm, softmax, SwiGLU, residual-add + RMSNorm, softmax with
 #          scale and mask) at 32768x4096 / 8192^2 / 4096x14336, Triton and CUDA backends beside
@@ -72,7 +73,8 @@ for p in $PARTS; do
     tier) part tier 150 python -m tilefoundry conformance run --backend triton -j 14 --tier quick \
               --no-progress --jsonl "$OUT/tier.jsonl" ;;
     cudagemm) part cudagemm 200 python "$R/benchmarks/bench_gpu.py" --cuda-gemm \
-              --cuda-gemm-limit 30 --json "$OUT/cudagemm.json" ;;
+              --cuda-gemm-shapes "${TF_CUDA_GEMM_SHAPES:-8192x8192x8192}" \
+              --cuda-gemm-limit 60 --json "$OUT/cudagemm.json" ;;
     gemm) part gemm 220 python "$R/benchmarks/bench_gpu_gemm.py" --tune --json "$OUT/gemm.json" ;;
     fp8)  part fp8 170 python "$R/benchmarks/bench_gpu_gemm.py" --fp8 --no-bf16 \
               --json "$OUT/fp8.json" ;;

@@ -125,9 +125,10 @@ DEFAULT_TILE = WgTile()
 
 def enabled() -> bool:
     """The wgmma mapping is on when the build target is sm_90 (Hopper; ``wgmma`` is an
-    ``sm_90a`` feature, absent before and after) and ``TF_CUDA_WGMMA`` is ``1``: opt-in until
-    the kernel has been judged on a GPU (D520: built and host-emulated without one)."""
-    return cuda_build.TARGET_SM == 90 and os.environ.get("TF_CUDA_WGMMA", "0") == "1"
+    ``sm_90a`` feature, absent before and after) unless ``TF_CUDA_WGMMA`` is ``0`` (on by
+    default since it was judged on an H100, 2026-12-05: the quick tier 0 FAIL and the GEMM
+    oracle PASS with it, D520 amended)."""
+    return cuda_build.TARGET_SM == 90 and os.environ.get("TF_CUDA_WGMMA", "1") != "0"
 
 
 def tile() -> WgTile:
@@ -206,7 +207,7 @@ def plan_wgmma(kc, p: MmaPlan | None = None) -> tuple[WgmmaPlan | None, str]:
     if not enabled():
         return None, (f"the build target is sm_{cuda_build.TARGET_SM}" if
                       cuda_build.TARGET_SM != 90 else
-                      "TF_CUDA_WGMMA is not 1 (opt-in until judged on a GPU, D520)")
+                      "TF_CUDA_WGMMA=0 switches the wgmma mapping off")
     p = p or plan_mma(kc)
     if p is None:
         return None, "not the reassociated matmul shape (D280)"

@@ -244,6 +244,16 @@ def round_f32(x: z3.FPRef, to: str, overflow: str, rounding: str = "nearest") ->
         encode_round_f32(_f32_bits(v), FORMATS[DType(to)], overflow, rounding), to))
 
 
+def _int_to_f32_odd(x: z3.BitVecRef, src: str) -> z3.FPRef:
+    """The integer ``x`` rounded to odd into f32: toward zero, and where that is inexact
+    (rounding up and down differ) the significand's last bit set. No integer overflows f32."""
+    conv = z3.fpSignedToFP if _signed(src) else z3.fpUnsignedToFP
+    f32 = fp_sort("f32")
+    tz = conv(z3.RTZ(), x, f32)
+    inexact = conv(z3.RTP(), x, f32) != conv(z3.RTN(), x, f32)
+    return z3.If(inexact, z3.fpBVToFP(z3.fpToIEEEBV(tz) | 1, f32), tz)
+
+
 def _f64_to_f32_odd(v: z3.FPRef) -> z3.FPRef:
     """``evaluator.math._f64_to_f32_odd``: nearest f32, moved one step toward ``v`` when
     inexact and even (round to odd)."""
@@ -299,7 +309,8 @@ def cast(x: z3.ExprRef, src: str, to: str, overflow: str, rounding: str,
         if wt <= ws:
             return z3.Extract(wt - 1, 0, x)
         return z3.SignExt(wt - ws, x) if _signed(src) else z3.ZeroExt(wt - ws, x)
-    if kir.is_int(src) and is_fp(to) and overflow == "nonfinite" and rounding == "nearest":
+    if kir.is_int(src) and is_fp(to) and rounding == "nearest" and (
+            overflow == "nonfinite" or to == "f32"):  # no integer overflows f32: saturate alike
         # one rounding from the exact integer
         conv = z3.fpSignedToFP if _signed(src) else z3.fpUnsignedToFP
         return conv(RNE, x, fp_sort(to))
@@ -310,6 +321,11 @@ def cast(x: z3.ExprRef, src: str, to: str, overflow: str, rounding: str,
             return z3.If(x, table[1], table[0])
         return templated(("small_cast", src, to, overflow, rounding), x,
                          lambda v: _table_term(v, table))
+    if kir.is_int(src) and kir.is_float(to) and to != "f32":
+        # one rounding from the exact integer (D15) under any mode: round to odd into f32
+        # (24 bits, at least 2 more than every narrower format's, so the second rounding is
+        # the correct one in every mode; D532), then the project's transcription
+        return round_f32(_int_to_f32_odd(x, src), to, overflow, rounding)
     raise Unsupported(f"cast {src} -> {to} (overflow={overflow}, rounding={rounding})")
 
 

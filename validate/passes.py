@@ -368,7 +368,7 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
     def lower() -> Outcome:
         st = stages.lowered()
         return check_lowering(module, entry, st.hir, st.program, timeout_ms=to, runs=runs,
-                              narrow=nw)
+                              narrow=nw, probes=tuple(c.probe for c in st.checks.probed))
 
     rep.passes.append(PassResult("lower", _timed(lower)))
     fused: list[Program] = []

@@ -362,6 +362,10 @@ def _differs_from_all(x: z3.ExprRef, y: z3.ExprRef, univ: frozenset[str],
     return z3.ForAll([v for v in E.dag_nodes(x) if z3.is_const(v) and str(v) in held], x != y)
 
 
+#: the memory ceiling of one solver query, in MB (D530)
+MAX_MEMORY_MB = 1024
+
+
 def solve(constraints: list, timeout_ms: int) -> tuple[z3.CheckSatResult, Any, str]:
     """One satisfiability query in a fresh Z3 context (the constraints translated there): the
     result, the model (translated back to the main context) when sat, Z3's reason when
@@ -376,6 +380,11 @@ def solve(constraints: list, timeout_ms: int) -> tuple[z3.CheckSatResult, Any, s
     solver = z3.Solver(ctx=ctx)
     solver.set("timeout", int(timeout_ms))
     solver.add(*(c.translate(ctx) for c in constraints))
+    # a memory ceiling per query (MB): one query (program/seed0/179, a LayerNorm on fp8) ran
+    # 70 s and 7.7 GB under a 2 s limit in some processes — Z3 checks its timeout
+    # cooperatively — and 6 s / 1.3 GB with the ceiling, the outcome unchanged (D530); an
+    # exceeded ceiling is "unknown", so "failed to prove", never a verdict
+    solver.set("max_memory", MAX_MEMORY_MB)
     r = solver.check()
     if r == z3.sat:
         return r, solver.model().translate(z3.main_ctx()), ""
@@ -406,12 +415,21 @@ def _consts(t: z3.ExprRef, names: frozenset[str], memo: dict[int, frozenset[str]
     return memo[t.get_id()]
 
 
+#: named where a lowering's run-time check flags are not compared (D531)
+PROBES_NOT_COMPARED = ("the run-time check kernels' flags are not compared (the source's "
+                       "positions are data: it may raise)")
+
+
 def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,
                    timeout_ms: int = 10_000, runs: SymRuns | None = None,
-                   narrow: bool = True) -> Outcome:
+                   narrow: bool = True, probes: tuple[tuple[str, str], ...] = ()) -> Outcome:
     """Does the lowered ``tgt`` refine the HIR entry ``fn`` (elaborated, canonicalized)? The
     source is ``hir_smt``'s encoding; a counterexample is replayed against the reference
-    evaluator (``evaluate(module, entry, inputs)``)."""
+    evaluator (``evaluate(module, entry, inputs)``). ``probes``: the (flag, values) output
+    buffers of the program's run-time check kernels (``lower.RunChecks.probed``): not results;
+    where the source cannot raise, every flag element must be 0 (a check that fires on a
+    program the reference runs is a wrong error, D531); where it can (a data-dependent position),
+    the flags are not compared, named."""
     from tilefoundry.semantics.evaluator.core import evaluate
     from tilefoundry.validate.hir_smt import flatten, run_hir
 
@@ -430,7 +448,8 @@ def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,
     except Unsupported as e:
         return Outcome("unsupported", str(e), time.perf_counter() - t0)
     results = flatten(result)
-    outs = tgt.output_names()
+    probe_names = {n for pr in probes for n in pr}
+    outs = [o for o in tgt.output_names() if o not in probe_names]
     if len(outs) != len(results):
         return Outcome("unsupported", f"{len(results)} HIR results vs {len(outs)} kernel-IR "
                        f"outputs", time.perf_counter() - t0)
@@ -441,6 +460,16 @@ def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,
             return Outcome("unsupported", f"result {dt}{list(res.shape)} vs lowered "
                            f"{t.dtypes[o]}{list(b.shape)} ({o})", time.perf_counter() - t0)
         pairs.append((res, b))
+    if probes:
+        from tilefoundry.validate.hir_dynamic import GATHER_OOB
+
+        if GATHER_OOB in abstr:
+            abstr.add(PROBES_NOT_COMPARED)
+        else:  # the reference raises nowhere: no check may fire
+            for flag, _ in probes:
+                f = t.outputs[flag]
+                zero = E.const(np.int64(0), t.dtypes[flag])
+                pairs.append((np.full(f.shape, zero, object), f))
 
     from tilefoundry.validate.hir_nn import ULP_FORMULA
 
@@ -458,6 +487,10 @@ def check_lowering(module: Any, entry: str, fn: Any, tgt: Program, *,
             diff += [f"{o}[{i}]" for i in np.nonzero(bad)[0]]
         diff, note = judge_by_contract(module, entry, inputs, [to[o] for o in outs], diff,
                                        ulp_ops)
+        if PROBES_NOT_COMPARED not in abstr:  # a check that fires where the reference runs
+            for flag, _ in probes:
+                diff += [f"{flag}[{i}] (a run-time check fired)"
+                         for i in np.nonzero(np.asarray(to[flag]).reshape(-1))[0]]
         return Counterexample(dict(zip(tgt.inputs, inputs, strict=True)),
                               {f"reference {o}": np.asarray(r) for o, r in zip(outs, refs,
                                                                                  strict=True)},

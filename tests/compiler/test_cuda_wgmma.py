@@ -46,7 +46,7 @@ def bmm(a: Tensor[(B, M, K), {dt}], b: Tensor[(B, K, N), {dt}]) -> Tensor[(B, M,
 
 @pytest.fixture(autouse=True)
 def _wgmma_on(monkeypatch) -> None:
-    monkeypatch.setenv("TF_CUDA_WGMMA", "1")  # opt-in (D520)
+    monkeypatch.setenv("TF_CUDA_WGMMA", "1")  # the default (D520), whatever the environment
     monkeypatch.delenv("TF_CUDA_WGMMA_TILE", raising=False)
 
 
@@ -151,11 +151,11 @@ def test_declined_kernels_keep_mma_sync_and_say_why(monkeypatch) -> None:
     monkeypatch.setattr(cuda_build, "TARGET_SM", 90)
     monkeypatch.setenv("TF_CUDA_WGMMA", "0")
     comp, v = _judged("bf16", "mm", [(64, 40), (40, 64)], seed=1)
-    assert _mappings(comp) == ["mma"] and v.status == "PASS"
-    monkeypatch.delenv("TF_CUDA_WGMMA")  # opt-in until judged on a GPU (D520): off by default
-    comp, v = _judged("bf16", "mm", [(64, 40), (40, 64)], seed=1)
     why = _plan(comp)["kernels"]["k0_matmul"]["why"]
-    assert _mappings(comp) == ["mma"] and "opt-in" in why and v.status == "PASS"
+    assert _mappings(comp) == ["mma"] and "TF_CUDA_WGMMA=0" in why and v.status == "PASS"
+    monkeypatch.delenv("TF_CUDA_WGMMA")  # on by default since judged on an H100 (D520)
+    comp, v = _judged("bf16", "mm", [(64, 40), (40, 64)], seed=1)
+    assert _mappings(comp) == ["wgmma"] and v.status == "PASS"
 
 
 def _planted(monkeypatch, old: str, new: str, where: str) -> None:

@@ -206,3 +206,54 @@ def test_too_many_position_combinations_are_unsupported_with_the_count(monkeypat
     with pytest.raises(Unsupported, match=r"2 data-dependent positions .* \(16 combinations, "
                                           r"more than 8\)"):
         agreement_hir(_insert_module(), "f", args, variables=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# run-time check kernels (D531): where the reference cannot raise, no check may fire
+# ---------------------------------------------------------------------------------------------
+def _fold_sub_lowered():
+    from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
+    from tilefoundry.conformance.catalog import build_catalog
+
+    case = next(c for c in build_catalog(0).tier("quick")
+                if c.id == "spec/reduce/fold-left-sub-123/f32")  # Gather(x, i) in a loop
+    m, e, ins = case.build()
+    st = run_passes(State(m, e, [x.shape for x in ins], TARGETS["interp"]),
+                    ["typeinfer", "elaborate", "canonicalize", "lower"])
+    return m, e, st
+
+
+def _shrink_check_bound(obj, inside: bool = False):
+    """``obj`` (a program, step, kernel or instruction) with the check kernels' extent
+    constant 3 made 2: the range check then fires at index 2, which is in range."""
+    import dataclasses
+
+    from tilefoundry.compiler import kir
+
+    if isinstance(obj, tuple):
+        return tuple(_shrink_check_bound(o, inside) for o in obj)
+    if isinstance(obj, kir.Const) and inside and obj.value == 3:
+        return dataclasses.replace(obj, value=2)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        inside = inside or (isinstance(obj, kir.Kernel) and "check" in obj.name)
+        kw = {f.name: _shrink_check_bound(getattr(obj, f.name), inside)
+              for f in dataclasses.fields(obj)
+              if isinstance(getattr(obj, f.name), tuple) or
+              dataclasses.is_dataclass(getattr(obj, f.name))}
+        return dataclasses.replace(obj, **kw)
+    return obj
+
+
+def test_check_flags_are_compared_where_the_reference_cannot_raise():
+    from tilefoundry.validate.refine import check_lowering
+
+    m, e, st = _fold_sub_lowered()
+    probes = tuple(c.probe for c in st.checks.probed)
+    assert probes, "the loop's Gather index is checked by a probe kernel"
+    out = check_lowering(m, e, st.hir, st.program, probes=probes, timeout_ms=20_000)
+    assert out.status == "valid", (out.status, out.reason)
+    wrong = _shrink_check_bound(st.program)
+    assert wrong != st.program
+    out = check_lowering(m, e, st.hir, wrong, probes=probes, timeout_ms=20_000)
+    assert out.status == "invalid", (out.status, out.reason)
+    assert any("a run-time check fired" in d for d in out.counterexample.differing)

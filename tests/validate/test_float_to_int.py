@@ -138,3 +138,27 @@ def test_saturating_cast_to_f32_agrees_with_the_reference(src):
         out = check_lowering(m, "f", st.hir, st.program, timeout_ms=20_000)
         assert out.status == "valid", (out.status, out.reason)
 
+
+
+# integer -> narrow float under every mode (D532): one rounding from the exact integer
+_INT_CASTS = [(src, to, ov, rd) for src in (DType.I32, DType.I64)
+              for to in (DType.F8E8M0, DType.FP8E4M3, DType.FP8E5M2, DType.BF16, DType.F16,
+                         DType.F32)
+              for ov in ("nonfinite", "saturate")
+              for rd in (("nearest", "up", "down") if to is DType.F8E8M0 else ("nearest",))]
+#: integers next to the narrow formats' rounding boundaries: ties of bf16 / f16 / fp8 at
+#: several exponents, 2^24 + 1 (inexact in f32, the double-rounding case), the largest values
+_INT_EDGES = [0, 1, -1, 3, 5, 6, 7, 9, 17, 19, 257, 259, 2049, 2051, 65504, 65520, 65536,
+              57344, 61440, 448, 464, 480, 2 ** 24 + 1, 2 ** 24 + 3, -(2 ** 24) - 1,
+              2 ** 31 - 1, -(2 ** 31), 2 ** 25 + 2 ** 17 + 1, 2 ** 20 + 2 ** 12 + 1, 2 ** 30 + 1]
+
+
+@pytest.mark.parametrize("src,to,ov,rd", _INT_CASTS, ids=str)
+def test_integer_to_narrow_float_agrees_with_the_reference(src, to, ov, rd):
+    m = module_of(Cast(to, ov, rd), [src], [(4, 8)])
+    edges = np.array(_INT_EDGES + [v + 1 for v in _INT_EDGES[:2]], np.int64)
+    x = edges.astype(src.storage).reshape(4, 8)
+    assert agreement_hir(m, "f", [x]) == []
+    assert agreement(lowered(m, [(4, 8)]), [x]) == []
+    r = values(src, 32, 3).reshape(4, 8)
+    assert agreement_hir(m, "f", [r]) == []
