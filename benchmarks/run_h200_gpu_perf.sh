@@ -26,7 +26,8 @@
 #          scale and mask) at 32768x4096 / 8192^2 / 4096x14336, Triton and CUDA backends beside
 #          torch, torch.compile and Liger (benchmarks/bench_gpu.py --rows; TF_CUDA_ROWS_VARIANTS
 #          adds CUDA row-mapping settings, e.g. "4:1024")                   [limit 260 s]
-#   ncu    Nsight Compute on one launch of RMSNorm (CUDA, Triton), SwiGLU and softmax (CUDA), 8192^2:
+#   ncu    Nsight Compute on one launch of RMSNorm (CUDA, Triton), SwiGLU and softmax (CUDA), 8192^2
+#          (NCU_KERNELS="entry:backend:RxC ..." picks others):
 #          benchmarks/rows_ncu.py), where the runtime lets ncu read the counters   [limit 120 s]
 #   rows32 the same table after timing each row program's recorded best against 32 warps
 #          (--tune --tune-warps32); the record comes back as triton_tuned_w32.json     [400 s]
@@ -83,12 +84,13 @@ for p in $PARTS; do
               --tune-out "$OUT/triton_tuned_w32.json" --json "$OUT/rows.json" ;;
     rowshoist) part rowshoist 330 python "$R/benchmarks/bench_gpu.py" --rows --tune --tune-hoist \
               --tune-out "$OUT/triton_tuned_hoist.json" --json "$OUT/rows.json" ;;
-    ncu)  part ncu 120 bash -c 'for eb in rmsnorm:cuda rmsnorm:triton swiglu:cuda softmax_rows:cuda; do
-              e=${eb%:*}; b=${eb#*:}
-              echo "=== $e $b"; ncu --clock-control none --launch-skip 1 --launch-count 1 \
+    ncu)  part ncu 120 bash -c 'for ebs in $1; do
+              IFS=: read -r e b shp <<<"$ebs"; r=${shp%x*}; c=${shp#*x}
+              echo "=== $e $b $shp"; ncu --clock-control none --launch-skip 1 --launch-count 1 \
                   --section SpeedOfLight --section Occupancy --section LaunchStats \
                   --section WarpStateStats --section MemoryWorkloadAnalysis \
-                  python "$0/benchmarks/rows_ncu.py" "$e" 8192 8192 --backend "$b"; done' "$R" ;;
+                  python "$0/benchmarks/rows_ncu.py" "$e" "$r" "$c" --backend "$b"; done' \
+              "$R" "${NCU_KERNELS:-rmsnorm:cuda:8192x8192 rmsnorm:triton:8192x8192 swiglu:cuda:8192x8192 softmax_rows:cuda:8192x8192}" ;;
     *) echo "unknown part $p" | tee -a "$OUT/status.txt" ;;
     esac
 done
