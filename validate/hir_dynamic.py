@@ -38,36 +38,40 @@ GATHER_OOB = ("inputs on which a data-dependent index or offset is out of range 
               "error of the source) are not compared at the elements that read it")
 #: the most combinations of data-dependent rank-0 positions enumerated
 MAX_COMBOS = 512
+#: ``hir_smt._movement``'s index map: concrete position operands (operand index -> array) to
+#: where each result element comes from in the data operands' terms; None where the reference
+#: refuses them and ``refused_ok``
+IndexMap = Callable[..., "np.ndarray | None"]
 
 
-def gather(op: Any, x: np.ndarray, xdt: str, idx: np.ndarray, idt: str,
-           run_ref: Callable[[tuple], Any], base: int, abstractions: set[str]) -> np.ndarray:
-    """The output terms of ``op`` (a ``Gather``) over data terms ``x`` and index terms
-    ``idx`` (integer dtype ``idt``); ``run_ref(operands)`` runs the reference evaluator on
-    concrete operands, ``base`` offsets the positions (``hir_smt._BASE``)."""
+def gather(op: Any, x_shape: tuple[int, ...], idx: np.ndarray, idt: str,
+           index_map: IndexMap, flat: np.ndarray, xdt: str,
+           abstractions: set[str]) -> np.ndarray:
+    """The output terms of ``op`` (a ``Gather`` of an ``x`` of ``x_shape``) by index terms
+    ``idx`` (integer dtype ``idt``): ``index_map({1: indices})`` is where each output element
+    comes from in ``flat`` (``x``'s terms) for concrete indices (``hir_smt._movement``)."""
     from tilefoundry.validate.choices import unspecified
 
-    r = x.ndim
+    r = len(x_shape)
     axis, bd = op.axis % r, op.batch_dims
-    n = x.shape[axis]
-    pos = np.arange(base, base + x.size, dtype=np.int64).reshape(x.shape)
+    n = x_shape[axis]
     npdt = kir.numpy_dtype(idt)
-    maps = [np.asarray(run_ref((pos, np.full(idx.shape, k, npdt)))) for k in range(n)]
-    shape = maps[0].shape if maps else x.shape[:axis] + idx.shape[bd:] + x.shape[axis + 1:]
+    maps = [index_map({1: np.full(idx.shape, k, npdt)}) for k in range(n)]
+    shape = maps[0].shape if maps else x_shape[:axis] + idx.shape[bd:] + x_shape[axis + 1:]
     # the index element each output element reads
     g = np.arange(idx.size, dtype=np.int64).reshape(
         idx.shape[:bd] + (1,) * (axis - bd) + idx.shape[bd:] + (1,) * (r - axis - 1))
     gid = np.broadcast_to(g, shape)
-    flat_x = x.reshape(-1)
     flat_i = idx.reshape(-1)
     w = E.width(idt)
+    fill = None if op.fill is None else \
+        E.const(np.asarray(op.fill).astype(kir.numpy_dtype(xdt)), xdt)
     out = np.empty(shape, object)
     for p in np.ndindex(*shape):
         it = flat_i[gid[p]]
-        cands = [flat_x[int(m[p]) - base] for m in maps]
-        if op.fill is not None:
-            v = E.const(np.asarray(op.fill).astype(kir.numpy_dtype(xdt)), xdt)
-        else:
+        cands = [flat[m[p]] for m in maps]
+        v = fill
+        if v is None:
             v = unspecified(("gather_oob", xdt, it, *cands), cands[0].sort() if cands else
                             E.fp_sort(xdt), abstractions)
             abstractions.add(GATHER_OOB)
@@ -77,62 +81,42 @@ def gather(op: Any, x: np.ndarray, xdt: str, idx: np.ndarray, idt: str,
     return out
 
 
-def scalar_positions(name: str, data: list[tuple[int, np.ndarray, str]],
-                     dyn: list[tuple[int, np.ndarray, str]], fixed: dict[int, np.ndarray],
-                     nargs: int, run_ref: Callable[[tuple], Any], base: int,
-                     abstractions: set[str]) -> tuple[np.ndarray, str]:
-    """An op whose rank-0 position operands ``dyn`` ((operand index, terms, dtype)) are data:
-    ``data`` its data operands (one dtype), ``fixed`` its constant position operands."""
+def scalar_positions(name: str, dyn: list[tuple[int, z3.ExprRef, str]],
+                     fixed: dict[int, np.ndarray], top: int, index_map: IndexMap,
+                     flat: np.ndarray, dt: str, abstractions: set[str]) -> np.ndarray:
+    """An op whose rank-0 position operands ``dyn`` ((operand index, term, dtype)) are data:
+    every combination of their values in ``[0, top]`` through ``index_map`` (``fixed``: its
+    constant position operands), the combinations the reference refuses left to the
+    unconstrained element."""
     from itertools import product
 
-    from tilefoundry.errors import TilefoundryError
     from tilefoundry.validate.choices import unspecified
 
-    dts = {dt for _, _, dt in data}
-    if len(dts) != 1:
-        raise E.Unsupported(f"unsupported op {name} over operands of dtypes {sorted(dts)}")
-    ddt = dts.pop()
-    top = max((max(a.shape, default=1) for _, a, _ in data), default=1)
     combos = (top + 1) ** len(dyn)
     if combos > MAX_COMBOS:
         raise E.Unsupported(f"unsupported op {name}: {len(dyn)} data-dependent positions of "
                             f"up to {top + 1} values each ({combos} combinations, more than "
                             f"{MAX_COMBOS})")
-    sizes = [a.size for _, a, _ in data]
-    offs = np.cumsum([0, *sizes])
-    flat = np.concatenate([a.reshape(-1) for _, a, _ in data]) if data else np.empty(0, object)
-    ops: list[Any] = [None] * nargs
-    for o, (i, a, _) in zip(offs, data, strict=False):
-        ops[i] = np.arange(base + o, base + o + a.size, dtype=np.int64).reshape(a.shape)
-    for i, c in fixed.items():
-        ops[i] = c
     maps: list[tuple[tuple[int, ...], np.ndarray]] = []
     for vals in product(range(top + 1), repeat=len(dyn)):
-        for (i, _, dt), v in zip(dyn, vals, strict=True):
-            ops[i] = np.asarray(v, kir.numpy_dtype(dt))
-        try:
-            res = np.asarray(run_ref(tuple(ops)))
-        except (TilefoundryError, E.Unsupported):
-            continue  # the reference refuses these positions: an evaluation error
-        if res.dtype != np.int64 or (res.size and (res.min() < base or
-                                                   res.max() >= base + int(offs[-1]))):
-            raise E.Unsupported(f"unsupported op {name}: its reference implementation is not "
-                                f"an index map here")
-        maps.append((vals, res))
+        pos = {**fixed, **{i: np.asarray(v, kir.numpy_dtype(d))
+                           for (i, _, d), v in zip(dyn, vals, strict=True)}}
+        res = index_map(pos, refused_ok=True)
+        if res is not None:  # else the reference refuses these positions: an evaluation error
+            maps.append((vals, res))
     if not maps:
         raise E.Unsupported(f"unsupported op {name}: no value of its data-dependent positions "
                             f"in [0, {top}] is in range")
-    shape = maps[0][1].shape
-    terms = [a.reshape(()).item() if a.shape == () else a.reshape(-1)[0] for _, a, _ in dyn]
-    conds = [z3.And([t == z3.BitVecVal(v, E.width(dt)) for t, v, (_, _, dt)
+    terms = [t for _, t, _ in dyn]
+    conds = [z3.And([t == z3.BitVecVal(v, E.width(d)) for t, v, (_, _, d)
                      in zip(terms, vals, dyn, strict=True)]) for vals, _ in maps]
-    out = np.empty(shape, object)
-    for p in np.ndindex(*shape):
-        cands = [flat[int(m[p]) - base] for _, m in maps]
-        v = unspecified(("position_oob", ddt, name, *terms, *cands), cands[0].sort(),
+    out = np.empty(maps[0][1].shape, object)
+    for p in np.ndindex(*out.shape):
+        cands = [flat[m[p]] for _, m in maps]
+        v = unspecified(("position_oob", dt, name, *terms, *cands), cands[0].sort(),
                         abstractions)
         for c, t in zip(reversed(conds), reversed(cands), strict=True):
             v = z3.If(c, t, v)
         out[p] = v
     abstractions.add(GATHER_OOB)
-    return out, ddt
+    return out

@@ -556,56 +556,64 @@ def _concrete_int(a: np.ndarray, dt: str) -> np.ndarray | None:
 
 def _movement(call: Call, args: list[Val], env: Mapping[str, int], abstr: set[str]) -> Val:
     """Data movement as the reference's own index map (module docstring); an integer operand
-    whose terms are all constants (a start index) is passed as its concrete value; a
-    ``Gather``'s data-dependent indices an ``If`` chain over the positions (``hir_dynamic``)."""
+    whose terms are all constants (a start index) is passed as its concrete value; position
+    operands that are data (a ``Gather``'s indices, rank-0 offsets) an ``If`` chain over the
+    positions the same index map gives for each of their values (``hir_dynamic``, D528)."""
     name = type(call.op).__name__
-    if isinstance(call.op, Gather) and len(args) == 2 and kir.is_int(args[1][1]) and \
-            _concrete_int(*args[1]) is None:
-        (x, xdt), (idx, idt) = args
-        return gather(call.op, x, xdt, idx, idt, lambda ops: _run_ref(call, ops, env), _BASE,
-                      abstr), xdt
     names = tuple(type(call.op).INPUTS)
     if names and len(args) > len(names):  # a variadic last input (InsertSlice's offsets)
         names += (names[-1],) * (len(args) - len(names))
-    # the operands that are positions, not data (a Gather's ``indices``): constants only
-    index = {i for i, n in enumerate(names) if n in INDEX_INPUTS and i < len(args)}
-    concrete: list[np.ndarray | None] = [None] * len(args)
-    for i in index:
-        concrete[i] = _concrete_int(*args[i])
+    # the operands that are positions, not data (a Gather's ``indices``)
+    index = [i for i, n in enumerate(names) if n in INDEX_INPUTS and i < len(args)]
+    concrete = {i: _concrete_int(*args[i]) for i in index}
+    data = [i for i in range(len(args)) if i not in concrete]
+    dts = {args[i][1] for i in data}
+    if len(dts) != 1:
+        raise Unsupported(f"unsupported op {name} over operands of dtypes {sorted(dts)}")
+    dt = dts.pop()
+    offs = np.cumsum([0, *(args[i][0].size for i in data)])
+    flat = np.empty(int(offs[-1]), object)  # the data operands' terms, in operand order
+    for o, i in zip(offs, data, strict=False):
+        flat[o:o + args[i][0].size] = args[i][0].reshape(-1)
+
+    def index_map(positions: Mapping[int, np.ndarray], refused_ok: bool = False
+                  ) -> np.ndarray | None:
+        """Where each result element comes from in ``flat``, the position operands given
+        concretely; None where the reference refuses them (``refused_ok``: an evaluation
+        error of the program)."""
+        ops: list[Any] = [None] * len(args)
+        for o, i in zip(offs, data, strict=False):
+            a = args[i][0]
+            ops[i] = np.arange(_BASE + o, _BASE + o + a.size, dtype=np.int64).reshape(a.shape)
+        for i, c in positions.items():
+            ops[i] = c
+        try:
+            res = np.asarray(_run_ref(call, tuple(ops), env))
+        except Unsupported:
+            if refused_ok:
+                return None
+            raise
+        if res.dtype != np.int64 or (res.size and (res.min() < _BASE or
+                                                   res.max() >= _BASE + len(flat))):
+            raise Unsupported(f"unsupported op {name}: its reference implementation is not an "
+                              f"index map here (it computes or fills values)")
+        return res - _BASE
+
     dyn = [i for i in index if concrete[i] is None]
+    fixed = {i: c for i, c in concrete.items() if c is not None}
+    if dyn and isinstance(call.op, Gather) and len(args) == 2 and kir.is_int(args[1][1]):
+        (x, _), (idx, idt) = args
+        return gather(call.op, x.shape, idx, idt, index_map, flat, dt, abstr), dt
     if dyn:
         if any(args[i][0].ndim != 0 or not kir.is_int(args[i][1]) for i in dyn):
             raise Unsupported(f"unsupported op {name} with a data-dependent "
                               f"{names[dyn[0]]} operand that is not an integer scalar")
-        return scalar_positions(
-            name, [(i, args[i][0], args[i][1]) for i in range(len(args)) if i not in index],
-            [(i, args[i][0], args[i][1]) for i in dyn],
-            {i: concrete[i] for i in index if concrete[i] is not None}, len(args),
-            lambda ops: _run_ref(call, ops, env), _BASE, abstr)
-    data = [i for i in range(len(args)) if i not in index]
-    dts = {args[i][1] for i in data}
-    if len(dts) != 1:
-        raise Unsupported(f"unsupported op {name} over operands of dtypes {sorted(dts)}")
-    sizes = [args[i][0].size for i in data]
-    offs = np.cumsum([0, *sizes])
-    ops: list[np.ndarray] = [np.empty(0)] * len(args)
-    for o, i in zip(offs, data, strict=False):
-        a = args[i][0]
-        ops[i] = np.arange(_BASE + o, _BASE + o + a.size, dtype=np.int64).reshape(a.shape)
-    for i, c in enumerate(concrete):
-        if c is not None:
-            ops[i] = c
-    res = np.asarray(_run_ref(call, tuple(ops), env))
-    total = int(offs[-1])
-    if res.dtype != np.int64 or (res.size and (res.min() < _BASE or
-                                               res.max() >= _BASE + total)):
-        raise Unsupported(f"unsupported op {name}: its reference implementation is not an "
-                          f"index map here (it computes or fills values)")
-    flat = np.empty(total, object)
-    for o, i in zip(offs, data, strict=False):
-        flat[o:o + args[i][0].size] = args[i][0].reshape(-1)
+        top = max((max(args[i][0].shape, default=1) for i in data), default=1)
+        return scalar_positions(name, [(i, args[i][0][()], args[i][1]) for i in dyn], fixed,
+                                top, index_map, flat, dt, abstr), dt
+    res = index_map(fixed)
     # indexed flat (a 0-d index array would pick the element itself, not a 0-d array)
-    return flat[(res - _BASE).reshape(-1)].reshape(res.shape), dts.pop()
+    return flat[res.reshape(-1)].reshape(res.shape), dt
 
 
 def _constant(call: Call, args: list[Val], env: Mapping[str, int]) -> Val:

@@ -279,7 +279,7 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
             held = [only[n] for n in sorted(names & only.keys())]
             univ = [s_vars[n] for n in sorted(names & s_vars.keys())]
             if not held:
-                diffs.append(_differs_from_all(x, y, frozenset(map(str, univ)), s_names,
+                diffs.append(_differs_from_all(x, y, {str(u): u for u in univ}, s_names,
                                                s_memo) if univ else x != y)
                 continue
             combos = list(product(*(c.members for c in held)))
@@ -342,24 +342,24 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
                    abstractions)
 
 
-def _differs_from_all(x: z3.ExprRef, y: z3.ExprRef, univ: frozenset[str],
+def _differs_from_all(x: z3.ExprRef, y: z3.ExprRef, univ: dict[str, z3.ExprRef],
                       names: frozenset[str], memo: dict[int, frozenset[str]]) -> z3.BoolRef:
     """``ForAll(u, x != y)`` for the universal variables named ``univ`` (a source's
     unspecified elements), the quantifier taken out where ``x`` branches on conditions free of
     them: ``If(c, a, b)`` differs from ``y`` for every ``u`` iff ``c`` and ``a`` does, or not
     ``c`` and ``b`` does; a bare ``u`` can equal anything, so it never differs. Elsewhere
-    (``u`` inside arithmetic) the quantifier stays."""
-    held = _consts(x, names, memo) & univ  # (``memo`` is of ``names`` ⊇ ``univ``)
+    (``u`` inside arithmetic) the quantifier stays. ``univ``: the variables by name."""
+    held = _consts(x, names, memo) & univ.keys()  # (``memo`` is of ``names`` ⊇ ``univ``)
     if not held:
         return x != y
     if z3.is_const(x):  # x is one of the universal variables
         return z3.BoolVal(False)
     if z3.is_app_of(x, z3.Z3_OP_ITE):
         c, a, b = x.children()
-        if not _consts(c, names, memo) & univ:
+        if not _consts(c, names, memo) & univ.keys():
             return z3.Or(z3.And(c, _differs_from_all(a, y, univ, names, memo)),
                          z3.And(z3.Not(c), _differs_from_all(b, y, univ, names, memo)))
-    return z3.ForAll([v for v in E.dag_nodes(x) if z3.is_const(v) and str(v) in held], x != y)
+    return z3.ForAll([univ[n] for n in sorted(held)], x != y)
 
 
 #: the memory ceiling of one solver query, in MB (D530)

@@ -115,28 +115,23 @@ def test_rmsnorm_max_of_abs_takes_the_integer_step() -> None:
     assert check(m, "rmsnorm", [x, w], got).status == "PASS"
 
 
-def test_a_wrong_integer_step_is_caught(monkeypatch) -> None:
-    """The test is sharp: the abs_max rows with the int32 step taking the smaller FAIL."""
-    planted = render_cuda.CUDA_PRELUDE.replace(
-        "return tf_f32_from_bits((uint32_t)(x > y ? x : y));\n}\n/* an f32 max / min as",
-        "return tf_f32_from_bits((uint32_t)(x < y ? x : y));\n}\n/* an f32 max / min as")
+@pytest.mark.parametrize("old,new,kind,step", [
+    # the int32 step taking the smaller: the abs_max rows
+    ("return tf_f32_from_bits((uint32_t)(x > y ? x : y));\n}\n/* an f32 max / min as",
+     "return tf_f32_from_bits((uint32_t)(x < y ? x : y));\n}\n/* an f32 max / min as",
+     ReduceKind.ABS_MAX, "tf__max_nonneg("),
+    # a NaN keyed as +inf (a lost NaN): the keyed max rows
+    ("tf__key_max(float x) { return tf_f32_from_bits(isnan(x) ? 0x7FFFFFFFu",
+     "tf__key_max(float x) { return tf_f32_from_bits(isnan(x) ? 0x7F800000u",
+     ReduceKind.MAX, "tf__kstep_max"),
+], ids=["integer-step", "nan-key"])
+def test_a_wrong_step_is_caught(monkeypatch, old, new, kind, step) -> None:
+    """The tests are sharp: a row step planted wrong in the prelude FAILs its rows."""
+    planted = render_cuda.CUDA_PRELUDE.replace(old, new)
     assert planted != render_cuda.CUDA_PRELUDE
     monkeypatch.setattr(render_cuda, "CUDA_PRELUDE", planted)
     x = _rows(4096)
-    m = one_op(Reduce((1,), False, ReduceKind.ABS_MAX, "unordered_tree"), x)
-    _, got = _host(m, "f", [x])
-    assert check(m, "f", [x], got).status == "FAIL"
-
-
-def test_a_key_that_lets_a_nan_lose_is_caught(monkeypatch) -> None:
-    """The keyed rows are sharp too: a NaN keyed as +inf (a lost NaN) FAILs the max rows."""
-    planted = render_cuda.CUDA_PRELUDE.replace(
-        "tf__key_max(float x) { return tf_f32_from_bits(isnan(x) ? 0x7FFFFFFFu",
-        "tf__key_max(float x) { return tf_f32_from_bits(isnan(x) ? 0x7F800000u")
-    assert planted != render_cuda.CUDA_PRELUDE
-    monkeypatch.setattr(render_cuda, "CUDA_PRELUDE", planted)
-    x = _rows(4096)
-    m = one_op(Reduce((1,), False, ReduceKind.MAX, "unordered_tree"), x)
+    m = one_op(Reduce((1,), False, kind, "unordered_tree"), x)
     src, got = _host(m, "f", [x])
-    assert "tf__kstep_max" in src
+    assert step in src
     assert check(m, "f", [x], got).status == "FAIL"

@@ -162,3 +162,21 @@ def test_integer_to_narrow_float_agrees_with_the_reference(src, to, ov, rd):
     assert agreement(lowered(m, [(4, 8)]), [x]) == []
     r = values(src, 32, 3).reshape(4, 8)
     assert agreement_hir(m, "f", [r]) == []
+
+
+def test_a_universal_value_inside_arithmetic_keeps_its_quantifier():
+    """``_differs_from_all`` outside the ``If`` rule: ``u + 1`` can equal 5 (no difference for
+    every ``u``: unsat), ``u·0 + 1`` differs from 2 whatever ``u`` is (sat)."""
+    import z3
+
+    from tilefoundry.validate.refine import _differs_from_all, solve
+
+    u = z3.BitVec("unspecified.t", 32)
+    univ, names = {str(u): u}, frozenset({str(u)})
+    d = _differs_from_all(u + 1, z3.BitVecVal(5, 32), univ, names, {})
+    assert z3.is_quantifier(d) and solve([d], 5_000)[0] == z3.unsat
+    d = _differs_from_all(u * 0 + 1, z3.BitVecVal(2, 32), univ, names, {})
+    assert solve([d], 5_000)[0] == z3.sat
+    c = z3.Bool("c")  # an If on a condition free of u: the quantifier taken out
+    d = _differs_from_all(z3.If(c, z3.BitVecVal(3, 32), u), z3.BitVecVal(4, 32), univ, names, {})
+    assert not z3.is_quantifier(d) and solve([d], 5_000)[0] == z3.sat
