@@ -257,13 +257,15 @@ def bench_rows(shapes, results: list[dict], entries=ROW_ENTRIES + FUSED_ENTRIES,
                 cuda_ms, cuda_verdict = _cuda_row(entry, xs, shapes_in)
                 if cuda_ms is not None:
                     rows["tilefoundry-cuda"] = cuda_ms
-                for chunks, resident in CUDA_ROWS_VARIANTS:  # informational lines, not the table
-                    v_ms, v_verdict = _cuda_row(entry, xs, shapes_in, chunks, resident)
+                for chunks, resident, *d533 in CUDA_ROWS_VARIANTS:  # informational lines
+                    d5 = d533[0] if d533 else 1
+                    v_ms, v_verdict = _cuda_row(entry, xs, shapes_in, chunks, resident, d5)
                     bw = nbytes / v_ms / 1e6 if v_ms else 0.0
-                    print(f"  cuda rows variant {entry} chunks {chunks} resident {resident}: "
+                    tag = f"chunks {chunks} res {resident}" + ("" if d5 else " D533 off")
+                    print(f"  cuda rows variant {entry} {tag}: "
                           f"{bw:,.0f} GB/s ({bw / bw_copy:.0%} of copy); {v_verdict}", flush=True)
                     results.append({"kernel": entry, "shape": list(shape), "ms": v_ms,
-                                    "impl": f"tilefoundry-cuda chunks {chunks} res {resident}",
+                                    "impl": f"tilefoundry-cuda {tag}",
                                     "GBps": bw, "of_copy": bw / bw_copy, "verdict": v_verdict,
                                     "variant": True})
             line = [f"  {entry:<18}"]
@@ -327,29 +329,31 @@ def rows_table(results: list[dict]) -> str:
 
 
 #: extra CUDA row-mapping settings timed beside the default (``TF_CUDA_ROWS_VARIANTS``, e.g.
-#: "4:1024,2:2048": chunks a thread : resident threads an SM; each judged, printed, and kept
-#: out of the table)
+#: "4:1024,2:2048,2:1024:0": chunks a thread : resident threads an SM [: 0 = D533 off]; each
+#: judged, printed, and kept out of the table)
 CUDA_ROWS_VARIANTS = tuple(tuple(int(v) for v in item.split(":")) for item in
                            os.environ.get("TF_CUDA_ROWS_VARIANTS", "").split(",") if item)
 
 
 def _cuda_row(entry: str, xs: list[np.ndarray], shapes_in: list, chunks: int | None = None,
-              resident: int | None = None) -> tuple[float | None, str]:
+              resident: int | None = None, d533: int = 1) -> tuple[float | None, str]:
     """(median ms of the CUDA backend's kernels resident on the GPU, the oracle's verdict on
     the first 128 rows of its output computed through ``CudaExecutable.run``); ``chunks`` /
-    ``resident`` override the row mapping's ``ROWS_CHUNKS`` / ``ROWS_RESIDENT_THREADS``."""
+    ``resident`` / ``d533`` override the row mapping's ``ROWS_CHUNKS`` /
+    ``ROWS_RESIDENT_THREADS`` / ``ROWS_D533``."""
     from tilefoundry.compiler import render_cuda_rows as rr
     from tilefoundry.compiler.cuda_backend import CudaDeviceRun
 
-    old = rr.ROWS_CHUNKS, rr.ROWS_RESIDENT_THREADS
+    old = rr.ROWS_CHUNKS, rr.ROWS_RESIDENT_THREADS, rr.ROWS_D533
     try:
         rr.ROWS_CHUNKS, rr.ROWS_RESIDENT_THREADS = chunks or old[0], resident or old[1]
+        rr.ROWS_D533 = bool(d533)
         comp = tf_compile(_module(entry), entry, shapes_in, "cuda")
         out = comp(xs)
     except Exception as e:  # a backend failure is reported in the table, not a crash
         return None, f"{type(e).__name__}: {str(e)[:200]}"
     finally:
-        rr.ROWS_CHUNKS, rr.ROWS_RESIDENT_THREADS = old
+        rr.ROWS_CHUNKS, rr.ROWS_RESIDENT_THREADS, rr.ROWS_D533 = old
     sub = [x[:128] if x.ndim == 2 else x for x in xs]
     verdict = _judge(entry, sub, tuple(o[:128] for o in out) if isinstance(out, tuple | list)
                      else out[:128])

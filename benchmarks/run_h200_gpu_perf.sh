@@ -79,7 +79,7 @@ for p in $PARTS; do
     gemm) part gemm 220 python "$R/benchmarks/bench_gpu_gemm.py" --tune --json "$OUT/gemm.json" ;;
     fp8)  part fp8 170 python "$R/benchmarks/bench_gpu_gemm.py" --fp8 --no-bf16 \
               --json "$OUT/fp8.json" ;;
-    rows) part rows 260 python "$R/benchmarks/bench_gpu.py" --rows --json "$OUT/rows.json" ;;
+    rows) part rows "${ROWS_LIMIT:-260}" python "$R/benchmarks/bench_gpu.py" --rows --json "$OUT/rows.json" ;;
     rows32) part rows32 400 python "$R/benchmarks/bench_gpu.py" --rows --tune --tune-warps32 \
               --tune-out "$OUT/triton_tuned_w32.json" --json "$OUT/rows.json" ;;
     rowshoist) part rowshoist 330 python "$R/benchmarks/bench_gpu.py" --rows --tune --tune-hoist \

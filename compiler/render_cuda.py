@@ -537,8 +537,8 @@ class KernelCuda(KernelC):
         if self.block is None or name in self.consts:
             return super().aref(name, coords)
         if self.rows is not None:  # the row mapping: registers only
-            if name in self.rows.remat:  # an edge mask: recomputed at the lane
-                return self.l_EdgeMask(self.rows.remat[name], None)[0]
+            if name in self.rows.remat:  # recomputed at the lane: an edge mask, a load from
+                return self.rows_remat(name, coords)  # its kept words, their widening
             if name in self.rows.uniform:
                 return f"TF_R(r{self.cid(name)})[0]"
             if name in self.rows.reg:
@@ -551,6 +551,12 @@ class KernelCuda(KernelC):
         if name in self.shared:
             return f"s{self.cid(name)}[{self.index(self.full(name), coords)}]"
         raise AssertionError(f"block mapping: {name} has no storage")
+
+    def rows_remat(self, name: str, coords: Mapping[int, str]) -> str:
+        ins = self.rows.remat[name]
+        expr, pre = self.lane_expr(ins, lambda n: self.aref(n, coords))
+        assert not pre, f"row mapping: {name} is recomputed by one expression"
+        return f"({expr})"
 
     def emit(self, segs: list, out: list[str], ind: str) -> None:
         if self.rows is not None:

@@ -69,6 +69,9 @@ VEC_BYTES = 16
 BUTTERFLY = (16, 8, 4, 2, 1)
 #: threads an SM should hold of a row kernel (``min_blocks``): half of sm_90's 2048
 ROWS_RESIDENT_THREADS = 1024
+#: D533: no thread for a padded block's masked-off chunks; a widened narrow load read after a
+#: reduction held as its load's words (off: the mapping before D533, for the bench's variants)
+ROWS_D533 = True
 
 ROWS_HEAD = r"""/* the row mapping (D482): 16-byte global accesses and warp shuffles; on the host emulation
  * an access is memcpy and a shuffle reads the partner thread's register array */
@@ -193,9 +196,16 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
     v = VEC_BYTES // min(sizes) if sizes else 8
     while v > 1 and e % v:
         v //= 2
-    c = e // v
+    defs = {o: i for i in kir.iter_instrs(k.body) for o in i.results()}
+    live = e
+    if ROWS_D533 and k.grid[axis] == 1 and k.domain[axis] < e \
+            and _edge_bounded(kc, merged, axis, defs):
+        # one block covers the row and its padding is masked off everywhere: the chunks past
+        # the domain do nothing, so no thread is given one (D533)
+        live = -(-k.domain[axis] // v) * v
+    c = live // v
     if c < 32:
-        return None, f"a row of {e} lanes is fewer than 32 chunks of {v} (a warp)"
+        return None, f"a row of {live} lanes is fewer than 32 chunks of {v} (a warp)"
     if reduces:
         t = -(-c // ROWS_CHUNKS)
         t = min(ROWS_THREADS_MAX, max(32, -(-t // 32) * 32))
@@ -204,8 +214,7 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
     per = -(-c // t)
     if per > ROWS_PER_MAX:
         return None, f"{per} chunks a thread (more than {ROWS_PER_MAX})"
-    plan = RowsPlan(axis, e, v, t, per, reductions=reduces)
-    defs = {o: i for i in kir.iter_instrs(k.body) for o in i.results()}
+    plan = RowsPlan(axis, live, v, t, per, reductions=reduces)
     for n in kc.arrays:
         w = kc.wide(kc.full(n))
         if isinstance(defs.get(n), kir.EdgeMask):  # a comparison of coordinates: recomputed
@@ -235,6 +244,8 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
         elif seen_reduce:
             plan.hoist |= {i.out for i in s.instrs if isinstance(i, kir.Load)
                            and i.out in plan.vload}
+    if reduces and ROWS_D533:
+        _keep_loaded_words(kc, plan, merged, defs)
     held = _held_words(kc, plan, merged)
     if reduces and t > ROWS_WIDE_THREADS and held * ROWS_WIDE_CHUNKS <= ROWS_HELD_REGS:
         # a long row whose held state is small: twice the chunks a thread, half the threads,
@@ -244,9 +255,10 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
         plan.threads, plan.per = t, -(-c // t)
     segs[:] = merged
     for n in plan.remat:  # never stored: ``KernelCuda.aref`` recomputes them
-        del kc.arrays[n]
+        kc.arrays.pop(n, None)
     nl, ns = len(plan.vload), len(plan.vstore)
-    plan.why = (f"row mapping: one block of {plan.threads} threads per row of {e} lanes, "
+    pad = f" ({e - live} padding lanes given no thread)" if live < e else ""
+    plan.why = (f"row mapping: one block of {plan.threads} threads per row of {e} lanes{pad}, "
                 f"{plan.per} chunk(s) "
                 f"of {v} lanes a thread; {nl} load(s) and {ns} store(s) vectorized; "
                 f"{reduces} order-free reduction(s) by warp shuffles; {len(plan.hoist)} "
@@ -254,26 +266,80 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
     return plan, plan.why
 
 
+def _edge_bounded(kc, merged: list, axis: int, defs: dict) -> bool:
+    """Whether every effect of a lane is masked by the domain's edge along ``axis``: each
+    reduction's and each row store's mask is an ``EdgeMask`` over the axis or an ``and`` with
+    one, so a lane past the domain stores nothing and enters no reduction."""
+    def bounded(m: str | None, depth: int = 0) -> bool:
+        g = defs.get(m) if m is not None else None
+        if isinstance(g, kir.EdgeMask):
+            return axis in g.axes
+        if isinstance(g, kir.BinOp) and g.kind == "and" and depth < 8:
+            return bounded(g.a, depth + 1) or bounded(g.b, depth + 1)
+        return False
+
+    for s in merged:
+        if isinstance(s, kir.Reduce):
+            if not bounded(s.mask):
+                return False
+        elif isinstance(s, Run):
+            for i in s.instrs:
+                if isinstance(i, kir.Store) and not bounded(i.mask):
+                    return False
+    return True
+
+
+def _keep_loaded_words(kc, plan: RowsPlan, merged: list, defs: dict) -> None:
+    """A row value that is the widening of a vector-loaded narrow value (bf16 / f16 / 8-bit to
+    f32) and is read after a reduction is not held in registers as f32: its load's 16-byte
+    words are (prefetched, ``hoist``) and the widening is recomputed where read (``remat``),
+    half the registers for bf16 across the reductions (D533). Only loads of a buffer the kernel
+    does not store to (the prefetch moves the load to the kernel's start)."""
+    stored = {kir.root_of(i.buffer, kc.bm).name for s in merged if isinstance(s, Run)
+              for i in s.instrs if isinstance(i, kir.Store)}
+    first = next((at for at, s in enumerate(merged) if isinstance(s, kir.Reduce)), None)
+    if first is None:
+        return
+    after = {o for s in merged[first + 1:]
+             for i in (s.instrs if isinstance(s, Run) else [s]) for o in i.operands()}
+    for n in sorted(plan.reg & after):
+        w = defs.get(n)
+        if not isinstance(w, kir.Widen) or w.to != "f32":
+            continue
+        ld = defs.get(w.x)
+        if not isinstance(ld, kir.Load) or ld.out not in plan.vload \
+                or itemsize(kc.bm[ld.buffer].dtype) > 2 \
+                or kir.root_of(ld.buffer, kc.bm).name in stored:
+            continue
+        plan.hoist.add(ld.out)
+        plan.reg.discard(n)
+        plan.remat[n] = w
+        plan.reg.discard(ld.out)
+        plan.remat[ld.out] = ld
+
+
 def _held_words(kc, plan: RowsPlan, merged: list) -> int:
     """32-bit registers a chunk of a thread holds across a reduction, at most: the row values
     defined before it and read after it (one register a slot, two for 8-byte values) and the
-    prefetched load words."""
+    words of the prefetched loads read after it (directly or through a recomputed widening)."""
     defined: list[set] = []
     used: list[set] = []
     for s in merged:
         ins = s.instrs if isinstance(s, Run) else [s]
         defined.append({r for i in ins for r in i.results()})
         used.append({o for i in ins for o in i.operands()})
-    words = sum(plan.vec * itemsize(kc.dt(n)) // 4 for n in plan.hoist)
     most = 0
     for at, s in enumerate(merged):
         if isinstance(s, kir.Reduce):
             before = set().union(*defined[:at]) if at else set()
             after = set().union(*used[at + 1:]) if at + 1 < len(used) else set()
+            after |= {plan.remat[n].x for n in after
+                      if isinstance(plan.remat.get(n), kir.Widen)}
             live = before & after & plan.reg
-            most = max(most, sum(plan.vec * (2 if itemsize(kc.dt(n)) == 8 else 1)
-                                 for n in live))
-    return most + words
+            words = sum(plan.vec * itemsize(kc.dt(n)) // 4 for n in plan.hoist & after)
+            most = max(most, words + sum(plan.vec * (2 if itemsize(kc.dt(n)) == 8 else 1)
+                                         for n in live))
+    return most
 
 
 def vector_access(kc, plan: RowsPlan, ins, defs: dict):

@@ -121,6 +121,29 @@ def test_other_shapes_and_reductions_keep_the_block_mapping(capsys) -> None:
         " lanes a thread; 2 load(s) and 1 store(s) vectorized; 2 order-free reduction(s)" in out
 
 
+def test_padded_row_and_kept_words() -> None:
+    """D533: a row of 14336 lanes in a block of 16384 gives no thread a chunk past the domain
+    (the padding is masked off in every store and reduction), and RMSNorm's widened bf16 row,
+    read after both reductions, is held as its load's 16-byte words (4 registers a chunk, not 8
+    f32) and widened again where read, so the held state fits 4 chunks a thread: 448 threads,
+    not 1,024 (two blocks an SM under the launch bounds). Full rows (4096) are unchanged."""
+    k = _plan(_compiled("rmsnorm", 8, 14336))
+    assert k["threads"] == 448 and "(2048 padding lanes given no thread), 4 chunk(s)" \
+        in k["why"], k["why"]
+    src = _compiled("rmsnorm", 8, 14336).executable.source
+    body = src[src.index("/* program"):src.rindex(render_cuda.PLAN_TAG)]
+    # f32 register arrays of a thread's 32 slots: the scaled square only, not the widened row
+    f32_rows = re.findall(r"TF_REG\(float, r\w+, 448, 32\);", body)
+    kept = re.findall(r"TF_REG\(uint32_t, tf_pf\w+, 448, 16\);", body)
+    assert len(kept) == 2, kept  # x's and w's words: 4 chunks x 4 words each
+    assert len(f32_rows) <= 3, f32_rows
+    assert "__launch_bounds__(448, 2)" in body
+    # softmax keeps exp(x - max) across its sum: its held state is the same as before
+    assert _plan(_compiled("softmax_rows", 8, 14336))["threads"] == 448
+    k = _plan(_compiled("rmsnorm", 8, 4096))
+    assert k["threads"] == 256 and "padding" not in k["why"], k["why"]
+
+
 # ---------------------------------------------------------------------------------------------
 # values through the host emulation, judged by the oracle
 # ---------------------------------------------------------------------------------------------
