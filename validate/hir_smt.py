@@ -107,7 +107,7 @@ from tilefoundry.validate.hir_nn import NN_OPS
 from tilefoundry.validate.hir_order import ORDER_OPS, is_topk_reduce, topk_reduce
 from tilefoundry.validate.symexec import _vmap, bitcast, reduce_lanes
 
-__all__ = ["CONSTANT_OPS", "HIR_OPS", "MOVEMENT", "run_hir"]
+__all__ = ["CONSTANT_OPS", "HIR_OPS", "MOVEMENT", "LocalCall", "call_op", "run_hir"]
 
 Val = tuple[np.ndarray, str]  # (object array of terms, kernel-IR dtype name)
 _MATH = {"exp", "log", "exp2", "log2", "rsqrt"}
@@ -655,20 +655,52 @@ def flatten(v: Any) -> list[Val]:
     return [t for f in v for t in flatten(f)]
 
 
-def run_hir(fn: Function, inputs: Mapping[str, np.ndarray], session: Any = None
-            ) -> tuple[Any, set[str]]:
+def call_op(call: Any, args: list[Val], env: Mapping[str, int], abstr: set[str]) -> Val:
+    """One Call of an op (not a Function) on encoded operands. ``call`` may be a
+    ``LocalCall``: the op and result type a device computes (``validate.mesh``)."""
+    op = call.op
+    if isinstance(op, MOVEMENT):
+        return _movement(call, args, env, abstr)
+    if isinstance(op, CONSTANT_OPS):
+        return _constant(call, args, env)
+    enc = HIR_OPS.get(type(op))
+    if enc is None:
+        v = _fold(call, args, env)
+        if v is None:
+            raise Unsupported(f"unsupported op {type(op).__name__} (no HIR SMT encoding)")
+        return v
+    return enc(op, args, abstr)
+
+
+class LocalCall:
+    """A Call as one device evaluates it: the local op (a Reshape to the local extents) and
+    the local result type; everything else is the Call's."""
+
+    has_type = True
+
+    def __init__(self, call: Call, op: Any, out_type: Any):
+        self._call, self.op, self.checked_type = call, op, out_type
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._call, name)
+
+
+def run_hir(fn: Function, inputs: Mapping[str, np.ndarray], session: Any = None,
+            mesh: Callable | None = None) -> tuple[Any, set[str]]:
     """The entry's result as terms of the inputs (param name -> object array of values): a
     ``Val`` or, for a tuple result, a tuple of them. A Call of a Function (a module that is
     not elaborated) is read as the reference evaluator reads it (``Evaluator.call_function``):
     the target the typing session resolved, its dispatch variant selected by the argument
-    shapes, its DimVars bound from them; that needs the module's typing ``session``."""
+    shapes, its DimVars bound from them; that needs the module's typing ``session``.
+    ``mesh(call, operands, env, abstr)``: the value of a Call on sharded operands, or None
+    when none is (``validate.mesh``)."""
     from tilefoundry.semantics.evaluator.core import dim_env
 
     abstr: set[str] = set()
     depth = [0]
 
     def call(f: Function, args: list[Any]) -> Any:
-        shapes = [a[0].shape for a in args]
+        shapes = [a[0].shape if isinstance(a, tuple) else a.shape for a in args]
         if f.body is None:
             from tilefoundry.semantics.typeinfer.functions import select_variant
 
@@ -716,23 +748,14 @@ def run_hir(fn: Function, inputs: Mapping[str, np.ndarray], session: Any = None
                 from tilefoundry.semantics.typeinfer.functions import resolved_target
 
                 v = call(resolved_target(e, session), [_tensor_val(ev(a)) for a in e.args])
-            elif isinstance(e, Call) and isinstance(e.op, MOVEMENT):
-                v = _movement(e, [_tensor_val(ev(a)) for a in e.args], env, abstr)
-            elif isinstance(e, Call) and isinstance(e.op, CONSTANT_OPS):
-                v = _constant(e, [_tensor_val(ev(a)) for a in e.args], env)
+            elif isinstance(e, Call) and mesh is not None and \
+                    (v := mesh(e, [ev(a) for a in e.args], env, abstr)) is not None:
+                pass  # an op on sharded values: per device (``validate.mesh``, D534)
             elif isinstance(e, Call) and is_topk_reduce(e.op):  # the seed is a state pair
                 v = topk_reduce(e.op, [_tensor_val(ev(e.args[0])), *map(ev, e.args[1:])],
                                 abstr)
             elif isinstance(e, Call):
-                enc = HIR_OPS.get(type(e.op))
-                args = [_tensor_val(ev(a)) for a in e.args]
-                if enc is None:
-                    v = _fold(e, args, env)
-                    if v is None:
-                        raise Unsupported(f"unsupported op {type(e.op).__name__} (no HIR SMT "
-                                          f"encoding)")
-                else:
-                    v = enc(e.op, args, abstr)
+                v = call_op(e, [_tensor_val(ev(a)) for a in e.args], env, abstr)
             else:
                 raise Unsupported(f"unsupported HIR node {type(e).__name__}")
             memo[key] = v
@@ -768,5 +791,6 @@ def run_hir(fn: Function, inputs: Mapping[str, np.ndarray], session: Any = None
     args = []
     for p in fn.params:
         t = p.checked_type if p.has_type else p.type
-        args.append((inputs[p.name], t.dtype.value))
+        v = inputs[p.name]  # an array of terms, or a sharded value (``validate.mesh``)
+        args.append((v, t.dtype.value) if isinstance(v, np.ndarray) else v)
     return call(fn, args), abstr

@@ -236,8 +236,8 @@ def _outside_program(stages: _Stages, shapes: list, bounds: Bounds) -> str | Non
 #: the reason for a program whose types carry a ShardLayout (the elaborate pass of the
 #: single-device pipeline refuses it; its message names "the kernel-IR lowering")
 SHARDED_WHY = ("a sharded program (a ShardLayout in its types): the single-device pipeline "
-               "refuses it at elaborate, and the per-device lowering (lower_mesh) is not a "
-               "validated pass")
+               "refuses it at elaborate (the mesh pipeline validates it: "
+               "validate.mesh_passes.validate_sharded, D534)")
 
 
 def _why(e: TilefoundryError) -> str:
@@ -325,6 +325,11 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
     from tilefoundry.compiler.pipeline import check_shapes
 
     shp = check_shapes(shapes) if shapes is not None else bounded_shapes(module, entry, bounds)
+    if fuse_pass is None:
+        from tilefoundry.validate.mesh_passes import is_sharded_program, validate_sharded
+
+        if is_sharded_program(module, entry):  # the mesh pipeline (D534)
+            return validate_sharded(module, entry, shp, bounds)
     rep = ValidationReport(entry, shp)
     fz = fuse_pass or (lambda p, cfg: fuse(p, cfg))
     cfg = TileConfig()
@@ -404,13 +409,19 @@ def validate_case(case: Any, bounds: Bounds | None = None) -> ValidationReport:
         return _all_unsupported(case.id, [], f"the case does not build: {e}")
     shapes = []
     for x in inputs:
-        if not hasattr(x, "shape") or type(x).__name__ == "Sharded":
-            return _all_unsupported(entry, [], "sharded / non-array inputs: the single-device "
-                                    "pipeline does not compile them")
-        shapes.append(tuple(x.shape))
+        if not hasattr(x, "shape"):
+            return _all_unsupported(entry, [], f"a non-array input ({type(x).__name__})")
+        shapes.append(tuple(x.shape))  # a Sharded input: its logical (global) shape
     if case.expect_error is not None:
         return _all_unsupported(entry, shapes, f"an expected-error case ({case.expect_error}): "
                                 "its run-time check is not modelled")
+    from tilefoundry.validate.mesh_passes import is_sharded_program, validate_sharded
+
+    if is_sharded_program(module, entry):  # the mesh pipeline (D534)
+        why = _outside(shapes, bounds)
+        if why is not None:
+            return _all_unsupported(entry, shapes, f"a sharded program: {why}")
+        return validate_sharded(module, entry, shapes, bounds)
     if _outside(shapes, bounds) is not None:
         try:
             small = bounded_shapes(module, entry, bounds)

@@ -1,0 +1,166 @@
+"""Translation validation of sharded programs (D534, docs/validate.md "Sharded programs"): the
+mesh driver on terms agrees with the reference evaluator and the mesh program on terms with
+kernel-interp; quick-tier sharded programs are valid pass by pass; wrong mesh programs (an
+all-reduce dropped, a launch's operands swapped, a Partial completed with the wrong
+reduction) are invalid with a counterexample that
+reproduces; what is not encoded is unsupported by name."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tilefoundry.compiler.lower_mesh import Collective, DeviceLaunch, compile_mesh
+from tilefoundry.conformance.catalog import build_catalog
+from tilefoundry.semantics.evaluator.mesh import Sharded
+from tilefoundry.semantics.types import Partial, ShardLayout
+from tilefoundry.validate.mesh_passes import (
+    agreement_mesh,
+    check_mesh_lowering,
+    validate_sharded,
+)
+from tilefoundry.validate.passes import Bounds, validate_case
+
+B = Bounds(timeout_ms=5_000, narrow=False)
+
+
+@pytest.fixture(scope="module")
+def cases() -> dict:
+    return {c.id: c for c in build_catalog(0).tier("quick")}
+
+
+def _built(cases: dict, cid: str):
+    m, e, xs = cases[cid].build()
+    return m, e, list(xs)
+
+
+#: quick-tier sharded programs whose every pass the validator proves: Split elementwise ops on
+#: 1-D and 2-D meshes, a reduction over a split axis, a split-K matmul (Partial(sum) completed
+#: by an all-reduce), all-to-all, Partial(max) completion, host loops carrying Partials, Reshape
+#: of sharded values
+VALID = ["sharded/elementwise/split-neg-add-allgather/f32",
+         "sharded/elementwise/mesh2d-split-split/bf16",
+         "sharded/reduce/split-axis-sum/f32", "sharded/reduce/split-axis-max/bf16",
+         "sharded/matmul/split-k-partial-sum/i32", "sharded/reshard/split0-to-split1/fp8e4m3",
+         "spec/reshard/partial-max-completion/f32", "sharded/loop/partial-sum/mesh2/trips3/i32",
+         "sharded/loop/all-to-all/mesh2x2/trips3/i32", "sharded/reshape/partial-sum/bf16",
+         "sharded/partial-pieces/max-nan-signed-zero/f16"]
+
+
+@pytest.mark.parametrize("cid", VALID)
+def test_sharded_programs_validate_pass_by_pass(cases, cid: str) -> None:
+    m, e, xs = _built(cases, cid)
+    rep = validate_sharded(m, e, [tuple(x.shape) for x in xs], B)
+    got = {p.name: p.outcome.status for p in rep.passes}
+    assert got == {"typeinfer": "unsupported", "elaborate": "valid", "canonicalize": "valid",
+                   "lower": "valid", "fuse": "valid", "schedule": "valid"}, rep.text()
+
+
+@pytest.mark.parametrize("cid", ["sharded/partial-completion-feeds/mul/bf16",
+                                 "sharded/partial-pieces/max-nan-signed-zero/f16",
+                                 "sharded/loop/partial-sum/mesh2x2/trips3/f32",
+                                 "sharded/reshape/split-refined-outer-position/f32",
+                                 "sharded/reshard/split0-to-split1/bf16",
+                                 "spec/reshard/partial-max-completion/bf16"])
+def test_encodings_agree_with_the_reference_and_kernel_interp(cases, cid: str) -> None:
+    """The source (the mesh driver on terms) gives the reference evaluator's logical outputs
+    and the target (the mesh program on terms) kernel-interp's, on the case's inputs (a
+    Partial(max) input given as different pieces per device among them) and on random ones."""
+    m, e, xs = _built(cases, cid)
+    assert agreement_mesh(m, e, xs) == []
+    rng = np.random.default_rng(7)
+
+    def rand(x):
+        if isinstance(x, Sharded):  # different pieces on every device
+            return Sharded.from_devices(x.layout, rand(x.data))
+        if isinstance(x, np.ndarray) and (x.dtype.kind == "f" or "float" in str(x.dtype)):
+            return (rng.standard_normal(x.shape) * 3).astype(x.dtype)
+        return x
+
+    other = [rand(x) for x in xs]
+    assert any(o is not x for o, x in zip(other, xs, strict=True))
+    assert agreement_mesh(m, e, other) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# wrong mesh programs
+# ---------------------------------------------------------------------------------------------
+def _mutated(c, steps=None, slots=None):
+    mp = c.program
+    mp = dataclasses.replace(mp, steps=tuple(steps if steps is not None else mp.steps),
+                             slots=tuple(slots if slots is not None else mp.slots))
+    return dataclasses.replace(c, program=mp)
+
+
+def _check(m, e, c) -> object:
+    out = check_mesh_lowering(m, e, c.hir, c, timeout_ms=10_000)
+    assert out.status == "invalid", (out.status, out.reason)
+    assert out.counterexample is not None and out.counterexample.differing
+    return out
+
+
+def test_a_dropped_all_reduce_is_invalid(cases) -> None:
+    """Split-K matmul without the all-reduce of its Partial(sum): each device keeps its own
+    partial product; the replay's replica check raises where the reference runs."""
+    m, e, xs = _built(cases, "sharded/matmul/split-k-partial-sum/i32")
+    c = compile_mesh(m, e, [x.shape for x in xs], "interp", fuse=False)
+    steps = list(c.program.steps)
+    (k,) = [i for i, s in enumerate(steps) if isinstance(s, Collective) and
+            s.kind == "all_reduce"]
+    src = steps[k].srcs[0]
+    rep = steps[k + 1]
+    steps[k:k + 2] = [dataclasses.replace(rep, srcs=(src,))]
+    out = _check(m, e, _mutated(c, steps))
+    assert "raised" in " ".join(out.counterexample.differing)
+
+
+def test_swapped_launch_operands_are_invalid(cases) -> None:
+    """neg(x) + y computed as neg(y) + x on every device of a 2 x 3 mesh."""
+    m, e, xs = _built(cases, "sharded/elementwise/mesh2d-split-split/f32")
+    c = compile_mesh(m, e, [x.shape for x in xs], "interp", fuse=False)
+    steps = [dataclasses.replace(s, inputs=s.inputs[::-1]) if isinstance(s, DeviceLaunch)
+             else s for s in c.program.steps]
+    _check(m, e, _mutated(c, steps))
+
+
+def test_a_partial_completed_with_the_wrong_reduction_is_invalid(cases) -> None:
+    """Partial(max) pieces completed as a sum (the slot's layout says Partial(sum))."""
+    m, e, xs = _built(cases, "spec/reshard/partial-max-completion/f32")
+    c = compile_mesh(m, e, [x.shape for x in xs], "interp", fuse=False)
+    (ar,) = [s for s in c.program.steps if isinstance(s, Collective) and s.kind == "all_reduce"]
+
+    def summed(s):
+        if s.name != ar.srcs[0]:
+            return s
+        lay = s.layout
+        return dataclasses.replace(s, layout=ShardLayout(lay.mesh, (Partial("sum"),),
+                                                         lay.layout))
+
+    out = check_mesh_lowering(m, e, c.hir, _mutated(c, slots=[summed(s) for s in
+                                                            c.program.slots]))
+    assert out.status == "invalid", out.reason
+
+
+# ---------------------------------------------------------------------------------------------
+# what is not encoded
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cid,pass_,why", [
+    ("special/sharding/local/f32", "elaborate", "Local (a device-varying value)"),
+    ("sharded/gather/split-axis-partial-sum/f32", "lower", "Gather along a split axis")])
+def test_unencoded_sharded_ops_are_unsupported_by_name(cases, cid: str, pass_: str,
+                                                        why: str) -> None:
+    """(canonicalize folds the Local of a replicated value away: the later passes of that
+    program are checked)"""
+    m, e, xs = _built(cases, cid)
+    rep = validate_sharded(m, e, [tuple(x.shape) for x in xs], B)
+    out = next(p for p in rep.passes if p.name == pass_).outcome
+    assert out.status == "unsupported" and why in out.reason, out.reason
+
+
+def test_a_sharded_case_above_the_bound_is_unsupported_with_it(cases) -> None:
+    rep = validate_case(cases["sharded/elementwise/split-neg-add-allgather/f32"],
+                        Bounds(max_elems=8))
+    assert all(p.outcome.status == "unsupported" and "a sharded program: input 0 has 24 "
+               "elements" in p.outcome.reason for p in rep.passes), rep.text()
