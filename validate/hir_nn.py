@@ -30,6 +30,7 @@ import z3
 
 from tilefoundry.compiler import kir
 from tilefoundry.semantics.ops import (
+    Conv2D,
     Gelu,
     LayerNorm,
     RMSNorm,
@@ -277,6 +278,68 @@ def _rope(op: Any, args: list[Val], abstr: set[str]) -> tuple[Val, Val]:
     return outs[0], outs[1]
 
 
+#: ``+0 + p0 + ... + pk == (p0 + ... + pk) + +0`` in f32 under round-to-nearest-even, for
+#: every k, NaN as a class: by induction on k from ``(s + +0) + p == (s + p) + +0`` for all
+#: f32 ``s``, ``p`` (both sides are ``s + p`` unless a zero's sign is involved; a sum is -0 only
+#: when both addends are -0), which ``tests/validate/test_hir_more.py`` proves with Z3
+ZERO_SEED_LEMMA = "(s + +0) + p == (s + p) + +0"
+
+
+def _conv2d(op: Any, args: list[Val], abstr: set[str]) -> Val:
+    """``eval_conv2d``: the f32 matmul of the im2col operands, one rounding to the dtype,
+    rearranged to ``[N, O, Ho, Wo]``. The operands are the reference's own ``conv2d_operands``
+    run on *positions* (small integers, exact in f32; 0 is its +0 padding, 1 its column of ones,
+    ``k + 2`` the k-th element), mapped back to the widened terms; the fold is ``matmul``'s
+    K-order fold from +0 (the bias term as itself: ``fl(b · 1) = b``) and the rearrangement
+    the reference's ``conv2d_result`` on the terms."""
+    from tilefoundry.errors import InvalidArgumentError
+    from tilefoundry.semantics.evaluator.nn import conv2d_operands, conv2d_result
+
+    (x, dt), (w, wdt), (b, bdt) = args
+    if not kir.is_float(dt) or {wdt, bdt} != {dt} or x.ndim != 4 or w.ndim != 4 or b.ndim != 1:
+        raise Unsupported(f"Conv2D of {dt}{list(x.shape)}, {wdt}{list(w.shape)}, "
+                          f"{bdt}{list(b.shape)} (an evaluation error)")
+    if x.shape[1] != w.shape[1] * op.groups or w.shape[0] % op.groups or \
+            b.shape[0] != w.shape[0]:
+        raise Unsupported("Conv2D channels that do not fit its groups (an evaluation error)")
+    terms = [E.widen(t, dt, "f32") if dt != "f32" else t
+             for t in (*x.reshape(-1), *w.reshape(-1), *b.reshape(-1))]
+    if len(terms) + 2 > 1 << 24:
+        raise Unsupported("Conv2D with more than 2^24 operand elements")
+    flat = np.empty(len(terms) + 2, object)
+    flat[0], flat[1] = E.const(np.float32(0.0), "f32"), E.const(np.float32(1.0), "f32")
+    flat[2:] = terms
+    pos = np.arange(2, len(terms) + 2, dtype=np.float32)
+    nx, nw = x.size, w.size
+    try:
+        a, bm, shape = conv2d_operands(pos[:nx].reshape(x.shape), pos[nx:nx + nw].reshape(w.shape),
+                                       pos[nx + nw:].reshape(b.shape), op.stride, op.padding,
+                                       op.dilation, op.groups)
+    except InvalidArgumentError as e:
+        raise Unsupported(f"Conv2D: {e} (an evaluation error)") from None
+    ia = a.astype(np.int64)
+    assert (ia[..., -1] == 1).all()  # the column of ones: its product is the bias itself
+    at = flat[ia.reshape(-1)].reshape(a.shape)
+    bt = flat[bm.astype(np.int64).reshape(-1)].reshape(bm.shape)
+    mul, add = E.binary("mul", "f32"), E.binary("add", "f32")
+    n_, g_, hw, k1 = at.shape
+    r = np.empty((n_, g_, hw, bt.shape[-1]), object)
+    zero = E.zero("f32")
+    for n, g, i, j in np.ndindex(*r.shape):
+        # the K-order fold from +0 (``matmul``), written ((p0 + p1) + ... + pK) + (+0): the
+        # same value (ZERO_SEED_LEMMA), the shape a lowering's fold seeded by the sum's -0
+        # identity has, so a solver need not re-derive it
+        acc = None
+        for k in range(k1 - 1):
+            p = mul(at[n, g, i, k], bt[g, k, j])
+            acc = p if acc is None else add(acc, p)
+        acc = zero if acc is None else add(acc, zero)
+        # the bias term last: fl(bias · 1) is the bias (NaN as a class), added as itself
+        acc = add(acc, bt[g, k1 - 1, j])
+        r[n, g, i, j] = E.round_to(acc, "f32", dt, "nonfinite") if dt != "f32" else acc
+    return conv2d_result(r, shape), dt
+
+
 NN_OPS: dict[type, Callable[[Any, list[Val], set[str]], Any]] = {
     LayerNorm: _layernorm, RMSNorm: _rmsnorm, Sigmoid: _activation, Tanh: _activation,
-    Silu: _activation, Gelu: _activation, SoftMax: _softmax, RoPE: _rope}
+    Silu: _activation, Gelu: _activation, SoftMax: _softmax, RoPE: _rope, Conv2D: _conv2d}

@@ -31,6 +31,7 @@ from tilefoundry.semantics.ir import Call, Constant, Function, Module, Var
 from tilefoundry.semantics.ops import (
     Binary,
     BinaryKind,
+    Conv2D,
     Gelu,
     MaskedReduce,
     MaskedScan,
@@ -45,7 +46,7 @@ from tilefoundry.semantics.ops import (
     Unary,
     UnaryKind,
 )
-from tilefoundry.semantics.ops.tensor import Slice
+from tilefoundry.semantics.ops.tensor import Slice, Zeros
 from tilefoundry.semantics.ops.tile_select import Bitcast, Select
 from tilefoundry.semantics.types import TensorType
 from tilefoundry.validate.agree import agreement, agreement_hir
@@ -338,3 +339,72 @@ def test_a_cast_rounded_down_for_up_is_invalid_and_replays():
     wrong = module_of(Cast(DType.F8E8M0, "saturate", "down"), [DType.U8], [(1, 4)])
     _invalid_replays(m, [(1, 4)], wrong)
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Conv2D (the reference's im2col operands on positions, the K-order fold, one rounding)
+# ---------------------------------------------------------------------------------------------
+CONVS = [  # (op, x shape, weight shape)
+    (Conv2D(), (1, 1, 3, 3), (2, 1, 2, 2)),
+    (Conv2D(stride=(2, 1), padding=(1, 0)), (1, 2, 3, 2), (2, 2, 2, 1)),
+    (Conv2D(dilation=(1, 2), padding=(0, 1), groups=2), (1, 2, 2, 3), (2, 1, 1, 2))]
+
+
+@pytest.mark.parametrize("dt", [F32, BF16, E4M3], ids=str)
+@pytest.mark.parametrize("op,sx,sw", CONVS, ids=repr)
+def test_conv2d_agrees_with_the_reference(op, sx, sw, dt):
+    """Padding (+0 lanes that take part: +0·w is -0 for a negative w, NaN for an infinite one),
+    stride, dilation and groups through the reference's own im2col."""
+    m = module_of(op, [dt, dt, dt], [sx, sw, (sw[0],)])
+    for seed in (1, 2):
+        xs = [values(dt, int(np.prod(s)), seed + k).reshape(s)
+              for k, s in enumerate((sx, sw, (sw[0],)))]
+        assert agreement_hir(m, "f", xs) == []
+
+
+def test_conv2d_lowers_valid_and_a_dropped_bias_is_invalid():
+    """The direct convolution of the lowering proved against the im2col fold; the same
+    convolution with the bias left out (a zero bias) is invalid, with a replaying
+    counterexample."""
+    op, sx, sw = CONVS[0]
+    shapes = [sx, sw, (sw[0],)]
+    m = module_of(op, [F32, F32, F32], shapes)
+    rep = validate_program(m, "f", shapes)
+    assert rep.status("elaborate") == "valid" and rep.status("lower") == "valid", rep.text()
+    x, w, b = (Var(n, TensorType(s, F32)) for n, s in zip("xwb", shapes, strict=True))
+    zero = Call(Zeros((sw[0],), F32), ())
+    wrong = _fn((x, w, b), Call(op, (x, w, zero)))
+    _invalid_replays(m, shapes, wrong)
+
+
+def test_the_zero_seed_lemma_of_the_conv2d_encoding_holds():
+    """``hir_nn.ZERO_SEED_LEMMA``, the induction step that lets the Conv2D encoding write the
+    fold from +0 as a fold from its first product plus +0: ``(s + +0) + p == (s + p) + +0``
+    for all f32 s, p (RNE), NaN as a class. Proved by Z3 as three facts (the whole formula
+    takes it ~20 s): (a) s = -0: directly; (b) ``s + +0 == s`` unless s is -0, so for s not -0
+    the left side is ``s + p``; (c) ``s + p`` is -0 only when both are -0, so for s not -0,
+    (b) applied to ``s + p`` makes the right side ``s + p`` too. The base case ``+0 + p0 ==
+    p0 + +0`` is commutativity (checked as well); a -0 seed is not the same (-0 + -0 is -0)."""
+    import z3
+
+    f, rm = z3.Float32(), z3.RNE()
+    s, p = z3.FP("s", f), z3.FP("p", f)
+    zero = z3.FPVal(0.0, f)
+
+    def same(a, b):
+        return z3.Or(a == b, z3.And(z3.fpIsNaN(a), z3.fpIsNaN(b)))
+
+    def negz(x):
+        return z3.And(z3.fpIsZero(x), z3.fpIsNegative(x))
+
+    def proved(fact) -> bool:
+        solver = z3.Solver()
+        solver.add(z3.Not(fact))
+        return solver.check() == z3.unsat
+
+    step = same(z3.fpAdd(rm, z3.fpAdd(rm, s, zero), p), z3.fpAdd(rm, z3.fpAdd(rm, s, p), zero))
+    assert proved(z3.Implies(negz(s), step))  # (a)
+    assert proved(z3.Implies(z3.Not(negz(s)), same(z3.fpAdd(rm, s, zero), s)))  # (b)
+    assert proved(z3.Implies(negz(z3.fpAdd(rm, s, p)), z3.And(negz(s), negz(p))))  # (c)
+    assert proved(same(z3.fpAdd(rm, zero, p), z3.fpAdd(rm, p, zero)))  # the base case
+    assert not proved(same(z3.fpAdd(rm, z3.FPVal(-0.0, f), p), z3.fpAdd(rm, p, zero)))
