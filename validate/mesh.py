@@ -64,7 +64,7 @@ from tilefoundry.semantics.types import (
 from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
 
-__all__ = ["SYM_DEVICES", "SymDevices", "SymSharded", "mesh_hook", "run_mesh_program",
+__all__ = ["SymDevices", "SymSharded", "SymVarying", "mesh_hook", "run_mesh_program",
            "sharded_inputs", "to_global"]
 
 Val = tuple[np.ndarray, str]
@@ -86,6 +86,67 @@ class SymSharded:
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(self.layout.layout.axis_extents)
+
+
+@dataclass(frozen=True, eq=False)
+class SymVarying:
+    """A plain-typed value that differs by device (a split Gather's local indices): terms,
+    mesh axes first."""
+
+    mesh: Any
+    data: np.ndarray
+    dt: str
+
+
+# ---------------------------------------------------------------------------------------------
+# a Gather along a split axis: each device's rows (D534)
+# ---------------------------------------------------------------------------------------------
+def _index_bounds(idx: np.ndarray, idt: str, lo: int, hi: int) -> np.ndarray:
+    """``lo <= idx < hi`` per element, in the index dtype's signedness."""
+    from tilefoundry.compiler import kir
+
+    w = E.width(idt)
+    signed = np.issubdtype(kir.numpy_dtype(idt), np.signedinteger)
+    ge = (lambda a, b: a >= b) if signed else z3.UGE
+    lt = (lambda a, b: a < b) if signed else z3.ULT
+    out = np.empty(idx.shape, object)
+    for p in np.ndindex(*idx.shape):
+        t = idx[p]
+        out[p] = z3.And(ge(t, z3.BitVecVal(lo, w)), lt(t, z3.BitVecVal(hi, w)))
+    return out
+
+
+def local_indices(idx: np.ndarray, idt: str, coord_i: int, blk: int) -> np.ndarray:
+    """``GATHER_SPLIT``'s local indices on the device at coordinate ``coord_i`` of the split
+    mesh axis: ``idx - lo`` where the device owns the row (``[lo, lo + blk)``), else 0."""
+    w = E.width(idt)
+    own = _index_bounds(idx, idt, coord_i * blk, (coord_i + 1) * blk)
+    out = np.empty(idx.shape, object)
+    for p in np.ndindex(*idx.shape):
+        out[p] = z3.If(own[p], idx[p] - z3.BitVecVal(coord_i * blk, w), z3.BitVecVal(0, w))
+    return out
+
+
+def masked_rows(r: np.ndarray, dt: str, idx: np.ndarray, idt: str, coord_i: int, blk: int,
+                n_glob: int, axis: int, abstr: set[str]) -> np.ndarray:
+    """``GATHER_SPLIT``'s mask: a device's gathered rows, the sum's neutral element where it
+    does not own the row; an index outside ``[0, n_glob)`` is the reference's evaluation
+    error, an unconstrained element (``hir_dynamic.GATHER_OOB``)."""
+    from tilefoundry.validate.choices import unspecified
+    from tilefoundry.validate.hir_dynamic import GATHER_OOB
+
+    own = _index_bounds(idx, idt, coord_i * blk, (coord_i + 1) * blk)
+    ok = _index_bounds(idx, idt, 0, n_glob)
+    shape = (1,) * axis + idx.shape + (1,) * (r.ndim - axis - idx.ndim)
+    own_b = np.broadcast_to(own.reshape(shape), r.shape)
+    ok_b = np.broadcast_to(ok.reshape(shape), r.shape)
+    neutral = E.const(neutral_sum(DType(dt)), dt)
+    out = np.empty(r.shape, object)
+    for p in np.ndindex(*r.shape):
+        v = unspecified(("split_gather_oob", dt, r[p], ok_b[p]), r[p].sort(), abstr)
+        out[p] = z3.If(ok_b[p], z3.If(own_b[p], r[p], neutral), v)
+    abstr.add(GATHER_OOB)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,14 +265,14 @@ def align_sym(v: SymSharded | Val, out: ShardLayout) -> SymSharded:
 class SymDevices(MeshDevices):
     """Every device of the mesh, values as terms (the symbolic ``AllDevices``)."""
 
-    def __init__(self) -> None:
-        self.abstr: set[str] = set()
+    def __init__(self, abstr: set[str] | None = None) -> None:
+        self.abstr: set[str] = abstr if abstr is not None else set()
 
     def is_sharded(self, v: object) -> bool:
         return isinstance(v, SymSharded)
 
     def is_varying(self, v: object) -> bool:
-        return False  # Local is refused before the driver runs
+        return isinstance(v, SymVarying)  # a split Gather's local indices (Local is refused)
 
     def layout(self, v: SymSharded) -> ShardLayout:
         return v.layout
@@ -222,7 +283,7 @@ class SymDevices(MeshDevices):
     def coords(self, mesh) -> list[tuple[int, ...]]:
         return list(itertools.product(*(range(m) for m in mesh.axis_extents)))
 
-    def block(self, v: SymSharded, coord: tuple[int, ...]) -> Val:
+    def block(self, v: SymSharded | SymVarying, coord: tuple[int, ...]) -> Val:
         return np.array(v.data[coord]), v.dt
 
     def assemble(self, t: object, mesh, results: list, varying: bool) -> object:
@@ -259,11 +320,18 @@ class SymDevices(MeshDevices):
                           f"encoded)")
 
     def gather_index(self, ctx, idx, mesh, i, n_glob, blk, axis):
-        raise Unsupported("Gather along a split axis (each device's rows depend on the "
-                          "indices' values)")
+        terms, idt = idx
+        ext = tuple(mesh.axis_extents)
+        data = np.empty((*ext, *terms.shape), object)
+        for c in self.coords(mesh):
+            data[c] = local_indices(terms, idt, c[i], blk)
+        return SymVarying(mesh, data, idt)
 
-
-SYM_DEVICES = SymDevices()
+    def gather_mask(self, ctx, results, idx, mesh, i, n_glob, blk, axis):
+        terms, idt = idx
+        masked = [(masked_rows(r, dt, terms, idt, c[i], blk, n_glob, axis, self.abstr), dt)
+                  for (r, dt), c in zip(results, self.coords(mesh), strict=True)]
+        return self.assemble(ctx.out_type, mesh, masked, False)
 
 
 def _is_mesh(v: Any) -> bool:
@@ -295,7 +363,7 @@ def mesh_hook(call: Any, args: list, env: dict, abstr: set[str]) -> Any:
 
     ctx = EvalCtx(op, call, out_t, [], tuple(args), env)
     try:
-        return run_on_mesh(ctx, impl, tuple(args), SYM_DEVICES)
+        return run_on_mesh(ctx, impl, tuple(args), SymDevices(abstr))
     except EvaluationError as e:
         raise Unsupported(f"{type(op).__name__} on sharded operands: the mesh simulation "
                           f"raised: {e}") from None
@@ -425,7 +493,19 @@ def run_mesh_program(mp: Any, inputs: dict[str, Any], abstr: set[str],
             v = SymSharded(src.layout, data, dt) if src.layout is not None else \
                 (_device0(data, nm), dt)
             return align_sym(v, out).data
-        raise Unsupported(f"the collective {c.kind} (data-dependent ownership) is not encoded")
+        if c.kind in ("gather_index", "gather_mask"):
+            (n_glob, blk, axis) = c.attrs
+            (i,) = c.axes
+            isrc = sm[c.srcs[-1]]
+            iv = _device0(terms(vals[c.srcs[-1]], isrc.dtype.value), nm)
+            out = np.empty(full, object)
+            for coord in coords:
+                out[coord] = local_indices(iv, isrc.dtype.value, coord[i], blk) \
+                    if c.kind == "gather_index" else \
+                    masked_rows(data[coord], dt, iv, isrc.dtype.value, coord[i], blk, n_glob,
+                                axis, abstr)
+            return out
+        raise Unsupported(f"the collective {c.kind} is not encoded")
 
     run_steps(mp.steps, values, sm, ext, launch, collective)
     return values

@@ -2,7 +2,8 @@
 mesh driver on terms agrees with the reference evaluator and the mesh program on terms with
 kernel-interp; quick-tier sharded programs are valid pass by pass; wrong mesh programs (an
 all-reduce dropped, a launch's operands swapped, a Partial completed with the wrong
-reduction) are invalid with a counterexample that
+reduction, a split Gather's rows kept on a device that does not own them) are invalid with a
+counterexample that
 reproduces; what is not encoded is unsupported by name."""
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def test_sharded_programs_validate_pass_by_pass(cases, cid: str) -> None:
                                  "sharded/loop/partial-sum/mesh2x2/trips3/f32",
                                  "sharded/reshape/split-refined-outer-position/f32",
                                  "sharded/reshard/split0-to-split1/bf16",
-                                 "spec/reshard/partial-max-completion/bf16"])
+                                 "spec/reshard/partial-max-completion/bf16",
+                                 "sharded/gather/split-axis-partial-sum/bf16"])
 def test_encodings_agree_with_the_reference_and_kernel_interp(cases, cid: str) -> None:
     """The source (the mesh driver on terms) gives the reference evaluator's logical outputs
     and the target (the mesh program on terms) kernel-interp's, on the case's inputs (a
@@ -146,9 +148,30 @@ def test_a_partial_completed_with_the_wrong_reduction_is_invalid(cases) -> None:
 # ---------------------------------------------------------------------------------------------
 # what is not encoded
 # ---------------------------------------------------------------------------------------------
+def test_a_gather_along_a_split_axis_is_valid_and_a_wrong_ownership_is_invalid(cases) -> None:
+    """Gather from a row-split x: each device gathers the rows it owns (its local indices, 0
+    elsewhere) and writes -0 at the others, a Partial(sum) completed by an all-reduce; an index
+    out of range is the reference's evaluation error (not compared there). With the mask's
+    block size wrong (device 0 keeps every row it gathered, owned or not) it is invalid."""
+    cid = "sharded/run-time-check/index_range/gather-split-axis-index-at-extent/f32"
+    m, e, xs = _built(cases, cid)
+    rep = validate_sharded(m, e, [tuple(x.shape) for x in xs], B)
+    assert all(p.outcome.status == "valid" for p in rep.passes[1:]), rep.text()
+    lower = next(p.outcome for p in rep.passes if p.name == "lower")
+    assert any("out of range" in a for a in lower.abstractions), lower.abstractions
+    c = compile_mesh(m, e, [x.shape for x in xs], "interp", fuse=False)
+    steps = []
+    for st in c.program.steps:
+        if isinstance(st, Collective) and st.kind == "gather_mask":
+            n_glob, _blk, axis = st.attrs
+            st = dataclasses.replace(st, attrs=(n_glob, n_glob, axis))
+        steps.append(st)
+    assert steps != list(c.program.steps)
+    _check(m, e, _mutated(c, steps))
+
+
 @pytest.mark.parametrize("cid,pass_,why", [
-    ("special/sharding/local/f32", "elaborate", "Local (a device-varying value)"),
-    ("sharded/gather/split-axis-partial-sum/f32", "lower", "Gather along a split axis")])
+    ("special/sharding/local/f32", "elaborate", "Local (a device-varying value)")])
 def test_unencoded_sharded_ops_are_unsupported_by_name(cases, cid: str, pass_: str,
                                                         why: str) -> None:
     """(canonicalize folds the Local of a replicated value away: the later passes of that
