@@ -187,3 +187,13 @@ def test_a_sharded_case_above_the_bound_is_unsupported_with_it(cases) -> None:
                         Bounds(max_elems=8))
     assert all(p.outcome.status == "unsupported" and "a sharded program: input 0 has 24 "
                "elements" in p.outcome.reason for p in rep.passes), rep.text()
+
+
+def test_validate_program_takes_the_mesh_pipeline_for_a_sharded_program(cases) -> None:
+    """The library call (and so ``tilefoundry validate``) routes a program with a
+    ShardLayout-typed value to the mesh pipeline instead of refusing it at elaborate."""
+    from tilefoundry.validate.passes import validate_program
+
+    m, e, xs = _built(cases, "sharded/reduce/split-axis-sum/f32")
+    rep = validate_program(m, e, [tuple(x.shape) for x in xs])
+    assert rep.status("lower") == "valid" and rep.status("schedule") == "valid", rep.text()
