@@ -627,10 +627,9 @@ def _constant(call: Call, args: list[Val], env: Mapping[str, int]) -> Val:
 def _fold(call: Call, args: list[Val], env: Mapping[str, int]) -> Val | None:
     """An op without an encoding whose operands are all integer constants (a shape value, a
     dim: ``ShapeExtract`` / ``ShapeCompose`` of a folded ``ShapeOf``) is the reference
-    evaluator's result on them, as constants; None when an operand is data or not an
+    evaluator's result on them, as constants (an op of no operands — ``ShapeCompose()``, the
+    empty shape — is a constant of its attributes); None when an operand is data or not an
     integer."""
-    if not args:
-        return None
     concrete = [_concrete_int(a, dt) for a, dt in args]
     if any(c is None for c in concrete):
         return None

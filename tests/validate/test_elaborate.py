@@ -107,6 +107,20 @@ def test_canonicalize_is_checked_hir_against_hir_where_the_raw_hir_does_not_lowe
     assert rep.status("lower") == "valid"
 
 
+def test_an_op_of_no_operands_is_the_constant_of_its_attributes():
+    """``ShapeCompose()`` (the empty shape, a generated program's reshape to rank 0) has no
+    operand to be data: the reference's value, a constant, so elaborate is checked (it was
+    "unsupported op ShapeCompose" in 14 quick-tier programs)."""
+    from tilefoundry.semantics.ir import Tuple
+    from tilefoundry.semantics.ops.shape import ShapeCompose
+
+    x = Var("a0", TensorType((2, 3), F32))
+    m = Module((Function("f", (x,), Tuple((Call(Binary(BinaryKind.ADD), (x, x)),
+                                           Call(ShapeCompose(), ()))), None),))
+    rep = validate_program(m, "f", [(2, 3)])
+    assert rep.status("elaborate") == "valid", rep.text()
+
+
 def test_a_wrong_canonical_hir_is_invalid_and_replays():
     """The planted bug: the canonical HIR of ``x - c`` computes ``x + c``."""
     from tilefoundry.validate.elaborate import check_hir_refinement
