@@ -25,7 +25,7 @@ from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
 from tilefoundry.validate.refine import Counterexample, Outcome, _same, decide, flat_arrays
 
-__all__ = ["check_elaboration", "check_hir_refinement"]
+__all__ = ["check_elaboration", "check_hir_refinement", "result_pairs"]
 
 
 def _param_vars(fn: Any) -> dict[str, tuple[np.ndarray, str]]:
@@ -57,6 +57,21 @@ def check_elaboration(module: Any, entry: str, shapes: Sequence[Sequence[int]], 
                                 session=st.session, timeout_ms=timeout_ms)
 
 
+def result_pairs(srcs: list, tgts: list, label: str, t0: float) -> list | Outcome:
+    """The (source, target) term arrays of two HIR results, output by output; an
+    "unsupported" outcome where their number, shapes or dtypes differ."""
+    if len(srcs) != len(tgts):
+        return Outcome("unsupported", f"{len(srcs)} source results vs {len(tgts)} {label}",
+                       time.perf_counter() - t0)
+    pairs = []
+    for k, ((a, da), (b, db)) in enumerate(zip(srcs, tgts, strict=True)):
+        if a.shape != b.shape or da != db:
+            return Outcome("unsupported", f"result {k}: {label} {db}{list(b.shape)} vs "
+                           f"source {da}{list(a.shape)}", time.perf_counter() - t0)
+        pairs.append((a, b))
+    return pairs
+
+
 def check_hir_refinement(src_fn: Any, tgt_fn: Any, source: tuple[Any, str], label: str, *,
                          session: Any = None, timeout_ms: int = 10_000) -> Outcome:
     """Does the flat, concretely typed HIR Function ``tgt_fn`` refine ``src_fn`` (read with
@@ -77,16 +92,9 @@ def check_hir_refinement(src_fn: Any, tgt_fn: Any, source: tuple[Any, str], labe
         t_res, t_abs = run_hir(tgt_fn, vals)
     except Unsupported as e:
         return Outcome("unsupported", str(e), time.perf_counter() - t0)
-    srcs, tgts = flatten(s_res), flatten(t_res)
-    if len(srcs) != len(tgts):
-        return Outcome("unsupported", f"{len(srcs)} source results vs {len(tgts)} {label}",
-                       time.perf_counter() - t0)
-    pairs = []
-    for k, ((a, da), (b, db)) in enumerate(zip(srcs, tgts, strict=True)):
-        if a.shape != b.shape or da != db:
-            return Outcome("unsupported", f"result {k}: {label} {db}{list(b.shape)} vs "
-                           f"source {da}{list(a.shape)}", time.perf_counter() - t0)
-        pairs.append((a, b))
+    pairs = result_pairs(flatten(s_res), flatten(t_res), label, t0)
+    if isinstance(pairs, Outcome):
+        return pairs
     names = [p.name for p in tgt_fn.params]
 
     def rp(model: z3.ModelRef) -> Counterexample:

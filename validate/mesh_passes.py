@@ -91,6 +91,7 @@ def check_mesh_hir(src_fn: Any, tgt_fn: Any, source: tuple[Any, str], label: str
     driver; a counterexample replayed by the reference evaluator on both."""
     from tilefoundry.semantics.evaluator.core import evaluate
     from tilefoundry.semantics.ir import Module
+    from tilefoundry.validate.elaborate import result_pairs
     from tilefoundry.validate.hir_smt import run_hir
     from tilefoundry.validate.mesh import concrete_inputs, mesh_hook, sharded_inputs
 
@@ -102,15 +103,9 @@ def check_mesh_hir(src_fn: Any, tgt_fn: Any, source: tuple[Any, str], label: str
         srcs, tgts = _results(s_res, s_abs), _results(t_res, t_abs)
     except Unsupported as e:
         return Outcome("unsupported", str(e), time.perf_counter() - t0)
-    if len(srcs) != len(tgts):
-        return Outcome("unsupported", f"{len(srcs)} source results vs {len(tgts)} {label}",
-                       time.perf_counter() - t0)
-    pairs = []
-    for k, ((a, da), (b, db)) in enumerate(zip(srcs, tgts, strict=True)):
-        if a.shape != b.shape or da != db:
-            return Outcome("unsupported", f"result {k}: {label} {db}{list(b.shape)} vs source "
-                           f"{da}{list(a.shape)}", time.perf_counter() - t0)
-        pairs.append((a, b))
+    pairs = result_pairs(srcs, tgts, label, t0)
+    if isinstance(pairs, Outcome):
+        return pairs
     names = [p.name for p in tgt_fn.params]
 
     def rp(model: z3.ModelRef) -> Counterexample:
