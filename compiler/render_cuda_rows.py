@@ -48,9 +48,11 @@ from tilefoundry.compiler.spelling import CTYPE
 __all__ = ["ROWS_CHUNKS", "ROWS_HEAD", "ROWS_REG_LIMIT", "RowsPlan", "emit_rows", "plan_rows",
            "rows_decls"]
 
-#: chunks a thread aims to own in a kernel with reductions (2 x 8 bf16: no spill up to 16384
-#: lanes, benchmarks/cuda_rows_sass.py; 4 chunks spilled at 4096 under the launch bounds)
-ROWS_CHUNKS = 2
+#: chunks a thread aims to own in a kernel with reductions: 4 x 8 bf16 (D533: with a widened
+#: load held as its words, no spill at any bench shape, benchmarks/cuda_rows_sass.py; 4 chunks
+#: spilled at 4096 under the launch bounds before; on an H100 97-100 % of copy at every row
+#: shape against 85-98 % at 2, benchmarks/results/h100-2026-12-05/run5_*)
+ROWS_CHUNKS = 4
 #: threads per block at most (reductions / elementwise)
 ROWS_THREADS_MAX = 1024
 ROWS_ELEMENTWISE_THREADS = 256

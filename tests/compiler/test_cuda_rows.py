@@ -116,8 +116,8 @@ def test_other_shapes_and_reductions_keep_the_block_mapping(capsys) -> None:
     rc = main(["compile", f"{spec}:PROGRAMS", "rmsnorm", "--shape", "8x4096", "--shape",
                "4096", "--target", "cuda-host", "--explain"])
     out = capsys.readouterr().out
-    assert rc == 0 and ": rows, 256 threads a block, 8 instance(s)" in out
-    assert "why: row mapping: one block of 256 threads per row of 4096 lanes, 2 chunk(s) of 8" \
+    assert rc == 0 and ": rows, 128 threads a block, 8 instance(s)" in out
+    assert "why: row mapping: one block of 128 threads per row of 4096 lanes, 4 chunk(s) of 8" \
         " lanes a thread; 2 load(s) and 1 store(s) vectorized; 2 order-free reduction(s)" in out
 
 
@@ -141,7 +141,7 @@ def test_padded_row_and_kept_words() -> None:
     # softmax keeps exp(x - max) across its sum: its held state is the same as before
     assert _plan(_compiled("softmax_rows", 8, 14336))["threads"] == 448
     k = _plan(_compiled("rmsnorm", 8, 4096))
-    assert k["threads"] == 256 and "padding" not in k["why"], k["why"]
+    assert k["threads"] == 128 and "padding" not in k["why"], k["why"]
 
 
 # ---------------------------------------------------------------------------------------------
