@@ -462,7 +462,12 @@ def run_mesh_program(mp: Any, inputs: dict[str, Any], abstr: set[str],
             it = _SymInterp(prog, ins, abstr)
             store = it.sym_storage()
             it.steps(prog.steps, store)
-            for j, o in enumerate(prog.output_names()):
+            outs = prog.output_names()
+            if len(outs) > len(st.outputs):  # the launch's run-time check kernels' probe
+                from tilefoundry.validate.refine import PROBES_NOT_COMPARED  # buffers follow
+
+                abstr.add(PROBES_NOT_COMPARED)  # its results (lower.RunChecks.probed)
+            for j, o in enumerate(outs[:len(st.outputs)]):
                 per[j].append(it.read(store, o))
         for j, n in enumerate(st.outputs):
             vals[n] = np.stack(per[j]).reshape((*ext, *sm[n].shape))

@@ -197,3 +197,15 @@ def test_validate_program_takes_the_mesh_pipeline_for_a_sharded_program(cases) -
     m, e, xs = _built(cases, "sharded/reduce/split-axis-sum/f32")
     rep = validate_program(m, e, [tuple(x.shape) for x in xs])
     assert rep.status("lower") == "valid" and rep.status("schedule") == "valid", rep.text()
+
+
+def test_a_launch_with_run_time_check_probes_is_validated_with_them_named(cases) -> None:
+    """A launch whose lowering added a run-time check kernel returns its probe buffers after
+    its results (``lower.RunChecks.probed``): the results are compared, the probes named as
+    not compared (this case crashed the validator at the larger bound before)."""
+    from tilefoundry.validate.refine import PROBES_NOT_COMPARED
+
+    rep = validate_case(cases["program/seed0/sharded/17"], Bounds(max_elems=32,
+                                                                  timeout_ms=5_000))
+    lower = next(p.outcome for p in rep.passes if p.name == "lower")
+    assert lower.status == "valid" and PROBES_NOT_COMPARED in lower.abstractions, rep.text()
