@@ -342,14 +342,15 @@ def _is_mesh(v: Any) -> bool:
 
 
 def mesh_hook(call: Any, args: list, env: dict, abstr: set[str]) -> Any:
-    """``hir_smt.run_hir``'s hook: the value of ``call`` when an operand is sharded or the op
-    redistributes (Reshard to a ShardLayout), else None (the single-device encoding)."""
+    """``hir_smt.run_hir``'s hook: the value of ``call`` when an operand or its result is
+    sharded (a Reshard to a ShardLayout, an op whose plain operands the driver aligns to a
+    sharded result), else None (the single-device encoding)."""
     from tilefoundry.validate.hir_smt import LocalCall, call_op
 
     op = call.op
     out_t = call.checked_type if call.has_type else None
     sharded_out = isinstance(out_t, TensorType) and out_t.shard is not None
-    if not any(_is_mesh(a) for a in args) and not (isinstance(op, Reshard) and sharded_out):
+    if not any(_is_mesh(a) for a in args) and not sharded_out:
         return None
     if isinstance(op, Local):
         raise Unsupported("Local (a device-varying value) in a sharded program")
