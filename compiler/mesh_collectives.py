@@ -17,7 +17,7 @@ from tilefoundry.semantics.types import (
     Split,
 )
 
-__all__ = ["plan_reshard", "replica", "run_collective"]
+__all__ = ["all_to_all", "plan_reshard", "replica", "run_collective"]
 
 # =============================================================================================
 # the collectives, simulated on the devices' stacked values
@@ -50,7 +50,9 @@ def replica(slot: Slot, data: np.ndarray, mesh_rank: int) -> np.ndarray:
     return np.array(flat[0], order="C")
 
 
-def _all_to_all(src: Slot, dst: Slot, data: np.ndarray, i: int) -> np.ndarray:
+def all_to_all(src: Slot, dst: Slot, data: np.ndarray, i: int) -> np.ndarray:
+    """The devices' values after an all-to-all on mesh axis ``i`` (Split(p) -> Split(q)); pure
+    data movement (the translation validator runs it on position arrays, D534)."""
     lay = src.layout
     nm = len(lay.mesh.axis_extents)
     m = lay.mesh.axis_extents[i]
@@ -91,7 +93,7 @@ def run_collective(c: Collective, slots: dict[str, Slot], values: dict[str, np.n
     if c.kind == "all_gather":
         return gather_positions(_sharded(src, data), list(c.axes)).data
     if c.kind == "all_to_all":
-        return _all_to_all(src, dst, data, c.axes[0])
+        return all_to_all(src, dst, data, c.axes[0])
     if c.kind == "slice":
         return shard(_global(src, data, nm), dst.layout).data
     if c.kind == "replicate":

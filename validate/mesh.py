@@ -484,9 +484,9 @@ def run_mesh_program(mp: Any, inputs: dict[str, Any], abstr: set[str],
         if c.kind == "all_gather":
             return gather_sym(SymSharded(src.layout, data, dt), list(c.axes)).data
         if c.kind == "all_to_all":
-            from tilefoundry.compiler.mesh_collectives import _all_to_all
+            from tilefoundry.compiler.mesh_collectives import all_to_all
 
-            return _pick(data, _all_to_all(src, dst, _positions(data.shape), c.axes[0]), dt)
+            return _pick(data, all_to_all(src, dst, _positions(data.shape), c.axes[0]), dt)
         if c.kind == "slice":
             g = to_global(SymSharded(src.layout, data, dt), abstr) if src.layout is not None \
                 else (_device0(data, nm), dt)

@@ -67,14 +67,19 @@ def test_matmul_and_select():
 
 
 def test_unencoded_hir_op_is_named():
-    from tilefoundry.semantics.ops import Conv2D
+    from tilefoundry.semantics.ops import MaskedReduce
     from tilefoundry.validate.encode import Unsupported
 
-    # (Sort, the example before D514, and SoftMax, the one before D523, are encoded now)
-    shapes = [(1, 1, 2, 2), (1, 1, 1, 1), (1,)]
-    with pytest.raises(Unsupported, match="unsupported op Conv2D"):
-        agreement_hir(module_of(Conv2D(), [DType.F32] * 3, shapes), "f",
-                      [values(DType.F32, int(np.prod(s)), 1).reshape(s) for s in shapes])
+    # (Sort, the example before D514, SoftMax, the one before D523, and Conv2D, the one
+    # before D535, are encoded now: every op class is, so the example is an unencoded
+    # configuration — a masked float sum under a tree policy, whose admitted set depends on
+    # the mask's value)
+    m = module_of(MaskedReduce(axes=(1,), kind="sum", policy="unordered_tree", keepdim=False),
+                  [DType.F32, DType.F32, DType.BOOL], [(2, 3), (2,), (2, 3)])
+    with pytest.raises(Unsupported, match=r"unsupported op MaskedReduce\.sum under "
+                                          "unordered_tree"):
+        agreement_hir(m, "f", [values(DType.F32, 6, 1).reshape(2, 3),
+                               values(DType.F32, 2, 2), np.ones((2, 3), bool)])
 
 
 # -- data movement, value-independent ops and tuples (D478) ------------------------------------

@@ -76,13 +76,10 @@ def test_workers_give_the_single_process_records_in_tier_order():
     assert strip(one) == strip(two)
     cases = build_catalog(0).tier("quick")
     assert [r["case"] for r in two] == [cases[i].id for i in idx]
-    # spec/reshard/partial-sum-completion through the mesh pipeline (D534): its Gather along
-    # a split axis named where the HIR is read, its launch's kernel IR validated
+    # spec/reshard/partial-sum-completion through the mesh pipeline (D534), its Gather along a
+    # split axis included: every pass but typeinfer valid
     sharded = {p["pass"]: p for p in two[-1]["passes"]}
-    assert sharded["lower"]["status"] == "unsupported" and \
-        "Gather along a split axis" in sharded["lower"]["reason"], sharded
-    assert sharded["fuse"]["status"] == "valid" and \
-        sharded["schedule"]["status"] == "valid", sharded
+    assert all(p["status"] == "valid" for n, p in sharded.items() if n != "typeinfer"), sharded
 
 
 def test_the_docs_state_this_tests_minimums_and_the_tier_size():
