@@ -117,7 +117,8 @@ def check_mesh_hir(src_fn: Any, tgt_fn: Any, source: tuple[Any, str], label: str
             diff += [f"result {k}[{i}]" for i in np.nonzero(~_same(r, g).reshape(-1))[0]]
         return Counterexample(_shown(names, inputs), {f"source {k}": r for k, r in
                                                       enumerate(ref)},
-                              {f"{label} {k}": g for k, g in enumerate(got)}, {}, {}, diff)
+                              {f"{label} {k}": g for k, g in enumerate(got)}, {}, {}, diff,
+                              entry_inputs=inputs)
 
     return decide(pairs, s_abs, t_abs, rp, t0, timeout_ms)
 
@@ -181,7 +182,8 @@ def check_mesh_lowering(module: Any, entry: str, hir: Any, compiled: Any, *,
                                   {f"reference {o}": r for o, r in zip(mp.outputs, ref,
                                                                         strict=True)},
                                   {}, {}, {}, [f"the mesh program raised "
-                                               f"{type(e).__name__}: {e}"])
+                                               f"{type(e).__name__}: {e}"],
+                                  entry_inputs=inputs)
         got = [np.asarray(g) for g in (out if isinstance(out, tuple) else (out,))]
         diff = []
         for k, (r, g) in enumerate(zip(ref, got, strict=True)):
@@ -190,7 +192,8 @@ def check_mesh_lowering(module: Any, entry: str, hir: Any, compiled: Any, *,
         return Counterexample(_shown(names, inputs),
                               {f"reference {o}": r for o, r in zip(mp.outputs, ref,
                                                                     strict=True)},
-                              dict(zip(mp.outputs, got, strict=True)), {}, {}, diff)
+                              dict(zip(mp.outputs, got, strict=True)), {}, {}, diff,
+                              entry_inputs=inputs)
 
     return decide(pairs, s_abs, t_abs, rp, t0, timeout_ms)
 
@@ -285,6 +288,7 @@ def validate_sharded(module: Any, entry: str, shapes: list, bounds: Any) -> Any:
     for name, fn in (("elaborate", elab), ("canonicalize", canon), ("lower", lower),
                      ("fuse", fuse_), ("schedule", schedule)):
         rep.passes.append(PassResult(name, _timed(fn)))
+    rep.sharded = True  # a fuse / schedule counterexample is a launch's, not the entry's
     return rep
 
 

@@ -96,6 +96,8 @@ class ValidationReport:
     passes: list[PassResult] = field(default_factory=list)
     #: the (source, target) programs of each kernel-IR pass, for reproducers and replay
     programs: dict[str, tuple[Program, Program]] = field(default_factory=dict, repr=False)
+    #: the mesh pipeline's report (D534): its fuse / schedule checks are per launch
+    sharded: bool = False
 
     def counts(self) -> dict[str, int]:
         c = dict.fromkeys(OUTCOMES, 0)

@@ -49,6 +49,9 @@ class Counterexample:
     differing: list[str] = field(default_factory=list)
     #: why outputs that differ in bits are not counted as differing (an op's ULP contract)
     note: str = ""
+    #: the entry's inputs as the replay passed them, where ``inputs`` shows them otherwise (a
+    #: sharded program's ``Sharded`` values, ``inputs`` their devices' pieces); None: ``inputs``
+    entry_inputs: list | None = None
 
     @property
     def elements(self) -> int:

@@ -24,16 +24,27 @@ def write_validation_reproducer(path: str | Path, module: Any, entry: str, repor
         raise InvalidArgumentError(f"validate @{entry}: no invalid pass, so no counterexample "
                                    f"to write; nothing was written to {path}")
     cx = bad.outcome.counterexample
-    src, _tgt = report.programs[bad.name]
-    if len(src.inputs) != len(report.shapes):
-        raise InvalidArgumentError(f"validate @{entry}: the kernel-IR inputs ({len(src.inputs)})"
-                                   f" do not match the entry's parameters "
-                                   f"({len(report.shapes)}); no reproducer written")
+    if cx.entry_inputs is not None:  # the entry's own inputs (a sharded program's Sharded)
+        inputs = list(cx.entry_inputs)
+    elif report.sharded:
+        raise InvalidArgumentError(f"validate @{entry}: the invalid pass {bad.name} is one "
+                                   f"launch's kernel IR of a sharded program; its "
+                                   f"counterexample is in that launch's inputs, not the "
+                                   f"entry's, so no reproducer was written to {path} (the "
+                                   f"text above shows it)")
+    else:
+        src, _tgt = report.programs[bad.name]
+        if len(src.inputs) != len(report.shapes):
+            raise InvalidArgumentError(f"validate @{entry}: the kernel-IR inputs "
+                                       f"({len(src.inputs)}) do not match the entry's "
+                                       f"parameters ({len(report.shapes)}); no reproducer "
+                                       f"written")
+        inputs = list(cx.inputs.values())
     msg = (f"translation validation: pass {bad.name} is invalid at shapes "
            f"{[list(s) for s in report.shapes]}; differing: {', '.join(cx.differing)}")
     return write_reproducer(path, case_id=f"validate/{entry}/{bad.name}", family="validate",
                             seed=0, backend=backend, module=module, entry=entry,
-                            inputs=list(cx.inputs.values()),
+                            inputs=inputs,
                             verdict=NonPassVerdict("FAIL", msg),
                             observed=tuple(cx.tgt.values()) if len(cx.tgt) > 1
                             else next(iter(cx.tgt.values())))

@@ -15,7 +15,7 @@ import pytest
 
 from tilefoundry.compiler.lower_mesh import Collective, DeviceLaunch, compile_mesh
 from tilefoundry.conformance.catalog import build_catalog
-from tilefoundry.semantics.evaluator.mesh import Sharded
+from tilefoundry.semantics.evaluator.mesh import Sharded, unshard
 from tilefoundry.semantics.types import Partial, ShardLayout
 from tilefoundry.validate.mesh_passes import (
     agreement_mesh,
@@ -209,3 +209,39 @@ def test_a_launch_with_run_time_check_probes_is_validated_with_them_named(cases)
                                                                   timeout_ms=5_000))
     lower = next(p.outcome for p in rep.passes if p.name == "lower")
     assert lower.status == "valid" and PROBES_NOT_COMPARED in lower.abstractions, rep.text()
+
+
+def test_a_sharded_counterexample_becomes_a_reproducer_the_runner_reloads(cases, tmp_path):
+    """An invalid `lower` of a sharded program is written as a conformance reproducer whose
+    inputs are the entry's (``Sharded`` values where the parameter is sharded): it reloads,
+    and the reference on its inputs differs from the recorded (wrong) observation. A launch's
+    fuse counterexample is refused by name (its inputs are the launch's)."""
+    from tilefoundry.conformance.report import load_reproducer
+    from tilefoundry.errors import TilefoundryError
+    from tilefoundry.semantics.evaluator.core import evaluate
+    from tilefoundry.validate.passes import PassResult, ValidationReport
+    from tilefoundry.validate.refine import Outcome
+    from tilefoundry.validate.repro import write_validation_reproducer
+
+    m, e, xs = _built(cases, "sharded/elementwise/mesh2d-split-split/f32")
+    c = compile_mesh(m, e, [x.shape for x in xs], "interp", fuse=False)
+    steps = [dataclasses.replace(s, inputs=s.inputs[::-1]) if isinstance(s, DeviceLaunch)
+             else s for s in c.program.steps]
+    out = _check(m, e, _mutated(c, steps))
+    rep = ValidationReport(e, [tuple(x.shape) for x in xs], sharded=True)
+    rep.passes.append(PassResult("lower", out))
+    path = write_validation_reproducer(tmp_path / "cx", m, e, rep)
+    m2, e2, inputs, _meta = load_reproducer(path)
+    assert all(isinstance(x, Sharded) for x in inputs), [type(x) for x in inputs]
+    r = evaluate(m2, e2, inputs)
+    ref = unshard(r) if isinstance(r, Sharded) else np.asarray(r)
+    (obs,) = sorted(path.glob("observed*.npy"))
+    observed = np.load(obs)
+    assert ref.shape == observed.shape, (ref.shape, observed.shape)
+    assert not np.array_equal(ref.view(np.uint32), observed.view(np.uint32))
+    bad = ValidationReport(e, rep.shapes, sharded=True)
+    bad.passes.append(PassResult("fuse", Outcome("invalid", "x", 0.0,
+                                                 dataclasses.replace(out.counterexample,
+                                                                     entry_inputs=None))))
+    with pytest.raises(TilefoundryError, match="one launch's kernel IR"):
+        write_validation_reproducer(tmp_path / "cx2", m, e, bad)
