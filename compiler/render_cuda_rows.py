@@ -58,11 +58,6 @@ ROWS_THREADS_MAX = 1024
 ROWS_ELEMENTWISE_THREADS = 256
 #: the most slots one thread keeps of a register array
 ROWS_REG_LIMIT = 32
-#: rows past ROWS_WIDE_THREADS threads at ROWS_CHUNKS take ROWS_WIDE_CHUNKS chunks a thread
-#: when the registers they hold across the reductions stay within ROWS_HELD_REGS
-ROWS_WIDE_THREADS = 512
-ROWS_WIDE_CHUNKS = 4
-ROWS_HELD_REGS = 40
 #: the most chunks one thread walks (an unrolled loop)
 ROWS_PER_MAX = 8
 VEC_BYTES = 16
@@ -111,7 +106,7 @@ class RowsPlan:
     vload: dict = field(default_factory=dict)  # Load out -> (unit bytes, guard EdgeMask or None)
     vstore: dict = field(default_factory=dict)  # id(Store) -> (unit bytes, guard or None)
     hoist: set = field(default_factory=set)  # vector loads issued at the kernel's start
-    remat: dict = field(default_factory=dict)  # EdgeMask values recomputed where read
+    remat: dict = field(default_factory=dict)  # recomputed where read: EdgeMask, kept Load, Widen
     reductions: int = 0
     why: str = ""
 
@@ -248,13 +243,6 @@ def plan_rows(kc, segs: list) -> tuple[RowsPlan | None, str]:
                            and i.out in plan.vload}
     if reduces and ROWS_D533:
         _keep_loaded_words(kc, plan, merged, defs)
-    held = _held_words(kc, plan, merged)
-    if reduces and t > ROWS_WIDE_THREADS and held * ROWS_WIDE_CHUNKS <= ROWS_HELD_REGS:
-        # a long row whose held state is small: twice the chunks a thread, half the threads,
-        # so two blocks fit an SM (one block of 1,024 leaves the SM idle at its barriers)
-        t = -(-c // ROWS_WIDE_CHUNKS)
-        t = min(ROWS_THREADS_MAX, max(32, -(-t // 32) * 32))
-        plan.threads, plan.per = t, -(-c // t)
     segs[:] = merged
     for n in plan.remat:  # never stored: ``KernelCuda.aref`` recomputes them
         kc.arrays.pop(n, None)
@@ -318,30 +306,6 @@ def _keep_loaded_words(kc, plan: RowsPlan, merged: list, defs: dict) -> None:
         plan.remat[n] = w
         plan.reg.discard(ld.out)
         plan.remat[ld.out] = ld
-
-
-def _held_words(kc, plan: RowsPlan, merged: list) -> int:
-    """32-bit registers a chunk of a thread holds across a reduction, at most: the row values
-    defined before it and read after it (one register a slot, two for 8-byte values) and the
-    words of the prefetched loads read after it (directly or through a recomputed widening)."""
-    defined: list[set] = []
-    used: list[set] = []
-    for s in merged:
-        ins = s.instrs if isinstance(s, Run) else [s]
-        defined.append({r for i in ins for r in i.results()})
-        used.append({o for i in ins for o in i.operands()})
-    most = 0
-    for at, s in enumerate(merged):
-        if isinstance(s, kir.Reduce):
-            before = set().union(*defined[:at]) if at else set()
-            after = set().union(*used[at + 1:]) if at + 1 < len(used) else set()
-            after |= {plan.remat[n].x for n in after
-                      if isinstance(plan.remat.get(n), kir.Widen)}
-            live = before & after & plan.reg
-            words = sum(plan.vec * itemsize(kc.dt(n)) // 4 for n in plan.hoist & after)
-            most = max(most, words + sum(plan.vec * (2 if itemsize(kc.dt(n)) == 8 else 1)
-                                         for n in live))
-    return most
 
 
 def vector_access(kc, plan: RowsPlan, ins, defs: dict):

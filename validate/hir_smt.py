@@ -647,9 +647,10 @@ def _tensor_val(v: Any) -> Val:
 
 
 def flatten(v: Any) -> list[Val]:
-    """A result's tensors in order (a tuple's fields depth first)."""
-    if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], np.ndarray) and \
-            isinstance(v[1], str):
+    """A result's tensors in order (a tuple's fields depth first); a leaf that is not a tuple
+    (a sharded value, ``validate.mesh``) is one tensor."""
+    if not isinstance(v, tuple) or (len(v) == 2 and isinstance(v[0], np.ndarray) and
+                                    isinstance(v[1], str)):
         return [v]
     return [t for f in v for t in flatten(f)]
 

@@ -63,12 +63,12 @@ from tilefoundry.semantics.types import (
 )
 from tilefoundry.validate import encode as E
 from tilefoundry.validate.encode import Unsupported
+from tilefoundry.validate.hir_smt import _BASE  # position offset of the index maps (D478)
 
 __all__ = ["SymDevices", "SymSharded", "SymVarying", "mesh_hook", "run_mesh_program",
            "sharded_inputs", "to_global"]
 
 Val = tuple[np.ndarray, str]
-_BASE = 1 << 40
 
 
 @dataclass(frozen=True, eq=False)

@@ -59,29 +59,22 @@ def is_sharded_program(module: Any, entry: str) -> bool:
         return False
 
 
-def _logical(v: Any) -> np.ndarray:
+def _logical(v: Any) -> list[np.ndarray]:
+    """The reference's result as its tensors' logical values (a ``Sharded`` one unsharded)."""
     from tilefoundry.semantics.evaluator.mesh import Sharded, unshard
+    from tilefoundry.validate.refine import flat_arrays
 
-    return unshard(v) if isinstance(v, Sharded) else np.asarray(v)
-
-
-def _flat(v: Any) -> list:
-    return [x for f in v for x in _flat(f)] if isinstance(v, tuple) else [v]
+    if isinstance(v, tuple | list):
+        return [a for f in v for a in _logical(f)]
+    return [unshard(v)] if isinstance(v, Sharded) else flat_arrays(v)
 
 
 def _results(res: Any, abstr: set[str]) -> list[tuple[np.ndarray, str]]:
-    from tilefoundry.validate.mesh import SymSharded, to_global
+    """An encoded result's tensors, a sharded one as its logical value."""
+    from tilefoundry.validate.hir_smt import flatten
+    from tilefoundry.validate.mesh import to_global
 
-    out = []
-    for r in _flat_sym(res):
-        out.append(to_global(r, abstr) if isinstance(r, SymSharded) else r)
-    return out
-
-
-def _flat_sym(v: Any) -> list:
-    if isinstance(v, tuple) and not (len(v) == 2 and isinstance(v[1], str)):
-        return [x for f in v for x in _flat_sym(f)]
-    return [v]
+    return [to_global(r, abstr) for r in flatten(res)]
 
 
 def check_mesh_hir(src_fn: Any, tgt_fn: Any, source: tuple[Any, str], label: str, *,
@@ -110,8 +103,8 @@ def check_mesh_hir(src_fn: Any, tgt_fn: Any, source: tuple[Any, str], label: str
 
     def rp(model: z3.ModelRef) -> Counterexample:
         inputs = concrete_inputs(model, raw, names)
-        ref = [_logical(r) for r in _flat(evaluate(source[0], source[1], inputs))]
-        got = [_logical(r) for r in _flat(evaluate(Module((tgt_fn,)), tgt_fn.name, inputs))]
+        ref = _logical(evaluate(source[0], source[1], inputs))
+        got = _logical(evaluate(Module((tgt_fn,)), tgt_fn.name, inputs))
         diff = []
         for k, (r, g) in enumerate(zip(ref, got, strict=True)):
             diff += [f"result {k}[{i}]" for i in np.nonzero(~_same(r, g).reshape(-1))[0]]
@@ -174,7 +167,7 @@ def check_mesh_lowering(module: Any, entry: str, hir: Any, compiled: Any, *,
 
     def rp(model: z3.ModelRef) -> Counterexample:
         inputs = concrete_inputs(model, raw, names)
-        ref = [_logical(r) for r in _flat(evaluate(module, entry, inputs))]
+        ref = _logical(evaluate(module, entry, inputs))
         try:
             out = compiled(inputs)
         except TilefoundryError as e:  # the reference runs, the mesh program raises
@@ -328,7 +321,7 @@ def agreement_mesh(module: Any, entry: str, inputs: list) -> list[str]:
     srcs = _results(s_res, s_abs)
     t_abs: set[str] = set()
     slots = run_mesh_program(c.program, vals, t_abs)
-    refs = [_logical(r) for r in _flat(evaluate(module, entry, inputs))]
+    refs = _logical(evaluate(module, entry, inputs))
     out = c(inputs)
     gots = [np.asarray(g) for g in (out if isinstance(out, tuple) else (out,))]
     nm = len(c.program.mesh.axis_extents)
