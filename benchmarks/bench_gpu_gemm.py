@@ -11,6 +11,9 @@ shape 4096×14336×4096 and its ragged-M twin 4095×14336×4096), bf16:
   judged by the oracle and the fastest PASS is used (and recorded in the user's table);
 * ``cublas``: ``torch.matmul`` on the same operands.
 
+With ``--fp8 --cuda-fp8 all`` also the CUDA backend's native fp8 ``wgmma`` kernel (D536), each
+variant in its own process, timed with its K-major copy of B and alone.
+
 With ``--fp8`` (8192³, fp8e4m3 operands): our kernel with fp8 staged as f16 (``fp8_promote``
 0, D411) and with native fp8 tensor cores promoted to f32 every 32 / 128 products, beside
 cuBLAS fp8 (``torch._scaled_mm``, unit scales, bf16 out, ``use_fast_accum`` on and off). Each of
@@ -279,6 +282,91 @@ def bench_fp8(n: int, results: list[dict], variants=FP8_VARIANTS) -> None:
               f"{inside.get(impl)}", flush=True)
 
 
+#: the CUDA backend's native fp8 wgmma kernel (D536): (TF_CUDA_WGMMA_TILE, fp8_promote), B copied
+#: K-major first (fp8_kmajor, D489); each in a child process under a time limit
+CUDA_FP8_VARIANTS = (("128x128x6", 128), ("128x128x6xwait0", 128), ("128x192x5xwait0", 128),
+                     ("128x128x4", 128), ("128x128x6x16", 128), ("128x128x6", 64),
+                     ("128x128x6", 32))
+
+
+def _cuda_fp8_one(spec: str, n: int, results: list[dict]) -> None:
+    """One CUDA fp8 variant in this process: judged on the adversarial inputs (share inside)
+    and on random operands (the 32 x 32 corner blocks), then timed whole (the K-major copy and
+    the GEMM) and the GEMM kernel alone."""
+    import os
+
+    from tilefoundry.compiler import render_cuda
+    from tilefoundry.compiler.cuda_backend import CUDA_TILES, CudaDeviceRun
+
+    tile, promote = spec.rsplit(":", 1)
+    os.environ["TF_CUDA_WGMMA"] = "1"
+    os.environ["TF_CUDA_WGMMA_TILE"] = tile
+    cfg = replace(CUDA_TILES, launch=(("fp8_promote", int(promote)), ("fp8_kmajor", 1)))
+    rng = np.random.default_rng(2)
+    f8 = ml_dtypes.float8_e4m3fn
+    a, b = _rand(rng, (n, n), f8), _rand(rng, (n, n), f8)
+    shares = []
+    for _, xa, xb in _adversarial(rng, 64, 64, n):
+        c = tf_compile(GEMMS, "gemm_fp8", [xa.shape, xb.shape], "cuda", cfg=cfg)
+        shares.append(_share_inside(xa, xb, c([xa, xb])))
+    comp = tf_compile(GEMMS, "gemm_fp8", [a.shape, b.shape], "cuda", cfg=cfg)
+    plan = render_cuda.parse_plan(comp.executable.source)["kernels"]
+    gemm = next((k for k, e in plan.items() if e["mapping"] == "wgmma"), None)
+    why = "; ".join(e["why"] for e in plan.values() if e["mapping"] in ("mma", "wgmma"))
+    v = judge("gemm_fp8", a, b, comp([a, b]), 16)
+    run = CudaDeviceRun(comp.executable, [a, b])
+    try:
+        whole = _time(run.launch)
+        alone = _time(lambda: run.launch(gemm)) if gemm else None
+    finally:
+        run.sync()
+        run.close()
+    inside = " / ".join(f"{x:.1%}" for x in shares) + f"; random: {v}"
+    flops = 2.0 * n ** 3
+    for impl, ms in ((f"tilefoundry-cuda fp8 {spec} (K-major copy + GEMM)", whole),
+                     (f"tilefoundry-cuda fp8 {spec} (GEMM kernel alone)", alone)):
+        results.append({"kernel": f"gemm fp8e4m3 {n}^3", "impl": impl, "ms": ms,
+                        "TFLOPs": flops / ms / 1e9 if ms else None, "inside": inside,
+                        "why": why, "relaxations": RELAXATIONS})
+        print(f"  {impl}: {flops / ms / 1e9 if ms else 0:,.0f} TFLOP/s; inside {inside}; {why}",
+              flush=True)
+
+
+def bench_cuda_fp8(n: int, results: list[dict], variants, limit: float) -> None:
+    """Each CUDA fp8 variant in a child process (``--cuda-fp8-one``) under ``limit`` seconds
+    (a kernel that hangs or fails is reported and the next one runs); ratios against the
+    ``cublas fp8 fast`` row already in ``results``."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    base = next((r["ms"] for r in results if r.get("impl") == "cublas fp8 fast"), None)
+    for spec in variants:
+        with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+            cmd = [sys.executable, __file__, "--cuda-fp8-one", spec, "--n", str(n), "--json",
+                   tmp.name]
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+            except subprocess.TimeoutExpired:
+                print(f"cuda fp8 {spec}: timed out after {limit:.0f} s (a hang?)", flush=True)
+                results.append({"kernel": f"gemm fp8e4m3 {n}^3", "impl": f"tilefoundry-cuda "
+                                f"fp8 {spec}", "error": "timeout"})
+                continue
+            print(r.stdout.strip(), flush=True)
+            if r.returncode:
+                err = " | ".join([x for x in r.stderr.strip().splitlines() if x.strip()][-3:])
+                print(f"cuda fp8 {spec}: exit {r.returncode}: {err[:600]}", flush=True)
+                results.append({"kernel": f"gemm fp8e4m3 {n}^3", "impl": f"tilefoundry-cuda "
+                                f"fp8 {spec}", "error": f"exit {r.returncode}: {err[:600]}"})
+                continue
+            for row in json.loads(Path(tmp.name).read_text() or "[]"):
+                row["vs_cublas_fast"] = base / row["ms"] if base and row.get("ms") else None
+                results.append(row)
+                print(f"  {row['impl']:<60} {row['TFLOPs'] or 0:8,.0f} TFLOP/s  "
+                      f"{row['vs_cublas_fast'] or 0:.3f}x of cuBLAS fast  inside: "
+                      f"{row['inside']}", flush=True)
+
+
 def table(results: list[dict]) -> str:
     head = ["kernel", "impl", "TFLOP/s", "ratio", "verdict / inside", "judged"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -299,7 +387,24 @@ def main(argv=None) -> int:
     ap.add_argument("--fp8", action="store_true", help="also the fp8 GEMM")
     ap.add_argument("--no-bf16", action="store_true", help="leave the bf16 GEMMs out")
     ap.add_argument("--json", help="write every measurement to this file")
+    ap.add_argument("--cuda-fp8", default=None,
+                    help="with --fp8: the CUDA backend's native fp8 wgmma variants, comma-"
+                         "separated TILE:PROMOTE (e.g. 128x128x6:128), or 'all' "
+                         "(CUDA_FP8_VARIANTS)")
+    ap.add_argument("--cuda-fp8-limit", type=float, default=120.0,
+                    help="seconds a CUDA fp8 variant's process may take")
+    ap.add_argument("--cuda-fp8-one", help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, default=8192, help=argparse.SUPPRESS)
+    ap.add_argument("--no-triton-fp8", action="store_true",
+                    help="with --fp8: cuBLAS and the CUDA variants only")
     args = ap.parse_args(argv)
+    if args.cuda_fp8_one:
+        res: list[dict] = []
+        _cuda_fp8_one(args.cuda_fp8_one, args.n, res)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(res, fh)
+        return 0
     import torch
 
     if not torch.cuda.is_available():
@@ -312,7 +417,13 @@ def main(argv=None) -> int:
         if not args.no_bf16:
             bench_bf16(shapes, args.tune, results)
         if args.fp8:
-            bench_fp8(1024 if args.quick else 8192, results)
+            n = 1024 if args.quick else 8192
+            bench_fp8(n, results, () if args.no_triton_fp8 else FP8_VARIANTS)
+            if args.cuda_fp8:
+                cv = CUDA_FP8_VARIANTS if args.cuda_fp8 == "all" else tuple(
+                    (x.rsplit(":", 1)[0], int(x.rsplit(":", 1)[1]))
+                    for x in args.cuda_fp8.split(","))
+                bench_cuda_fp8(n, results, [f"{t}:{p}" for t, p in cv], args.cuda_fp8_limit)
     finally:
         print("\n" + table(results), flush=True)
         if args.json:

@@ -13,6 +13,11 @@
 #   fp8    fp8e4m3 GEMM 8192^3: ours (f16 staging by cvt or decode; native fp8 promoted 32 / 128)
 #          beside torch._scaled_mm fast accumulation on and off; share of outputs inside the
 #          contract on the adversarial inputs (bench_gpu_gemm.py --fp8 --no-bf16) [limit 170 s]
+#   cudafp8  fp8e4m3 GEMM 8192^3 on the CUDA backend's native fp8 wgmma kernel promoted every
+#          32 / 64 / 128 products (D536; TF_CUDA_FP8_VARIANTS "TILE:PROMOTE,...", default all of
+#          bench_gpu_gemm.CUDA_FP8_VARIANTS), each in its own process, beside cuBLAS fp8 fast /
+#          slow accumulation; share inside the contract on the adversarial inputs, timed with
+#          the K-major copy of B and alone                                  [limit 330 s]
 #   tier   the quick conformance tier on the Triton backend, 14 workers (matmuls now take the
 #          TMA path where it applies): must stay 0 FAIL / 0 ERROR       [limit 150 s; not default]
 #   tiercuda  the same on the CUDA C++ backend                             [limit 120 s; not default]
@@ -77,6 +82,9 @@ for p in $PARTS; do
               --cuda-gemm-shapes "${TF_CUDA_GEMM_SHAPES:-8192x8192x8192}" \
               --cuda-gemm-limit 60 --json "$OUT/cudagemm.json" ;;
     gemm) part gemm 220 python "$R/benchmarks/bench_gpu_gemm.py" --tune --json "$OUT/gemm.json" ;;
+    cudafp8) part cudafp8 "${CUDAFP8_LIMIT:-330}" python "$R/benchmarks/bench_gpu_gemm.py" --fp8 --no-bf16 \
+              --no-triton-fp8 --cuda-fp8 "${TF_CUDA_FP8_VARIANTS:-all}" --cuda-fp8-limit 90 \
+              --json "$OUT/cudafp8.json" ;;
     fp8)  part fp8 170 python "$R/benchmarks/bench_gpu_gemm.py" --fp8 --no-bf16 \
               --json "$OUT/fp8.json" ;;
     rows) part rows "${ROWS_LIMIT:-260}" python "$R/benchmarks/bench_gpu.py" --rows --json "$OUT/rows.json" ;;

@@ -274,10 +274,12 @@ class _HostDevice:
 
     def tensor_map(self, addr: int, spec: dict) -> np.ndarray:
         """The host form of a tensor map (``render_cuda_wgmma``'s ``tf_tma_emul`` reads it):
-        address, rank, dims, byte strides of dims 1.., box."""
+        address, rank | element bytes << 8, dims, byte strides of dims 1.., box."""
+        from tilefoundry.compiler.render_cuda_wgmma import esize
+
         m = _map_buffer()
-        rank = len(spec["dims"])
-        m[0], m[1] = addr + 2 * spec["offset"], rank
+        rank, es = len(spec["dims"]), esize(spec["dtype"])
+        m[0], m[1] = addr + es * spec["offset"], rank | es << 8
         m[2:2 + rank] = spec["dims"]
         m[7:7 + rank - 1] = spec["strides"]
         m[11:11 + rank] = spec["box"]
@@ -387,14 +389,18 @@ def source_arch(source: str) -> str:
 
 def encode_tensor_map(cu, addr: int, spec: dict) -> np.ndarray:
     """``cuTensorMapEncodeTiled`` of a plan's tensor map (``render_cuda_wgmma.TmaOperand.spec``)
-    over the root at device address ``addr``: 16-bit elements, 128-byte swizzle, out-of-range
-    lanes filled with zeros; the 128 bytes, 64-byte aligned, for ``cuLaunchKernel``."""
+    over the root at device address ``addr``: bf16 / f16 elements, or fp8 as bytes (TMA copies
+    them as they are), 128-byte swizzle, out-of-range lanes filled with zeros; the 128 bytes,
+    64-byte aligned, for ``cuLaunchKernel``."""
+    from tilefoundry.compiler.render_cuda_wgmma import esize
+
     dt = cu.CUtensorMapDataType
-    kind = dt.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if spec["dtype"] == "bf16" else \
-        dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+    kind = {"bf16": dt.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            "f16": dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT16}.get(spec["dtype"],
+                                                          dt.CU_TENSOR_MAP_DATA_TYPE_UINT8)
     rank = len(spec["dims"])
     tm = _ok(cu, cu.cuTensorMapEncodeTiled(
-        kind, rank, addr + 2 * spec["offset"], [cu.cuuint64_t(x) for x in spec["dims"]],
+        kind, rank, addr + esize(spec["dtype"]) * spec["offset"], [cu.cuuint64_t(x) for x in spec["dims"]],
         [cu.cuuint64_t(x) for x in spec["strides"]], [cu.cuuint32_t(x) for x in spec["box"]],
         [cu.cuuint32_t(1)] * rank, cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
@@ -438,6 +444,7 @@ class CudaDeviceRun:
                 ptr[r] = self._alloc(a.nbytes)
                 dev.upload(ptr[r], a)
         self.calls = []
+        self.kernels: list[str] = []  # the kernel of each call
         for k in exe.p.steps:
             if k.instances == 0 or any(n == 0 for n in k.domain):
                 continue
@@ -455,15 +462,20 @@ class CudaDeviceRun:
             maps = [dev.tensor_map(int(ptr[order[m["root"]]]), m) for m in entry.get("tmaps", ())]
             self.calls += [(f, blocks, threads, [*base, int(scratch), first, end],
                             entry.get("smem", 0), maps) for blocks, first, end in launches]
+            self.kernels += [k.name] * len(launches)
 
     def _alloc(self, nbytes: int):
         p = self.dev.alloc(nbytes)
         self.bufs.append(p)
         return p
 
-    def launch(self) -> None:
-        for f, blocks, threads, params, smem, maps in self.calls:
-            self.dev.launch(f, blocks, threads, params, sync=False, smem=smem, maps=maps)
+    def launch(self, only: str | None = None) -> None:
+        """Enqueue every kernel in program order (``only``: the launches of that kernel alone,
+        e.g. a GEMM without the copy before it)."""
+        for name, (f, blocks, threads, params, smem, maps) in zip(self.kernels, self.calls,
+                                                                  strict=True):
+            if only is None or name == only:
+                self.dev.launch(f, blocks, threads, params, sync=False, smem=smem, maps=maps)
 
     def sync(self) -> None:
         _ok(self.dev.cu, self.dev.cu.cuCtxSynchronize(), "kernel run (cuCtxSynchronize)")
@@ -478,10 +490,14 @@ class CudaDeviceRun:
 #: ``dot`` maps onto the tensor cores (``render_cuda_mma``, D280); K tiles of 32
 CUDA_TILES = TileConfig(dot_mn=(128, 128), narrow_f32=True)
 
+def _render(p: Program, cfg) -> str:  # the tiles' launch options reach the renderer (D536)
+    return render(p, launch=dict(cfg.launch) if cfg is not None else None)
+
+
 TARGETS.setdefault("cuda", source_target(
-    "cuda", render, lambda p, src: CudaExecutable(p, src, "cuda"), CUDA_TILES))
+    "cuda", _render, lambda p, src: CudaExecutable(p, src, "cuda"), CUDA_TILES, True))
 TARGETS.setdefault("cuda-host", source_target(
-    "cuda-host", render, lambda p, src: CudaExecutable(p, src, "host"), CUDA_TILES))
+    "cuda-host", _render, lambda p, src: CudaExecutable(p, src, "host"), CUDA_TILES, True))
 
 
 class CudaBackend(KernelInterpBackend):

@@ -561,8 +561,10 @@ class ProgramC:
     def unsupported(self, what: str, why: str) -> NotSupportedError:
         return _unsupported(what, why, self.KERNEL.SPELLING)
 
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, launch: dict[str, int] | None = None):
         self.p = program
+        #: the target's launch options (the CUDA renderer's ``fp8_promote``, D536)
+        self.launch = dict(launch or {})
         self.bm = program.buffer_map()
         self.names = root_names(program)
         self.roots = {n: i for i, n in enumerate(self.names)}
@@ -589,6 +591,7 @@ class ProgramC:
                 if s.instances == 0 or any(n == 0 for n in s.domain):
                     continue
                 kc = self.KERNEL(s, self.bm, self.roots, self.nk)
+                kc.launch = self.launch
                 self.funcs.append(kc.render())
                 self.kernel_step(kc, out, ind)
                 self.nk += 1

@@ -44,7 +44,7 @@ layouts, as modelled here) is checked on a CPU.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tilefoundry.compiler import cuda_build, kir
 from tilefoundry.compiler.kir import root_of
@@ -55,8 +55,17 @@ from tilefoundry.errors import InvalidArgumentError
 __all__ = ["DEFAULT_TILE", "WGMMA_HEAD", "WgTile", "WgmmaPlan", "enabled", "plan_wgmma",
            "render_wgmma"]
 
-#: the K tile: one 128-byte swizzled row of 16-bit elements
+#: the K tile: one 128-byte swizzled row of 16-bit elements (128 fp8 elements: ``bk``)
 BK = 64
+#: the wgmma operand dtypes: (PTX type, element bytes, K of one instruction)
+WG_TYPES = {"bf16": ("bf16", 2, 16), "f16": ("f16", 2, 16), "fp8e4m3": ("e4m3", 1, 32),
+            "fp8e5m2": ("e5m2", 1, 32)}
+#: the promotion intervals an fp8 kernel renders (``fp8_promote``: products per f32 promotion,
+#: a multiple of one instruction's K = 32 dividing the 128-lane K tile; D411, D536)
+FP8_PROMOTE = (32, 64, 128)
+#: f32 registers a consumer thread may give to its accumulators (the main one and the
+#: promotion buffers of an fp8 kernel): 232 a thread after ``setmaxnreg``, less the addressing
+ACC_REGS = 192
 #: bytes of dynamic shared memory a block may use on sm_90 (227 KiB)
 SMEM_LIMIT = 227 * 1024
 #: blocks of one launch at most
@@ -79,6 +88,19 @@ class WgTile:
     #: wgmma groups a consumer leaves in flight when it moves to the next K tile (0: wait for
     #: each tile's MMAs; 1: release the previous tile's stage once its group is done)
     inflight: int = 1
+    #: fp8: products per promotion to the f32 accumulator (0: not an fp8 kernel; set from the
+    #: launch options, D536); each promotion group accumulates into a buffer of its own, two
+    #: buffers when a group is left in flight
+    promote: int = 0
+
+    @property
+    def acc_regs(self) -> int:
+        """f32 registers a consumer thread holds: the accumulator and the promotion buffers."""
+        nacc = self.bn // 2
+        return nacc * (1 + (1 + self.inflight if self.promote else 0))
+
+    def fits(self) -> bool:
+        return self.acc_regs <= ACC_REGS
 
     @property
     def consumers(self) -> int:
@@ -90,7 +112,7 @@ class WgTile:
 
     @property
     def stage_bytes(self) -> int:
-        return (self.bm + self.bn) * BK * 2
+        return (self.bm + self.bn) * 128  # a 128-byte row per M / N index, any dtype
 
     @property
     def smem(self) -> int:  # stages, 2 mbarriers a stage, the 1024-byte alignment slack
@@ -131,9 +153,13 @@ def enabled() -> bool:
     return cuda_build.TARGET_SM == 90 and os.environ.get("TF_CUDA_WGMMA", "1") != "0"
 
 
-def tile() -> WgTile:
+#: the fp8 kernel's tile: 64 accumulators a thread and two promotion buffers of 64 (D536)
+DEFAULT_TILE_FP8 = WgTile(128, 128, 6)
+
+
+def tile(fp8: bool = False) -> WgTile:
     t = os.environ.get("TF_CUDA_WGMMA_TILE")
-    return parse_tile(t) if t else DEFAULT_TILE
+    return parse_tile(t) if t else DEFAULT_TILE_FP8 if fp8 else DEFAULT_TILE
 
 
 @dataclass(frozen=True)
@@ -154,6 +180,16 @@ class TmaOperand:
                 "strides": list(self.strides), "box": [*self.box, *[1] * len(self.batch)]}
 
 
+def esize(dtype: str) -> int:
+    """Bytes of one element of a tensor map's dtype (2 for bf16 / f16, 1 for fp8)."""
+    return WG_TYPES[dtype][1]
+
+
+def bk(dtype: str) -> int:
+    """K lanes of one K tile: one 128-byte swizzled row."""
+    return 128 // esize(dtype)
+
+
 @dataclass(frozen=True)
 class WgmmaPlan:
     mma: MmaPlan
@@ -172,6 +208,7 @@ class WgmmaPlan:
 def _operand(kc, ld: kir.Load, rows_axis: int, d: int, rows: int, batch: tuple[int, ...]):
     """The tensor map of one operand load (``rows_axis`` x the K axis ``d``), or (None, why)."""
     k = kc.k
+    es = esize(kc.bm[ld.buffer].dtype)
     sr, sk = ld.strides[rows_axis], ld.strides[d]
     root = root_of(ld.buffer, kc.bm)
     off = kc.bm[ld.buffer].offset + ld.offset
@@ -184,22 +221,28 @@ def _operand(kc, ld: kir.Load, rows_axis: int, d: int, rows: int, batch: tuple[i
         return None, "no operand axis of stride 1"
     bs = [(k.domain[i], ld.strides[i]) for i in batch if ld.strides[i] and k.domain[i] > 1]
     dims, strides = [inner[0], outer[0]], []
-    prev = inner[0] * 2
+    prev = inner[0] * es
     for n, s in [outer, *bs]:
         if n == 1:  # any stride: the coordinate is always 0
-            s = -(-prev // 16) * 8
-        if s <= 0 or (2 * s) % 16 or 2 * s < prev:
+            s = -(-prev // 16) * 16 // es
+        if s <= 0 or (es * s) % 16 or es * s < prev:
             return None, f"stride {s} is not a TMA stride (positive, 16-byte multiple, ordered)"
-        strides.append(2 * s)
-        prev = 2 * s * n
+        strides.append(es * s)
+        prev = es * s * n
     dims += [n for n, _ in bs]
-    if off % 8:
+    if (off * es) % 16:
         return None, "the operand's base is not 16-byte aligned"
     if any(x >= 1 << 32 for x in dims):
         return None, "an extent of 2^32 or more (a TMA dimension is 32-bit)"
-    box = (BK, rows) if kmajor else (64, BK)
+    box = (128 // es, rows) if kmajor else (64, BK)
     return TmaOperand(kc.roots[root.name], off, kmajor, tuple(dims), tuple(strides), box,
                       tuple(i for i in batch if ld.strides[i] and k.domain[i] > 1)), ""
+
+
+def promote_of(kc) -> int:
+    """The products an fp8 kernel's accumulation is promoted to f32 after (``fp8_promote`` of
+    the launch options; 0: fp8 is staged as f16 by the ``mma.sync`` kernel, D411)."""
+    return int(getattr(kc, "launch", {}).get("fp8_promote", 0))
 
 
 def plan_wgmma(kc, p: MmaPlan | None = None) -> tuple[WgmmaPlan | None, str]:
@@ -211,9 +254,20 @@ def plan_wgmma(kc, p: MmaPlan | None = None) -> tuple[WgmmaPlan | None, str]:
     p = p or plan_mma(kc)
     if p is None:
         return None, "not the reassociated matmul shape (D280)"
-    if p.src not in ("bf16", "f16"):
-        return None, f"{p.src} operands (TMA copies them as they are; no f16 staging)"
-    k, t = kc.k, tile()
+    fp8 = p.src.startswith("fp8")
+    promote = promote_of(kc) if fp8 else 0
+    if fp8 and not promote:
+        return None, (f"{p.src} operands are staged exactly as f16 (D411); fp8_promote=N "
+                      f"(one of {FP8_PROMOTE}) declares native fp8 tensor cores promoted every "
+                      f"N products")
+    k, t = kc.k, tile(fp8)
+    if promote:
+        # several promotion groups a K tile: ptxas serialises every wgmma of the double-buffered
+        # form (C7514, as compiled by nvcc 12 for sm_90a), so each group is waited for (D536)
+        t = replace(t, promote=promote, inflight=t.inflight if promote == 128 else 0)
+    if not t.fits():
+        return None, (f"{t.bm}x{t.bn} tiles with fp8 promotion every {promote}: "
+                      f"{t.acc_regs} accumulator registers a thread, past {ACC_REGS}")
     batch = tuple(i for i in range(k.rank) if i not in (p.m, p.n, p.d))
     a, why = _operand(kc, p.la, p.m, p.d, t.bm, batch)
     if a is None:
@@ -221,12 +275,18 @@ def plan_wgmma(kc, p: MmaPlan | None = None) -> tuple[WgmmaPlan | None, str]:
     b, why = _operand(kc, p.lb, p.n, p.d, t.bn, batch)
     if b is None:
         return None, f"B: {why}"
+    if fp8:  # 8-bit wgmma reads both operands K-major (no transposing descriptor)
+        if not a.kmajor:
+            return None, "A is M-major (fp8 wgmma reads K-major operands only)"
+        if not b.kmajor:
+            return None, ("B is N-major (fp8 wgmma reads K-major operands only; fp8_kmajor=1 "
+                          "copies B K-major first, D489)")
     # the layouts the host emulation is exercised on by today's lowering (D520): A K-major,
     # B N-major (a transposed operand reaches the matmul as a copy); the others are rendered
     # (``imm-trans``, the descriptors) but kept off until a test program reaches them
-    if not a.kmajor and not TRANSPOSED_OK:
+    elif not a.kmajor and not TRANSPOSED_OK:
         return None, "A is M-major (not exercised on the host emulation)"
-    if b.kmajor and not TRANSPOSED_OK:
+    elif b.kmajor and not TRANSPOSED_OK:
         return None, "B is K-major (not exercised on the host emulation)"
     nb = 1
     for i in batch:
@@ -249,12 +309,12 @@ struct alignas(64) tf_tmap { unsigned long long v[16]; };
     (1ull << 62))
 #ifdef TF_HOST_EMULATION
 #define TF_SADDR(p) ((uint32_t)((const uint8_t *)(p) - tf_sm))
-/* TMA: box `c` of the tensor map (host form: v[0] address, v[1] rank, v[2..6] dims, v[7..10]
- * byte strides of dims 1.., v[11..15] box) into shared offset dst, inner dim fastest, 128-byte
- * swizzle, lanes outside the tensor 0 */
+/* TMA: box `c` of the tensor map (host form: v[0] address, v[1] rank | element bytes << 8,
+ * v[2..6] dims, v[7..10] byte strides of dims 1.., v[11..15] box) into shared offset dst, inner
+ * dim fastest, 128-byte swizzle, lanes outside the tensor 0 */
 static void tf_tma_emul(uint8_t *sm, uint32_t dst, const tf_tmap *m, const int32_t *c)
 {
-    const int rank = (int)m->v[1];
+    const int rank = (int)(m->v[1] & 255u), es = (int)(m->v[1] >> 8);
     int64_t n = 1;
     for (int i = 0; i < rank; ++i) n *= (int64_t)m->v[11 + i];
     for (int64_t e = 0; e < n; ++e) {
@@ -263,41 +323,50 @@ static void tf_tma_emul(uint8_t *sm, uint32_t dst, const tf_tmap *m, const int32
             const int64_t b = (int64_t)m->v[11 + i], x = (int64_t)c[i] + r % b;
             r /= b;
             if (x < 0 || x >= (int64_t)m->v[2 + i]) in = 0;
-            addr += x * (i ? (int64_t)m->v[6 + i] : 2);
+            addr += x * (i ? (int64_t)m->v[6 + i] : es);
         }
-        uint16_t h = 0;
-        if (in) memcpy(&h, (const char *)(uintptr_t)m->v[0] + addr, 2);
-        const uint32_t o = dst + (uint32_t)(e * 2);
-        memcpy(sm + ((o & ~1023u) | TF_SW128(o & 1023u)), &h, 2);
+        uint8_t h[2] = {0, 0};
+        if (in) memcpy(h, (const char *)(uintptr_t)m->v[0] + addr, (size_t)es);
+        for (int j = 0; j < es; ++j) {
+            const uint32_t o = dst + (uint32_t)(e * es + j);
+            sm[(o & ~1023u) | TF_SW128(o & 1023u)] = h[j];
+        }
     }
 }
-/* element (mn, k) of a wgmma operand read through its descriptor: K-major (rows of 128 bytes
- * along K, 8-row groups SBO apart) or MN-major (trans: rows of 128 bytes along M / N, 64-lane
- * chunks LBO apart, 8-row K groups SBO apart); the swizzle of the absolute address */
-static uint16_t tf_wg_elem(const uint8_t *sm, uint64_t d, int trans, int mn, int k)
+/* element (mn, k) of a wgmma operand of `es`-byte elements read through its descriptor:
+ * K-major (rows of 128 bytes along K, 8-row groups SBO apart) or MN-major (trans, 16-bit only:
+ * rows of 128 bytes along M / N, 64-lane chunks LBO apart, 8-row K groups SBO apart); the
+ * swizzle of the absolute address */
+static uint16_t tf_wg_elem(const uint8_t *sm, uint64_t d, int trans, int mn, int k, int es)
 {
     const uint32_t start = (uint32_t)(d & 0x3FFFu) << 4, lbo = (uint32_t)((d >> 16) & 0x3FFFu) << 4,
                    sbo = (uint32_t)((d >> 32) & 0x3FFFu) << 4;
     if ((d >> 62) != 1) return 0x7FC0; /* only the 128-byte swizzle is modelled */
     const uint32_t a = trans ? start + (mn / 64) * lbo + (k / 8) * sbo + (k % 8) * 128 + (mn % 64) * 2
-                             : start + (mn / 8) * sbo + (mn % 8) * 128 + k * 2;
-    uint16_t h;
-    memcpy(&h, sm + ((a & ~1023u) | TF_SW128(a & 1023u)), 2);
+                             : start + (mn / 8) * sbo + (mn % 8) * 128 + k * es;
+    uint16_t h = 0;
+    memcpy(&h, sm + ((a & ~1023u) | TF_SW128(a & 1023u)), (size_t)es);
     return h;
 }
-/* one wgmma.m64nNk16 for thread `wt` of the warpgroup: its accumulators (the D fragment), each
- * an in-order f32 fold of the 16 exact products */
-static void tf_wgmma_emul(float *acc, int n, const uint8_t *sm, uint64_t da, uint64_t db,
-                          int ta, int tb, int bf, int wt)
+/* an operand element's value: ty 0 f16, 1 bf16, 2 fp8e4m3, 3 fp8e5m2 (every one exact in f32) */
+static float tf_wg_value(uint16_t h, int ty)
 {
-    const int w = wt / 32, l = wt % 32;
+    return ty == 0 ? tf_f16_to_f32(h) : ty == 1 ? tf_bf16_to_f32(h)
+         : ty == 2 ? tf_fp8e4m3_to_f32((uint8_t)h) : tf_fp8e5m2_to_f32((uint8_t)h);
+}
+/* one wgmma.m64nNk16 (16-bit) / m64nNk32 (fp8) for thread `wt` of the warpgroup: its
+ * accumulators (the D fragment), each an in-order f32 fold of the exact products onto the
+ * accumulator (scale-d `sd` 1) or onto +0 (`sd` 0: D = A B) */
+static void tf_wgmma_emul(float *acc, int n, const uint8_t *sm, uint64_t da, uint64_t db,
+                          int ta, int tb, int ty, int wt, int sd)
+{
+    const int w = wt / 32, l = wt % 32, es = ty < 2 ? 2 : 1, kd = 32 / es;
     for (int i = 0; i < n / 2; ++i) {
         const int row = 16 * w + l / 4 + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (l % 4) + (i & 1);
-        float s = acc[i];
-        for (int q = 0; q < 16; ++q) {
-            const uint16_t x = tf_wg_elem(sm, da, ta, row, q), y = tf_wg_elem(sm, db, tb, col, q);
-            s = __fadd_rn(s, __fmul_rn(bf ? tf_bf16_to_f32(x) : tf_f16_to_f32(x),
-                                       bf ? tf_bf16_to_f32(y) : tf_f16_to_f32(y)));
+        float s = sd ? acc[i] : 0.0f;
+        for (int q = 0; q < kd; ++q) {
+            const uint16_t x = tf_wg_elem(sm, da, ta, row, q, es), y = tf_wg_elem(sm, db, tb, col, q, es);
+            s = __fadd_rn(s, __fmul_rn(tf_wg_value(x, ty), tf_wg_value(y, ty)));
         }
         acc[i] = s;
     }
@@ -344,18 +413,23 @@ def _tma_macro(rank: int) -> str:
             f"#endif\n#endif")
 
 
-def _wgmma_fn(name: str, n: int, ty: str, ta: int, tb: int) -> list[str]:
-    """``name(acc, da, db)``: one ``wgmma.mma_async.m64n<n>k16`` accumulating onto ``acc``."""
+def _wgmma_fn(name: str, n: int, src: str, ta: int, tb: int) -> list[str]:
+    """``name(acc, da, db, sd)``: one ``wgmma.mma_async.m64n<n>k16`` (bf16 / f16) or
+    ``m64n<n>k32`` (fp8: no transposing immediates) onto ``acc`` (scale-d ``sd``: 0 writes
+    ``A B``, 1 adds it)."""
+    ty, _, kd = WG_TYPES[src]
     regs = ", ".join(f"%{i}" for i in range(n // 2))
     ops = ", ".join(f'"+f"(d[{i}])' for i in range(n // 2))
     h = n // 2
+    trans = f", {ta}, {tb}" if kd == 16 else ""
     return [f"#if !defined(TF_HOST_EMULATION) && !defined({name.upper()})",
             f"#define {name.upper()}",
-            f"__device__ __forceinline__ void {name}(float *d, uint64_t da, uint64_t db)", "{",
+            f"__device__ __forceinline__ void {name}(float *d, uint64_t da, uint64_t db, int sd)",
+            "{",
             f'    asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{h + 2}, 0;\\n '
-            f'wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{regs}}}, %{h}, %{h + 1}, '
-            f'p, 1, 1, {ta}, {tb};\\n}}"',
-            f'        : {ops}', '        : "l"(da), "l"(db), "r"(1) : "memory");', "}",
+            f'wgmma.mma_async.sync.aligned.m64n{n}k{kd}.f32.{ty}.{ty} {{{regs}}}, %{h}, %{h + 1}, '
+            f'p, 1, 1{trans};\\n}}"',
+            f'        : {ops}', '        : "l"(da), "l"(db), "r"(sd) : "memory");', "}",
             "#endif"]
 
 
@@ -379,25 +453,110 @@ def _loads(op: TmaOperand, tm: str, rows: int, stage: str, r0: str, bar: str) ->
             f"{', '.join([f'{r0} + {64 * j}', 'k0', *bc])});" for j in range(rows // 64)]
 
 
+def _consumer(fn, da, db, t: WgTile, ty, tycode, ta, tb, ktiles, per, groups, cons, group,
+              promote) -> tuple[list[str], list[str]]:
+    """(the host emulation's consumer phase of K tile ``kt``, the device consumer's K loop).
+
+    Without promotion each K tile's four instructions accumulate onto ``tf_acc``. With it
+    (fp8, D536) each group of ``per`` instructions writes a buffer (scale-d 0 first) whose sum
+    is then added onto ``tf_acc`` in f32; with a group left in flight two buffers alternate
+    (group q into ``tf_t{q & 1}``), the K loop unrolled by two tiles when a tile is one group
+    so that every buffer index is a constant."""
+    i12 = " " * 12
+    if not t.promote:
+        host = [f"{i12}for (int kk = 0; kk < 4; ++kk)",
+                f"{i12}    tf_wgmma_emul(TF_R(tf_acc), {t.bn}, tf_sm, {da}, {db}, {ta}, {tb}, "
+                f"{tycode}, tid & 127, 1);"]
+        dev = ["#pragma unroll 1",
+               f"        for (int kt = 0; kt < {ktiles}; ++kt) {{",
+               *[f"{i12}{x}" for x in cons("kt")],
+               f"{i12}tf_mbar_wait(&tf_full[s], (kt / {t.stages}) & 1);",
+               f"{i12}TF_WG_FENCE();",
+               "#pragma unroll",
+               f"{i12}for (int kk = 0; kk < 4; ++kk) {fn}(TF_R(tf_acc), {da}, {db}, 1);",
+               f"{i12}TF_WG_COMMIT();",
+               *([f"{i12}TF_WG_WAIT0();",
+                  f"{i12}if ((tid & 127) == 0) tf_mbar_arrive(&tf_empty[s]);"] if not t.inflight
+                 else  # the previous tile's group is done: its stage is free
+                 [f"{i12}TF_WG_WAIT1();",
+                  f"{i12}if (kt > 0 && (tid & 127) == 0) tf_mbar_arrive(&tf_empty[(kt - 1) % "
+                  f"{t.stages}]);"]),
+               "        }",
+               *(["        TF_WG_WAIT0();"] if t.inflight else [])]
+        return host, dev
+    host = []
+    for g in range(groups):
+        host += [f"{i12}for (int j = 0; j < {per}; ++j) {{ const int kk = {g * per} + j; "
+                 f"tf_wgmma_emul(TF_R(tf_t0), {t.bn}, tf_sm, {da}, {db}, {ta}, {tb}, {tycode}, "
+                 f"tid & 127, j > 0); }}", *promote("tf_t0", i12)]
+    if not t.inflight:
+        dev = ["#pragma unroll 1",
+               f"        for (int kt = 0; kt < {ktiles}; ++kt) {{",
+               *[f"{i12}{x}" for x in cons("kt")],
+               f"{i12}tf_mbar_wait(&tf_full[s], (kt / {t.stages}) & 1);"]
+        for g in range(groups):
+            dev += [f"{i12}TF_WG_FENCE();", *group("tf_t0", g, i12), f"{i12}TF_WG_COMMIT();",
+                    f"{i12}TF_WG_WAIT0();", *promote("tf_t0", i12)]
+        dev += [f"{i12}if ((tid & 127) == 0) tf_mbar_arrive(&tf_empty[s]);", "        }"]
+        return host, dev
+    unroll = 2 if groups % 2 else 1  # group q's buffer tf_t{q & 1} a constant in the code
+    whole = ktiles - ktiles % unroll  # tiles the unrolled loop covers; the last one peeled
+
+    def tile_(kx: str, u: int, ind: str) -> list[str]:
+        i4 = ind + "    "
+        out = [f"{ind}{{", f"{i4}const int kx = {kx};", *[f"{i4}{x}" for x in cons("kx")],
+               f"{i4}tf_mbar_wait(&tf_full[s], (kx / {t.stages}) & 1);"]
+        for g in range(groups):
+            q = u * groups + g
+            cur, prev = f"tf_t{q & 1}", f"tf_t{(q + 1) & 1}"
+            out += [f"{i4}TF_WG_FENCE();", *group(cur, g, i4), f"{i4}TF_WG_COMMIT();",
+                    f"{i4}TF_WG_WAIT1();"]  # every group before this one is done
+            if g == 0:  # the previous group ends the previous tile: its stage is free
+                out += [f"{i4}if (kx > 0) {{", *promote(prev, i4 + "    "),
+                        f"{i4}    if ((tid & 127) == 0) tf_mbar_arrive(&tf_empty[(kx - 1) % "
+                        f"{t.stages}]);", f"{i4}}}"]
+            else:
+                out += promote(prev, i4)
+        return [*out, f"{ind}}}"]
+
+    # no conditional tile inside the loop: on a path that skipped one, the buffer written next
+    # would still be in flight (ptxas then serialises every wgmma)
+    dev = ["#pragma unroll 1", f"        for (int kt = 0; kt < {whole}; kt += {unroll}) {{"]
+    for u in range(unroll):
+        dev += tile_(f"kt + {u}", u, i12)
+    dev.append("        }")
+    if whole < ktiles:
+        dev += tile_(str(whole), 0, "        ")
+    last = (ktiles * groups - 1) & 1
+    dev += ["        TF_WG_WAIT0();", *promote(f"tf_t{last}", "        ")]
+    return host, dev
+
+
 def render_wgmma(kc, w: WgmmaPlan) -> tuple[list[str], list[str]]:
     """(the helper lines this kernel needs before it, its ``__global__`` function)."""
     k, p, t = kc.k, w.mma, w.tile
     name = f"tf_k{kc.kidx}"
     nroot = len(kc.roots)
     ty = p.src
+    kd = WG_TYPES[ty][2]  # K of one instruction
+    tycode = ("f16", "bf16", "fp8e4m3", "fp8e5m2").index(ty)  # the host emulation's
     nacc = t.bn // 2
-    ktiles = -(-k.domain[p.d] // BK)
+    bke = bk(ty)
+    ktiles = -(-k.domain[p.d] // bke)
     dm, dn = k.domain[p.m], k.domain[p.n]
     tm_, tn_ = -(-dm // t.bm), -(-dn // t.bn)
     fn = f"tf_wgmma_n{t.bn}_{ty}_{int(not w.a.kmajor)}{int(not w.b.kmajor)}"
     ta, tb = int(not w.a.kmajor), int(not w.b.kmajor)
     ranks = sorted({len(w.a.dims), len(w.b.dims)})
     helpers = [_tma_macro(r) for r in ranks] + _wgmma_fn(fn, t.bn, ty, ta, tb)
+    steps = 128 // 32  # instructions per K tile: 32 bytes of K each
+    per = t.promote // kd if t.promote else steps  # instructions per promotion group
+    groups = steps // per
     params = [f"char *p{i}" for i in range(nroot)] + \
         ["char *S0", "int64_t lo", "int64_t hi", "const __grid_constant__ tf_tmap tf_ma",
          "const __grid_constant__ tf_tmap tf_mb"]
     ps = ", ".join(f"p{i}" for i in range(nroot)) or "0"
-    sab = t.bm * BK * 2
+    sab = t.bm * 128
     regs = min(240, (65536 - 128 * 40) // (128 * t.consumers) // 8 * 8)
     # the tile: batch index, then M tiles grouped by group_m with N inside a group
     tile = ["    const int64_t tf_q = lo + (int64_t)blockIdx.x;",
@@ -413,14 +572,24 @@ def render_wgmma(kc, w: WgmmaPlan) -> tuple[list[str], list[str]]:
         tile.append(f"    const int64_t b{i} = tf_bq % {k.domain[i]}ll; tf_bq /= {k.domain[i]}ll; "
                     f"(void)b{i};")
     # the producer's K tile kt: stage s armed with its bytes, the A and B boxes loaded
-    prod = [f"const int s = (int)(kt % {t.stages}); const int k0 = (int)(kt * {BK});",
+    prod = [f"const int s = (int)(kt % {t.stages}); const int k0 = (int)(kt * {bke});",
             f"uint8_t *const sa = tf_sm + s * {t.stage_bytes}, *const sb = sa + {sab};",
             *_loads(w.a, "tf_ma", t.bm, "sa", "bm0", "&tf_full[s]"),
             *_loads(w.b, "tf_mb", t.bn, "sb", "bn0", "&tf_full[s]")]
     da = _desc(w.a, "sa", "64 * c", "kk")
     db = _desc(w.b, "sb", "0", "kk")
-    cons = [f"const int s = (int)(kt % {t.stages});",
-            f"const uint8_t *const sa = tf_sm + s * {t.stage_bytes}, *const sb = sa + {sab};"]
+
+    def cons(kt: str) -> list[str]:  # the consumer's stage of K tile ``kt``
+        return [f"const int s = (int)({kt} % {t.stages});",
+                f"const uint8_t *const sa = tf_sm + s * {t.stage_bytes}, *const sb = sa + {sab};"]
+
+    def promote(buf: str, ind: str) -> list[str]:  # a promotion: the group's sum onto tf_acc
+        return [f"{ind}#pragma unroll", f"{ind}for (int j = 0; j < {nacc}; ++j) "
+                f"TF_R(tf_acc)[j] = __fadd_rn(TF_R(tf_acc)[j], TF_R({buf})[j]);"]
+
+    def group(buf: str, g: int, ind: str) -> list[str]:  # group g's instructions onto ``buf``
+        return [f"{ind}{{ const int kk = {g * per + j}; {fn}(TF_R({buf}), {da}, {db}, {int(j > 0)});"
+                f" }}" for j in range(per)]
     sptr, _, sbase, _ = kc.ptr(p.st.buffer, write=True)
     sb_ = [f"b{i} * {s}ll" for i, s in enumerate(p.st.strides) if s and i in w.batch]
     soff = " + ".join([f"{sbase + p.st.offset}ll", *sb_])
@@ -438,9 +607,12 @@ def render_wgmma(kc, w: WgmmaPlan) -> tuple[list[str], list[str]]:
            f"{p.st.strides[p.n]}ll] = ({CTYPE[kc.bm[p.st.buffer].dtype]})({val});",
            f"{ind}    }}",
            f"{ind}}}"]
+    host_steps, dev_loop = _consumer(fn, da, db, t, ty, tycode, ta, tb, ktiles, per, groups,
+                                     cons, group, promote)
     out = [f"/* wgmma mapping (D520): {t.bm}x{t.bn} tiles, {t.consumers} consumer warpgroup(s) of "
-           f"m64n{t.bn}k16.{ty}, {t.stages} TMA stages of K {BK}, A {'K' if w.a.kmajor else 'M'}-"
-           f"major, B {'K' if w.b.kmajor else 'N'}-major */",
+           f"m64n{t.bn}k{kd}.{ty}, {t.stages} TMA stages of K {bke}, A {'K' if w.a.kmajor else 'M'}-"
+           f"major, B {'K' if w.b.kmajor else 'N'}-major"
+           + (f", promoted to f32 every {t.promote} products (D536)" if t.promote else "") + " */",
            f'extern "C" __global__ void __launch_bounds__({t.threads}, 1) {name}(',
            "    " + ", ".join(params) + ")", "{",
            "    if (lo + (int64_t)blockIdx.x >= hi) return;",
@@ -456,6 +628,8 @@ def render_wgmma(kc, w: WgmmaPlan) -> tuple[list[str], list[str]]:
            f"    uint64_t *const tf_full = (uint64_t *)(tf_sm + {t.stages * t.stage_bytes}), "
            f"*const tf_empty = tf_full + {t.stages}; (void)tf_full; (void)tf_empty;",
            f"    TF_REG(float, tf_acc, {t.threads}, {nacc});",
+           *[f"    TF_REG(float, tf_t{i}, {t.threads}, {nacc});"
+             for i in range((1 + t.inflight) if t.promote else 0)],
            "#ifdef TF_HOST_EMULATION",
            "    TF_PHASE_BEGIN",
            "        const int tid = (int)threadIdx.x, wg = tid / 128;",
@@ -471,10 +645,8 @@ def render_wgmma(kc, w: WgmmaPlan) -> tuple[list[str], list[str]]:
            "        const int tid = (int)threadIdx.x, wg = tid / 128;",
            "        if (wg > 0) {",
            "            const int c = wg - 1;",
-           *[f"            {x}" for x in cons],
-           "            for (int kk = 0; kk < 4; ++kk)",
-           f"                tf_wgmma_emul(TF_R(tf_acc), {t.bn}, tf_sm, {da}, {db}, {ta}, {tb}, "
-           f"{int(ty == 'bf16')}, tid & 127);",
+           *[f"            {x}" for x in cons("kt")],
+           *host_steps,
            "        }",
            "        TF_PHASE_END",
            "    }",
@@ -514,22 +686,7 @@ def render_wgmma(kc, w: WgmmaPlan) -> tuple[list[str], list[str]]:
            "        const int c = wg - 1;",
            "#pragma unroll",
            f"        for (int j = 0; j < {nacc}; ++j) TF_R(tf_acc)[j] = {seed};",
-           "#pragma unroll 1",
-           f"        for (int kt = 0; kt < {ktiles}; ++kt) {{",
-           *[f"            {x}" for x in cons],
-           f"            tf_mbar_wait(&tf_full[s], (kt / {t.stages}) & 1);",
-           "            TF_WG_FENCE();",
-           "#pragma unroll",
-           f"            for (int kk = 0; kk < {BK // 16}; ++kk) {fn}(TF_R(tf_acc), {da}, {db});",
-           "            TF_WG_COMMIT();",
-           *(["            TF_WG_WAIT0();",
-              "            if ((tid & 127) == 0) tf_mbar_arrive(&tf_empty[s]);"] if not t.inflight
-             else  # the previous tile's group is done: its stage is free
-             ["            TF_WG_WAIT1();",
-              f"            if (kt > 0 && (tid & 127) == 0) tf_mbar_arrive(&tf_empty[(kt - 1) % "
-              f"{t.stages}]);"]),
-           "        }",
-           *(["        TF_WG_WAIT0();"] if t.inflight else []),
+           *dev_loop,
            "    }",
            "    {",
            *epi,
@@ -551,9 +708,11 @@ def render_whole(kc) -> str | None:
     kc.mma, kc.scratch = p, 0
     if w is not None:
         kc.wgmma, kc.block = w, w.tile.threads
-        kc.why = (f"wgmma mapping: a reassociated bf16 / f16 matmul on sm_90 (wgmma + TMA, "
-                  f"{w.tile.bm}x{w.tile.bn}x{BK} tiles, {w.tile.stages} stages, "
-                  f"{w.tile.inflight} group(s) in flight; D520)")
+        fp8 = (f", native {p.src} promoted to f32 every {w.tile.promote} products "
+               f"(fp8_promote, D411 / D536)" if w.tile.promote else "")
+        kc.why = (f"wgmma mapping: a reassociated {p.src} matmul on sm_90 (wgmma + TMA, "
+                  f"{w.tile.bm}x{w.tile.bn}x{bk(p.src)} tiles, {w.tile.stages} stages, "
+                  f"{w.tile.inflight} group(s) in flight{fp8}; D520)")
         helpers, fn = render_wgmma(kc, w)
         return "\n".join([kc.comment(), *helpers, *fn])
     kc.block = render_cuda_mma.MMA_THREADS

@@ -10,6 +10,7 @@ the instructions themselves run on the device only (``benchmarks/bench_gpu.py``)
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 
@@ -26,7 +27,8 @@ from tilefoundry.errors import InvalidArgumentError
 from tilefoundry.oracle.compare import check
 from tilefoundry.semantics.dsl import parse_module
 
-NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
+NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "fp8e4m3": ml_dtypes.float8_e4m3fn,
+      "fp8e5m2": ml_dtypes.float8_e5m2}
 
 SRC = """
 M = DimVar("M", 1, 1 << 16)
@@ -178,8 +180,7 @@ def _planted(monkeypatch, old: str, new: str, where: str) -> None:
 
 @pytest.mark.parametrize("old,new,where", [
     # the TMA writes the stage unswizzled while wgmma reads it swizzled
-    ("memcpy(sm + ((o & ~1023u) | TF_SW128(o & 1023u)), &h, 2);", "memcpy(sm + o, &h, 2);",
-     "head"),
+    ("sm[(o & ~1023u) | TF_SW128(o & 1023u)] = h[j];", "sm[o] = h[j];", "head"),
     # the last K tile dropped (K = 136: two tiles of 64, 8 lanes lost)
     ("kt < 3ll", "kt < 2ll", "kernel"),
     # the K-major stride byte offset off (8-row groups read 512 bytes apart)
@@ -228,4 +229,124 @@ def test_device_code_builds_with_nvcc_without_spills(tmp_path) -> None:
                           str(tmp_path / "wgmma.cubin"), str(cu)],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in res.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# native fp8 with promotion (D536): only where the launch options declare it (D411)
+# ---------------------------------------------------------------------------------------------
+def _fp8_cfg(promote: int, kmajor: int = 1):
+    return dataclasses.replace(CUDA_TILES, launch=(("fp8_promote", promote),
+                                                   ("fp8_kmajor", kmajor)))
+
+
+def _judged_fp8(dt: str, shapes, promote: int, seed: int = 0, kmajor: int = 1):
+    mod = _mod(dt)
+    xs = _arrays(dt, shapes, seed)
+    comp = tf_compile(mod, "mm", [x.shape for x in xs], "cuda-host",
+                      cfg=_fp8_cfg(promote, kmajor))
+    return comp, check(mod, "mm", xs, comp(xs))
+
+
+@pytest.mark.parametrize("dt", ["fp8e4m3", "fp8e5m2"])
+@pytest.mark.parametrize("promote", [32, 64, 128])
+@pytest.mark.parametrize("mkn", [(200, 272, 136), (130, 144, 264), (16, 48, 64)])
+def test_fp8_wgmma_with_promotion_is_admitted_at_ragged_edges(dt: str, promote: int,
+                                                              mkn) -> None:
+    """fp8_promote = 32 / 64 / 128 with B copied K-major (fp8_kmajor): the matmul kernel is the
+    wgmma mapping (m64n128k32, both operands K-major through 128-byte rows of 128 fp8 lanes),
+    K past a 128-lane tile (272, 144, 48: TMA zero fill), M / N past a tile edge, an odd
+    number of K tiles (the peeled last tile of the double-buffered loop); every output is in
+    the admitted set (the emulation folds each promotion group in f32, then adds it onto the
+    accumulator: one admitted bracketing)."""
+    m, k, n = mkn
+    comp, v = _judged_fp8(dt, [(m, k), (k, n)], promote, seed=m + promote)
+    assert _mappings(comp)[-1] == "wgmma", _plan(comp)
+    why = _plan(comp)["kernels"]["k1_matmul"]["why"]
+    assert f"promoted to f32 every {promote} products" in why
+    assert v.status == "PASS", v.message[:2000]
+
+
+def test_fp8_tensor_maps_read_bytes_k_major() -> None:
+    """A [M, K] fp8 is (K, M) with a row stride of K bytes and one 128 x 128 box (128 fp8 lanes:
+    one 128-byte row); B arrives as its K-major copy [N, K]: (K, N), K bytes, 128 x 128."""
+    m, k, n = 200, 272, 136
+    comp = tf_compile(_mod("fp8e4m3"), "mm", [(m, k), (k, n)], "cuda-host", cfg=_fp8_cfg(128))
+    entry = _plan(comp)["kernels"]["k1_matmul"]
+    a, b = entry["tmaps"]
+    assert (a["dims"], a["strides"], a["box"], a["dtype"]) == ([k, m], [k], [128, 128],
+                                                               "fp8e4m3")
+    assert (b["dims"], b["strides"], b["box"]) == ([k, n], [k], [128, 128])
+    assert entry["blocks"] == -(-m // 128) * -(-n // 128) and entry["threads"] == 384
+
+
+def test_fp8_without_a_declared_promotion_stays_staged_and_says_why() -> None:
+    """No fp8_promote: fp8 is staged exactly as f16 on mma.sync (D411), whatever the layout;
+    promotion without the K-major copy of B is declined by name (fp8 wgmma reads K-major B
+    only)."""
+    comp, v = _judged_fp8("fp8e4m3", [(64, 64), (64, 64)], 0, seed=3)
+    why = _plan(comp)["kernels"]["k1_matmul"]["why"]
+    assert _mappings(comp)[-1] == "mma" and "staged exactly as f16" in why and "fp8_promote" in why
+    assert v.status == "PASS"
+    comp, v = _judged_fp8("fp8e4m3", [(64, 64), (64, 64)], 128, kmajor=0, seed=3)
+    why = _plan(comp)["kernels"]["k0_matmul"]["why"]
+    assert _mappings(comp) == ["mma"] and "B is N-major" in why and "fp8_kmajor=1" in why
+    assert v.status == "PASS"
+
+
+@pytest.mark.parametrize("launch,what", [
+    ((("num_warps", 8),), "'num_warps'"), ((("fp8_promote", 48),), "fp8_promote=48"),
+    ((("fp8_kmajor", 2),), "fp8_kmajor=2")])
+def test_bad_cuda_launch_options_are_refused_by_name(launch, what: str) -> None:
+    cfg = dataclasses.replace(CUDA_TILES, launch=launch)
+    with pytest.raises(InvalidArgumentError, match=what):
+        tf_compile(_mod("fp8e4m3"), "mm", [(64, 64), (64, 64)], "cuda-host", cfg=cfg)
+
+
+@pytest.mark.parametrize("old,new,promote", [
+    # the K step inside a tile read 16 bytes on instead of 32 (fp8: 32 lanes an instruction)
+    ("+ (kk) * 32), 16, 1024)", "+ (kk) * 16), 16, 1024)", 128),
+    # a promotion buffer not cleared at its group's first instruction (scale-d always 1)
+    ("tid & 127, j > 0); }", "tid & 127, 1); }", 64),
+    # the promotion dropped: each group's sum replaces the accumulator
+    ("TF_R(tf_acc)[j] = __fadd_rn(TF_R(tf_acc)[j], TF_R(tf_t0)[j]);",
+     "TF_R(tf_acc)[j] = TF_R(tf_t0)[j];", 32),
+])
+def test_the_fp8_judging_catches_planted_errors(monkeypatch, old: str, new: str,
+                                                promote: int) -> None:
+    _planted(monkeypatch, old, new, "kernel")
+    comp, v = _judged_fp8("fp8e4m3", [(200, 272), (272, 136)], promote, seed=11)
+    assert _mappings(comp)[-1] == "wgmma" and new in comp.executable.source
+    assert v.status == "FAIL"
+
+
+@pytest.mark.parametrize("promote,unrolled", [(128, True), (64, False)])
+def test_fp8_device_code_builds_for_sm_90a_with_nvrtc(promote: int, unrolled: bool) -> None:
+    """The PTX of the promoted kernel: m64n128k32 e4m3 instructions (four a K tile; eight in the
+    loop unrolled by two tiles when a tile is one group, the group left in flight), one-byte
+    tensor maps' loads, the register rebalancing."""
+    comp = tf_compile(_mod("fp8e4m3"), "mm", [(200, 256), (256, 136)], "cuda-host",
+                      cfg=_fp8_cfg(promote))
+    ptx = cuda_build.build(comp.executable.source, "compute_90a").data.decode()
+    n = ptx.count("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3")
+    assert n == (8 if unrolled else 4), n
+    assert ("wgmma.wait_group.sync.aligned 1" in ptx) == unrolled
+    assert "setmaxnreg.inc.sync.aligned.u32 232" in ptx
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
+@pytest.mark.parametrize("promote", [128, 32])
+def test_fp8_device_code_builds_with_nvcc_unserialised(tmp_path, promote: int) -> None:
+    """nvcc / ptxas for sm_90a: no spills, and no C7514 remark (ptxas serialising every wgmma
+    because a register of one in flight is read: the double-buffered promotion must not)."""
+    comp = tf_compile(_mod("fp8e4m3"), "mm", [(200, 272), (272, 136)], "cuda-host",
+                      cfg=_fp8_cfg(promote))
+    cu = tmp_path / "fp8.cu"
+    cu.write_text(comp.executable.source)
+    res = subprocess.run(["nvcc", "-arch=sm_90a", "-cubin", f"-I{cuda_build.HEADER.parent}",
+                          "-x", "cu", "--fmad=false", "-std=c++17", "-Xptxas", "-v", "-o",
+                          str(tmp_path / "fp8.cubin"), str(cu)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "C7514" not in res.stderr, res.stderr[-2000:]
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in res.stderr
