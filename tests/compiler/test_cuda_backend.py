@@ -219,8 +219,9 @@ def test_the_nvrtc_cache_hits_verifies_and_is_private(cache, monkeypatch) -> Non
 def test_an_nvrtc_error_is_a_compile_error_with_the_log_and_the_source(cache, monkeypatch) -> None:
     """Through the pipeline (its build pass compiles PTX: no GPU needed)."""
     real = TARGETS["cuda"]
-    monkeypatch.setitem(TARGETS, "cuda", Target("cuda", lambda p: real.render(p) +
-                                                "\nthis is not C++;\n", real.build))
+    monkeypatch.setitem(TARGETS, "cuda", Target("cuda", lambda p, cfg: real.render(p, cfg) +
+                                                "\nthis is not C++;\n", real.build, real.cfg,
+                                                True))
     a = np.ones((4,), np.float32)
     with pytest.raises(cuda_build.CudaCompileError) as ei:
         compile(one_op(Unary(UnaryKind.NEG), a), "f", [a.shape], "cuda")
