@@ -25,8 +25,9 @@ import z3
 
 from tilefoundry.validate import encode as E
 
-__all__ = ["ORDERED_MAX", "REGISTRY", "UNORDERED_MAX", "UNSPECIFIED", "UNSPEC_PREFIX", "Choice",
-           "tree_choice", "unspecified", "zero"]
+__all__ = ["MAX_STATE_TREES", "ORDERED_MAX", "REGISTRY", "UNORDERED_MAX", "UNSPECIFIED",
+           "UNSPEC_PREFIX", "Choice", "state_choice", "state_trees", "tree_choice", "unspecified",
+           "zero"]
 
 ORDERED_MAX = 5  # 14 bracketings
 UNORDERED_MAX = 4  # 15 trees
@@ -91,6 +92,79 @@ def tree_choice(v: list, dt: str, policy: str, init: Any, default: Any,
                                 default)
     abstractions.add(PREFIX + name)
     return REGISTRY[name].var
+
+
+#: merge trees a tree-policy ``CustomReduce`` fiber may have to be a choice (D537): as many as
+#: refinement's per-element enumeration of a source-only choice takes
+MAX_STATE_TREES = 256
+
+
+def state_trees(leaves: list[tuple], merge: Callable[[tuple, tuple], tuple], unordered: bool,
+                limit: int = MAX_STATE_TREES) -> list[tuple] | None:
+    """Every merge tree over ``leaves`` (state tuples), as ``reducers.reducer_trees`` admits
+    them: the bracketings in leaf order, or (``unordered``) every split into two non-empty
+    sets, both operand orders; None when there are more than ``limit``."""
+    n = len(leaves)
+    count: dict[int, int] = {1: 1}
+    for m in range(2, n + 1):  # Catalan(m - 1), or (2m - 3)!! 2^(m - 1) oriented trees
+        count[m] = sum(count[k] * count[m - k] for k in range(1, m)) if not unordered else \
+            count[m - 1] * (2 * m - 3) * 2
+    if count[n] > limit:
+        return None
+    memo: dict = {}
+
+    def ordered(i: int, j: int) -> list:
+        if j - i == 1:
+            return [leaves[i]]
+        if (i, j) not in memo:
+            memo[(i, j)] = [merge(a, b) for k in range(i + 1, j) for a in ordered(i, k)
+                            for b in ordered(k, j)]
+        return memo[(i, j)]
+
+    def anyorder(idx: tuple) -> list:
+        if len(idx) == 1:
+            return [leaves[idx[0]]]
+        if idx not in memo:
+            out, rest = [], idx[1:]
+            for k in range(len(rest)):
+                for extra in combinations(rest, k):
+                    left = (idx[0], *extra)
+                    right = tuple(i for i in rest if i not in extra)
+                    for a in anyorder(left):
+                        for b in anyorder(right):
+                            out += [merge(a, b), merge(b, a)]
+            memo[idx] = out
+        return memo[idx]
+
+    return anyorder(tuple(range(n))) if unordered else ordered(0, n)
+
+
+def state_choice(trees: list[tuple], default: tuple, policy: str, abstractions: set[str]
+                 ) -> tuple:
+    """A tree-policy ``CustomReduce`` fiber's state as one choice among its merge ``trees``
+    (D537): an index constant (named from the trees' content) selecting the whole state, so
+    that every component comes from the same tree; ``default`` (the reference's tree, what
+    kernel-interp runs) is the member a target-only choice takes."""
+    ids = [f"#{t.get_id()}" for tree in trees for t in tree]
+    key = hashlib.sha1("\x00".join([policy, "state", *ids]).encode()).hexdigest()[:16]
+    name = f"{policy}.state.{key}"
+    at = next((i for i, t in enumerate(trees)
+               if all(z3.eq(a, b) for a, b in zip(t, default, strict=True))), None)
+    if at is None:
+        raise ValueError("the reference's merge tree is not among the enumerated trees")
+    if name not in REGISTRY:
+        REGISTRY[name] = Choice(z3.BitVec(f"choice.{name}", 16),
+                                tuple(z3.BitVecVal(i, 16) for i in range(len(trees))),
+                                z3.BitVecVal(at, 16))
+    abstractions.add(PREFIX + name)
+    var = REGISTRY[name].var
+    out = []
+    for c in range(len(default)):
+        term = trees[-1][c]
+        for i in range(len(trees) - 2, -1, -1):
+            term = z3.If(var == i, trees[i][c], term)
+        out.append(term)
+    return tuple(out)
 
 
 #: every unspecified value made in this process (a float -> int cast's out-of-range element), by

@@ -30,8 +30,9 @@ any other op is ``Unsupported("unsupported op <Class>")``:
 * ``MaskedScan`` / ``SegmentedScan`` (``scan_flags.flagged_scan``): its loop, an ``If`` per
   flag; a float add under ``ordered_tree`` is unsupported (its admitted set depends on flags).
 * ``CustomReduce`` (``reducers.custom_reduce``) under a fold: the seed, then each lifted
-  contribution merged in, every declared expression one f32 operation (``_reducer_expr``); a
-  tree policy is unsupported (its admitted set is every bracketing of the merge).
+  contribution merged in, every declared expression one f32 operation (``_reducer_expr``);
+  under a tree policy one choice among every merge tree of ``[seed, lift(x0), ...]`` (D537;
+  more than 256 trees: unsupported).
 * ``MatMul`` (any rank >= 2, batch dims broadcast as the reference's): f32 products
   (operands widened), the K-order left fold from +0
   (``semantics.matmul``: ``matmul(a, b)`` is ``mma(a, b, zeros)``, D200), one rounding;
@@ -466,30 +467,55 @@ def _custom(op: CustomReduce, args: list[Val], abstr: set[str]) -> Val:
     if not isinstance(r, Reducer):
         raise Unsupported(f"unsupported op CustomReduce({type(r).__name__}): no merge "
                           f"expressions")
-    if op.policy not in ("fold_left", "fold_right"):
-        raise Unsupported(f"unsupported op CustomReduce({r.name}) under {op.policy} (the "
-                          f"admitted set is every bracketing of the merge)")
     if not all(isinstance(m, tuple | str | float | int) for m in (*r.merge, *r.lift)):
         raise Unsupported(f"unsupported op CustomReduce({r.name}): no merge expressions")
     f, batch, keep_shape = _fibers(x, op.axes)
     comps = len(r.state)
     seeds = sd.reshape(-1, comps)
     up = (lambda t: E.widen(t, dt, "f32")) if _lowp(dt) else (lambda t: t)
+
+    def merge(a, b) -> tuple:
+        env = {f"a.{c}": a[j] for j, c in enumerate(r.state)}
+        env.update({f"b.{c}": b[j] for j, c in enumerate(r.state)})
+        for name, e in r.lets:
+            env[name] = _reducer_expr(e, env)
+        return tuple(_reducer_expr(e, env) for e in r.merge)
+
     out = np.empty((f.shape[0], comps), object)
     for row in range(f.shape[0]):
-        state = list(seeds[row])
-        for i in (range(f.shape[1] - 1, -1, -1) if op.policy == "fold_right"
-                  else range(f.shape[1])):
-            leaf = [_reducer_expr(e, {"x": up(f[row, i])}) for e in r.lift]
-            a, b = (leaf, state) if op.policy == "fold_right" else (state, leaf)
-            env = {f"a.{c}": a[j] for j, c in enumerate(r.state)}
-            env.update({f"b.{c}": b[j] for j, c in enumerate(r.state)})
-            for name, e in r.lets:
-                env[name] = _reducer_expr(e, env)
-            state = [_reducer_expr(e, env) for e in r.merge]
+        leaves = [tuple(_reducer_expr(e, {"x": up(f[row, i])}) for e in r.lift)
+                  for i in range(f.shape[1])]
+        state = tuple(seeds[row])
+        if op.policy == "fold_right":
+            for leaf in reversed(leaves):
+                state = merge(leaf, state)
+        elif op.policy == "fold_left":
+            for leaf in leaves:
+                state = merge(state, leaf)
+        elif leaves:  # a tree policy: one choice among every merge tree (D537)
+            state = _custom_tree(r.name, op.policy, state, leaves, merge, abstr)
         out[row] = state
     shape = (*keep_shape, comps) if op.keepdim else (*batch, comps)
     return out.reshape(shape), "f32"
+
+
+def _custom_tree(name: str, policy: str, seed: tuple, leaves: list[tuple], merge,
+                 abstr: set[str]) -> tuple:
+    """A tree-policy fiber (D537): the state is a choice among every f32 merge tree over
+    ``[seed, lift(x0), ...]`` (``reducers.reducer_trees``: bracketings in order for
+    ``ordered_tree``, any split and both operand orders for ``unordered_tree``), the reference's
+    own tree (the pairwise tree of the contributions, then the seed merged in front) the member
+    a target-only choice takes; more trees than refinement enumerates: "unsupported"."""
+    from tilefoundry.validate.choices import MAX_STATE_TREES, state_choice, state_trees
+
+    trees = state_trees([seed, *leaves], merge, policy == "unordered_tree")
+    if trees is None:
+        raise Unsupported(f"unsupported op CustomReduce({name}) under {policy} over "
+                          f"{len(leaves) + 1} leaves (more than {MAX_STATE_TREES} merge trees)")
+    t = list(leaves)
+    while len(t) > 1:  # the reference's pairwise tree (reducers._custom_fibers)
+        t = [merge(t[i], t[i + 1]) for i in range(0, len(t) - 1, 2)] + t[len(t) - len(t) % 2:]
+    return state_choice(trees, merge(seed, t[0]), policy, abstr)
 
 
 HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {

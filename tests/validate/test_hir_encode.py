@@ -324,15 +324,65 @@ def test_custom_reduce_under_a_fold(name, policy, dt):
     assert agreement_hir(m, "f", [x, s]) == []
 
 
-def test_a_custom_tree_policy_is_unsupported_by_name():
+@pytest.mark.parametrize("name", ["welford", "sum_max", "sum_absmax"])  # difference: folds only
+@pytest.mark.parametrize("policy,n", [("ordered_tree", 4), ("unordered_tree", 3)])
+def test_custom_reduce_under_a_tree_policy_is_a_choice_among_its_merge_trees(name, policy, n):
+    """docs/contracts.md: a tree policy "admits the f32 state of every merge tree over
+    [seed, lift(x0), …]" (D537): the encoding is one choice among them whose reference member
+    (the pairwise tree of the contributions, then the seed merged in front) agrees with the
+    evaluator bit for bit; 5 leaves in order (14 trees), 4 in any order (120 oriented trees)."""
+    from tilefoundry.conformance.catalog.declared_reduce import SUM_ABSMAX
+    from tilefoundry.semantics.ops import CustomReduce
+    from tilefoundry.semantics.reducers import reducer
+
+    r = SUM_ABSMAX if name == "sum_absmax" else name
+    comps = len(reducer(r).state)
+    x = values(DType.F32, 3 * n, 61).reshape(3, n)
+    s = values(DType.F32, 3 * comps, 62).reshape(3, comps)
+    s[0] = 0.0
+    m = module_of(CustomReduce((1,), r, policy, False), [DType.F32, DType.F32],
+                  [(3, n), (3, comps)])
+    assert agreement_hir(m, "f", [x, s]) == []
+
+
+def test_a_custom_tree_policy_over_too_many_trees_is_unsupported_by_name():
+    """Five leaves in any order are 1,680 oriented trees, past the 256 that refinement
+    enumerates per element: unsupported, with the count."""
     from tilefoundry.semantics.ops import CustomReduce
     from tilefoundry.validate.encode import Unsupported
 
-    m = module_of(CustomReduce((1,), "sum_max", "ordered_tree", False), [DType.F32, DType.F32],
-                  [(3, 4), (3, 2)])
-    with pytest.raises(Unsupported, match=r"CustomReduce\(sum_max\) under ordered_tree"):
+    m = module_of(CustomReduce((1,), "sum_max", "unordered_tree", False),
+                  [DType.F32, DType.F32], [(3, 4), (3, 2)])
+    with pytest.raises(Unsupported, match=r"sum_max\) under unordered_tree over 5 leaves "
+                                          r"\(more than 256 merge trees\)"):
         agreement_hir(m, "f", [values(DType.F32, 12, 1).reshape(3, 4),
                                np.zeros((3, 2), np.float32)])
+
+
+def _elaborated(op, shapes):
+    from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
+
+    m = module_of(op, [DType.F32, DType.F32], shapes)
+    st = State(m, "f", shapes, TARGETS["interp"])
+    run_passes(st, ["typeinfer", "elaborate", "canonicalize"])
+    return m, st.hir
+
+
+@pytest.mark.parametrize("target,status", [("fold_left", "valid"), ("fold_right", "invalid")])
+def test_a_tree_custom_reduce_is_refined_by_its_members_only(target, status):
+    """``ordered_tree`` sum_max over [seed, x0, x1, x2] (the seed the leftmost leaf): the left
+    fold is one of its bracketings (the lowering's, D537) — valid; the right fold puts the seed
+    last, no bracketing in order — invalid, with a counterexample the reference replays."""
+    from tilefoundry.semantics.ops import CustomReduce
+    from tilefoundry.validate.elaborate import check_hir_refinement
+
+    shapes = [(2, 3), (2, 2)]
+    m, src = _elaborated(CustomReduce((1,), "sum_max", "ordered_tree", False), shapes)
+    _, tgt = _elaborated(CustomReduce((1,), "sum_max", target, False), shapes)
+    out = check_hir_refinement(src, tgt, (m, "f"), target, timeout_ms=20_000)
+    assert out.status == status, (out.status, out.reason)
+    if status == "invalid":
+        assert out.counterexample is not None and out.counterexample.differing
 
 
 def test_the_custom_agreement_would_catch_a_wrong_merge(monkeypatch):
