@@ -444,8 +444,9 @@ def _reducer_expr(e: object, env: dict[str, Any]) -> Any:
         return E.const(np.float32(e), "f32")
     head, *args = e
     vals = [_reducer_expr(a, env) for a in args]
-    if head == "ifzero":
-        return z3.If(z3.fpIsZero(vals[0]), vals[1], vals[2])
+    if head == "ifzero":  # the lowering's spelling (x == +0, true at ±0), so the terms match
+        return z3.If(E.binary("eq", "f32")(vals[0], E.const(np.float32(0.0), "f32")),
+                     vals[1], vals[2])
     if head in ("max", "min"):
         return E.fminmax(vals[0], vals[1], head == "max")
     return E.binary(head, "f32")(vals[0], vals[1])

@@ -385,6 +385,21 @@ def test_a_tree_custom_reduce_is_refined_by_its_members_only(target, status):
         assert out.counterexample is not None and out.counterexample.differing
 
 
+@pytest.mark.parametrize("policy", ["fold_left", "fold_right", "ordered_tree"])
+def test_a_welford_lowering_is_valid_under_the_ci_timeout(policy):
+    """The HIR spells Welford's ``ifzero`` as the lowering does (``x == +0``, true at ±0), so
+    the lowered merges are the same terms: ``lower`` valid within the CI's 2 s an element (it
+    was "failed to prove" when the HIR said ``fpIsZero``: Z3 had to bit-blast the divisions)."""
+    from tilefoundry.semantics.ops import CustomReduce
+    from tilefoundry.validate.passes import Bounds, validate_program
+
+    m = module_of(CustomReduce((1,), "welford", policy, False), [DType.F32, DType.F32],
+                  [(2, 3), (2, 3)])
+    rep = validate_program(m, "f", [(2, 3), (2, 3)], bounds=Bounds(timeout_ms=2_000))
+    assert rep.status("lower") == "valid", rep.text()
+    assert rep.status("elaborate") == "valid", rep.text()
+
+
 def test_the_custom_agreement_would_catch_a_wrong_merge(monkeypatch):
     from tilefoundry.semantics.ops import CustomReduce
     from tilefoundry.validate import hir_smt
