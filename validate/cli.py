@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tilefoundry.errors import TilefoundryError
+from tilefoundry.errors import InvalidArgumentError, TilefoundryError
 
 PROG = "tilefoundry validate"
 
@@ -53,8 +53,15 @@ def _validate(args: argparse.Namespace) -> int:
         fz = None
         if args.plant is not None:
             from tilefoundry.compiler.fusion import fuse
-            from tilefoundry.validate.planted import PLANTED, plant
+            from tilefoundry.validate.planted import MESH_PLANTED, PLANTED, plant
 
+            if args.plant in MESH_PLANTED:
+                raise InvalidArgumentError(
+                    f"--plant {args.plant}: a mesh bug mutates a compiled sharded program's "
+                    f"MeshProgram, which this command does not rewrite (--plant replaces the "
+                    f"fuse pass); measure it with benchmarks/bench_planted.py or run it with "
+                    f"conformance --backend tilefoundry.validate.planted:{args.plant}, or "
+                    f"choose a fuse bug: {', '.join(PLANTED)}")
             if args.plant not in PLANTED:
                 plant(args.plant, None)  # the project's error naming the choices
             fz = lambda p, cfg: plant(args.plant, fuse(p, cfg)) or fuse(p, cfg)  # noqa: E731

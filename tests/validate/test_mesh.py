@@ -2,9 +2,9 @@
 mesh driver on terms agrees with the reference evaluator and the mesh program on terms with
 kernel-interp; quick-tier sharded programs are valid pass by pass; wrong mesh programs (an
 all-reduce dropped, a launch's operands swapped, a Partial completed with the wrong
-reduction, a split Gather's rows kept on a device that does not own them) are invalid with a
-counterexample that
-reproduces; what is not encoded is unsupported by name."""
+reduction, a split Gather's rows kept on a device that does not own them: the planted suite's
+mesh bugs, ``validate/planted.py``) are invalid with a counterexample that reproduces on the
+conformance backends; what is not encoded is unsupported by name."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tilefoundry.compiler.lower_mesh import Collective, DeviceLaunch, compile_mesh
+from tilefoundry.compiler.lower_mesh import compile_mesh
 from tilefoundry.conformance.catalog import build_catalog
 from tilefoundry.semantics.evaluator.mesh import Sharded, unshard
-from tilefoundry.semantics.types import Partial, ShardLayout
 from tilefoundry.validate.mesh_passes import (
     agreement_mesh,
     check_mesh_lowering,
     validate_sharded,
 )
 from tilefoundry.validate.passes import Bounds, validate_case
+from tilefoundry.validate.planted import MESH_SAMPLES, plant, planted_backend
 
 B = Bounds(timeout_ms=5_000, narrow=False)
 
@@ -89,60 +89,72 @@ def test_encodings_agree_with_the_reference_and_kernel_interp(cases, cid: str) -
 # ---------------------------------------------------------------------------------------------
 # wrong mesh programs
 # ---------------------------------------------------------------------------------------------
-def _mutated(c, steps=None, slots=None):
-    mp = c.program
-    mp = dataclasses.replace(mp, steps=tuple(steps if steps is not None else mp.steps),
-                             slots=tuple(slots if slots is not None else mp.slots))
-    return dataclasses.replace(c, program=mp)
+def _planted(cases, bug: str) -> tuple:
+    """Mesh bug ``bug`` of the planted suite (``validate/planted.py``) in its sample's compiled
+    mesh program, whose clean lowering the validator proves first (so an ``invalid`` is the
+    bug's)."""
+    m, e, xs = _built(cases, MESH_SAMPLES[bug])
+    c = compile_mesh(m, e, [x.shape for x in xs], "interp", fuse=False)
+    assert check_mesh_lowering(m, e, c.hir, c, timeout_ms=10_000).status == "valid"
+    bad = plant(bug, c.program, verify=False)
+    assert bad is not None, f"{bug}: no site in {MESH_SAMPLES[bug]}"
+    return m, e, dataclasses.replace(c, program=bad)
 
 
-def _check(m, e, c) -> object:
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and \
+        np.array_equal(a.view(f"u{a.dtype.itemsize}"), b.view(f"u{b.dtype.itemsize}"))
+
+
+def _check(m, e, c, bug: str) -> object:
+    """Invalid with a counterexample whose replay differs, and that reproduces through the
+    conformance backends: on its inputs the clean ``kernel-interp`` gives the reference's
+    values, the planted backend (fused launches) other values or an error."""
+    from tilefoundry.compiler.backends import KernelInterpBackend
+    from tilefoundry.errors import TilefoundryError
+
     out = check_mesh_lowering(m, e, c.hir, c, timeout_ms=10_000)
     assert out.status == "invalid", (out.status, out.reason)
-    assert out.counterexample is not None and out.counterexample.differing
+    cx = out.counterexample
+    assert cx is not None and cx.differing and cx.entry_inputs is not None
+
+    def run(backend) -> list[np.ndarray]:
+        r = backend.run(backend.compile(m, e), list(cx.entry_inputs))
+        return [np.asarray(x) for x in (r if isinstance(r, tuple) else (r,))]
+
+    clean = run(KernelInterpBackend())
+    assert all(_same_bits(g, np.asarray(r).astype(g.dtype))
+               for g, r in zip(clean, cx.src.values(), strict=True))
+    try:
+        bad = run(planted_backend(bug))
+    except TilefoundryError as err:  # raises where the reference runs, as the replay did
+        assert f"raised {type(err).__name__}" in " ".join(cx.differing), (err, cx.differing)
+        return out
+    assert not all(_same_bits(g, b) for g, b in zip(clean, bad, strict=True))
     return out
 
 
 def test_a_dropped_all_reduce_is_invalid(cases) -> None:
     """Split-K matmul without the all-reduce of its Partial(sum): each device keeps its own
     partial product; the replay's replica check raises where the reference runs."""
-    m, e, xs = _built(cases, "sharded/matmul/split-k-partial-sum/i32")
-    c = compile_mesh(m, e, [x.shape for x in xs], "interp", fuse=False)
-    steps = list(c.program.steps)
-    (k,) = [i for i, s in enumerate(steps) if isinstance(s, Collective) and
-            s.kind == "all_reduce"]
-    src = steps[k].srcs[0]
-    rep = steps[k + 1]
-    steps[k:k + 2] = [dataclasses.replace(rep, srcs=(src,))]
-    out = _check(m, e, _mutated(c, steps))
+    m, e, c = _planted(cases, "drop_all_reduce")
+    out = _check(m, e, c, "drop_all_reduce")
     assert "raised" in " ".join(out.counterexample.differing)
 
 
 def test_swapped_launch_operands_are_invalid(cases) -> None:
     """neg(x) + y computed as neg(y) + x on every device of a 2 x 3 mesh."""
-    m, e, xs = _built(cases, "sharded/elementwise/mesh2d-split-split/f32")
-    c = compile_mesh(m, e, [x.shape for x in xs], "interp", fuse=False)
-    steps = [dataclasses.replace(s, inputs=s.inputs[::-1]) if isinstance(s, DeviceLaunch)
-             else s for s in c.program.steps]
-    _check(m, e, _mutated(c, steps))
+    m, e, c = _planted(cases, "swap_launch_operands")
+    _check(m, e, c, "swap_launch_operands")
 
 
 def test_a_partial_completed_with_the_wrong_reduction_is_invalid(cases) -> None:
     """Partial(max) pieces completed as a sum (the slot's layout says Partial(sum))."""
-    m, e, xs = _built(cases, "spec/reshard/partial-max-completion/f32")
-    c = compile_mesh(m, e, [x.shape for x in xs], "interp", fuse=False)
-    (ar,) = [s for s in c.program.steps if isinstance(s, Collective) and s.kind == "all_reduce"]
-
-    def summed(s):
-        if s.name != ar.srcs[0]:
-            return s
-        lay = s.layout
-        return dataclasses.replace(s, layout=ShardLayout(lay.mesh, (Partial("sum"),),
-                                                         lay.layout))
-
-    out = check_mesh_lowering(m, e, c.hir, _mutated(c, slots=[summed(s) for s in
-                                                            c.program.slots]))
-    assert out.status == "invalid", out.reason
+    m, e, c = _planted(cases, "wrong_partial_reduction")
+    (ar,) = [s for s in c.program.collectives() if s.kind == "all_reduce"]
+    assert c.program.slot_map()[ar.srcs[0]].layout.partials == {0: "sum"}
+    _check(m, e, c, "wrong_partial_reduction")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,21 +165,16 @@ def test_a_gather_along_a_split_axis_is_valid_and_a_wrong_ownership_is_invalid(c
     elsewhere) and writes -0 at the others, a Partial(sum) completed by an all-reduce; an index
     out of range is the reference's evaluation error (not compared there). With the mask's
     block size wrong (device 0 keeps every row it gathered, owned or not) it is invalid."""
-    cid = "sharded/run-time-check/index_range/gather-split-axis-index-at-extent/f32"
+    cid = MESH_SAMPLES["gather_wrong_ownership"]
     m, e, xs = _built(cases, cid)
     rep = validate_sharded(m, e, [tuple(x.shape) for x in xs], B)
     assert all(p.outcome.status == "valid" for p in rep.passes[1:]), rep.text()
     lower = next(p.outcome for p in rep.passes if p.name == "lower")
     assert any("out of range" in a for a in lower.abstractions), lower.abstractions
-    c = compile_mesh(m, e, [x.shape for x in xs], "interp", fuse=False)
-    steps = []
-    for st in c.program.steps:
-        if isinstance(st, Collective) and st.kind == "gather_mask":
-            n_glob, _blk, axis = st.attrs
-            st = dataclasses.replace(st, attrs=(n_glob, n_glob, axis))
-        steps.append(st)
-    assert steps != list(c.program.steps)
-    _check(m, e, _mutated(c, steps))
+    m, e, c = _planted(cases, "gather_wrong_ownership")
+    (gm,) = [s for s in c.program.collectives() if s.kind == "gather_mask"]
+    assert gm.attrs[1] == gm.attrs[0]  # the block size is the global extent
+    _check(m, e, c, "gather_wrong_ownership")
 
 
 @pytest.mark.parametrize("cid,pass_,why", [
@@ -223,11 +230,9 @@ def test_a_sharded_counterexample_becomes_a_reproducer_the_runner_reloads(cases,
     from tilefoundry.validate.refine import Outcome
     from tilefoundry.validate.repro import write_validation_reproducer
 
-    m, e, xs = _built(cases, "sharded/elementwise/mesh2d-split-split/f32")
-    c = compile_mesh(m, e, [x.shape for x in xs], "interp", fuse=False)
-    steps = [dataclasses.replace(s, inputs=s.inputs[::-1]) if isinstance(s, DeviceLaunch)
-             else s for s in c.program.steps]
-    out = _check(m, e, _mutated(c, steps))
+    m, e, c = _planted(cases, "swap_launch_operands")
+    out = _check(m, e, c, "swap_launch_operands")
+    xs = _built(cases, MESH_SAMPLES["swap_launch_operands"])[2]
     rep = ValidationReport(e, [tuple(x.shape) for x in xs], sharded=True)
     rep.passes.append(PassResult("lower", out))
     path = write_validation_reproducer(tmp_path / "cx", m, e, rep)

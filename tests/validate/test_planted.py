@@ -1,7 +1,8 @@
 """The planted-bug suite: each bug in the fuse pass is caught by the validator with a
 counterexample that reproduces on the kernel-interp backend (the planted backend's output on
 the counterexample's inputs differs from the clean backend's, which equals the source
-program's)."""
+program's). The mesh bugs' detection is tests/validate/test_mesh.py's ("wrong mesh programs");
+here the suite's bookkeeping: names, samples, backends, refusals."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ import pytest
 from tilefoundry.compiler.backends import KernelInterpBackend
 from tilefoundry.compiler.fusion import fuse
 from tilefoundry.validate.passes import Bounds, validate_program
-from tilefoundry.validate.planted import PLANTED, SAMPLES, plant, planted_backend
+from tilefoundry.validate.planted import (
+    MESH_PLANTED,
+    MESH_SAMPLES,
+    PLANTED,
+    SAMPLES,
+    mesh_sample,
+    plant,
+    planted_backend,
+)
 
 CAUGHT = [b for b in PLANTED if b != "fold_mul_one"]
 
@@ -76,8 +85,56 @@ def test_clean_pipeline_is_valid_on_the_samples(bug):
 def test_unknown_planted_bug_is_the_projects_error():
     from tilefoundry.errors import InvalidArgumentError
 
-    with pytest.raises(InvalidArgumentError, match=r"unknown planted bug 'nope'.*drop_rounding"):
+    with pytest.raises(InvalidArgumentError, match=r"unknown planted bug 'nope'.*drop_rounding"
+                                                   r".*drop_all_reduce"):
         plant("nope", SAMPLES["swap_operands"][0])
+    with pytest.raises(InvalidArgumentError, match=r"unknown planted bug 'nope'"):
+        planted_backend("nope")
+    with pytest.raises(InvalidArgumentError, match=r"unknown mesh planted bug 'swap_operands'"):
+        mesh_sample("swap_operands")
+
+
+def test_a_bug_given_the_other_kind_of_program_is_refused_by_name():
+    """A mesh bug takes a MeshProgram, a fuse bug a kernel-IR Program: the other is refused,
+    naming the bug, what it got and what to pass."""
+    from tilefoundry.compiler.pipeline import compile
+    from tilefoundry.errors import InvalidArgumentError
+
+    module, entry, shapes = SAMPLES["swap_operands"]
+    prog = compile(module, entry, shapes, "interp").program
+    with pytest.raises(InvalidArgumentError, match=r"'drop_all_reduce' mutates a sharded "
+                                                   r"program's MeshProgram.*got Program"):
+        plant("drop_all_reduce", prog)
+    with pytest.raises(InvalidArgumentError, match=r"'swap_operands' mutates a kernel-IR "
+                                                   r"Program, got str"):
+        plant("swap_operands", "not a program")
+
+
+def test_every_bug_has_a_sample_and_a_backend_factory():
+    """``--backend tilefoundry.validate.planted:<bug>`` names each bug's planted backend."""
+    from tilefoundry.validate import planted
+
+    assert set(MESH_SAMPLES) == set(MESH_PLANTED) and set(SAMPLES) == set(PLANTED)
+    assert not set(PLANTED) & set(MESH_PLANTED)
+    for bug in [*PLANTED, *MESH_PLANTED]:
+        assert getattr(planted, bug)().name == f"planted-{bug}"
+
+
+def test_a_backend_plants_only_its_own_kind_of_program():
+    """A mesh bug's backend compiles single-device programs clean, a fuse bug's backend
+    sharded ones: each kind's counts in the conformance runs are its own bugs'."""
+    module, entry, _ = SAMPLES["swap_operands"]
+    x = [np.array([1.0, 2.0, 3.0, 4.0], np.float32), np.array([0.5, 0.0, -1.0, 8.0], np.float32)]
+    assert _same(_run(planted_backend("swap_launch_operands"), module, entry, x)[0],
+                 x[0] - x[1]).all()
+    assert not _same(_run(planted_backend("swap_operands"), module, entry, x)[0],
+                     x[0] - x[1]).all()
+    m, e, xs = mesh_sample("swap_launch_operands")
+    clean = _run(KernelInterpBackend(), m, e, xs)
+    assert all(_same(a, b).all() for a, b in zip(
+        clean, _run(planted_backend("swap_operands"), m, e, xs), strict=True))
+    assert not all(_same(a, b).all() for a, b in zip(
+        clean, _run(planted_backend("swap_launch_operands"), m, e, xs), strict=True))
 
 
 def test_a_lowering_bug_is_caught_against_the_hir_semantics():

@@ -74,6 +74,8 @@ def test_default_shapes_bind_dimvars_at_the_bound():
 
 @pytest.mark.parametrize("argv,msg", [
     (["--plant", "nope"], "unknown planted bug 'nope'"),
+    (["--plant", "drop_all_reduce"], "--plant drop_all_reduce: a mesh bug mutates a compiled "
+                                     "sharded program's MeshProgram"),
     (["--max-dim", "0"], "max_dim must be a positive int"),
     (["--shape", "3y"], "write extents joined by 'x'"),
 ])
