@@ -177,7 +177,7 @@ def agreement_hir(module, entry: str, inputs: Sequence[np.ndarray], *,
         if variables and b.size:
             var = np.empty(b.shape, object)
             for i, idx in enumerate(np.ndindex(*b.shape)):
-                var[idx] = z3.BitVec(f"agree.{p.name}.{i}", E.width(dt))
+                var[idx] = E.input_var(f"agree.{p.name}.{i}", dt)
                 subs.append((var[idx], b[idx]))
             b = var
         vals[p.name] = np.vectorize(lambda t, d=dt: E.from_input_bits(t, d), otypes=[object])(b) \

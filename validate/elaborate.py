@@ -37,7 +37,7 @@ def _param_vars(fn: Any) -> dict[str, tuple[np.ndarray, str]]:
         shape = tuple(int(n) for n in t.shape)
         arr = np.empty(shape, object)
         for idx in np.ndindex(*shape):
-            arr[idx] = z3.BitVec(f"{p.name}[{','.join(map(str, idx))}]", E.width(dt))
+            arr[idx] = E.input_var(f"{p.name}[{','.join(map(str, idx))}]", dt)
         out[p.name] = (arr, dt)
     return out
 

@@ -97,6 +97,16 @@ def _signed(dt: str) -> bool:
     return kir.is_int(dt) and FORMATS[DType(dt)].signed
 
 
+def input_var(name: str, dt: str) -> z3.BitVecRef:
+    """The storage bits of one input element as a variable: ``width(dt)`` bits, except that a
+    bool element ranges over its type's two values only (a 1-bit variable, zero-extended to
+    its byte: a byte like 0xFF is no value of the type, and the evaluators need not agree on
+    it; D539)."""
+    if dt == "bool":
+        return z3.ZeroExt(width(dt) - 1, z3.BitVec(name, 1))
+    return z3.BitVec(name, width(dt))
+
+
 def from_input_bits(bits: z3.BitVecRef, dt: str) -> z3.ExprRef:
     """The value of a storage bit pattern (an input element is a bit-vector variable)."""
     if is_fp(dt):

@@ -30,7 +30,7 @@ terms differ is "unsupported" (the reference would check it at run time). Inputs
 per element of each device's piece, shared along Broadcast mesh axes (replicas of an input are
 equal), so Partial and Split inputs range over every per-device value (``Sharded.from_devices``).
 
-Unsupported, named: ``Local`` (device-varying values), ``Gather`` along a split axis and writes of
+Unsupported, named: a use of a ``Local`` value other than its shape and rank (D540), writes of
 a replicated update into a split destination (data-dependent ownership), a program whose output
 is not a tensor.
 """
@@ -345,15 +345,27 @@ def mesh_hook(call: Any, args: list, env: dict, abstr: set[str]) -> Any:
     """``hir_smt.run_hir``'s hook: the value of ``call`` when an operand or its result is
     sharded (a Reshard to a ShardLayout, an op whose plain operands the driver aligns to a
     sharded result), else None (the single-device encoding)."""
-    from tilefoundry.validate.hir_smt import LocalCall, call_op
+    from tilefoundry.validate.hir_smt import CONSTANT_OPS, LocalCall, call_op
 
     op = call.op
     out_t = call.checked_type if call.has_type else None
     sharded_out = isinstance(out_t, TensorType) and out_t.shard is not None
+    if any(isinstance(a, SymVarying) for a in args):
+        # a device-varying value (from Local): its shape is every device's (D540); any other
+        # use of it stays unsupported, named
+        if not isinstance(op, CONSTANT_OPS):
+            raise Unsupported(f"{type(op).__name__} of a device-varying value (from Local): "
+                              f"only ShapeOf / Rank / Zeros of one are encoded")
+        first = [(a.data[(0,) * len(a.mesh.axis_extents)], a.dt) if isinstance(a, SymVarying)
+                 else a for a in args]
+        return call_op(call, first, env, abstr)
     if not any(_is_mesh(a) for a in args) and not sharded_out:
         return None
-    if isinstance(op, Local):
-        raise Unsupported("Local (a device-varying value) in a sharded program")
+    if isinstance(op, Local):  # the reference's eval_local on the devices' pieces (D540)
+        (x,) = args
+        if x.layout.is_fully_broadcast:  # every device's view is the whole value
+            return to_global(x, abstr)
+        return SymVarying(x.mesh, x.data, x.dt)
     if isinstance(op, Reshard):
         (x,) = args
         g = to_global(x, abstr)
@@ -392,7 +404,7 @@ def sharded_inputs(fn: Any, tag: str = "") -> tuple[dict[str, Any], dict[str, An
                 tuple(lay.local_axis_extents())
         bits = np.empty(shape, object)
         for idx in np.ndindex(*shape):
-            bits[idx] = z3.BitVec(f"{tag}{p.name}[{','.join(map(str, idx))}]", E.width(dt))
+            bits[idx] = E.input_var(f"{tag}{p.name}[{','.join(map(str, idx))}]", dt)
         raw[p.name] = (bits, dt, lay)
         from tilefoundry.validate.symexec import _vmap
 

@@ -721,13 +721,12 @@ def input_vars(program: Program, tag: str = "") -> dict[str, np.ndarray]:
     out = {}
     for name in program.inputs:
         b = bm[name]
-        w = E.width(b.dtype)
         n = math.prod(b.shape)
         arr = np.empty(n, object)
         for i, idx in enumerate(np.ndindex(*b.shape) if b.shape else [()]):
             if i >= n:
                 break
-            arr[i] = z3.BitVec(f"{tag}{name}[{','.join(map(str, idx))}]", w)
+            arr[i] = E.input_var(f"{tag}{name}[{','.join(map(str, idx))}]", b.dtype)
         out[name] = arr.reshape(b.shape)
     return out
 

@@ -178,3 +178,45 @@ def test_a_wrong_neutral_element_would_disagree(monkeypatch):
     k = np.array([[0, 1, 0, 1, 0], [1, 1, 1, 1, 1], [1, 0, 0, 1, 0]], bool)
     p = lowered(module_of(op, [DType.F32, DType.BOOL], [(3, 5), (3, 5)]), [(3, 5), (3, 5)])
     assert agreement(p, [values(DType.F32, 15, 17).reshape(3, 5), k]) != []
+
+
+def test_a_bool_input_ranges_over_its_two_values():
+    """D539: a bool element is a byte of 0 or 1 only (0xFF is no value of the type, and the
+    reference and kernel-interp were seen to disagree on it: a model holding it replayed as a
+    false difference); every other dtype's variable covers all its bit patterns."""
+    import z3
+
+    from tilefoundry.validate import encode as E
+    from tilefoundry.validate.refine import solve
+
+    b = E.input_var("b", "bool")
+    assert solve([b == 0xFF], 1000)[0] == z3.unsat
+    assert solve([z3.And(b != 0, b != 1)], 1000)[0] == z3.unsat
+    r, model, _ = solve([b != 0], 1000)
+    assert r == z3.sat and model.eval(b).as_long() == 1
+    assert solve([E.input_var("u", "u8") == 0xFF], 1000)[0] == z3.sat
+
+
+def test_each_query_goes_to_the_solvers_of_its_logic_only():
+    """D538: a logic's solver is given only a query inside its logic (the QF_BV solver said
+    "sat" at once to unsat floating-point queries): pure bit-vectors both logics' solvers
+    first; floating point, an uninterpreted function or a quantifier the default solver alone;
+    and the answer is the default solver's."""
+    import z3
+
+    from tilefoundry.validate.refine import _logics, solve
+
+    x, y = z3.BitVecs("x y", 32)
+    f = z3.FP("f", z3.Float32())
+    g = z3.Function("g", z3.BitVecSort(32), z3.BitVecSort(32))
+    assert _logics([x * y != y * x]) == ("QF_FPBV", "QF_BV")
+    assert _logics([z3.fpToIEEEBV(f) == x]) == ()
+    assert _logics([g(x) != x]) == ()
+    assert _logics([z3.ForAll([y], x != y)]) == ()
+    cases = [x * y != y * x,  # unsat
+             z3.Not(z3.fpEQ(z3.fpAdd(z3.RNE(), f, z3.FPVal(0.0, z3.Float32())), f)),  # -0
+             z3.And(g(x) == 1, g(y) == 2, x == y)]  # unsat
+    for q in cases:
+        s = z3.Solver()
+        s.add(q)
+        assert solve([q], 10_000)[0] == s.check()

@@ -9,6 +9,7 @@ conformance backends; what is not encoded is unsupported by name."""
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -177,16 +178,31 @@ def test_a_gather_along_a_split_axis_is_valid_and_a_wrong_ownership_is_invalid(c
     _check(m, e, c, "gather_wrong_ownership")
 
 
-@pytest.mark.parametrize("cid,pass_,why", [
-    ("special/sharding/local/f32", "elaborate", "Local (a device-varying value)")])
-def test_unencoded_sharded_ops_are_unsupported_by_name(cases, cid: str, pass_: str,
-                                                        why: str) -> None:
-    """(canonicalize folds the Local of a replicated value away: the later passes of that
-    program are checked)"""
+@pytest.mark.parametrize("cid", ["special/sharding/local/f32", "special/sharding/local/bf16",
+                                 "spec/local/shape-contracts-split-axes/f32"])
+def test_the_shape_and_rank_of_a_local_view_are_validated(cases, cid: str) -> None:
+    """HIR Local: "The current device's local view of a sharded tensor" — a device-varying
+    value (the reference's PerDevice) whose shape and rank every device shares (D540): the
+    ShapeOf / Rank of a Local view of a split value is validated pass by pass (canonicalize
+    folds them to constants)."""
     m, e, xs = _built(cases, cid)
     rep = validate_sharded(m, e, [tuple(x.shape) for x in xs], B)
-    out = next(p for p in rep.passes if p.name == pass_).outcome
-    assert out.status == "unsupported" and why in out.reason, out.reason
+    assert all(p.outcome.status == "valid" for p in rep.passes[1:]), rep.text()
+
+
+def test_other_uses_of_a_local_view_are_unsupported_by_name() -> None:
+    """Only the shape and rank of a device-varying value are encoded: an arithmetic use of a
+    Local view is "unsupported" naming the op (the reference keeps the result per device)."""
+    from tilefoundry.semantics.ir import Call, Var
+    from tilefoundry.semantics.ops import Unary
+    from tilefoundry.semantics.ops.math import UnaryKind
+    from tilefoundry.validate import mesh as vm
+    from tilefoundry.validate.encode import Unsupported
+
+    x = vm.SymVarying(SimpleNamespace(axis_extents=(2,)), np.empty((2, 2), object), "f32")
+    call = Call(Unary(UnaryKind.NEG), (Var("v"),))
+    with pytest.raises(Unsupported, match=r"Unary of a device-varying value \(from Local\)"):
+        vm.mesh_hook(call, [x], {}, set())
 
 
 def test_a_sharded_case_above_the_bound_is_unsupported_with_it(cases) -> None:
