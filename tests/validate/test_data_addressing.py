@@ -257,3 +257,21 @@ def test_check_flags_are_compared_where_the_reference_cannot_raise():
     out = check_lowering(m, e, st.hir, wrong, probes=probes, timeout_ms=20_000)
     assert out.status == "invalid", (out.status, out.reason)
     assert any("a run-time check fired" in d for d in out.counterexample.differing)
+
+
+@pytest.mark.parametrize("cid", ["spec/run-time-check/cache_bounds/s-zero/f32",
+                                 "spec/run-time-check/slice_window/window-past-end/f32",
+                                 "spec/run-time-check/index_range/gather-index-at-extent/f32"])
+def test_an_expected_error_cases_program_is_validated(cid):
+    """D541: the case's own inputs raise (the run-time check is its point), but its program is
+    a program like any other: each pass is checked on every input, the inputs the reference
+    raises on not compared, and the outcome names that."""
+    from tilefoundry.conformance.catalog import build_catalog
+    from tilefoundry.validate.passes import Bounds, validate_case
+
+    (case,) = [c for c in build_catalog(0).tier("quick") if c.id == cid]
+    assert case.expect_error is not None
+    rep = validate_case(case, Bounds(timeout_ms=10_000))
+    for p in rep.passes[1:]:
+        assert p.outcome.status == "valid", rep.text()
+        assert any("expected-error case" in a for a in p.outcome.abstractions)
