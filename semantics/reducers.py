@@ -39,6 +39,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 
@@ -434,21 +435,24 @@ def custom_reduce(x: np.ndarray, seed: np.ndarray, reducer_name: str = "welford"
     return out.reshape((*keep_shape, len(r.state)) if keepdim else (*batch, len(r.state)))
 
 
-def reducer_trees(cols: list, r: Reducer, unordered: bool) -> list[np.ndarray]:
-    """Every f32 tree result over the leaf columns (each (..., S))."""
+def merge_trees(leaves: list, merge: Callable[[Any, Any], Any], unordered: bool) -> list:
+    """Every merge tree over ``leaves`` (any values; ``merge(a, b)`` builds a node): the
+    bracketings in leaf order, or (``unordered``) every split into two non-empty sets with both
+    operand orders — the admitted set of a tree policy (the validator enumerates the same
+    trees over Z3 terms, D537)."""
     memo: dict = {}
 
     def ordered(i: int, j: int) -> list:
         if j - i == 1:
-            return [cols[i]]
+            return [leaves[i]]
         if (i, j) not in memo:
-            memo[(i, j)] = [merge_states(r, a, b) for k in range(i + 1, j)
+            memo[(i, j)] = [merge(a, b) for k in range(i + 1, j)
                             for a in ordered(i, k) for b in ordered(k, j)]
         return memo[(i, j)]
 
     def anyorder(s: tuple) -> list:
         if len(s) == 1:
-            return [cols[s[0]]]
+            return [leaves[s[0]]]
         if s not in memo:  # every split into two non-empty sets, both operand orders
             out = []
             rest = s[1:]
@@ -458,12 +462,17 @@ def reducer_trees(cols: list, r: Reducer, unordered: bool) -> list[np.ndarray]:
                     right = tuple(i for i in rest if i not in extra)
                     for a in anyorder(left):
                         for b in anyorder(right):
-                            out += [merge_states(r, a, b), merge_states(r, b, a)]
+                            out += [merge(a, b), merge(b, a)]
             memo[s] = out
         return memo[s]
 
-    n = len(cols)
+    n = len(leaves)
     return anyorder(tuple(range(n))) if unordered else ordered(0, n)
+
+
+def reducer_trees(cols: list, r: Reducer, unordered: bool) -> list[np.ndarray]:
+    """Every f32 tree result over the leaf columns (each (..., S))."""
+    return merge_trees(cols, lambda a, b: merge_states(r, a, b), unordered)
 
 
 def _same_state(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -101,9 +101,11 @@ MAX_STATE_TREES = 256
 
 def state_trees(leaves: list[tuple], merge: Callable[[tuple, tuple], tuple], unordered: bool,
                 limit: int = MAX_STATE_TREES) -> list[tuple] | None:
-    """Every merge tree over ``leaves`` (state tuples), as ``reducers.reducer_trees`` admits
-    them: the bracketings in leaf order, or (``unordered``) every split into two non-empty
-    sets, both operand orders; None when there are more than ``limit``."""
+    """Every merge tree over ``leaves`` (state tuples) as the contract admits them
+    (``reducers.merge_trees``, the reference's own enumeration: the bracketings in leaf order,
+    or every split and both operand orders); None when there are more than ``limit``."""
+    from tilefoundry.semantics.reducers import merge_trees
+
     n = len(leaves)
     count: dict[int, int] = {1: 1}
     for m in range(2, n + 1):  # Catalan(m - 1), or (2m - 3)!! 2^(m - 1) oriented trees
@@ -111,32 +113,7 @@ def state_trees(leaves: list[tuple], merge: Callable[[tuple, tuple], tuple], uno
             count[m - 1] * (2 * m - 3) * 2
     if count[n] > limit:
         return None
-    memo: dict = {}
-
-    def ordered(i: int, j: int) -> list:
-        if j - i == 1:
-            return [leaves[i]]
-        if (i, j) not in memo:
-            memo[(i, j)] = [merge(a, b) for k in range(i + 1, j) for a in ordered(i, k)
-                            for b in ordered(k, j)]
-        return memo[(i, j)]
-
-    def anyorder(idx: tuple) -> list:
-        if len(idx) == 1:
-            return [leaves[idx[0]]]
-        if idx not in memo:
-            out, rest = [], idx[1:]
-            for k in range(len(rest)):
-                for extra in combinations(rest, k):
-                    left = (idx[0], *extra)
-                    right = tuple(i for i in rest if i not in extra)
-                    for a in anyorder(left):
-                        for b in anyorder(right):
-                            out += [merge(a, b), merge(b, a)]
-            memo[idx] = out
-        return memo[idx]
-
-    return anyorder(tuple(range(n))) if unordered else ordered(0, n)
+    return merge_trees(leaves, merge, unordered)
 
 
 def state_choice(trees: list[tuple], default: tuple, policy: str, abstractions: set[str]

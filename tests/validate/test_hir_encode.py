@@ -402,10 +402,10 @@ def test_a_welford_lowering_is_valid_under_the_ci_timeout(policy):
 
 def test_the_custom_agreement_would_catch_a_wrong_merge(monkeypatch):
     from tilefoundry.semantics.ops import CustomReduce
-    from tilefoundry.validate import hir_smt
+    from tilefoundry.validate import hir_custom
 
-    real = hir_smt._reducer_expr
-    monkeypatch.setattr(hir_smt, "_reducer_expr", lambda e, env: real(
+    real = hir_custom._reducer_expr
+    monkeypatch.setattr(hir_custom, "_reducer_expr", lambda e, env: real(
         ("min", *e[1:]) if isinstance(e, tuple) and e[0] == "max" else e, env))
     m = module_of(CustomReduce((1,), "sum_max", "fold_left", False), [DType.F32, DType.F32],
                   [(3, 4), (3, 2)])
