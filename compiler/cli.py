@@ -43,6 +43,11 @@ def add_parser(sub) -> None:
     p.add_argument("--target", default="interp",
                    choices=sorted(set(TARGETS) | set(LAZY_TARGETS)))
     p.add_argument("--no-fuse", action="store_true", help="skip the fuse pass")
+    p.add_argument("--launch", action="append", default=[], metavar="KEY=VALUE",
+                   help="a launch option of the cuda targets, e.g. fp8_promote=128 (native fp8 "
+                        "tensor cores promoted to f32 every 32 / 64 / 128 products: a declared "
+                        "trade, D411 / D536) and fp8_kmajor=1 (an fp8 matmul's B copied K-major "
+                        "first, which fp8 wgmma needs)")
     p.add_argument("--explain", action="store_true",
                    help="say which mapping each kernel got and why (the triton targets: "
                         "row / elementwise / dot / tile-loop fallback, reductions, access "
@@ -88,10 +93,11 @@ def _compile(args: argparse.Namespace) -> int:
             raise TilefoundryError(f"--explain reports the triton and cuda targets' mappings; "
                                    f"got --target {args.target}: use --target triton-cuda or "
                                    f"cuda (the GPU's kernels), or triton / cuda-host")
+        cfg = _launch_cfg(args.launch, args.target)
         module = load_module(args.spec)
         shapes = [parse_shape(s) for s in args.shape]
         c = compile(module, args.entry, shapes, args.target, print_after=shows,
-                    stream=sys.stdout, fuse=not args.no_fuse)
+                    stream=sys.stdout, fuse=not args.no_fuse, cfg=cfg)
         if args.explain:
             sys.stdout.write(_explain(module, args.entry, c))
     except TilefoundryError as e:
@@ -101,6 +107,33 @@ def _compile(args: argparse.Namespace) -> int:
         print(f"{args.entry}: {len(c.kernels)} kernel(s) for target {c.target}: "
               f"{', '.join(k.name for k in c.kernels)}")
     return 0
+
+
+def _launch_cfg(items: list[str], target: str):
+    """The cuda targets' tiles with ``--launch KEY=VALUE`` options (None: the target's own); the
+    renderer checks the names and values (``render_cuda.check_launch``)."""
+    if not items:
+        return None
+    if target not in ("cuda", "cuda-host"):
+        raise TilefoundryError(f"--launch sets the cuda targets' launch options; got --target "
+                               f"{target} (the triton targets take theirs from the autotuner's "
+                               f"record, benchmarks/bench_gpu.py --tune)")
+    from dataclasses import replace
+
+    from tilefoundry.compiler.cuda_backend import CUDA_TILES
+
+    opts = []
+    for item in items:
+        key, eq, val = item.partition("=")
+        try:
+            opts.append((key.strip(), int(val)))
+        except ValueError:
+            raise TilefoundryError(f"--launch {item!r}: write KEY=INTEGER, e.g. "
+                                   f"fp8_promote=128") from None
+        if not eq or not key.strip():
+            raise TilefoundryError(f"--launch {item!r}: write KEY=INTEGER, e.g. "
+                                   f"fp8_promote=128")
+    return replace(CUDA_TILES, launch=tuple(opts))
 
 
 #: the targets ``--explain`` reports on

@@ -490,6 +490,7 @@ class CudaDeviceRun:
 #: ``dot`` maps onto the tensor cores (``render_cuda_mma``, D280); K tiles of 32
 CUDA_TILES = TileConfig(dot_mn=(128, 128), narrow_f32=True)
 
+
 def _render(p: Program, cfg) -> str:  # the tiles' launch options reach the renderer (D536)
     return render(p, launch=dict(cfg.launch) if cfg is not None else None)
 

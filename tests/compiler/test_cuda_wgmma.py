@@ -350,3 +350,29 @@ def test_fp8_device_code_builds_with_nvcc_unserialised(tmp_path, promote: int) -
     assert res.returncode == 0, res.stderr[-3000:]
     assert "C7514" not in res.stderr, res.stderr[-2000:]
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in res.stderr
+
+
+def test_compile_cli_takes_launch_options_and_explains_the_fp8_mapping(capsys, tmp_path) -> None:
+    """``tilefoundry compile --target cuda-host --launch fp8_promote=128 --launch fp8_kmajor=1
+    --explain``: the matmul is the wgmma mapping with the promotion named; without the options
+    it stays staged on mma.sync, saying how to opt in; a bad option or a non-cuda target is a
+    one-line error naming it."""
+    from tilefoundry.cli import main
+
+    spec = tmp_path / "fp8_mod.py"
+    spec.write_text("from tilefoundry.semantics.dsl import parse_module\n"
+                    f"MOD = parse_module({SRC.format(dt='fp8e4m3')!r})\n")
+    base = ["compile", f"{spec}:MOD", "mm", "--shape", "200x256", "--shape", "256x136",
+            "--target", "cuda-host", "--explain"]
+    assert main([*base, "--launch", "fp8_promote=128", "--launch", "fp8_kmajor=1"]) == 0
+    out = capsys.readouterr().out
+    assert "wgmma, 384 threads" in out and "promoted to f32 every 128 products" in out
+    assert main(base) == 0
+    out = capsys.readouterr().out
+    assert "mma, " in out and "staged exactly as f16" in out and "fp8_promote=N" in out
+    for bad, what in [("fp8_promote=48", "fp8_promote=48"), ("num_warps=8", "'num_warps'"),
+                      ("fp8_promote", "KEY=INTEGER")]:
+        assert main([*base, "--launch", bad]) == 2
+        assert what in capsys.readouterr().err
+    assert main([*base[:-3], "--target", "triton", "--launch", "fp8_promote=128"]) == 2
+    assert "--launch sets the cuda targets' launch options" in capsys.readouterr().err
