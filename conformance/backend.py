@@ -606,6 +606,8 @@ BUILTIN: dict[str, str] = {
     "simd": "tilefoundry.compiler.simd_backend:SimdBackend",
     "triton": "tilefoundry.compiler.triton_backend:TritonBackend",
     "cuda": "tilefoundry.compiler.cuda_backend:CudaBackend",
+    # the CUDA backend's source run on the host (a test harness: no GPU needed, D212)
+    "cuda-host": "tilefoundry.compiler.cuda_backend:host_backend",
     "distributed": "tilefoundry.conformance.distributed_backend:DistributedBackend",
 }
 

@@ -183,7 +183,8 @@ def test_json_round_trip_and_capabilities_file(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "r.jsonl").exists()
 
 
-@pytest.mark.parametrize("name", ["reference", "kernel-interp", "simd", "distributed"])
+@pytest.mark.parametrize("name", ["reference", "kernel-interp", "simd", "distributed",
+                                  "cuda-host"])
 def test_every_builtin_backend_states_valid_capabilities(name):
     """The built-in backends declare what they run explicitly (nothing comes from defaults)."""
     from tilefoundry.conformance.selection import _load_backend_checked
