@@ -19,6 +19,37 @@ from tilefoundry.semantics.types import TensorType
 #: small tiles so that ragged edges, several program instances and tile loops all happen
 SMALL = TileConfig(tile_elems=16, max_row=8, k_block=4)
 
+#: the matmul programs of the tensor-core tests (``SRC.format(dt=...)``, ``parse_module``): a
+#: plain matmul, both operands transposed, and a batched one
+MATMUL_SRC = """
+M = DimVar("M", 1, 1 << 16)
+K = DimVar("K", 1, 1 << 16)
+N = DimVar("N", 1, 1 << 16)
+B = DimVar("B", 1, 64)
+
+@func
+def mm(a: Tensor[(M, K), {dt}], b: Tensor[(K, N), {dt}]) -> Tensor[(M, N), {dt}]:
+    return matmul(a, b, allow_reassociation=True)
+
+@func
+def mm_tn(a: Tensor[(K, M), {dt}], b: Tensor[(N, K), {dt}]) -> Tensor[(M, N), {dt}]:
+    return matmul(transpose(a, (1, 0)), transpose(b, (1, 0)), allow_reassociation=True)
+
+@func
+def bmm(a: Tensor[(B, M, K), {dt}], b: Tensor[(B, K, N), {dt}]) -> Tensor[(B, M, N), {dt}]:
+    return matmul(a, b, allow_reassociation=True)
+"""
+
+#: the bf16 RMSNorm over rows of the row-mapping tests (``rms_norm(x, w, eps=1e-6)``)
+RMSNORM_SRC = """
+R = DimVar("R", 1, 1 << 16)
+C = DimVar("C", 1, 1 << 16)
+
+@func
+def rmsnorm(x: Tensor[(R, C), bf16], w: Tensor[(C,), bf16]) -> Tensor[(R, C), bf16]:
+    return rms_norm(x, w, eps=1e-6)
+"""
+
 
 def var(name: str, shape: tuple, dtype: DType) -> Var:
     return Var(name, TensorType(tuple(shape), dtype))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from compiler_helpers import MATMUL_SRC
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
@@ -25,24 +26,7 @@ from tilefoundry.semantics.dsl import parse_module
 NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "fp8e4m3": ml_dtypes.float8_e4m3fn,
       "fp8e5m2": ml_dtypes.float8_e5m2, "f32": np.float32}
 
-SRC = """
-M = DimVar("M", 1, 1 << 16)
-K = DimVar("K", 1, 1 << 16)
-N = DimVar("N", 1, 1 << 16)
-B = DimVar("B", 1, 64)
-
-@func
-def mm(a: Tensor[(M, K), {dt}], b: Tensor[(K, N), {dt}]) -> Tensor[(M, N), {dt}]:
-    return matmul(a, b, allow_reassociation=True)
-
-@func
-def mm_tn(a: Tensor[(K, M), {dt}], b: Tensor[(N, K), {dt}]) -> Tensor[(M, N), {dt}]:
-    return matmul(transpose(a, (1, 0)), transpose(b, (1, 0)), allow_reassociation=True)
-
-@func
-def bmm(a: Tensor[(B, M, K), {dt}], b: Tensor[(B, K, N), {dt}]) -> Tensor[(B, M, N), {dt}]:
-    return matmul(a, b, allow_reassociation=True)
-
+SRC = MATMUL_SRC + """
 @func
 def mm_ordered(a: Tensor[(M, K), {dt}], b: Tensor[(K, N), {dt}]) -> Tensor[(M, N), {dt}]:
     return matmul(a, b, allow_reassociation=False)

@@ -18,7 +18,7 @@ import shutil
 import ml_dtypes
 import numpy as np
 import pytest
-from compiler_helpers import one_op
+from compiler_helpers import RMSNORM_SRC, one_op
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
@@ -26,16 +26,10 @@ from tilefoundry.compiler import render_cuda
 from tilefoundry.compiler.cuda_backend import CudaExecutable
 from tilefoundry.compiler.pipeline import compile as tf_compile
 from tilefoundry.oracle.compare import check
-from tilefoundry.semantics.dsl import DimVar, Tensor, bf16, func, module, rms_norm
+from tilefoundry.semantics.dsl import parse_module
 from tilefoundry.semantics.ops import Reduce, ReduceKind
 
-R = DimVar("R", 1, 1 << 16)
-C = DimVar("C", 1, 1 << 16)
-
-
-@func
-def rmsnorm(x: Tensor[(R, C), bf16], w: Tensor[(C,), bf16]) -> Tensor[(R, C), bf16]:
-    return rms_norm(x, w, eps=1e-6)
+RMSNORM = parse_module(RMSNORM_SRC)
 
 
 HOST_CXX = shutil.which("g++") is not None
@@ -109,7 +103,7 @@ def test_rmsnorm_max_of_abs_takes_the_integer_step() -> None:
     still passes the oracle on rows of NaN, inf and both zeros."""
     x = _rows(4096).astype(ml_dtypes.bfloat16)
     w = np.linspace(-2, 2, 4096).astype(ml_dtypes.bfloat16)
-    m = module(rmsnorm)
+    m = RMSNORM
     src, got = _host(m, "rmsnorm", [x, w])
     assert "tf__max_nonneg(" in src
     assert check(m, "rmsnorm", [x, w], got).status == "PASS"

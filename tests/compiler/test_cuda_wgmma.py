@@ -17,6 +17,7 @@ import subprocess
 import ml_dtypes
 import numpy as np
 import pytest
+from compiler_helpers import MATMUL_SRC
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
@@ -30,20 +31,7 @@ from tilefoundry.semantics.dsl import parse_module
 NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "fp8e4m3": ml_dtypes.float8_e4m3fn,
       "fp8e5m2": ml_dtypes.float8_e5m2}
 
-SRC = """
-M = DimVar("M", 1, 1 << 16)
-K = DimVar("K", 1, 1 << 16)
-N = DimVar("N", 1, 1 << 16)
-B = DimVar("B", 1, 64)
-
-@func
-def mm(a: Tensor[(M, K), {dt}], b: Tensor[(K, N), {dt}]) -> Tensor[(M, N), {dt}]:
-    return matmul(a, b, allow_reassociation=True)
-
-@func
-def bmm(a: Tensor[(B, M, K), {dt}], b: Tensor[(B, K, N), {dt}]) -> Tensor[(B, M, N), {dt}]:
-    return matmul(a, b, allow_reassociation=True)
-"""
+SRC = MATMUL_SRC
 
 
 @pytest.fixture(autouse=True)
