@@ -304,9 +304,7 @@ def _seeded(op: SeededReduce, args: list[Val], abstr: set[str]) -> Val:
         raise Unsupported(f"unsupported op {type(op).__name__}.sum on bool (an evaluation "
                           f"error: bool has no arithmetic)")
     fp = kir.is_float(dt)
-    if masked and fp and kind == "sum" and policy in ("ordered_tree", "unordered_tree"):
-        raise Unsupported(f"unsupported op MaskedReduce.sum under {policy} (the admitted set "
-                          f"depends on the mask's value)")
+    tree_uf = masked and fp and kind == "sum" and policy in ("ordered_tree", "unordered_tree")
     f, batch, keep_shape = _fibers(x, op.axes)
     mf = _fibers(args[2][0], op.axes)[0] if masked else None
     seeds = sd.reshape(-1)
@@ -321,6 +319,9 @@ def _seeded(op: SeededReduce, args: list[Val], abstr: set[str]) -> Val:
         lanes, init = [up(v) for v in f[r]], up(seeds[r])
         if not masked:
             res = reduce_lanes(lanes, acc, kind, policy, init, abstr)
+        elif tree_uf:  # its admitted set depends on the mask's value: abstracted (D542)
+            what = f"MaskedReduce.sum under {policy}"
+            res = _abstracted(what, what, [init, *lanes], list(mf[r]), abstr)
         elif kind == "sum":
             add = E.binary("add", acc)
             order = range(len(lanes) - 1, -1, -1) if policy == "fold_right" else \
@@ -394,9 +395,7 @@ def _flagged_scan(op: MaskedScan | SegmentedScan, args: list[Val], abstr: set[st
     fp = kir.is_float(dt)
     if (dt == "bool" and op.combine in ("add", "mul")) or (op.combine == "mul" and fp):
         raise Unsupported(f"unsupported op {name}.{op.combine} on {dt} (an evaluation error)")
-    if fp and op.combine == "add" and op.policy == "ordered_tree":
-        raise Unsupported(f"unsupported op {name}.add under ordered_tree (the admitted set "
-                          f"depends on the flags' values)")
+    tree_uf = fp and op.combine == "add" and op.policy == "ordered_tree"
     ax = op.axis % x.ndim
     v, f = np.moveaxis(x, ax, -1), np.moveaxis(np.broadcast_to(fl, x.shape), ax, -1)
     n = v.shape[-1]
@@ -414,6 +413,15 @@ def _flagged_scan(op: MaskedScan | SegmentedScan, args: list[Val], abstr: set[st
     back = (lambda t: E.round_to(t, "f32", dt, "nonfinite")) if low else (lambda t: t)
     out = np.empty(v.shape, object)
     for b in np.ndindex(*v.shape[:-1]):
+        if tree_uf:  # each prefix's admitted set depends on the flags' values (D542)
+            what = f"{name}.add under ordered_tree"
+            key = f"{what} {'in' if op.inclusive else 'ex'}clusive [{{}}]"
+            seed = [up(E.const(op.seed, dt))] if op.seed is not None else []
+            lanes, flags = [up(t) for t in v[b]], list(f[b])
+            for i in range(n):
+                out[(*b, i)] = back(_abstracted(what, key.format(i), [*seed, *lanes], flags,
+                                                abstr))
+            continue
         has = z3.BoolVal(op.seed is not None)
         state = up(E.const(op.seed, dt)) if op.seed is not None else ident
         for i in range(n):
@@ -433,6 +441,22 @@ def _flagged_scan(op: MaskedScan | SegmentedScan, args: list[Val], abstr: set[st
                 if op.inclusive:
                     out[(*b, i)] = back(state)
     return np.moveaxis(out, -1, ax), dt
+
+
+def _abstracted(what: str, key: str, values: list, flags: list, abstr: set[str]) -> Any:
+    """An f32 result whose admitted set depends on mask / flag values (a masked tree sum, a
+    flagged ordered-tree scan prefix; D542): one uninterpreted function of the f32 values and
+    the flags, named by ``key`` and the arity, so the same op on the same operands is the same
+    term on both sides of a check (an elaboration that keeps it is proved) and anything else is
+    a counterexample that must reproduce, or "failed to prove"; ``what`` names the
+    abstraction."""
+    abstr.add(f"{what} (admitted set abstracted)")
+    fs = [z3.If(c, z3.BitVecVal(1, 1), z3.BitVecVal(0, 1)) if z3.is_bool(c) else
+          z3.BitVecVal(int(bool(c)), 1) for c in flags]
+    f32 = E.fp_sort("f32")
+    fn = z3.Function(f"abstracted.{key}.{len(values)}.{len(fs)}", *([f32] * len(values)),
+                     *([z3.BitVecSort(1)] * len(fs)), f32)
+    return fn(*values, *fs)
 
 
 HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {

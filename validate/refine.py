@@ -338,8 +338,9 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
         why = "the solver's counterexample does not reproduce on kernel-interp" + \
             (f" ({cx.note})" if cx.note else "")
     else:
-        why = "the outputs differ on the counterexample but an unordered_tree sum's admitted " \
-            "set is abstracted (too many lanes to enumerate), so a difference is no proof of a bug"
+        why = "the outputs differ on the counterexample but an admitted set is abstracted (a " \
+            "tree sum over too many lanes to enumerate, or one that depends on mask / flag " \
+            "values), so a difference is no proof of a bug"
     return Outcome("failed to prove", why + "; abstractions used: " +
                    (", ".join(abstractions) or "none"), time.perf_counter() - t0, cx,
                    abstractions)
