@@ -25,9 +25,21 @@ import z3
 
 from tilefoundry.validate import encode as E
 
-__all__ = ["MAX_STATE_TREES", "ORDERED_MAX", "REGISTRY", "UNORDERED_MAX", "UNSPECIFIED",
-           "UNSPEC_PREFIX", "Choice", "state_choice", "state_trees", "tree_choice", "unspecified",
-           "zero"]
+__all__ = [
+    "MAX_STATE_TREES",
+    "ORDERED_MAX",
+    "REGISTRY",
+    "UNORDERED_MAX",
+    "UNSPECIFIED",
+    "UNSPEC_PREFIX",
+    "Choice",
+    "abstracted",
+    "state_choice",
+    "state_trees",
+    "tree_choice",
+    "unspecified",
+    "zero",
+]
 
 ORDERED_MAX = 5  # 14 bracketings
 UNORDERED_MAX = 4  # 15 trees
@@ -142,6 +154,28 @@ def state_choice(trees: list[tuple], default: tuple, policy: str, abstractions: 
             term = z3.If(var == i, trees[i][c], term)
         out.append(term)
     return tuple(out)
+
+
+def abstracted(what: str, key: str, values: list, flags: list, abstr: set[str]) -> Any:
+    """An f32 result whose admitted set depends on mask / flag values (a masked tree sum, a
+    flagged ordered-tree scan prefix; D542): one uninterpreted function of the f32 values and
+    the flags, named by ``key`` and the arity, so the same op on the same operands is the same
+    term on both sides of a check (an elaboration that keeps it is proved) and anything else is
+    a counterexample that must reproduce, or "failed to prove"; ``what`` names the
+    abstraction. ``values`` ends with one value per flag (a seed may come first). A lane whose
+    flag is false whatever the inputs (a tile's padding) is no operand, and flags are
+    simplified, so the HIR's fiber and the kernel IR's padded, edge-masked block give one term."""
+    abstr.add(f"{what} (admitted set abstracted)")
+    flags = [z3.simplify(c) if z3.is_bool(c) else z3.BoolVal(bool(c)) for c in flags]
+    keep = [i for i, c in enumerate(flags) if not z3.is_false(c)]
+    off = len(values) - len(flags)  # the values before the flagged lanes (the seed)
+    values = [*values[:off], *(values[off + i] for i in keep)]
+    fs = [z3.BitVecVal(1, 1) if z3.is_true(flags[i]) else
+          z3.If(flags[i], z3.BitVecVal(1, 1), z3.BitVecVal(0, 1)) for i in keep]
+    f32 = E.fp_sort("f32")
+    fn = z3.Function(f"abstracted.{key}.{len(values)}.{len(fs)}", *([f32] * len(values)),
+                     *([z3.BitVecSort(1)] * len(fs)), f32)
+    return fn(*values, *fs)
 
 
 #: every unspecified value made in this process (a float -> int cast's out-of-range element), by

@@ -101,6 +101,7 @@ from tilefoundry.semantics.ops import (
 from tilefoundry.semantics.ops.math import UnaryKind
 from tilefoundry.semantics.types import ShardLayout
 from tilefoundry.validate import encode as E
+from tilefoundry.validate.choices import abstracted
 from tilefoundry.validate.encode import Unsupported
 from tilefoundry.validate.hir_custom import CUSTOM_OPS
 from tilefoundry.validate.hir_dynamic import gather, scalar_positions
@@ -320,8 +321,8 @@ def _seeded(op: SeededReduce, args: list[Val], abstr: set[str]) -> Val:
         if not masked:
             res = reduce_lanes(lanes, acc, kind, policy, init, abstr)
         elif tree_uf:  # its admitted set depends on the mask's value: abstracted (D542)
-            what = f"MaskedReduce.sum under {policy}"
-            res = _abstracted(what, what, [init, *lanes], list(mf[r]), abstr)
+            res = abstracted(f"a masked {policy} sum", f"masked_sum.{policy}", [init, *lanes],
+                             list(mf[r]), abstr)
         elif kind == "sum":
             add = E.binary("add", acc)
             order = range(len(lanes) - 1, -1, -1) if policy == "fold_right" else \
@@ -419,7 +420,7 @@ def _flagged_scan(op: MaskedScan | SegmentedScan, args: list[Val], abstr: set[st
             seed = [up(E.const(op.seed, dt))] if op.seed is not None else []
             lanes, flags = [up(t) for t in v[b]], list(f[b])
             for i in range(n):
-                out[(*b, i)] = back(_abstracted(what, key.format(i), [*seed, *lanes], flags,
+                out[(*b, i)] = back(abstracted(what, key.format(i), [*seed, *lanes], flags,
                                                 abstr))
             continue
         has = z3.BoolVal(op.seed is not None)
@@ -441,22 +442,6 @@ def _flagged_scan(op: MaskedScan | SegmentedScan, args: list[Val], abstr: set[st
                 if op.inclusive:
                     out[(*b, i)] = back(state)
     return np.moveaxis(out, -1, ax), dt
-
-
-def _abstracted(what: str, key: str, values: list, flags: list, abstr: set[str]) -> Any:
-    """An f32 result whose admitted set depends on mask / flag values (a masked tree sum, a
-    flagged ordered-tree scan prefix; D542): one uninterpreted function of the f32 values and
-    the flags, named by ``key`` and the arity, so the same op on the same operands is the same
-    term on both sides of a check (an elaboration that keeps it is proved) and anything else is
-    a counterexample that must reproduce, or "failed to prove"; ``what`` names the
-    abstraction."""
-    abstr.add(f"{what} (admitted set abstracted)")
-    fs = [z3.If(c, z3.BitVecVal(1, 1), z3.BitVecVal(0, 1)) if z3.is_bool(c) else
-          z3.BitVecVal(int(bool(c)), 1) for c in flags]
-    f32 = E.fp_sort("f32")
-    fn = z3.Function(f"abstracted.{key}.{len(values)}.{len(fs)}", *([f32] * len(values)),
-                     *([z3.BitVecSort(1)] * len(fs)), f32)
-    return fn(*values, *fs)
 
 
 HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {

@@ -354,6 +354,9 @@ class SymKernelRun(KernelRun):
         if ins.mask and _is_sym(self.values[ins.mask]) and \
                 self.dt(ins.mask) == "bool" and _neutral(ins.kind, dt, ins.policy) is not None:
             return self._reduce_data_mask(ins, dt, x)
+        if ins.mask and _is_sym(self.values[ins.mask]) and ins.kind == "sum" and \
+                ins.policy in _TREES and dt == "f32":
+            return self._masked_tree_sum(ins, x)
         m = self.concrete(ins.mask, "reduce mask") if ins.mask else None
         shape = np.broadcast_shapes(x.shape, m.shape) if m is not None else x.shape
         x = np.broadcast_to(x, shape)
@@ -371,6 +374,30 @@ class SymKernelRun(KernelRun):
         for row in range(f.shape[0]):
             r[row] = reduce_lanes(list(f[row][valid[row]]), dt, ins.kind, ins.policy,
                                   None if init is None else init[row], self.it.abstractions)
+        return r.reshape(out_shape)
+
+    def _masked_tree_sum(self, ins: kir.Reduce, x: np.ndarray) -> np.ndarray:
+        """An f32 tree sum over a data-dependent mask: its admitted set depends on which lanes
+        are active, so each row is the abstraction the HIR's masked tree sum is (D542:
+        ``choices.abstracted`` of the seed, the lanes and their mask bits; padded lanes, masked
+        out whatever the inputs, are no operands) — a lowering that keeps the seed, the lanes
+        and the mask gives the HIR's term."""
+        from tilefoundry.validate.choices import abstracted
+
+        m = self.sym(ins.mask)
+        shape = np.broadcast_shapes(x.shape, m.shape)
+        pos = [1 + a for a in ins.axes]
+        keep = [i for i in range(len(shape)) if i not in pos]
+        out_shape = tuple(1 if i in pos else n for i, n in enumerate(shape))
+        lanes = math.prod(shape[i] for i in pos)
+        f = np.transpose(np.broadcast_to(x, shape), keep + pos).reshape(-1, lanes)
+        valid = np.transpose(np.broadcast_to(m, shape), keep + pos).reshape(-1, lanes)
+        init = np.broadcast_to(self.sym(ins.init), out_shape).reshape(-1) if ins.init else None
+        r = np.empty(f.shape[0], object)
+        for row in range(f.shape[0]):
+            seed = [] if init is None else [init[row]]
+            r[row] = abstracted(f"a masked {ins.policy} sum", f"masked_sum.{ins.policy}",
+                                [*seed, *f[row]], list(valid[row]), self.it.abstractions)
         return r.reshape(out_shape)
 
     def _reduce_data_mask(self, ins: kir.Reduce, dt: str, x: np.ndarray) -> np.ndarray:

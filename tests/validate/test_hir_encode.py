@@ -189,7 +189,7 @@ def _hir_pair(op_src, op_tgt, dts, shapes):
 
 @pytest.mark.parametrize("op,other,dts,shapes,what", [
     ("masked", "fold_left", [DType.F32, DType.F32, DType.BOOL], [(2, 4), (2,), (2, 4)],
-     "MaskedReduce.sum under ordered_tree (admitted set abstracted)"),
+     "a masked ordered_tree sum (admitted set abstracted)"),
     ("scan", "fold_left", [DType.F32, DType.BOOL], [(3, 4), (3, 4)],
      "MaskedScan.add under ordered_tree (admitted set abstracted)")])
 def test_a_tree_sum_that_depends_on_a_mask_is_abstracted_by_name(op, other, dts, shapes, what):
@@ -210,6 +210,43 @@ def test_a_tree_sum_that_depends_on_a_mask_is_abstracted_by_name(op, other, dts,
     assert same.status == "valid" and what in same.abstractions, same
     out = check_hir_refinement(src, tgt, (m, "f"), "other", timeout_ms=10_000)
     assert out.status == "failed to prove" and "abstract" in out.reason, (out.status, out.reason)
+
+
+_MASKED_SUM = """
+@func
+def f(x: Tensor[(2, 4), {t}], s: Tensor[(2,), {t}], k: Tensor[(2, 4), bool]):
+    return reduce_sum_masked({x}, {s}, k, (1,), "{policy}", False)
+
+module(f)
+"""
+
+
+@pytest.mark.parametrize("t", ["f32", "bf16"])
+def test_a_masked_tree_sum_lowers_to_the_same_abstraction(t):
+    """D542: the kernel IR's f32 tree sum over a data-dependent mask is the abstraction the
+    HIR's masked tree sum is (the seed, the lanes, their mask bits; the tile's padded lanes
+    dropped): the lowering is valid. A lowering that reads other lanes, another seed, or
+    folds (a member of the admitted set, but not the abstraction) is not valid — at most
+    "failed to prove", since a difference under an abstracted admitted set proves nothing."""
+    from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
+    from tilefoundry.validate.refine import check_lowering
+
+    from .helpers import lowered
+
+    def mod(x="x", s="s", policy="ordered_tree"):
+        return _movement_module(_MASKED_SUM.format(t=t, x=x, s=s, policy=policy))
+
+    shapes = [(2, 4), (2,), (2, 4)]
+    m = mod()
+    st = run_passes(State(m, "f", shapes, TARGETS["interp"]),
+                    ["typeinfer", "elaborate", "canonicalize", "lower"])
+    ok = check_lowering(m, "f", st.hir, st.program, timeout_ms=10_000)
+    assert ok.status == "valid", (ok.status, ok.reason)
+    assert "a masked ordered_tree sum (admitted set abstracted)" in ok.abstractions
+    for wrong in (mod(x="-x"), mod(s="-s"), mod(policy="fold_left")):
+        out = check_lowering(m, "f", st.hir, lowered(wrong, shapes, fuse=False),
+                             timeout_ms=10_000)
+        assert out.status == "failed to prove", (out.status, out.reason)
 
 
 def test_a_loop_unrolls_as_the_evaluator_runs_it_and_constant_indices_gather():
