@@ -67,22 +67,21 @@ def test_matmul_and_select():
 
 
 def test_unencoded_hir_op_is_named():
-    from tilefoundry.semantics.ops import MaskedReduce
+    from tilefoundry.semantics.ops import CustomReduce
     from tilefoundry.validate.encode import Unsupported
 
-    # (Sort, the example before D514, SoftMax, the one before D523, and Conv2D, the one
-    # before D535, are encoded now: every op class is, so the example is an unencoded
-    # configuration — a masked float sum under a tree policy, whose admitted set depends on
-    # the mask's value)
-    m = module_of(MaskedReduce(axes=(1,), kind="sum", policy="unordered_tree", keepdim=False),
-                  [DType.F32, DType.F32, DType.BOOL], [(2, 3), (2,), (2, 3)])
-    with pytest.raises(Unsupported, match=r"unsupported op MaskedReduce\.sum under "
+    # (Sort, the example before D514, SoftMax, the one before D523, Conv2D, the one before
+    # D535, and a masked float tree sum, the one before D542, are encoded now: every op class
+    # is, so the example is an unencoded configuration — a custom reducer's tree over more
+    # merge trees than refinement enumerates)
+    m = module_of(CustomReduce((1,), "welford", "unordered_tree", False),
+                  [DType.F32, DType.F32], [(2, 4), (2, 3)])
+    with pytest.raises(Unsupported, match=r"unsupported op CustomReduce\(welford\) under "
                                           "unordered_tree"):
-        agreement_hir(m, "f", [values(DType.F32, 6, 1).reshape(2, 3),
-                               values(DType.F32, 2, 2), np.ones((2, 3), bool)])
+        agreement_hir(m, "f", [values(DType.F32, 8, 1).reshape(2, 4),
+                               np.zeros((2, 3), np.float32)])
 
 
-# -- data movement, value-independent ops and tuples (D478) ------------------------------------
 def _movement_module(src: str):
     from tilefoundry.semantics.dsl import parse_module
 

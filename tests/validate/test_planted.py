@@ -158,20 +158,20 @@ def test_a_lowering_bug_is_caught_against_the_hir_semantics():
 
 def test_unencoded_hir_op_makes_lower_unsupported_by_name():
     from tilefoundry.semantics.dtypes import DType
-    from tilefoundry.semantics.ops import MaskedReduce
+    from tilefoundry.semantics.ops import CustomReduce
 
     from .helpers import module_of
 
-    # (Conv2D, the example before D535, is encoded: an unencoded configuration instead, a
-    # masked float sum under a tree policy; the lowered kernel is read first, so the reason
-    # names its reduction whose mask is data)
-    shapes = [(2, 3), (2,), (2, 3)]
-    m = module_of(MaskedReduce(axes=(1,), kind="sum", policy="unordered_tree", keepdim=False),
-                  [DType.F32, DType.F32, DType.BOOL], shapes)
+    # (Conv2D, the example before D535, and a masked float tree sum, the one before D542, are
+    # encoded: an unencoded configuration instead, a custom reducer's tree over more merge
+    # trees than refinement enumerates per element)
+    shapes = [(2, 4), (2, 3)]
+    m = module_of(CustomReduce((1,), "welford", "unordered_tree", False),
+                  [DType.F32, DType.F32], shapes)
     rep = validate_program(m, "f", shapes)
     lower = next(p.outcome for p in rep.passes if p.name == "lower")
-    assert lower.status == "unsupported" and "reduce mask" in lower.reason and \
-        "depends on input data" in lower.reason, lower.reason
+    assert lower.status == "unsupported" and "CustomReduce(welford)" in lower.reason and \
+        "more than 256 merge trees" in lower.reason, lower.reason
 
 
 def _relabel(policy_from: str, policy_to: str):
