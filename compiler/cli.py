@@ -111,7 +111,7 @@ def _compile(args: argparse.Namespace) -> int:
 
 def _launch_cfg(items: list[str], target: str):
     """The cuda targets' tiles with ``--launch KEY=VALUE`` options (None: the target's own); the
-    renderer checks the names and values (``render_cuda.check_launch``)."""
+    renderer checks the names and values (``render_cuda_wgmma.check_launch``)."""
     if not items:
         return None
     if target not in ("cuda", "cuda-host"):

@@ -72,7 +72,6 @@ from tilefoundry.compiler.render_c import (
     prelude_constants,
 )
 from tilefoundry.compiler.spelling import CSIZE, CTYPE, UTYPE
-from tilefoundry.errors import InvalidArgumentError
 
 __all__ = ["BLOCK_LANES", "BLOCK_THREADS_MAX", "REG_LIMIT", "SHARED_LIMIT", "THREADS",
            "KernelCuda", "ProgramCuda", "kernel_threads", "parse_plan", "render"]
@@ -758,31 +757,11 @@ class ProgramCuda(ProgramC):
         self.steps(s.body, out, ind)  # the loop itself runs on the host
 
 
-#: the launch options the CUDA renderer reads: ``fp8_promote`` (native fp8 tensor cores,
-#: promoted to f32 every N products, D411 / D536) and ``fp8_kmajor`` (read by the lowering: B
-#: copied K-major first, D489)
-LAUNCH_OPTIONS = ("fp8_promote", "fp8_kmajor")
-
-
-def check_launch(launch: Mapping[str, int] | None) -> dict[str, int]:
-    """The CUDA target's launch options, each checked (the project's error naming the option
-    and what it takes)."""
-    from tilefoundry.compiler.render_cuda_wgmma import FP8_PROMOTE
-
-    out = dict(launch or {})
-    for key, v in out.items():
-        if key not in LAUNCH_OPTIONS:
-            raise InvalidArgumentError(f"CUDA launch option {key!r}: not one the CUDA backend "
-                                       f"reads; expected one of {LAUNCH_OPTIONS}")
-        ok = (0, *FP8_PROMOTE) if key == "fp8_promote" else (0, 1)
-        if isinstance(v, bool) or v not in ok:
-            raise InvalidArgumentError(f"CUDA launch option {key}={v!r}: expected one of {ok}")
-    return out
-
-
 def render(program: Program, launch: Mapping[str, int] | None = None) -> str:
     """CUDA C++ source of ``program`` with its launch plan (``NotSupportedError`` for what it
     cannot render); ``launch``: the target's launch options (``LAUNCH_OPTIONS``)."""
+    from tilefoundry.compiler.render_cuda_wgmma import check_launch
+
     return ProgramCuda(program, check_launch(launch)).render()
 
 
@@ -796,6 +775,8 @@ def parse_plan(source: str) -> dict:
     """The launch plan a rendered source carries (``render``)."""
     i = source.rfind(PLAN_TAG)
     if i < 0:
+        from tilefoundry.errors import InvalidArgumentError
+
         raise InvalidArgumentError("this CUDA source has no launch plan (a '/* tf-plan ...' "
                                    "comment): render it with render_cuda.render")
     return json.loads(source[i + len(PLAN_TAG):source.rindex("*/")])

@@ -44,6 +44,7 @@ layouts, as modelled here) is checked on a CPU.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from tilefoundry.compiler import cuda_build, kir
@@ -52,8 +53,17 @@ from tilefoundry.compiler.render_cuda_mma import MmaPlan, plan_mma
 from tilefoundry.compiler.spelling import CTYPE, c_literal
 from tilefoundry.errors import InvalidArgumentError
 
-__all__ = ["DEFAULT_TILE", "WGMMA_HEAD", "WgTile", "WgmmaPlan", "enabled", "plan_wgmma",
-           "render_wgmma"]
+__all__ = [
+    "DEFAULT_TILE",
+    "LAUNCH_OPTIONS",
+    "WGMMA_HEAD",
+    "WgTile",
+    "WgmmaPlan",
+    "check_launch",
+    "enabled",
+    "plan_wgmma",
+    "render_wgmma",
+]
 
 #: the K tile: one 128-byte swizzled row of 16-bit elements (128 fp8 elements: ``bk``)
 BK = 64
@@ -203,6 +213,26 @@ class WgmmaPlan:
         dt = kc.bm[self.mma.la.buffer].dtype
         return {"threads": self.tile.threads, "smem": self.tile.smem, "blocks": self.blocks,
                 "tmaps": [self.a.spec(dt), self.b.spec(dt)]}
+
+
+#: the launch options the CUDA renderer reads: ``fp8_promote`` (native fp8 tensor cores,
+#: promoted to f32 every N products, D411 / D536) and ``fp8_kmajor`` (read by the lowering: B
+#: copied K-major first, D489)
+LAUNCH_OPTIONS = ("fp8_promote", "fp8_kmajor")
+
+
+def check_launch(launch: Mapping[str, int] | None) -> dict[str, int]:
+    """The CUDA target's launch options, each checked (the project's error naming the option
+    and what it takes)."""
+    out = dict(launch or {})
+    for key, v in out.items():
+        if key not in LAUNCH_OPTIONS:
+            raise InvalidArgumentError(f"CUDA launch option {key!r}: not one the CUDA backend "
+                                       f"reads; expected one of {LAUNCH_OPTIONS}")
+        ok = (0, *FP8_PROMOTE) if key == "fp8_promote" else (0, 1)
+        if isinstance(v, bool) or v not in ok:
+            raise InvalidArgumentError(f"CUDA launch option {key}={v!r}: expected one of {ok}")
+    return out
 
 
 def _operand(kc, ld: kir.Load, rows_axis: int, d: int, rows: int, batch: tuple[int, ...]):
