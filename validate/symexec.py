@@ -376,14 +376,9 @@ class SymKernelRun(KernelRun):
                                   None if init is None else init[row], self.it.abstractions)
         return r.reshape(out_shape)
 
-    def _masked_tree_sum(self, ins: kir.Reduce, x: np.ndarray) -> np.ndarray:
-        """An f32 tree sum over a data-dependent mask: its admitted set depends on which lanes
-        are active, so each row is the abstraction the HIR's masked tree sum is (D542:
-        ``choices.abstracted`` of the seed, the lanes and their mask bits; padded lanes, masked
-        out whatever the inputs, are no operands) — a lowering that keeps the seed, the lanes
-        and the mask gives the HIR's term."""
-        from tilefoundry.validate.choices import abstracted
-
+    def _masked_rows(self, ins: kir.Reduce, x: np.ndarray) -> tuple:
+        """A reduction over a data-dependent mask as rows: (lanes, their mask terms, the
+        seeds or None, the result's shape)."""
         m = self.sym(ins.mask)
         shape = np.broadcast_shapes(x.shape, m.shape)
         pos = [1 + a for a in ins.axes]
@@ -393,6 +388,17 @@ class SymKernelRun(KernelRun):
         f = np.transpose(np.broadcast_to(x, shape), keep + pos).reshape(-1, lanes)
         valid = np.transpose(np.broadcast_to(m, shape), keep + pos).reshape(-1, lanes)
         init = np.broadcast_to(self.sym(ins.init), out_shape).reshape(-1) if ins.init else None
+        return f, valid, init, out_shape
+
+    def _masked_tree_sum(self, ins: kir.Reduce, x: np.ndarray) -> np.ndarray:
+        """An f32 tree sum over a data-dependent mask: its admitted set depends on which lanes
+        are active, so each row is the abstraction the HIR's masked tree sum is (D542:
+        ``choices.abstracted`` of the seed, the lanes and their mask bits; padded lanes, masked
+        out whatever the inputs, are no operands) — a lowering that keeps the seed, the lanes
+        and the mask gives the HIR's term."""
+        from tilefoundry.validate.choices import abstracted
+
+        f, valid, init, out_shape = self._masked_rows(ins, x)
         r = np.empty(f.shape[0], object)
         for row in range(f.shape[0]):
             seed = [] if init is None else [init[row]]
@@ -406,17 +412,7 @@ class SymKernelRun(KernelRun):
         abs_max, integer sums and products — never a float tree sum, whose admitted set
         depends on which lanes are valid): every lane reduced, an invalid one replaced by the
         neutral element; a row with no valid lane and no seed is the interpreter's identity."""
-        m = self.sym(ins.mask)
-        shape = np.broadcast_shapes(x.shape, m.shape)
-        pos = [1 + a for a in ins.axes]
-        keep = [i for i in range(len(shape)) if i not in pos]
-        out_shape = tuple(1 if i in pos else n for i, n in enumerate(shape))
-        lanes = math.prod(shape[i] for i in pos)
-        f = np.transpose(np.broadcast_to(x, shape), keep + pos).reshape(-1, lanes)
-        valid = np.transpose(np.broadcast_to(m, shape), keep + pos).reshape(-1, lanes)
-        init = None
-        if ins.init:
-            init = np.broadcast_to(self.sym(ins.init), out_shape).reshape(-1)
+        f, valid, init, out_shape = self._masked_rows(ins, x)
         pad = _neutral(ins.kind, dt, ins.policy)
         r = np.empty(f.shape[0], object)
         if ins.kind == "sum" and ins.policy in ("fold_left", "fold_right"):

@@ -17,6 +17,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from compiler_helpers import RMSNORM_SRC
 
 # Triton's interpreter is chosen when triton is first imported (triton_backend._interpret_mode)
 if "triton" not in sys.modules:
@@ -33,14 +34,7 @@ from tilefoundry.compiler.triton_explain import explain
 from tilefoundry.oracle.compare import check
 from tilefoundry.semantics.dsl import parse_module
 
-SOURCE = """
-R = DimVar("R", 1, 1 << 16)
-C = DimVar("C", 1, 1 << 16)
-
-@func
-def rmsnorm(x: Tensor[(R, C), bf16], w: Tensor[(C,), bf16]) -> Tensor[(R, C), bf16]:
-    return rms_norm(x, w, eps=1e-6)
-
+SOURCE = RMSNORM_SRC + """
 @func
 def softmax_rows(x: Tensor[(R, C), bf16]) -> Tensor[(R, C), bf16]:
     return softmax(x, axis=1)
