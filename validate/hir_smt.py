@@ -420,8 +420,14 @@ def _flagged_scan(op: MaskedScan | SegmentedScan, args: list[Val], abstr: set[st
             seed = [up(E.const(op.seed, dt))] if op.seed is not None else []
             lanes, flags = [up(t) for t in v[b]], list(f[b])
             for i in range(n):
-                out[(*b, i)] = back(abstracted(what, key.format(i), [*seed, *lanes], flags,
-                                                abstr))
+                if isinstance(op, MaskedScan):  # prefix i: a masked sum of its own lanes
+                    j = i + 1 if op.inclusive else i
+                    out[(*b, i)] = back(abstracted(
+                        "a masked ordered_tree sum", "masked_sum.ordered_tree",
+                        [*seed, *lanes[:j]], flags[:j], abstr))
+                else:
+                    out[(*b, i)] = back(abstracted(what, key.format(i), [*seed, *lanes],
+                                                    flags, abstr))
             continue
         has = z3.BoolVal(op.seed is not None)
         state = up(E.const(op.seed, dt)) if op.seed is not None else ident

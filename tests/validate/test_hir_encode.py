@@ -190,7 +190,7 @@ def _hir_pair(op_src, op_tgt, dts, shapes):
     ("masked", "fold_left", [DType.F32, DType.F32, DType.BOOL], [(2, 4), (2,), (2, 4)],
      "a masked ordered_tree sum (admitted set abstracted)"),
     ("scan", "fold_left", [DType.F32, DType.BOOL], [(3, 4), (3, 4)],
-     "MaskedScan.add under ordered_tree (admitted set abstracted)")])
+     "a masked ordered_tree sum (admitted set abstracted)")])
 def test_a_tree_sum_that_depends_on_a_mask_is_abstracted_by_name(op, other, dts, shapes, what):
     """D542: a float tree sum whose admitted set depends on mask / flag values (a masked tree
     reduction, a flagged ordered-tree scan) is one uninterpreted function of its values and
@@ -246,6 +246,26 @@ def test_a_masked_tree_sum_lowers_to_the_same_abstraction(t):
         out = check_lowering(m, "f", st.hir, lowered(wrong, shapes, fuse=False),
                              timeout_ms=10_000)
         assert out.status == "failed to prove", (out.status, out.reason)
+
+
+@pytest.mark.parametrize("inclusive", [True, False])
+def test_a_masked_ordered_tree_scan_lowers_to_the_masked_sum_of_each_prefix(inclusive):
+    """D542: a seeded MaskedScan add under ordered_tree, prefix i, is the masked sum of its own
+    lanes (0..i, or 0..i-1 exclusive, the seed first): the kernel IR's masked prefix sums give
+    the same terms, so `lower` is valid (and `elaborate`, the same op on both sides). (Without
+    a seed the lowering selects the identity where no lane is active yet, which the abstraction
+    does not spell: "failed to prove" there.)"""
+    from tilefoundry.semantics.ops import MaskedScan
+    from tilefoundry.validate.passes import Bounds, validate_program
+
+    m = module_of(MaskedScan(axis=1, combine="add", policy="ordered_tree", inclusive=inclusive,
+                             seed=0.5),
+                  [DType.F32, DType.BOOL], [(2, 4), (2, 4)])
+    rep = validate_program(m, "f", [(2, 4), (2, 4)], bounds=Bounds(timeout_ms=10_000))
+    for name in ("elaborate", "lower"):
+        out = next(p.outcome for p in rep.passes if p.name == name)
+        assert out.status == "valid", rep.text()
+        assert "a masked ordered_tree sum (admitted set abstracted)" in out.abstractions
 
 
 def test_a_loop_unrolls_as_the_evaluator_runs_it_and_constant_indices_gather():
