@@ -483,15 +483,15 @@ def _loads(op: TmaOperand, tm: str, rows: int, stage: str, r0: str, bar: str) ->
             f"{', '.join([f'{r0} + {64 * j}', 'k0', *bc])});" for j in range(rows // 64)]
 
 
-def _consumer(fn, da, db, t: WgTile, ty, tycode, ta, tb, ktiles, per, groups, cons, group,
+def _consumer(fn, da, db, t: WgTile, tycode, ta, tb, ktiles, per, groups, cons, group,
               promote) -> tuple[list[str], list[str]]:
     """(the host emulation's consumer phase of K tile ``kt``, the device consumer's K loop).
 
     Without promotion each K tile's four instructions accumulate onto ``tf_acc``. With it
     (fp8, D536) each group of ``per`` instructions writes a buffer (scale-d 0 first) whose sum
-    is then added onto ``tf_acc`` in f32; with a group left in flight two buffers alternate
-    (group q into ``tf_t{q & 1}``), the K loop unrolled by two tiles when a tile is one group
-    so that every buffer index is a constant."""
+    is then added onto ``tf_acc`` in f32; with a group left in flight (one group a tile) two
+    buffers alternate by tile, the K loop unrolled by two tiles so that every buffer index is a
+    constant."""
     i12 = " " * 12
     if not t.promote:
         host = [f"{i12}for (int kk = 0; kk < 4; ++kk)",
@@ -529,36 +529,29 @@ def _consumer(fn, da, db, t: WgTile, ty, tycode, ta, tb, ktiles, per, groups, co
                     f"{i12}TF_WG_WAIT0();", *promote("tf_t0", i12)]
         dev += [f"{i12}if ((tid & 127) == 0) tf_mbar_arrive(&tf_empty[s]);", "        }"]
         return host, dev
-    unroll = 2 if groups % 2 else 1  # group q's buffer tf_t{q & 1} a constant in the code
-    whole = ktiles - ktiles % unroll  # tiles the unrolled loop covers; the last one peeled
+    # a group left in flight: only with one group a K tile (promote 128; ``plan_wgmma`` waits
+    # for each group otherwise), so two buffers alternate by tile (tile kx into tf_t{kx & 1})
+    # and the loop is unrolled by two tiles, every buffer index a constant
+    assert groups == 1, groups
+    whole = ktiles - ktiles % 2  # tiles the unrolled loop covers; an odd last one peeled
 
     def tile_(kx: str, u: int, ind: str) -> list[str]:
         i4 = ind + "    "
-        out = [f"{ind}{{", f"{i4}const int kx = {kx};", *[f"{i4}{x}" for x in cons("kx")],
-               f"{i4}tf_mbar_wait(&tf_full[s], (kx / {t.stages}) & 1);"]
-        for g in range(groups):
-            q = u * groups + g
-            cur, prev = f"tf_t{q & 1}", f"tf_t{(q + 1) & 1}"
-            out += [f"{i4}TF_WG_FENCE();", *group(cur, g, i4), f"{i4}TF_WG_COMMIT();",
-                    f"{i4}TF_WG_WAIT1();"]  # every group before this one is done
-            if g == 0:  # the previous group ends the previous tile: its stage is free
-                out += [f"{i4}if (kx > 0) {{", *promote(prev, i4 + "    "),
-                        f"{i4}    if ((tid & 127) == 0) tf_mbar_arrive(&tf_empty[(kx - 1) % "
-                        f"{t.stages}]);", f"{i4}}}"]
-            else:
-                out += promote(prev, i4)
-        return [*out, f"{ind}}}"]
+        return [f"{ind}{{", f"{i4}const int kx = {kx};", *[f"{i4}{x}" for x in cons("kx")],
+                f"{i4}tf_mbar_wait(&tf_full[s], (kx / {t.stages}) & 1);",
+                f"{i4}TF_WG_FENCE();", *group(f"tf_t{u}", 0, i4), f"{i4}TF_WG_COMMIT();",
+                f"{i4}TF_WG_WAIT1();",  # the previous tile's group is done: its stage is free
+                f"{i4}if (kx > 0) {{", *promote(f"tf_t{1 - u}", i4 + "    "),
+                f"{i4}    if ((tid & 127) == 0) tf_mbar_arrive(&tf_empty[(kx - 1) % "
+                f"{t.stages}]);", f"{i4}}}", f"{ind}}}"]
 
     # no conditional tile inside the loop: on a path that skipped one, the buffer written next
     # would still be in flight (ptxas then serialises every wgmma)
-    dev = ["#pragma unroll 1", f"        for (int kt = 0; kt < {whole}; kt += {unroll}) {{"]
-    for u in range(unroll):
-        dev += tile_(f"kt + {u}", u, i12)
-    dev.append("        }")
+    dev = ["#pragma unroll 1", f"        for (int kt = 0; kt < {whole}; kt += 2) {{",
+           *tile_("kt + 0", 0, i12), *tile_("kt + 1", 1, i12), "        }"]
     if whole < ktiles:
         dev += tile_(str(whole), 0, "        ")
-    last = (ktiles * groups - 1) & 1
-    dev += ["        TF_WG_WAIT0();", *promote(f"tf_t{last}", "        ")]
+    dev += ["        TF_WG_WAIT0();", *promote(f"tf_t{(ktiles - 1) & 1}", "        ")]
     return host, dev
 
 
@@ -637,7 +630,7 @@ def render_wgmma(kc, w: WgmmaPlan) -> tuple[list[str], list[str]]:
            f"{p.st.strides[p.n]}ll] = ({CTYPE[kc.bm[p.st.buffer].dtype]})({val});",
            f"{ind}    }}",
            f"{ind}}}"]
-    host_steps, dev_loop = _consumer(fn, da, db, t, ty, tycode, ta, tb, ktiles, per, groups,
+    host_steps, dev_loop = _consumer(fn, da, db, t, tycode, ta, tb, ktiles, per, groups,
                                      cons, group, promote)
     out = [f"/* wgmma mapping (D520): {t.bm}x{t.bn} tiles, {t.consumers} consumer warpgroup(s) of "
            f"m64n{t.bn}k{kd}.{ty}, {t.stages} TMA stages of K {bke}, A {'K' if w.a.kmajor else 'M'}-"
