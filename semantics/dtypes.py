@@ -98,6 +98,12 @@ def from_bits(bits: np.ndarray, dtype: DType | str) -> np.ndarray:
             raise InvalidArgumentError(
                 f"from_bits: bit patterns for {dt} lie in [0, {hi:#x}]; got values outside it")
         b = b.astype(want)
+    if dt is DType.BOOL and b.size and b.max() > 1:
+        # numpy views any byte as a bool; only 0 and 1 are values of the type (D543)
+        i = int(np.argmax(b.reshape(-1) > 1))
+        raise InvalidArgumentError(
+            f"from_bits: a bool element's bits are 0 or 1; element {i} (flat) is "
+            f"{int(b.reshape(-1)[i]):#04x}; write bools as 0 / 1 bytes (x.astype(np.uint8))")
     return b.view(FORMATS[dt].storage)
 
 

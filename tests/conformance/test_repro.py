@@ -200,3 +200,27 @@ def test_a_case_id_cannot_break_out_of_repro_py(tmp_path):
         assert p.returncode == (1 if args == ["--recorded"] else 0), p.stdout + p.stderr
     assert (d / "repro.py").read_text() == REPRO_PY and "{" not in REPRO_PY
     assert json.loads((d / "case.json").read_text())["id"] == case_id  # the id: data only
+
+
+def test_a_reproducer_bool_input_byte_other_than_0_or_1_is_refused_naming_the_file(tmp_path):
+    """D543: numpy views any byte as a bool, and the reference and kernel-interp read such a
+    byte differently (a sort of [0xFF, 0x00]); only 0 and 1 are bool values, so a reproducer
+    file holding another byte is refused by name, never evaluated."""
+    from tilefoundry.conformance.report import ReproducerError, load_reproducer, write_reproducer
+    from tilefoundry.oracle.compare import check
+    from tilefoundry.semantics.dsl import parse_module
+
+    m = parse_module('''
+@func
+def f(x: Tensor[(2,), bool]):
+    return x
+''')
+    x = np.array([True, False])
+    d = write_reproducer(tmp_path / "r", case_id="bools", family="t", seed=0,
+                         backend="reference", module=m, entry="f", inputs=[x],
+                         verdict=check(m, "f", [x], x), observed=x)
+    assert load_reproducer(d)[2][0].tolist() == [True, False]  # canonical bytes load
+    np.save(d / "input_0.npy", np.array([0xFF, 0x00], np.uint8))
+    with pytest.raises(ReproducerError, match=r"input_0\.npy: .*bits are 0 or 1; element 0 "
+                                              r"\(flat\) is 0xff"):
+        load_reproducer(d)

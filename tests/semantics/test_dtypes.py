@@ -337,6 +337,18 @@ def test_from_bits_range_checked():
     assert bits_of(from_bits(np.array([0x7F]), DType.FP8E4M3)) == [0x7F]
 
 
+@pytest.mark.parametrize(("bits", "match"), [
+    (np.array([0, 1, 0xFF], np.uint8), r"bool element's bits are 0 or 1; element 2 .* 0xff"),
+    (np.array([0, 1, 2]), r"bit patterns for bool lie in \[0, 0x1\]"),
+])
+def test_from_bits_refuses_a_bool_byte_other_than_0_or_1(bits, match):
+    """D543: numpy views any byte as a bool; only 0 and 1 are values of the type, whatever
+    the integer dtype the bits come in."""
+    with pytest.raises(InvalidArgumentError, match=match):
+        from_bits(bits, DType.BOOL)
+    assert from_bits(np.array([0, 1], np.uint8), DType.BOOL).tolist() == [False, True]
+
+
 def test_errors_are_project_errors():
     assert issubclass(InvalidArgumentError, TilefoundryError)
     assert issubclass(UnsupportedDTypeError, TilefoundryError)

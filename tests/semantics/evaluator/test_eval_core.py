@@ -134,3 +134,15 @@ def test_symbolic_zeros_shape_resolves_from_the_function_arguments():
     m = Module((Function("f", (x,), add(x, z), None),))
     out = evaluate(m, "f", [np.arange(7, dtype=np.float32)])
     assert out.tolist() == list(range(7))
+
+
+def test_a_bool_input_byte_other_than_0_or_1_is_refused_naming_the_parameter():
+    """D543: an array viewed as bool from other bytes holds no value of the type (numpy
+    accepts it; the evaluators would read it differently), so the entry refuses it."""
+    x = Var("x", TensorType((3,), DType.BOOL))
+    m = Module((Function("f", (x,), x, None),))
+    ok = np.array([1, 0, 1], np.uint8).view(np.bool_)
+    assert evaluate(m, "f", [ok]).tolist() == [True, False, True]
+    bad = np.array([1, 0, 2], np.uint8).view(np.bool_)
+    with pytest.raises(EvaluationError, match=r"parameter x: .*element 2 \(flat\) holds 0x02"):
+        evaluate(m, "f", [bad])
