@@ -415,19 +415,10 @@ def _flagged_scan(op: MaskedScan | SegmentedScan, args: list[Val], abstr: set[st
     out = np.empty(v.shape, object)
     for b in np.ndindex(*v.shape[:-1]):
         if tree_uf:  # each prefix's admitted set depends on the flags' values (D542)
-            what = f"{name}.add under ordered_tree"
-            key = f"{what} {'in' if op.inclusive else 'ex'}clusive [{{}}]"
-            seed = [up(E.const(op.seed, dt))] if op.seed is not None else []
             lanes, flags = [up(t) for t in v[b]], list(f[b])
             for i in range(n):
-                if isinstance(op, MaskedScan):  # prefix i: a masked sum of its own lanes
-                    j = i + 1 if op.inclusive else i
-                    out[(*b, i)] = back(abstracted(
-                        "a masked ordered_tree sum", "masked_sum.ordered_tree",
-                        [*seed, *lanes[:j]], flags[:j], abstr))
-                else:
-                    out[(*b, i)] = back(abstracted(what, key.format(i), [*seed, *lanes],
-                                                    flags, abstr))
+                out[(*b, i)] = back(_tree_prefix(op, i, lanes, flags, up(E.const(
+                    op.seed, dt)) if op.seed is not None else None, ident, abstr))
             continue
         has = z3.BoolVal(op.seed is not None)
         state = up(E.const(op.seed, dt)) if op.seed is not None else ident
@@ -448,6 +439,36 @@ def _flagged_scan(op: MaskedScan | SegmentedScan, args: list[Val], abstr: set[st
                 if op.inclusive:
                     out[(*b, i)] = back(state)
     return np.moveaxis(out, -1, ax), dt
+
+
+def _tree_prefix(op: MaskedScan | SegmentedScan, i: int, lanes: list, flags: list, seed: Any,
+                 ident: Any, abstr: set[str]) -> Any:
+    """Prefix ``i`` of a flagged float add scan under ``ordered_tree`` (D542, D544): the masked
+    tree sum of the lanes it keeps — an ordered tree over them, the seed first where it takes
+    part (``choices.abstracted``, the admitted set abstracted) — and the combine's identity
+    where it keeps no lane and no seed. A masked scan keeps lane ``j <= i`` (``< i``
+    exclusive) where its mask is set, the seed always; a segmented scan keeps ``j`` where no
+    head lies in ``(j, i]`` (``i``'s segment), the seed only in the segment before the first
+    head. So the kernel IR's masked sums (``lower_tile_scan_flags``: lane masks, a seeded and
+    an unseeded sum selected by the segment, a lane count selecting the identity) are the same
+    terms when the lowering keeps the lanes, the masks and the seed."""
+    hi = i + 1 if op.inclusive else i
+    if isinstance(op, MaskedScan):
+        keep = flags[:hi]
+        first = z3.BoolVal(True)
+    else:
+        keep = [z3.And(*(z3.Not(h) for h in flags[j + 1:i + 1])) for j in range(hi)]
+        first = z3.And(*(z3.Not(h) for h in flags[:i + 1]))
+    plain = abstracted("a masked ordered_tree sum", "masked_sum.ordered_tree", lanes[:hi],
+                       keep, abstr)
+    empty = z3.Not(z3.Or(*keep)) if keep else z3.BoolVal(True)
+    if seed is None:
+        return z3.If(empty, ident, plain)
+    with_seed = abstracted("a masked ordered_tree sum", "masked_sum.ordered_tree",
+                           [seed, *lanes[:hi]], keep, abstr)
+    if isinstance(op, MaskedScan):
+        return with_seed
+    return z3.If(first, with_seed, z3.If(empty, ident, plain))
 
 
 HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {

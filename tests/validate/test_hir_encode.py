@@ -248,24 +248,55 @@ def test_a_masked_tree_sum_lowers_to_the_same_abstraction(t):
         assert out.status == "failed to prove", (out.status, out.reason)
 
 
+@pytest.mark.parametrize("cls", ["MaskedScan", "SegmentedScan"])
+@pytest.mark.parametrize("seed", [0.5, None])
 @pytest.mark.parametrize("inclusive", [True, False])
-def test_a_masked_ordered_tree_scan_lowers_to_the_masked_sum_of_each_prefix(inclusive):
-    """D542: a seeded MaskedScan add under ordered_tree, prefix i, is the masked sum of its own
-    lanes (0..i, or 0..i-1 exclusive, the seed first): the kernel IR's masked prefix sums give
-    the same terms, so `lower` is valid (and `elaborate`, the same op on both sides). (Without
-    a seed the lowering selects the identity where no lane is active yet, which the abstraction
-    does not spell: "failed to prove" there.)"""
-    from tilefoundry.semantics.ops import MaskedScan
+def test_a_flagged_ordered_tree_scan_lowers_to_the_masked_sum_of_each_prefix(cls, seed,
+                                                                             inclusive):
+    """D542 / D544: a MaskedScan / SegmentedScan add under ordered_tree, prefix i, is the
+    masked tree sum of the lanes it keeps (its mask's lanes 0..i, or 0..i-1 exclusive; a
+    segmented scan's lanes of i's segment, no head in (j, i]), the seed first where it takes
+    part (always for a masked scan, in the segment before the first head for a segmented one),
+    and the identity where it keeps nothing: the kernel IR's masked prefix sums (segment ids
+    compared, a lane count selecting the identity) give the same terms, so `lower` is valid
+    (and `elaborate`, the same op on both sides)."""
+    from tilefoundry.semantics import ops
     from tilefoundry.validate.passes import Bounds, validate_program
 
-    m = module_of(MaskedScan(axis=1, combine="add", policy="ordered_tree", inclusive=inclusive,
-                             seed=0.5),
+    m = module_of(getattr(ops, cls)(axis=1, combine="add", policy="ordered_tree",
+                                    inclusive=inclusive, seed=seed),
                   [DType.F32, DType.BOOL], [(2, 4), (2, 4)])
     rep = validate_program(m, "f", [(2, 4), (2, 4)], bounds=Bounds(timeout_ms=10_000))
     for name in ("elaborate", "lower"):
         out = next(p.outcome for p in rep.passes if p.name == name)
         assert out.status == "valid", rep.text()
         assert "a masked ordered_tree sum (admitted set abstracted)" in out.abstractions
+
+
+@pytest.mark.parametrize("wrong", ["masked", "exclusive", "unseeded", "seed 1"])
+def test_a_segmented_tree_scan_against_another_lowering_is_not_valid(wrong):
+    """D544's matching is no blanket: the segmented scan's HIR against the lowering of another
+    flagged scan (lanes chosen by the mask instead of the segment, the exclusive prefix, the
+    seed dropped or another seed) is "invalid" where the replay confirms a difference, else
+    "failed to prove" — never "valid"."""
+    from tilefoundry.compiler.pipeline import TARGETS, State, run_passes
+    from tilefoundry.semantics.ops import MaskedScan, SegmentedScan
+    from tilefoundry.validate.refine import check_lowering
+
+    from .helpers import lowered
+
+    shapes = [(2, 4), (2, 4)]
+    dts = [DType.F32, DType.BOOL]
+    kw = dict(axis=1, combine="add", policy="ordered_tree", inclusive=True, seed=0.5)
+    m = module_of(SegmentedScan(**kw), dts, shapes)
+    st = run_passes(State(m, "f", shapes, TARGETS["interp"]),
+                    ["typeinfer", "elaborate", "canonicalize", "lower"])
+    other = {"masked": (MaskedScan, {}), "exclusive": (SegmentedScan, {"inclusive": False}),
+             "unseeded": (SegmentedScan, {"seed": None}),
+             "seed 1": (SegmentedScan, {"seed": 1.0})}[wrong]
+    bad = lowered(module_of(other[0](**{**kw, **other[1]}), dts, shapes), shapes, fuse=False)
+    out = check_lowering(m, "f", st.hir, bad, timeout_ms=10_000)
+    assert out.status in ("invalid", "failed to prove"), (out.status, out.reason)
 
 
 def test_a_loop_unrolls_as_the_evaluator_runs_it_and_constant_indices_gather():
