@@ -74,7 +74,7 @@ TF_LOOP(f32_to_i32, float, int32_t, tf_f32_to_i32(v))
 TF_LOOP(f32_to_i64, float, int64_t, tf_f32_to_i64(v))
 
 /* ---- integers -> float formats ------------------------------------------------------------ */
-/* i8 / u8 go through the i32 routines (widening an integer is exact). f32 as a destination
+/* i8 / u8 go through f32 (exact there: the `small` carrier, D545). f32 as a destination
  * needs no overflow mode (every integer is finite in f32); both names exist for uniformity. */
 #define TF_INT_LOOPS(SRC, S, CARRIER)                                                             \
     TF_LOOP(SRC##_to_f32_nonfinite, S, float, tf_##CARRIER##_to_f32(v))                           \
@@ -89,7 +89,7 @@ TF_LOOP(f32_to_i64, float, int64_t, tf_f32_to_i64(v))
     TF_LOOP(SRC##_to_fp8e5m2_saturate, S, uint8_t, tf_##CARRIER##_to_fp8e5m2(v, TF_SATURATE))     \
     TF_E8M0_LOOPS(SRC, S, tf_##CARRIER##_to_f32_odd)
 
-TF_INT_LOOPS(i8, int8_t, i32)
-TF_INT_LOOPS(u8, uint8_t, i32)
+TF_INT_LOOPS(i8, int8_t, small)
+TF_INT_LOOPS(u8, uint8_t, small)
 TF_INT_LOOPS(i32, int32_t, i32)
 TF_INT_LOOPS(i64, int64_t, i64)
