@@ -102,6 +102,11 @@ class WgTile:
     #: launch options, D536); each promotion group accumulates into a buffer of its own, two
     #: buffers when a group is left in flight
     promote: int = 0
+    #: fp8 promoted, no group in flight, two consumers (D546): consumer 1 starts its K loop
+    #: once consumer 0 has issued its first tile's wgmma group, so that each one's promotion
+    #: adds run while the other's MMAs hold the tensor cores (ping-pong) instead of both
+    #: warpgroups adding at once with the tensor cores idle
+    stagger: bool = False
 
     @property
     def acc_regs(self) -> int:
@@ -130,24 +135,27 @@ class WgTile:
 
     def valid(self) -> bool:
         return self.bm in (64, 128) and self.bn in (64, 128, 192, 256) and self.stages >= 2 \
-            and self.group_m >= 1 and self.smem <= SMEM_LIMIT and self.inflight in (0, 1)
+            and self.group_m >= 1 and self.smem <= SMEM_LIMIT and self.inflight in (0, 1) \
+            and (not self.stagger or (self.consumers == 2 and self.inflight == 0))
 
 
 def parse_tile(text: str) -> WgTile:
-    """``BMxBNxSTAGES[xGROUP][xnoreg][xwait0]`` (``TF_CUDA_WGMMA_TILE``, the benchmark's
-    variants): ``noreg`` no ``setmaxnreg``, ``wait0`` no wgmma group left in flight."""
+    """``BMxBNxSTAGES[xGROUP][xnoreg][xwait0][xstagger]`` (``TF_CUDA_WGMMA_TILE``, the
+    benchmark's variants): ``noreg`` no ``setmaxnreg``, ``wait0`` no wgmma group left in
+    flight, ``stagger`` the two consumers half a K tile apart (with ``wait0``; D546)."""
     f = text.lower().split("x")
     nums = [int(x) for x in f if x.isdigit()]
     flags = {x for x in f if not x.isdigit()}
-    if not 3 <= len(nums) <= 4 or flags - {"noreg", "wait0"}:
+    if not 3 <= len(nums) <= 4 or flags - {"noreg", "wait0", "stagger"}:
         raise InvalidArgumentError(
-            f"TF_CUDA_WGMMA_TILE={text!r}: expected BMxBNxSTAGES[xGROUP][xnoreg][xwait0], "
-            f"e.g. 128x256x4")
-    t = WgTile(*nums[:4], maxnreg="noreg" not in flags, inflight=0 if "wait0" in flags else 1)
+            f"TF_CUDA_WGMMA_TILE={text!r}: expected "
+            f"BMxBNxSTAGES[xGROUP][xnoreg][xwait0][xstagger], e.g. 128x256x4")
+    t = WgTile(*nums[:4], maxnreg="noreg" not in flags, inflight=0 if "wait0" in flags else 1,
+               stagger="stagger" in flags)
     if not t.valid():
         raise InvalidArgumentError(
             f"TF_CUDA_WGMMA_TILE={text!r}: bm 64 / 128, bn 64..256 by 64, stages >= 2, "
-            f"shared memory <= {SMEM_LIMIT} bytes")
+            f"shared memory <= {SMEM_LIMIT} bytes; stagger needs bm 128 and wait0")
     return t
 
 
@@ -526,6 +534,8 @@ def _consumer(fn, da, db, t: WgTile, tycode, ta, tb, ktiles, per, groups, cons, 
                f"{i12}tf_mbar_wait(&tf_full[s], (kt / {t.stages}) & 1);"]
         for g in range(groups):
             dev += [f"{i12}TF_WG_FENCE();", *group("tf_t0", g, i12), f"{i12}TF_WG_COMMIT();",
+                    *([f"{i12}if (kt == 0 && c == 0) asm volatile(\"bar.arrive 1, 256;\" ::: "
+                       f"\"memory\");"] if t.stagger and g == 0 else []),
                     f"{i12}TF_WG_WAIT0();", *promote("tf_t0", i12)]
         dev += [f"{i12}if ((tid & 127) == 0) tf_mbar_arrive(&tf_empty[s]);", "        }"]
         return host, dev
@@ -709,6 +719,9 @@ def render_wgmma(kc, w: WgmmaPlan) -> tuple[list[str], list[str]]:
            "        const int c = wg - 1;",
            "#pragma unroll",
            f"        for (int j = 0; j < {nacc}; ++j) TF_R(tf_acc)[j] = {seed};",
+           # consumer 1 waits for consumer 0's first wgmma group (D546)
+           *(['        if (c == 1) asm volatile("bar.sync 1, 256;" ::: "memory");']
+             if t.stagger and t.promote else []),
            *dev_loop,
            "    }",
            "    {",

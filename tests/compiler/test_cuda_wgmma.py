@@ -364,3 +364,44 @@ def test_compile_cli_takes_launch_options_and_explains_the_fp8_mapping(capsys, t
         assert what in capsys.readouterr().err
     assert main([*base[:-3], "--target", "triton", "--launch", "fp8_promote=128"]) == 2
     assert "--launch sets the cuda targets' launch options" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mkn", [(200, 272, 136), (16, 48, 64)])
+def test_fp8_staggered_consumers_stay_admitted(monkeypatch, mkn) -> None:
+    """D546: ``stagger`` (two consumers half a K tile apart) changes only the device's
+    scheduling — consumer 1 waits on named barrier 1 until consumer 0 has issued its first
+    group — so the emulated kernel gives the same admitted values at ragged edges, one K tile
+    included (the barrier is passed in the first tile, whatever the tile count)."""
+    monkeypatch.setenv("TF_CUDA_WGMMA_TILE", "128x192x5xwait0xstagger")
+    m, k, n = mkn
+    comp, v = _judged_fp8("fp8e4m3", [(m, k), (k, n)], 128, seed=m + 7)
+    assert _mappings(comp)[-1] == "wgmma", _plan(comp)
+    src = comp.executable.source
+    assert src.count('bar.sync 1, 256;') == 1 and src.count('bar.arrive 1, 256;') == 1
+    assert v.status == "PASS", v.message[:2000]
+
+
+def test_stagger_needs_two_consumers_and_no_group_in_flight() -> None:
+    from tilefoundry.compiler.render_cuda_wgmma import parse_tile
+
+    assert parse_tile("128x192x5xwait0xstagger").stagger
+    for bad in ("128x192x5xstagger", "64x128x4xwait0xstagger"):
+        with pytest.raises(InvalidArgumentError, match="stagger needs bm 128 and wait0"):
+            parse_tile(bad)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
+def test_fp8_staggered_device_code_builds_with_nvcc(tmp_path, monkeypatch) -> None:
+    """The staggered 128 x 192 kernel under nvcc / ptxas sm_90a: no spills, no C7514."""
+    monkeypatch.setenv("TF_CUDA_WGMMA_TILE", "128x192x5xwait0xstagger")
+    comp = tf_compile(_mod("fp8e4m3"), "mm", [(200, 272), (272, 392)], "cuda-host",
+                      cfg=_fp8_cfg(128))
+    cu = tmp_path / "fp8.cu"
+    cu.write_text(comp.executable.source)
+    res = subprocess.run(["nvcc", "-arch=sm_90a", "-cubin", f"-I{cuda_build.HEADER.parent}",
+                          "-x", "cu", "--fmad=false", "-std=c++17", "-Xptxas", "-v", "-o",
+                          str(tmp_path / "fp8.cubin"), str(cu)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "C7514" not in res.stderr, res.stderr[-2000:]
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in res.stderr
