@@ -206,18 +206,25 @@ def test_device_code_builds_for_sm_90a_with_nvrtc(dt: str) -> None:
     assert len(cuda_build.build(src, "sm_90a").data) > 0
 
 
+def _ptxas_report(tmp_path, source: str) -> str:
+    """``nvcc -arch=sm_90a`` on ``source`` with ptxas's verbose report: its stderr (the
+    compile must succeed)."""
+    cu = tmp_path / "k.cu"
+    cu.write_text(source)
+    res = subprocess.run(["nvcc", "-arch=sm_90a", "-cubin", f"-I{cuda_build.HEADER.parent}",
+                          "-x", "cu", "--fmad=false", "-std=c++17", "-Xptxas", "-v", "-o",
+                          str(tmp_path / "k.cubin"), str(cu)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res.stderr
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
 def test_device_code_builds_with_nvcc_without_spills(tmp_path) -> None:
     """``nvcc -arch=sm_90a`` compiles the rendered source; ptxas reports no stack frame and no
     spills for the kernel (the 128 accumulators a consumer thread stay in registers)."""
-    cu = tmp_path / "wgmma.cu"
-    cu.write_text(_source())
-    res = subprocess.run(["nvcc", "-arch=sm_90a", "-cubin", f"-I{cuda_build.HEADER.parent}", "-x", "cu",
-                          "--fmad=false", "-std=c++17", "-Xptxas", "-v", "-o",
-                          str(tmp_path / "wgmma.cubin"), str(cu)],
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in res.stderr
+    err = _ptxas_report(tmp_path, _source())
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in err
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,15 +336,9 @@ def test_fp8_device_code_builds_with_nvcc_unserialised(tmp_path, promote: int) -
     because a register of one in flight is read: the double-buffered promotion must not)."""
     comp = tf_compile(_mod("fp8e4m3"), "mm", [(200, 272), (272, 136)], "cuda-host",
                       cfg=_fp8_cfg(promote))
-    cu = tmp_path / "fp8.cu"
-    cu.write_text(comp.executable.source)
-    res = subprocess.run(["nvcc", "-arch=sm_90a", "-cubin", f"-I{cuda_build.HEADER.parent}",
-                          "-x", "cu", "--fmad=false", "-std=c++17", "-Xptxas", "-v", "-o",
-                          str(tmp_path / "fp8.cubin"), str(cu)],
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "C7514" not in res.stderr, res.stderr[-2000:]
-    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in res.stderr
+    err = _ptxas_report(tmp_path, comp.executable.source)
+    assert "C7514" not in err, err[-2000:]
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in err
 
 
 def test_compile_cli_takes_launch_options_and_explains_the_fp8_mapping(capsys, tmp_path) -> None:
@@ -396,12 +397,6 @@ def test_fp8_staggered_device_code_builds_with_nvcc(tmp_path, monkeypatch) -> No
     monkeypatch.setenv("TF_CUDA_WGMMA_TILE", "128x192x5xwait0xstagger")
     comp = tf_compile(_mod("fp8e4m3"), "mm", [(200, 272), (272, 392)], "cuda-host",
                       cfg=_fp8_cfg(128))
-    cu = tmp_path / "fp8.cu"
-    cu.write_text(comp.executable.source)
-    res = subprocess.run(["nvcc", "-arch=sm_90a", "-cubin", f"-I{cuda_build.HEADER.parent}",
-                          "-x", "cu", "--fmad=false", "-std=c++17", "-Xptxas", "-v", "-o",
-                          str(tmp_path / "fp8.cubin"), str(cu)],
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "C7514" not in res.stderr, res.stderr[-2000:]
-    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in res.stderr
+    err = _ptxas_report(tmp_path, comp.executable.source)
+    assert "C7514" not in err, err[-2000:]
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in err
