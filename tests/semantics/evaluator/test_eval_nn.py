@@ -38,6 +38,7 @@ import collections
 import math
 from fractions import Fraction
 
+import isolated_torch
 import ml_dtypes
 import mpmath
 import numpy as np
@@ -48,7 +49,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import isolated_torch
 from tilefoundry.conformance import peers
 from tilefoundry.semantics.dtypes import DType, cast, dtype_of, to_bits
 from tilefoundry.semantics.evaluator import nn as _nn_impls  # noqa: F401  (registers)
