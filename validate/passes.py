@@ -330,7 +330,10 @@ def validate_program(module: Module, entry: str, shapes: Sequence[Sequence[int]]
     if fuse_pass is None:
         from tilefoundry.validate.mesh_passes import is_sharded_program, validate_sharded
 
-        if is_sharded_program(module, entry):  # the mesh pipeline (D534)
+        if is_sharded_program(module, entry):  # the mesh pipeline (D534), inside the bound
+            why = _outside(shp, bounds)
+            if why is not None:
+                return _all_unsupported(entry, shp, f"a sharded program: {why}")
             return validate_sharded(module, entry, shp, bounds)
     rep = ValidationReport(entry, shp)
     fz = fuse_pass or (lambda p, cfg: fuse(p, cfg))
@@ -429,14 +432,11 @@ def validate_case(case: Any, bounds: Bounds | None = None) -> ValidationReport:
 
 def _validate_case(module: Module, entry: str, shapes: list, bounds: Bounds
                    ) -> ValidationReport:
-    from tilefoundry.validate.mesh_passes import is_sharded_program, validate_sharded
+    from tilefoundry.validate.mesh_passes import is_sharded_program
 
-    if is_sharded_program(module, entry):  # the mesh pipeline (D534)
-        why = _outside(shapes, bounds)
-        if why is not None:
-            return _all_unsupported(entry, shapes, f"a sharded program: {why}")
-        return validate_sharded(module, entry, shapes, bounds)
-    if _outside(shapes, bounds) is not None:
+    # a sharded program at the case's own (logical) shapes, never shrunk: validate_program
+    # routes it to the mesh pipeline, or names the bound it is above
+    if not is_sharded_program(module, entry) and _outside(shapes, bounds) is not None:
         try:
             small = bounded_shapes(module, entry, bounds)
         except TilefoundryError as e:

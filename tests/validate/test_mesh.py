@@ -22,7 +22,7 @@ from tilefoundry.validate.mesh_passes import (
     check_mesh_lowering,
     validate_sharded,
 )
-from tilefoundry.validate.passes import Bounds, validate_case
+from tilefoundry.validate.passes import Bounds, validate_case, validate_program
 from tilefoundry.validate.planted import MESH_SAMPLES, plant, planted_backend
 
 B = Bounds(timeout_ms=5_000, narrow=False)
@@ -212,13 +212,23 @@ def test_a_sharded_case_above_the_bound_is_unsupported_with_it(cases) -> None:
                "elements" in p.outcome.reason for p in rep.passes), rep.text()
 
 
+def test_validate_program_names_the_bound_a_sharded_program_is_above(cases) -> None:
+    """The library call (and ``tilefoundry validate --shape``) checks a sharded program's
+    logical shapes against the bound as ``validate_case`` does ("unsupported" naming it), rather
+    than handing the mesh pipeline a program of any size."""
+    module, entry, inputs = cases["sharded/elementwise/split-neg-add-allgather/f32"].build()
+    shapes = [tuple(x.shape) for x in inputs]
+    rep = validate_program(module, entry, shapes, bounds=Bounds(max_elems=8))
+    assert all(p.outcome.status == "unsupported" and "a sharded program: input 0 has 24 "
+               "elements" in p.outcome.reason for p in rep.passes), rep.text()
+
+
 def test_validate_program_takes_the_mesh_pipeline_for_a_sharded_program(cases) -> None:
     """The library call (and so ``tilefoundry validate``) routes a program with a
     ShardLayout-typed value to the mesh pipeline instead of refusing it at elaborate."""
-    from tilefoundry.validate.passes import validate_program
-
     m, e, xs = _built(cases, "sharded/reduce/split-axis-sum/f32")
-    rep = validate_program(m, e, [tuple(x.shape) for x in xs])
+    # 16 x 4 logical elements: inside a bound of 64 (above the default 16, where it is named)
+    rep = validate_program(m, e, [tuple(x.shape) for x in xs], bounds=Bounds(max_elems=64))
     assert rep.status("lower") == "valid" and rep.status("schedule") == "valid", rep.text()
 
 
