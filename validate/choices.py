@@ -41,7 +41,7 @@ __all__ = [
     "zero",
 ]
 
-ORDERED_MAX = 5  # 14 bracketings
+ORDERED_MAX = 6  # 42 bracketings
 UNORDERED_MAX = 4  # 15 trees
 PREFIX = "choice:"
 UNSPEC_PREFIX = "unspecified:"

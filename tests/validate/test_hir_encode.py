@@ -543,3 +543,19 @@ def test_matmul_starts_its_k_fold_at_plus_zero():
     x = np.array([[-1.0]], np.float32).astype(BF16)
     y = np.array([[0.0, 1.0]], np.float32).astype(BF16)
     assert agreement_hir(m1, "f", [x, y]) == []
+
+
+@pytest.mark.parametrize("seed", [2.0, None])
+def test_a_seeded_hillis_steele_tree_scan_of_five_lanes_lowers_valid(seed):
+    """D547: a seeded ordered_tree float scan over 5 lanes has prefixes of up to 6 leaves (the
+    seed first); the Hillis–Steele lowering builds one in-order bracketing of each. With
+    choices over at most 5 lanes the 6-leaf prefix was the abstraction on the HIR side and a
+    concrete bracketing on the kernel IR's — "failed to prove" (spec/tile/scan/inclusive-seed2);
+    with the 42 bracketings of 6 leaves a choice, `lower` is proved."""
+    from tilefoundry.semantics.ops import Scan
+    from tilefoundry.validate.passes import Bounds, validate_program
+
+    m = module_of(Scan(axis=1, combine="add", inclusive=True, seed=seed, policy="ordered_tree"),
+                  [DType.F32], [(2, 5)])
+    rep = validate_program(m, "f", [(2, 5)], bounds=Bounds(timeout_ms=10_000))
+    assert rep.status("lower") == "valid", rep.text()
