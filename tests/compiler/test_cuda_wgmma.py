@@ -262,17 +262,30 @@ def test_fp8_wgmma_with_promotion_is_admitted_at_ragged_edges(dt: str, promote: 
     assert v.status == "PASS", v.message[:2000]
 
 
+@pytest.mark.parametrize("mkn", [(200, 272, 136), (130, 144, 264), (16, 48, 64)])
+def test_fp8_group_in_flight_variant_is_admitted_at_ragged_edges(monkeypatch, mkn) -> None:
+    """The 128 x 128 variant with a promotion group left in flight (two buffers alternating by
+    tile, the loop unrolled by two, an odd last tile peeled: 3, 2 and 1 K tiles here) — no
+    longer the default tile (D548), still a benchmark variant — stays admitted."""
+    monkeypatch.setenv("TF_CUDA_WGMMA_TILE", "128x128x6")
+    m, k, n = mkn
+    comp, v = _judged_fp8("fp8e4m3", [(m, k), (k, n)], 128, seed=m + 3)
+    assert "tf_t1" in comp.executable.source and _mappings(comp)[-1] == "wgmma"
+    assert v.status == "PASS", v.message[:2000]
+
+
 def test_fp8_tensor_maps_read_bytes_k_major() -> None:
     """A [M, K] fp8 is (K, M) with a row stride of K bytes and one 128 x 128 box (128 fp8 lanes:
-    one 128-byte row); B arrives as its K-major copy [N, K]: (K, N), K bytes, 128 x 128."""
+    one 128-byte row); B arrives as its K-major copy [N, K]: (K, N), K bytes, a 128 x 192 box
+    (the default fp8 tile's N, D548)."""
     m, k, n = 200, 272, 136
     comp = tf_compile(_mod("fp8e4m3"), "mm", [(m, k), (k, n)], "cuda-host", cfg=_fp8_cfg(128))
     entry = _plan(comp)["kernels"]["k1_matmul"]
     a, b = entry["tmaps"]
     assert (a["dims"], a["strides"], a["box"], a["dtype"]) == ([k, m], [k], [128, 128],
                                                                "fp8e4m3")
-    assert (b["dims"], b["strides"], b["box"]) == ([k, n], [k], [128, 128])
-    assert entry["blocks"] == -(-m // 128) * -(-n // 128) and entry["threads"] == 384
+    assert (b["dims"], b["strides"], b["box"]) == ([k, n], [k], [128, 192])
+    assert entry["blocks"] == -(-m // 128) * -(-n // 192) and entry["threads"] == 384
 
 
 def test_fp8_without_a_declared_promotion_stays_staged_and_says_why() -> None:
@@ -315,25 +328,34 @@ def test_the_fp8_judging_catches_planted_errors(monkeypatch, old: str, new: str,
     assert v.status == "FAIL"
 
 
-@pytest.mark.parametrize("promote,unrolled", [(128, True), (64, False)])
-def test_fp8_device_code_builds_for_sm_90a_with_nvrtc(promote: int, unrolled: bool) -> None:
-    """The PTX of the promoted kernel: m64n128k32 e4m3 instructions (four a K tile; eight in the
-    loop unrolled by two tiles when a tile is one group, the group left in flight), one-byte
+@pytest.mark.parametrize("tile,promote,bn,unrolled", [("128x128x6", 128, 128, True),
+                                                      (None, 128, 192, False),
+                                                      (None, 64, 192, False)])
+def test_fp8_device_code_builds_for_sm_90a_with_nvrtc(monkeypatch, tile, promote: int, bn: int,
+                                                      unrolled: bool) -> None:
+    """The PTX of the promoted kernel: m64nBNk32 e4m3 instructions (four a K tile; eight in the
+    loop unrolled by two tiles when a tile is one group, the group left in flight, as the
+    128 x 128 variant does; the default 128 x 192 tile waits for each group, D548), one-byte
     tensor maps' loads, the register rebalancing."""
+    if tile:
+        monkeypatch.setenv("TF_CUDA_WGMMA_TILE", tile)
     comp = tf_compile(_mod("fp8e4m3"), "mm", [(200, 256), (256, 136)], "cuda-host",
                       cfg=_fp8_cfg(promote))
     ptx = cuda_build.build(comp.executable.source, "compute_90a").data.decode()
-    n = ptx.count("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3")
+    n = ptx.count(f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.e4m3.e4m3")
     assert n == (8 if unrolled else 4), n
     assert ("wgmma.wait_group.sync.aligned 1" in ptx) == unrolled
     assert "setmaxnreg.inc.sync.aligned.u32 232" in ptx
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
-@pytest.mark.parametrize("promote", [128, 32])
-def test_fp8_device_code_builds_with_nvcc_unserialised(tmp_path, promote: int) -> None:
+@pytest.mark.parametrize("tile,promote", [("128x128x6", 128), (None, 128), (None, 32)])
+def test_fp8_device_code_builds_with_nvcc_unserialised(tmp_path, monkeypatch, tile,
+                                                       promote: int) -> None:
     """nvcc / ptxas for sm_90a: no spills, and no C7514 remark (ptxas serialising every wgmma
     because a register of one in flight is read: the double-buffered promotion must not)."""
+    if tile:
+        monkeypatch.setenv("TF_CUDA_WGMMA_TILE", tile)
     comp = tf_compile(_mod("fp8e4m3"), "mm", [(200, 272), (272, 136)], "cuda-host",
                       cfg=_fp8_cfg(promote))
     err = _ptxas_report(tmp_path, comp.executable.source)
