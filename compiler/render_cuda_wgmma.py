@@ -142,7 +142,9 @@ class WgTile:
 def parse_tile(text: str) -> WgTile:
     """``BMxBNxSTAGES[xGROUP][xnoreg][xwait0][xstagger]`` (``TF_CUDA_WGMMA_TILE``, the
     benchmark's variants): ``noreg`` no ``setmaxnreg``, ``wait0`` no wgmma group left in
-    flight, ``stagger`` the two consumers half a K tile apart (with ``wait0``; D546)."""
+    flight, ``stagger`` the two consumers half a K tile apart (with ``wait0``; D546: a
+    promoted fp8 kernel's schedule only — elsewhere it changes nothing, and ``--explain`` names
+    it only where it applies)."""
     f = text.lower().split("x")
     nums = [int(x) for x in f if x.isdigit()]
     flags = {x for x in f if not x.isdigit()}
@@ -748,7 +750,8 @@ def render_whole(kc) -> str | None:
     if w is not None:
         kc.wgmma, kc.block = w, w.tile.threads
         fp8 = (f", native {p.src} promoted to f32 every {w.tile.promote} products "
-               f"(fp8_promote, D411 / D536)" if w.tile.promote else "")
+               f"(fp8_promote, D411 / D536){', consumers staggered (D546)' if w.tile.stagger else ''}"
+               if w.tile.promote else "")
         kc.why = (f"wgmma mapping: a reassociated {p.src} matmul on sm_90 (wgmma + TMA, "
                   f"{w.tile.bm}x{w.tile.bn}x{bk(p.src)} tiles, {w.tile.stages} stages, "
                   f"{w.tile.inflight} group(s) in flight{fp8}; D520)")

@@ -401,6 +401,7 @@ def test_fp8_staggered_consumers_stay_admitted(monkeypatch, mkn) -> None:
     assert _mappings(comp)[-1] == "wgmma", _plan(comp)
     src = comp.executable.source
     assert src.count('bar.sync 1, 256;') == 1 and src.count('bar.arrive 1, 256;') == 1
+    assert "consumers staggered (D546)" in _plan(comp)["kernels"]["k1_matmul"]["why"]
     assert v.status == "PASS", v.message[:2000]
 
 
