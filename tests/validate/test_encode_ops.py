@@ -128,14 +128,21 @@ def test_empty_reduction_lowers_to_the_reference_identity(kind, dt):
 
 
 @pytest.mark.parametrize("policy,n,members", [("ordered_tree", 3, 2), ("ordered_tree", 4, 5),
-                                              ("ordered_tree", 5, 14),
+                                              ("ordered_tree", 5, 14), ("ordered_tree", 6, 42),
                                               ("unordered_tree", 3, 3),
                                               ("unordered_tree", 4, 15)])
 def test_tree_choice_enumerates_the_admitted_set(policy, n, members):
-    """Catalan(n-1) bracketings in source order; (2n-3)!! trees over every order."""
+    """Catalan(n-1) bracketings in source order; (2n-3)!! trees over every order; past
+    ``ORDERED_MAX`` (6, D547) / ``UNORDERED_MAX`` (4) lanes no choice."""
     import z3
 
-    from tilefoundry.validate.choices import PREFIX, REGISTRY, tree_choice
+    from tilefoundry.validate.choices import (
+        ORDERED_MAX,
+        PREFIX,
+        REGISTRY,
+        UNORDERED_MAX,
+        tree_choice,
+    )
 
     lanes = [z3.FP(f"x{i}", z3.Float32()) for i in range(n)]
     abstr: set[str] = set()
@@ -144,7 +151,10 @@ def test_tree_choice_enumerates_the_admitted_set(policy, n, members):
     ch = REGISTRY[name[len(PREFIX):]]
     assert len(ch.members) == members
     assert len({m.sexpr() for m in ch.members}) == members  # each tree once
-    assert tree_choice(lanes + lanes, "f32", policy, None, lanes[0], set()) is None
+    limit = ORDERED_MAX if policy == "ordered_tree" else UNORDERED_MAX
+    assert (ORDERED_MAX, UNORDERED_MAX) == (6, 4)
+    more = [z3.FP(f"y{i}", z3.Float32()) for i in range(limit + 1)]
+    assert tree_choice(more, "f32", policy, None, more[0], set()) is None
 
 
 _FLAG_CASES = [("add", "fold_left", DType.F32), ("add", "fold_left", DType.BF16),
