@@ -284,8 +284,9 @@ def bench_fp8(n: int, results: list[dict], variants=FP8_VARIANTS) -> None:
 
 #: the CUDA backend's native fp8 wgmma kernel (D536): (TF_CUDA_WGMMA_TILE, fp8_promote), B copied
 #: K-major first (fp8_kmajor, D489); each in a child process under a time limit. ``--cuda-fp8
-#: all`` times the default tile (128 x 192, no group in flight, D548) first, then its staggered consumers (D546), the 128 x 128 tile with and without
-#: a group in flight, and the default promoted every 64 / 32 products
+#: all`` times the default tile (128 x 192, no group in flight, D548) first, then its staggered
+#: consumers (D546), the 128 x 128 tile with and without a group in flight, and the default
+#: promoted every 64 / 32 products
 CUDA_FP8_VARIANTS = (("128x192x4xwait0", 128), ("128x192x4xwait0xstagger", 128),
                      ("128x128x6", 128), ("128x128x6xwait0", 128), ("128x192x4xwait0", 64),
                      ("128x192x4xwait0", 32))

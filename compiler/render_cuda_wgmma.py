@@ -749,9 +749,9 @@ def render_whole(kc) -> str | None:
     kc.mma, kc.scratch = p, 0
     if w is not None:
         kc.wgmma, kc.block = w, w.tile.threads
+        staggered = ", consumers staggered (D546)" if w.tile.stagger else ""
         fp8 = (f", native {p.src} promoted to f32 every {w.tile.promote} products "
-               f"(fp8_promote, D411 / D536){', consumers staggered (D546)' if w.tile.stagger else ''}"
-               if w.tile.promote else "")
+               f"(fp8_promote, D411 / D536){staggered}" if w.tile.promote else "")
         kc.why = (f"wgmma mapping: a reassociated {p.src} matmul on sm_90 (wgmma + TMA, "
                   f"{w.tile.bm}x{w.tile.bn}x{bk(p.src)} tiles, {w.tile.stages} stages, "
                   f"{w.tile.inflight} group(s) in flight{fp8}; D520)")

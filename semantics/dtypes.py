@@ -57,6 +57,7 @@ __all__ = [
     "cast_ex",
     "dtype_of",
     "from_bits",
+    "noncanonical_bool",
     "positive_nan",
     "to_bits",
     "widen_to_f32",
@@ -82,6 +83,17 @@ def to_bits(x: np.ndarray) -> np.ndarray:
     return x.view(bits_dtype(dt))
 
 
+def noncanonical_bool(storage: np.ndarray) -> tuple[int, int] | None:
+    """(flat index, byte) of the first element of a bool array's storage bytes (uint8, or a
+    numpy bool array viewed as them) that is neither 0 nor 1, or None: numpy views any byte as a
+    bool, and only 0 and 1 are values of the type (D543)."""
+    b = storage.reshape(-1).view(np.uint8)
+    if not b.size or b.max() <= 1:
+        return None
+    i = int(np.argmax(b > 1))
+    return i, int(b[i])
+
+
 def from_bits(bits: np.ndarray, dtype: DType | str) -> np.ndarray:
     """Reinterpret unsigned bit patterns as an array of ``dtype`` (raw copy, no conversion)."""
     from tilefoundry.arguments import as_array
@@ -98,12 +110,11 @@ def from_bits(bits: np.ndarray, dtype: DType | str) -> np.ndarray:
             raise InvalidArgumentError(
                 f"from_bits: bit patterns for {dt} lie in [0, {hi:#x}]; got values outside it")
         b = b.astype(want)
-    if dt is DType.BOOL and b.size and b.max() > 1:
-        # numpy views any byte as a bool; only 0 and 1 are values of the type (D543)
-        i = int(np.argmax(b.reshape(-1) > 1))
+    bad = noncanonical_bool(b) if dt is DType.BOOL else None
+    if bad is not None:
         raise InvalidArgumentError(
-            f"from_bits: a bool element's bits are 0 or 1; element {i} (flat) is "
-            f"{int(b.reshape(-1)[i]):#04x}; write bools as 0 / 1 bytes (x.astype(np.uint8))")
+            f"from_bits: a bool element's bits are 0 or 1; element {bad[0]} (flat) is "
+            f"{bad[1]:#04x}; write bools as 0 / 1 bytes (x.astype(np.uint8))")
     return b.view(FORMATS[dt].storage)
 
 

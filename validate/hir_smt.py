@@ -416,9 +416,9 @@ def _flagged_scan(op: MaskedScan | SegmentedScan, args: list[Val], abstr: set[st
     for b in np.ndindex(*v.shape[:-1]):
         if tree_uf:  # each prefix's admitted set depends on the flags' values (D542)
             lanes, flags = [up(t) for t in v[b]], list(f[b])
+            seed = up(E.const(op.seed, dt)) if op.seed is not None else None
             for i in range(n):
-                out[(*b, i)] = back(_tree_prefix(op, i, lanes, flags, up(E.const(
-                    op.seed, dt)) if op.seed is not None else None, ident, abstr))
+                out[(*b, i)] = back(_tree_prefix(op, i, lanes, flags, seed, ident, abstr))
             continue
         has = z3.BoolVal(op.seed is not None)
         state = up(E.const(op.seed, dt)) if op.seed is not None else ident
@@ -453,22 +453,22 @@ def _tree_prefix(op: MaskedScan | SegmentedScan, i: int, lanes: list, flags: lis
     an unseeded sum selected by the segment, a lane count selecting the identity) are the same
     terms when the lowering keeps the lanes, the masks and the seed."""
     hi = i + 1 if op.inclusive else i
-    if isinstance(op, MaskedScan):
-        keep = flags[:hi]
-        first = z3.BoolVal(True)
-    else:
-        keep = [z3.And(*(z3.Not(h) for h in flags[j + 1:i + 1])) for j in range(hi)]
-        first = z3.And(*(z3.Not(h) for h in flags[:i + 1]))
-    plain = abstracted("a masked ordered_tree sum", "masked_sum.ordered_tree", lanes[:hi],
-                       keep, abstr)
+    masked = isinstance(op, MaskedScan)
+    keep = flags[:hi] if masked else \
+        [z3.And(*(z3.Not(h) for h in flags[j + 1:i + 1])) for j in range(hi)]
+
+    def summed(values: list) -> Any:
+        return abstracted("a masked ordered_tree sum", "masked_sum.ordered_tree", values, keep,
+                          abstr)
+
+    if seed is not None and masked:  # the seed always takes part: never empty
+        return summed([seed, *lanes[:hi]])
     empty = z3.Not(z3.Or(*keep)) if keep else z3.BoolVal(True)
+    rest = z3.If(empty, ident, summed(lanes[:hi]))
     if seed is None:
-        return z3.If(empty, ident, plain)
-    with_seed = abstracted("a masked ordered_tree sum", "masked_sum.ordered_tree",
-                           [seed, *lanes[:hi]], keep, abstr)
-    if isinstance(op, MaskedScan):
-        return with_seed
-    return z3.If(first, with_seed, z3.If(empty, ident, plain))
+        return rest
+    first = z3.And(*(z3.Not(h) for h in flags[:i + 1]))  # before the first head: seeded
+    return z3.If(first, summed([seed, *lanes[:hi]]), rest)
 
 
 HIR_OPS: dict[type, Callable[[Any, list[Val], set[str]], Val]] = {

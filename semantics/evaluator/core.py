@@ -18,6 +18,7 @@ import numpy as np
 
 from tilefoundry.errors import TilefoundryError
 from tilefoundry.limits import LimitError, check_value_size, deep_recursion, limits
+from tilefoundry.semantics.dtypes import noncanonical_bool
 from tilefoundry.semantics.evaluator.mesh import PerDevice, Sharded, shard
 from tilefoundry.semantics.evaluator.mesh_rules import MeshRule, mesh_rule
 from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx, EvaluationError
@@ -104,12 +105,12 @@ def check_inputs(fn: Function, inputs: Sequence[Any]) -> list[Any]:
                 raise EvaluationError(
                     f"{where}: dtype {dt} (storage {arr.dtype}) does not match the declared "
                     f"{t.dtype} (storage {FORMATS[t.dtype].storage}); cast the input first")
-            if dt is DType.BOOL and arr.size and arr.view(np.uint8).max() > 1:
-                i = int(np.argmax(arr.view(np.uint8).reshape(-1) > 1))
+            bad = noncanonical_bool(arr) if dt is DType.BOOL else None
+            if bad is not None:
                 raise EvaluationError(
-                    f"{where}: a bool element is stored as the byte 0 or 1; element {i} (flat) "
-                    f"holds {int(arr.view(np.uint8).reshape(-1)[i]):#04x} (an array viewed as "
-                    f"bool from other bytes); pass x.view(np.uint8) != 0 (D543)")
+                    f"{where}: a bool element is stored as the byte 0 or 1; element {bad[0]} "
+                    f"(flat) holds {bad[1]:#04x} (an array viewed as bool from other bytes); "
+                    f"pass x.view(np.uint8) != 0 (D543)")
             if len(shape) != len(t.shape):
                 raise EvaluationError(f"{where}: rank {len(shape)} does not match the declared "
                                       f"rank {len(t.shape)} (shape {t.shape})")

@@ -50,7 +50,8 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: tuple, padding: 
     try:
         conn.send((x, w, b, (stride, padding, dilation, groups)))
         return conn.recv()
-    except (EOFError, ConnectionError, BrokenPipeError):
+    except (EOFError, ConnectionError):  # the child died on these operands
         proc.join(10)
         _STATE.pop("proc", None)
+        _STATE.pop("conn").close()
         return None
