@@ -12,7 +12,8 @@ shape 4096×14336×4096 and its ragged-M twin 4095×14336×4096), bf16:
 * ``cublas``: ``torch.matmul`` on the same operands.
 
 With ``--fp8 --cuda-fp8 all`` also the CUDA backend's native fp8 ``wgmma`` kernel (D536), each
-variant in its own process, timed with its K-major copy of B and alone.
+variant in its own process, timed with its K-major copy of B and alone, and as ``a·transpose(w)``
+(w [N, K], cuBLAS's layout): one kernel, the copies forwarded (D549).
 
 With ``--fp8`` (8192³, fp8e4m3 operands): our kernel with fp8 staged as f16 (``fp8_promote``
 0, D411) and with native fp8 tensor cores promoted to f32 every 32 / 128 products, beside
@@ -39,7 +40,7 @@ from tilefoundry.compiler import triton_tune
 from tilefoundry.compiler.pipeline import compile as tf_compile
 from tilefoundry.compiler.triton_backend import TRITON_TILES
 from tilefoundry.oracle.compare import check
-from tilefoundry.semantics.dsl import DimVar, Tensor, bf16, fp8e4m3, func, matmul, module
+from tilefoundry.semantics.dsl import DimVar, Tensor, bf16, fp8e4m3, func, matmul, module, transpose
 
 M = DimVar("M", 1, 1 << 16)
 N = DimVar("N", 1, 1 << 16)
@@ -56,7 +57,14 @@ def gemm_fp8(a: Tensor[(M, K), fp8e4m3], b: Tensor[(K, N), fp8e4m3]) -> Tensor[(
     return matmul(a, b, allow_reassociation=True)
 
 
-GEMMS = module(gemm_bf16, gemm_fp8)
+@func
+def gemm_fp8_nt(a: Tensor[(M, K), fp8e4m3], w: Tensor[(N, K), fp8e4m3]) -> Tensor[(M, N), fp8e4m3]:
+    # a linear layer's a·wᵀ: with fp8_kmajor the transpose and the K-major copy compose to w
+    # itself, so the program is the GEMM alone reading w's [N, K] rows (D549), as cuBLAS is given
+    return matmul(a, transpose(w, (1, 0)), allow_reassociation=True)
+
+
+GEMMS = module(gemm_bf16, gemm_fp8, gemm_fp8_nt)
 SHAPES = ((8192, 8192, 8192), (4096, 14336, 4096), (4095, 14336, 4096))
 RELAXATIONS = "strict"
 SUB = 64
@@ -316,7 +324,8 @@ def _cuda_fp8_one(spec: str, n: int, results: list[dict]) -> None:
     plan = render_cuda.parse_plan(comp.executable.source)["kernels"]
     gemm = next((k for k, e in plan.items() if e["mapping"] == "wgmma"), None)
     why = "; ".join(e["why"] for e in plan.values() if e["mapping"] in ("mma", "wgmma"))
-    v = judge("gemm_fp8", a, b, comp([a, b]), 16)
+    out = comp([a, b])
+    v = judge("gemm_fp8", a, b, out, 16)
     run = CudaDeviceRun(comp.executable, [a, b])
     try:
         whole = _time(run.launch)
@@ -324,14 +333,31 @@ def _cuda_fp8_one(spec: str, n: int, results: list[dict]) -> None:
     finally:
         run.sync()
         run.close()
+    # a·wᵀ with w = bᵀ stored [N, K]: one kernel (D549); judged by the oracle (mm(a, w^T) is the
+    # same exact product) and compared byte for byte with the judged two-kernel program
+    w = np.ascontiguousarray(b.T)
+    nt = tf_compile(GEMMS, "gemm_fp8_nt", [a.shape, w.shape], "cuda", cfg=cfg)
+    nplan = render_cuda.parse_plan(nt.executable.source)["kernels"]
+    out_nt = nt([a, w])
+    v_nt = judge("gemm_fp8", a, b, out_nt, 16)
+    same = np.array_equal(np.asarray(out_nt).view(np.uint8), np.asarray(out).view(np.uint8))
+    run = CudaDeviceRun(nt.executable, [a, w])
+    try:
+        whole_nt = _time(run.launch)
+    finally:
+        run.sync()
+        run.close()
     inside = " / ".join(f"{x:.1%}" for x in shares) + f"; random: {v}"
     flops = 2.0 * n ** 3
-    for impl, ms in ((f"tilefoundry-cuda fp8 {spec} (K-major copy + GEMM)", whole),
-                     (f"tilefoundry-cuda fp8 {spec} (GEMM kernel alone)", alone)):
+    kernels = "+".join(e["mapping"] for e in nplan.values())
+    for impl, ms, ins in ((f"tilefoundry-cuda fp8 {spec} (K-major copy + GEMM)", whole, inside),
+                          (f"tilefoundry-cuda fp8 {spec} (GEMM kernel alone)", alone, inside),
+                          (f"tilefoundry-cuda fp8 {spec} (a·transpose(w): {kernels})", whole_nt,
+                           f"{inside}; a·wT random: {v_nt}, same bytes as a·b: {same}")):
         results.append({"kernel": f"gemm fp8e4m3 {n}^3", "impl": impl, "ms": ms,
-                        "TFLOPs": flops / ms / 1e9 if ms else None, "inside": inside,
+                        "TFLOPs": flops / ms / 1e9 if ms else None, "inside": ins,
                         "why": why, "relaxations": RELAXATIONS})
-        print(f"  {impl}: {flops / ms / 1e9 if ms else 0:,.0f} TFLOP/s; inside {inside}; {why}",
+        print(f"  {impl}: {flops / ms / 1e9 if ms else 0:,.0f} TFLOP/s; inside {ins}; {why}",
               flush=True)
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from tilefoundry.compiler import kir
+from tilefoundry.compiler.forward import forward_copies
 from tilefoundry.compiler.kir import (
     EdgeMask,
     HostLoop,
@@ -579,6 +580,8 @@ def _clean(program: Program) -> Program:
 
 
 def fuse(program: Program, cfg: TileConfig | None = None) -> Program:
-    """The ``fuse`` pass (see the module docstring)."""
+    """The ``fuse`` pass: copies forwarded into their consumers (``forward.forward_copies``,
+    D549), then the merges of the module docstring."""
+    program = forward_copies(program)
     fz = _Fuser(program, cfg or TileConfig())
     return _clean(replace(program, steps=_fuse_list(fz, program.steps)))

@@ -80,8 +80,10 @@ class GemmPlan:
     out: str  # the stored dtype (f32: no rounding)
     overflow: str
     seed: float
-    #: B is read from a K-major [N, K] copy (``fp8_kmajor``: the lowering's copy kernel, D489)
+    #: B is read K-major [N, K]: the lowering's copy kernel (``fp8_kmajor``, D489), or — the copy
+    #: forwarded (D549) — the program's own [N, K] array that a transpose made B
     b_kmajor: bool = False
+    b_copied: bool = True
 
 
 def split_launch(opts: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
@@ -171,7 +173,7 @@ def match(kt) -> tuple[GemmPlan | None, str]:
                           f"of 16 (TMA's rule)")
     b3 = k.block
     return GemmPlan(m, n, kk, b3[0], b3[1], b3[2], la.buffer, lb.buffer, st.buffer, src, out,
-                    overflow, seed, kmajor), ""
+                    overflow, seed, kmajor, bm[lb.buffer].kind == "temp"), ""
 
 
 def describe(plan: GemmPlan, opts: dict[str, int]) -> tuple[str, str]:
@@ -185,8 +187,11 @@ def describe(plan: GemmPlan, opts: dict[str, int]) -> tuple[str, str]:
         fp8 = (f"; fp8 tensor cores, partial sums promoted to f32 every {p} products (D411)"
                if p else f"; fp8 staged exactly as f16 for the tensor cores by {how} "
                "(D411, D477)")
-        if plan.b_kmajor:
+        if plan.b_kmajor and plan.b_copied:
             fp8 += "; B read from the K-major copy a kernel before writes (fp8_kmajor, D489)"
+        elif plan.b_kmajor:
+            fp8 += ("; B read K-major from the [N, K] array it transposes (the copies forwarded, "
+                    "D549)")
     return (f"dot (TMA persistent): {plan.bm}x{plan.bn} output tiles, K step {plan.bk}, "
             f"{tiles} tiles over {progs} persistent programs (grouped by {GROUP_M}), "
             f"flatten {opts.get('tma_flatten', 1)}{fp8}",

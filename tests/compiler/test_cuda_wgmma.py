@@ -274,6 +274,37 @@ def test_fp8_group_in_flight_variant_is_admitted_at_ragged_edges(monkeypatch, mk
     assert v.status == "PASS", v.message[:2000]
 
 
+NT_SRC = SRC + """
+@func
+def mm_nt(a: Tensor[(M, K), {dt}], w: Tensor[(N, K), {dt}]) -> Tensor[(M, N), {dt}]:
+    return matmul(a, transpose(w, (1, 0)), allow_reassociation=True)
+"""
+
+
+@pytest.mark.parametrize("mkn", [(200, 272, 136), (16, 48, 64)])
+def test_fp8_a_times_w_transposed_is_one_wgmma_kernel_reading_w(mkn) -> None:
+    """``matmul(a, transpose(w))`` with w [N, K] under fp8_promote / fp8_kmajor: the transpose and
+    the K-major copy compose to w itself (D549), so the program is the wgmma kernel alone, B's
+    tensor map over w's own [N, K] rows — what cuBLAS is handed (column-major B); PASS, and the
+    same bytes as the program of three kernels (fusion off). ``mm_tn`` (A transposed too) keeps
+    A's transpose: forwarding it would make A M-major, which fp8 wgmma cannot read."""
+    m, k, n = mkn
+    mod = parse_module(NT_SRC.format(dt="fp8e4m3"))
+    xs = _arrays("fp8e4m3", [(m, k), (n, k)], seed=m)
+    comp = tf_compile(mod, "mm_nt", [x.shape for x in xs], "cuda-host", cfg=_fp8_cfg(128))
+    assert _mappings(comp) == ["wgmma"], _plan(comp)
+    (entry,) = _plan(comp)["kernels"].values()
+    assert entry["tmaps"][1]["dims"] == [k, n] and entry["tmaps"][1]["strides"] == [k]
+    out = comp(xs)
+    assert check(mod, "mm_nt", xs, out).status == "PASS"
+    three = tf_compile(mod, "mm_nt", [x.shape for x in xs], "cuda-host", cfg=_fp8_cfg(128),
+                       fuse=False)
+    assert len(three.program.kernels()) == 3
+    assert np.array_equal(np.asarray(out).view(np.uint8), np.asarray(three(xs)).view(np.uint8))
+    tn = tf_compile(mod, "mm_tn", [(k, m), (n, k)], "cuda-host", cfg=_fp8_cfg(128))
+    assert _mappings(tn) == ["block", "wgmma"]
+
+
 def test_fp8_tensor_maps_read_bytes_k_major() -> None:
     """A [M, K] fp8 is (K, M) with a row stride of K bytes and one 128 x 128 box (128 fp8 lanes:
     one 128-byte row); B arrives as its K-major copy [N, K]: (K, N), K bytes, a 128 x 192 box

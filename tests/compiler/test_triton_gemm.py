@@ -24,6 +24,7 @@ from tilefoundry.compiler import triton_tune
 from tilefoundry.compiler.pipeline import compile as tf_compile
 from tilefoundry.compiler.render_triton_gemm import INTERPRET_PROGRAMS, split_launch
 from tilefoundry.compiler.triton_backend import TRITON_TILES
+from tilefoundry.compiler.triton_explain import explain
 from tilefoundry.oracle.compare import check
 from tilefoundry.semantics.dsl import parse_module
 
@@ -43,6 +44,10 @@ def mm_f16(a: Tensor[(M, K), f16], b: Tensor[(K, N), f16]) -> Tensor[(M, N), f16
 @func
 def mm_fp8(a: Tensor[(M, K), fp8e4m3], b: Tensor[(K, N), fp8e4m3]) -> Tensor[(M, N), fp8e4m3]:
     return matmul(a, b, allow_reassociation=True)
+
+@func
+def mm_fp8_nt(a: Tensor[(M, K), fp8e4m3], w: Tensor[(N, K), fp8e4m3]) -> Tensor[(M, N), fp8e4m3]:
+    return matmul(a, transpose(w, (1, 0)), allow_reassociation=True)
 
 @func
 def mm_strict(a: Tensor[(M, K), bf16], b: Tensor[(K, N), bf16]) -> Tensor[(M, N), bf16]:
@@ -150,6 +155,32 @@ def test_fp8_kmajor_b_is_a_copy_kernel_then_the_tma_gemm(promote, m, n, k) -> No
         assert len(same.program.kernels()) == 1
         assert np.array_equal(np.asarray(out).view(np.uint8),
                               np.asarray(same([x, y])).view(np.uint8))
+
+
+@pytest.mark.parametrize("promote", [0, 32])
+def test_fp8_a_times_w_transposed_reads_w_k_major_with_no_copy(promote) -> None:
+    """``matmul(a, transpose(w))`` with w [N, K] (a linear layer's weight) under ``fp8_kmajor``:
+    the transpose and the K-major copy compose to w itself (D549), so the program is the TMA
+    GEMM alone reading w's [N, K] rows; the same bits as the two-copy program without fusion,
+    and PASS; the explanation says B is read from the array it transposes."""
+    f8 = ml_dtypes.float8_e4m3fn
+    m, n, k = 40, 48, 160
+    rng = np.random.default_rng(3)
+    a, w = rng.standard_normal((m, k)).astype(f8), rng.standard_normal((n, k)).astype(f8)
+    cfg = replace(CFG, launch=(("fp8_promote", promote), ("fp8_kmajor", 1)))
+    c = _compiled("mm_fp8_nt", [a.shape, w.shape], cfg)
+    assert [kk.name.split("_", 1)[1] for kk in c.program.kernels()] == ["matmul"]
+    assert f"shape=[{n}, {k}], strides=[{k}, 1]" in c.executable.source
+    out = c([a, w])
+    assert check(MOD, "mm_fp8_nt", [a, w], out).status == "PASS"
+    unfused = tf_compile(MOD, "mm_fp8_nt", [a.shape, w.shape], "triton", cfg=cfg, fuse=False)
+    assert len(unfused.program.kernels()) == 3
+    assert np.array_equal(np.asarray(out).view(np.uint8),
+                          np.asarray(unfused([a, w])).view(np.uint8))
+    text = explain(c.program, cfg, "triton")
+    assert "B read K-major from the [N, K] array it transposes" in text, text
+    assert "K-major copy" in explain(_compiled("mm_fp8", [a.shape, w.T.shape], cfg).program,
+                                     cfg, "triton")
 
 
 @pytest.mark.parametrize("entry,shapes,why", [
