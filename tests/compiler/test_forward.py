@@ -6,6 +6,8 @@ after, bit for bit); HIR programs check the pipeline against the reference evalu
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -174,3 +176,27 @@ def test_the_fuse_pass_forwards_copies_and_values_stay_bit_exact(entry, shapes, 
     assert [k.name for k in c.kernels] == kernels
     ref = np.asarray(evaluate(mod, entry, xs))
     assert np.array_equal(np.asarray(c(xs)).view(np.uint32), ref.view(np.uint32))
+
+
+def test_the_validator_proves_a_forwarding_and_refutes_a_wrong_one() -> None:
+    """The ``fuse`` check's refinement query (``validate.refine.check_refinement``) proves the
+    forwarded slice equal to the two-copy program and finds the counterexample of a forwarding
+    composed one element off (offset 0 instead of 1: column 0 of x where column 1 was copied),
+    which replays on the kernel interpreter."""
+    z3 = pytest.importorskip("z3")  # noqa: F841
+    from tilefoundry.validate.refine import check_refinement
+
+    u = _buf("u", (2, 8))
+    before = _prog([P, _copy("k1_slice", "t", (8, 1), "u", (2, 8), offset=8)], [u], "u")
+    after = forward_copies(before)
+    assert check_refinement(before, after, timeout_ms=10_000).status == "valid"
+    (k,) = after.steps
+    wrong = replace_load(after, k, offset=0)
+    out = check_refinement(before, wrong, timeout_ms=10_000)
+    assert out.status == "invalid" and out.counterexample is not None
+    assert out.counterexample.differing
+
+
+def replace_load(p: Program, k: Kernel, **changes) -> Program:
+    body = tuple(dataclasses.replace(i, **changes) if isinstance(i, Load) else i for i in k.body)
+    return dataclasses.replace(p, steps=(dataclasses.replace(k, body=body),))
