@@ -100,6 +100,8 @@ def _compile(args: argparse.Namespace) -> int:
                     stream=sys.stdout, fuse=not args.no_fuse, cfg=cfg)
         if args.explain:
             sys.stdout.write(_explain(module, args.entry, c))
+            for line in c.forwarded:
+                sys.stdout.write(f"copy forwarded (D549): {line}\n")
     except TilefoundryError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2

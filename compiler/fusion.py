@@ -579,9 +579,10 @@ def _clean(program: Program) -> Program:
     return replace(program, buffers=bufs, steps=new_steps)
 
 
-def fuse(program: Program, cfg: TileConfig | None = None) -> Program:
+def fuse(program: Program, cfg: TileConfig | None = None, log: list[str] | None = None
+         ) -> Program:
     """The ``fuse`` pass: copies forwarded into their consumers (``forward.forward_copies``,
-    D549), then the merges of the module docstring."""
-    program = forward_copies(program)
+    D549; ``log`` receives a line per copy removed), then the merges of the module docstring."""
+    program = forward_copies(program, log)
     fz = _Fuser(program, cfg or TileConfig())
     return _clean(replace(program, steps=_fuse_list(fz, program.steps)))

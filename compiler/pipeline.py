@@ -116,6 +116,7 @@ class State:
     checks: RunChecks = field(default_factory=RunChecks)
     source: str | None = None
     executable: Any = None
+    forwarded: list[str] = field(default_factory=list)  # the copies fuse forwarded (D549)
 
 
 def _typeinfer(s: State) -> None:
@@ -138,7 +139,8 @@ def _lower(s: State) -> None:
 def _fuse(s: State) -> None:
     from tilefoundry.compiler.inplace import inplace
 
-    s.program = inplace(fuse_pass(s.program, s.cfg))  # dead-destination copies dropped (D404)
+    # dead-destination copies dropped (D404)
+    s.program = inplace(fuse_pass(s.program, s.cfg, s.forwarded))
     verify(s.program)
 
 
@@ -226,6 +228,8 @@ class Compiled:
     executable: Any
     printed: dict[str, str]
     checks: RunChecks = field(default_factory=RunChecks)
+    #: the copy kernels the fuse pass forwarded into their readers (D549), one line each
+    forwarded: list[str] = field(default_factory=list)
 
     def __call__(self, inputs: Sequence[Any]) -> Any:
         from tilefoundry.arguments import input_list
@@ -293,4 +297,4 @@ def compile(module: Module, entry: str, shapes: Sequence[Sequence[int]],
                              f"max_value_bytes ({limits().max_value_bytes:,}) to refuse such "
                              f"shapes up front, or free memory", "max_value_bytes") from None
     return Compiled(entry, state.shapes, tgt.name, state.hir, state.program, state.executable,
-                    printed, state.checks)
+                    printed, state.checks, state.forwarded)

@@ -21,7 +21,7 @@ from compiler_helpers import MATMUL_SRC
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
-from tilefoundry.compiler import cuda_build, render_cuda, render_cuda_wgmma
+from tilefoundry.compiler import cuda_build, kir, render_cuda, render_cuda_wgmma
 from tilefoundry.compiler.cuda_backend import CUDA_TILES
 from tilefoundry.compiler.pipeline import compile as tf_compile
 from tilefoundry.errors import InvalidArgumentError
@@ -303,6 +303,33 @@ def test_fp8_a_times_w_transposed_is_one_wgmma_kernel_reading_w(mkn) -> None:
     assert np.array_equal(np.asarray(out).view(np.uint8), np.asarray(three(xs)).view(np.uint8))
     tn = tf_compile(mod, "mm_tn", [(k, m), (n, k)], "cuda-host", cfg=_fp8_cfg(128))
     assert _mappings(tn) == ["block", "wgmma"]
+    # the transpose forwarded into the K-major copy (which then reads w itself), that copy into
+    # the matmul
+    kinds = lambda c: [ln.split(":")[0].split("_", 1)[1] for ln in c.forwarded]  # noqa: E731
+    assert kinds(comp) == ["transpose", "kmajor"]
+    assert all(" read from w by " in ln for ln in comp.forwarded)
+    assert comp.forwarded[1].endswith("_matmul")
+    # B's transpose and K-major copy forwarded (to b itself); A's transpose kept
+    assert kinds(tn) == ["transpose", "kmajor"]
+    assert all(" read from b by " in ln for ln in tn.forwarded)
+    (kept,) = [k for k in tn.program.kernels() if k.name.endswith("_transpose")]
+    assert {i.buffer for i in kir.iter_instrs(kept.body) if isinstance(i, kir.Load)} == {"a"}
+
+
+def test_compile_explain_names_the_forwarded_copies(capsys, tmp_path) -> None:
+    """``tilefoundry compile --explain`` on the fp8 a·transpose(w): one wgmma kernel, and a line
+    per copy the fuse pass forwarded (D549)."""
+    from tilefoundry.cli import main
+
+    spec = tmp_path / "nt_mod.py"
+    spec.write_text("from tilefoundry.semantics.dsl import parse_module\n"
+                    f"MOD = parse_module({NT_SRC.format(dt='fp8e4m3')!r})\n")
+    assert main(["compile", f"{spec}:MOD", "mm_nt", "--shape", "200x256", "--shape", "136x256",
+                 "--target", "cuda-host", "--launch", "fp8_promote=128", "--launch",
+                 "fp8_kmajor=1", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "cuda-host: 1 kernel(s)" in out and "wgmma, 384 threads" in out
+    assert out.count("copy forwarded (D549): ") == 2 and "read from w by" in out
 
 
 def test_fp8_tensor_maps_read_bytes_k_major() -> None:
