@@ -214,7 +214,7 @@ def host_source(source: str) -> str:
         if k.get("tmaps"):  # tensor maps by pointer, passed on by value (D520)
             params += "".join(f", const tf_tmap *m{i}" for i in range(len(k["tmaps"])))
             args += [f"*m{i}" for i in range(len(k["tmaps"]))]
-        if k.get("mapping") in ("block", "mma", "rows", "wgmma"):  # it loops over its threads
+        if k.get("mapping") in ("block", "mma", "rows", "wgmma", "transpose"):  # own threads
             out.append(f'''extern "C" void {k["fn"]}_grid(int64_t blocks, int64_t threads, {params})
 {{
     blockDim.x = threads;
@@ -301,7 +301,7 @@ def launch_slices(entry: dict, threads: int) -> tuple[int, list[tuple[int, int, 
     instance and a launch covers whole instances, at most ``SCRATCH_LIMIT`` bytes of it. Under
     the block mapping a block is an instance (first / end are instances)."""
     n, lanes, per = entry["instances"], entry.get("lanes", 1), entry["scratch"]
-    if entry.get("mapping") == "wgmma":  # its own tiles of the whole domain (D520)
+    if entry.get("mapping") in ("wgmma", "transpose"):  # own tiles of the domain (D520, D551)
         return entry["blocks"], [(entry["blocks"], 0, entry["blocks"])]
     if entry.get("mapping") in ("block", "mma", "rows"):  # one block per instance, no scratch
         chunk = min(n, MAX_BLOCKS)

@@ -130,6 +130,9 @@ class KernelCuda(KernelC):
     ROWS_MAPPING = True
     #: allow the tensor-core mapping for reassociated matmul kernels (D280)
     MMA_MAPPING = True
+    #: allow the transpose mapping for transposing copies (render_cuda_transpose, D551)
+    TRANSPOSE_MAPPING = True
+    transpose = None  # its plan
 
     def kernel_round(self, w: str, to: str, overflow: str) -> str:
         # to bf16, overflow to inf: the GPU's cvt (the host emulation's integer algorithm, D525)
@@ -144,9 +147,10 @@ class KernelCuda(KernelC):
     def render_whole(self) -> str | None:
         """The tensor-core kernel of a reassociated matmul (wgmma on sm_90, D520, else
         ``mma.sync``, D280), else None (the C-family rendering with this spelling's mapping)."""
-        from tilefoundry.compiler import render_cuda_wgmma
+        from tilefoundry.compiler import render_cuda_transpose, render_cuda_wgmma
 
-        return render_cuda_wgmma.render_whole(self) if self.MMA_MAPPING else None
+        whole = render_cuda_transpose.render_whole(self) if self.TRANSPOSE_MAPPING else None
+        return whole or (render_cuda_wgmma.render_whole(self) if self.MMA_MAPPING else None)
 
     def plan_mapping(self, segs: list) -> None:
         """The row mapping (``render_cuda_rows.plan_rows``), else the lane, block or instance
@@ -702,6 +706,8 @@ class KernelCuda(KernelC):
         return out
 
     def mapping(self) -> str:
+        if self.transpose is not None:
+            return "transpose"
         if self.wgmma is not None:
             return "wgmma"
         if self.mma is not None:
@@ -718,8 +724,9 @@ class KernelCuda(KernelC):
                  "mapping": self.mapping(), "why": self.why}
         if self.block is not None:
             entry["threads"] = self.block
-        if self.wgmma is not None:
-            entry.update(self.wgmma.plan_entry(self))
+        if self.wgmma is not None or self.transpose is not None:  # their own tiles
+            entry.update(self.wgmma.plan_entry(self) if self.wgmma else
+                         self.transpose.plan_entry())
         return entry
 
 

@@ -74,7 +74,7 @@ def test_every_quick_tier_kernel_compiles_with_nvrtc(monkeypatch) -> None:
     renderer too: the two share their code), and every distinct kernel passes NVRTC's front end
     with the backend's options (``--fdevice-syntax-only``, batched); one in ``_PTX_EVERY`` goes
     all the way to compute_90 PTX, and so does every tensor-core (``mma``, ``wgmma``: compute_90a)
-    kernel. The programs
+    and every transpose-mapping (D551) kernel. The programs
     are lowered with the CUDA targets' tiles (``CUDA_TILES``: the kernels ``--backend cuda``
     runs). (Measured 2026-12-02 on the shared 2-core machine: 1,057 programs, 1,848 kernels,
     1,749 distinct.)"""
@@ -88,6 +88,7 @@ def test_every_quick_tier_kernel_compiles_with_nvrtc(monkeypatch) -> None:
     t0 = time.perf_counter()
     programs, refused, kernels = 0, [], {}
     mma: set[str] = set()
+    tiled: set[str] = set()  # the transpose mapping's kernels (D551): all to PTX too
     for case in build_catalog(0).tier("quick"):
         try:
             m, entry, inputs = case.build()
@@ -109,6 +110,8 @@ def test_every_quick_tier_kernel_compiles_with_nvrtc(monkeypatch) -> None:
             kernels.setdefault(k, case.id)
             if "/* tensor-core mapping" in k or "/* wgmma mapping" in k:
                 mma.add(k)
+            elif "/* transpose mapping" in k:
+                tiled.add(k)
     t_render = time.perf_counter() - t0
     distinct = sorted(kernels)
     with pytest.raises(cuda_build.CudaCompileError, match="tf_no_such_fn"):  # the check bites
@@ -121,7 +124,7 @@ def test_every_quick_tier_kernel_compiles_with_nvrtc(monkeypatch) -> None:
                                   options=(*cuda_build.OPTIONS, "--fdevice-syntax-only"))
     t_front = time.perf_counter() - t1
     t2 = time.perf_counter()
-    sample = sorted(set(distinct[::_PTX_EVERY]) | mma)
+    sample = sorted(set(distinct[::_PTX_EVERY]) | mma | tiled)
     wg = any("/* wgmma mapping" in k for k in sample)  # sm_90a only (D520)
     ptx = cuda_build.compile_source(_unit(sample), "compute_90a" if wg else "compute_90").decode()
     t_ptx = time.perf_counter() - t2
@@ -130,8 +133,9 @@ def test_every_quick_tier_kernel_compiles_with_nvrtc(monkeypatch) -> None:
     print(f"\nNVRTC check: {programs} quick-tier programs rendered ({len(refused)} refused by "
           f"both C-family renderers), {len(distinct)} distinct kernels through the front end "
           f"({t_front:.1f} s), {len(sample)} to PTX ({len(mma)} tensor-core kernels; "
-          f"{t_ptx:.1f} s); lowering + rendering {t_render:.1f} s")
-    assert programs >= 1000 and len(distinct) >= 1500 and mma
+          f"{t_ptx:.1f} s; {len(tiled)} transpose kernels); lowering + rendering {t_render:.1f} s")
+    assert programs >= 1000 and len(distinct) >= 1500 and mma and tiled
+    assert ptx.count("bar.sync") >= len(tiled)  # each transpose kernel's one barrier
 
 
 # ---------------------------------------------------------------------------------------------

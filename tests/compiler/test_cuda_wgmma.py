@@ -302,7 +302,7 @@ def test_fp8_a_times_w_transposed_is_one_wgmma_kernel_reading_w(mkn) -> None:
     assert len(three.program.kernels()) == 3
     assert np.array_equal(np.asarray(out).view(np.uint8), np.asarray(three(xs)).view(np.uint8))
     tn = tf_compile(mod, "mm_tn", [(k, m), (n, k)], "cuda-host", cfg=_fp8_cfg(128))
-    assert _mappings(tn) == ["block", "wgmma"]
+    assert _mappings(tn) == ["transpose", "wgmma"]  # A's transpose: the tiled mapping (D551)
     # the transpose forwarded into the K-major copy (which then reads w itself), that copy into
     # the matmul
     kinds = lambda c: [ln.split(":")[0].split("_", 1)[1] for ln in c.forwarded]  # noqa: E731
