@@ -11,6 +11,7 @@ import dataclasses
 import ml_dtypes
 import numpy as np
 import pytest
+from compiler_helpers import MATMUL_SRC
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
@@ -134,16 +135,8 @@ def test_device_code_builds_to_ptx_with_one_barrier() -> None:
 def test_the_fp8_k_major_copy_of_a_matmul_is_tiled() -> None:
     """``fp8_kmajor`` (D489): the K-major copy of B, a byte transpose, now the tiled mapping;
     the matmul after it unchanged (wgmma)."""
-    src = '''
-M = DimVar("M", 1, 1 << 16)
-K = DimVar("K", 1, 1 << 16)
-N = DimVar("N", 1, 1 << 16)
-
-@func
-def mm(a: Tensor[(M, K), fp8e4m3], b: Tensor[(K, N), fp8e4m3]) -> Tensor[(M, N), fp8e4m3]:
-    return matmul(a, b, allow_reassociation=True)
-'''
     cfg = dataclasses.replace(CUDA_TILES, launch=(("fp8_promote", 128), ("fp8_kmajor", 1)))
-    comp = tf_compile(parse_module(src), "mm", [(64, 160), (160, 72)], "cuda-host", cfg=cfg)
+    mod = parse_module(MATMUL_SRC.format(dt="fp8e4m3"))
+    comp = tf_compile(mod, "mm", [(64, 160), (160, 72)], "cuda-host", cfg=cfg)
     plan = render_cuda.parse_plan(comp.executable.source)
     assert [k["mapping"] for k in plan["kernels"].values()] == ["transpose", "wgmma"]
