@@ -17,6 +17,8 @@ from tilefoundry.compiler import kir
 from tilefoundry.compiler.interp import run_program
 from tilefoundry.compiler.kir import Program
 from tilefoundry.validate import encode as E
+from tilefoundry.validate.encode import math_value as _math_value
+from tilefoundry.validate.encode import value_bits as _value_bits
 from tilefoundry.validate.symexec import run_symbolic
 
 __all__ = ["agreement"]
@@ -34,29 +36,6 @@ def _interp_member(t: z3.ExprRef, abstractions: set[str]) -> z3.ExprRef:
             u = UNSPECIFIED[a[len(UNSPEC_PREFIX):]]
             sub.append((u, zero(u)))
     return z3.substitute(t, *sub) if sub else t
-
-
-def _math_value(name: str, arg: z3.ExprRef) -> z3.ExprRef | None:
-    """The literal value of ``math.<fn>.<dt>`` at the literal ``arg``, by the kernel-IR
-    interpreter's definition of ``math`` (``interp.i_Math``: the op's reference evaluator, or
-    ``LIBM64`` on f64); None when ``arg`` is not a literal."""
-    from tilefoundry.compiler.kir_math import LIBM64, MATH_OPS
-    from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
-
-    _, fn, dt = name.split(".")
-    b, nan = _value_bits(arg, dt)
-    if b is None and not nan:
-        return None
-    npdt = kir.numpy_dtype(dt)
-    x = np.array([np.nan if nan else 0], np.float64).astype(npdt) if nan else \
-        np.array([b], f"u{npdt.itemsize}").view(npdt)
-    with np.errstate(all="ignore"):
-        if dt == "f64":
-            r = LIBM64[fn](x)
-        else:
-            op = MATH_OPS[fn]
-            r = np.asarray(EVALUATORS[type(op)](EvalCtx(op, None, None), (x,)))
-    return E.const(np.asarray(r).reshape(-1)[0], dt)
 
 
 def concrete_math(t: z3.ExprRef) -> z3.ExprRef:
@@ -82,18 +61,6 @@ def _literal_bits(x: np.ndarray, dt: str) -> np.ndarray:
     for i, b in enumerate(raw.tolist()):
         out[i] = z3.BitVecVal(int(b), E.width(dt))
     return out.reshape(a.shape)
-
-
-def _value_bits(t: z3.ExprRef, dt: str) -> tuple[int | None, bool]:
-    """(bits, is_nan) of a literal term; bits None when it does not simplify to one."""
-    if E.is_fp(dt):
-        s = z3.simplify(t)
-        if z3.is_true(z3.simplify(z3.fpIsNaN(s))):
-            return None, True
-        b = z3.simplify(z3.fpToIEEEBV(s))
-        return (b.as_long() if z3.is_bv_value(b) else None), False
-    s = z3.simplify(E.bits_of(t, dt))
-    return (s.as_long() if z3.is_bv_value(s) else None), False
 
 
 def _nan_codes(dt: str, bits: np.ndarray) -> np.ndarray:

@@ -469,6 +469,61 @@ def unary(kind: str, dt: str) -> Callable[[Any], Any]:
     return fn
 
 
+def value_bits(t: z3.ExprRef, dt: str) -> tuple[int | None, bool]:
+    """(bits, is_nan) of a literal term; bits None when it does not simplify to one."""
+    if is_fp(dt):
+        s = z3.simplify(t)
+        if z3.is_true(z3.simplify(z3.fpIsNaN(s))):
+            return None, True
+        b = z3.simplify(z3.fpToIEEEBV(s))
+        return (b.as_long() if z3.is_bv_value(b) else None), False
+    s = z3.simplify(bits_of(t, dt))
+    return (s.as_long() if z3.is_bv_value(s) else None), False
+
+
+def math_value(name: str, arg: z3.ExprRef) -> z3.ExprRef | None:
+    """The literal value of ``math.<fn>.<dt>`` at the literal ``arg``, by the kernel-IR
+    interpreter's definition of ``math`` (``interp.i_Math``: the op's reference evaluator, or
+    ``LIBM64`` on f64); None when ``arg`` is not a literal."""
+    from tilefoundry.compiler.kir_math import LIBM64, MATH_OPS
+    from tilefoundry.semantics.evaluator.registry import EVALUATORS, EvalCtx
+
+    _, fn, dt = name.split(".")
+    b, nan = value_bits(arg, dt)
+    if b is None and not nan:
+        return None
+    npdt = kir.numpy_dtype(dt)
+    x = np.array([np.nan if nan else 0], np.float64).astype(npdt) if nan else \
+        np.array([b], f"u{npdt.itemsize}").view(npdt)
+    with np.errstate(all="ignore"):
+        if dt == "f64":
+            r = LIBM64[fn](x)
+        else:
+            op = MATH_OPS[fn]
+            r = np.asarray(EVALUATORS[type(op)](EvalCtx(op, None, None), (x,)))
+    return const(np.asarray(r).reshape(-1)[0], dt)
+
+
+def math_apply(fn: str, dt: str) -> Callable[[Any], Any]:
+    """``math.<fn>.<dt>`` applied (D550): at an argument that simplifies to a literal, the
+    function's value there (``math_value``: the kernel-IR interpreter's ``math``, which is the
+    reference op's evaluator — what both programs of a refinement mean at that point, so a
+    term over constants folds to a literal instead of leaving the solver an unknown); at any
+    other argument the uninterpreted application (``math_fn``)."""
+    f = math_fn(fn, dt)
+    name = f"math.{fn}.{dt}"
+
+    def apply(t: Any) -> Any:
+        s = z3.simplify(t)
+        if z3.is_fp_value(s) or z3.is_bv_value(s):
+            v = math_value(name, s)
+            if v is not None:
+                return v
+        return f(t)
+
+    return apply
+
+
 def math_fn(fn: str, dt: str) -> z3.FuncDeclRef:
     """``Math``: an uninterpreted function per (fn, dtype) — both sides of a refinement call
     the same one, so equal arguments give equal results (the ULP contract is the renderers'

@@ -146,8 +146,8 @@ def _activation(op: Any, args: list[Val], abstr: set[str]) -> Val:
     if not kir.is_float(dt):
         raise Unsupported(f"unsupported op {type(op).__name__} on {dt} (an evaluation error)")
     abstr.add(f"math.{name} (uninterpreted)")
-    f = E.math_fn(name, dt)
-    return (np.vectorize(lambda t: f(t), otypes=[object])(x) if x.size
+    f = E.math_apply(name, dt)
+    return (np.vectorize(f, otypes=[object])(x) if x.size
             else np.empty(x.shape, object)), dt
 
 
@@ -191,7 +191,7 @@ def _softmax(op: Any, args: list[Val], abstr: set[str]) -> Val:
     ax = op.axis % x.ndim
     v = np.moveaxis(x, ax, -1)
     sub, div = E.binary("sub", F64), E.binary("div", F64)
-    exp = E.math_fn("exp", F64)
+    exp = E.math_apply("exp", F64)
     out = np.empty(v.shape, object)
     for b in np.ndindex(*v.shape[:-1]):
         w = [E.widen(t, dt, F64) for t in v[b]]

@@ -150,7 +150,7 @@ def _unary(op: Unary, args: list[Val], abstr: set[str]) -> Val:
         if not kir.is_float(dt):
             raise Unsupported(f"unsupported op Unary.{kind} on {dt}")
         abstr.add(f"math.{kind} (uninterpreted)")
-        return _vmap(E.math_fn(kind, dt), x), dt
+        return _vmap(E.math_apply(kind, dt), x), dt
     if _lowp(dt):
         fn = E.unary(kind, "f32")
         return _vmap(lambda v: E.round_to(fn(E.widen(v, dt, "f32")), "f32", dt, "nonfinite"),

@@ -268,19 +268,15 @@ def decide(pairs: list[tuple[np.ndarray, np.ndarray]], src_abs: set[str], tgt_ab
     t_names = frozenset(str(UNSPECIFIED[n]) for n in t_un)
     s_memo: dict[int, frozenset[str]] = {}
     t_memo: dict[int, frozenset[str]] = {}
-    from tilefoundry.validate.agree import concrete_math
-
-    math_ufs = any(a.startswith("math.") for a in src_abs | tgt_abs)
     diffs = []
     for a, b in pairs:
         for x, y in zip(a.reshape(-1), b.reshape(-1), strict=True):
             if z3.eq(x, y):
                 continue
-            # equal once simplified, a math function at a literal argument taken at its value
-            # (D550): no query. The query keeps the terms as built (a simplified term can be
-            # much harder for the solver: program/cover/336 went from 0.02 s to a timeout)
-            if z3.eq(*((concrete_math(x), concrete_math(y)) if math_ufs else
-                       (z3.simplify(x), z3.simplify(y)))):
+            # equal once simplified: no query (D550). The query keeps the terms as built (a
+            # simplified term can be much harder: program/cover/336 went from 0.02 s to a
+            # timeout)
+            if z3.eq(z3.simplify(x), z3.simplify(y)):
                 continue
             if tsub:
                 y0, y = y, z3.substitute(y, *tsub)

@@ -342,7 +342,7 @@ class SymKernelRun(KernelRun):
     def i_Math(self, ins: kir.Math) -> np.ndarray:
         if self._all_concrete(ins):
             return super().i_Math(ins)
-        f = E.math_fn(ins.fn, self.dt(ins.x))
+        f = E.math_apply(ins.fn, self.dt(ins.x))
         self.it.abstractions.add(f"math.{ins.fn} (uninterpreted)")
         return _vmap(f, self.sym(ins.x))
 
