@@ -130,9 +130,8 @@ def _rewrite(body: Sequence, cp: _Copy, extents: Sequence[int], gains: bool) -> 
             new = _compose(cp, ins, extents)
             if new is None:
                 return None
-            if not gains and (_unit_axes(new.strides, extents) !=
-                              _unit_axes(ins.strides, extents) or
-                              not _unit_axes(ins.strides, extents)):
+            unit = _unit_axes(ins.strides, extents)
+            if not gains and (not unit or _unit_axes(new.strides, extents) != unit):
                 return None
             ins = new
         elif isinstance(ins, TileLoop):
@@ -142,22 +141,6 @@ def _rewrite(body: Sequence, cp: _Copy, extents: Sequence[int], gains: bool) -> 
             ins = replace(ins, body=inner)
         out.append(ins)
     return tuple(out)
-
-
-def _refs(step) -> tuple[set[str], set[str], set[str]]:
-    """(buffers loaded, buffers stored, buffers a loop names: carried / inits / yields / var)
-    by a step, nested loops included."""
-    if isinstance(step, Kernel):
-        r, w = kir._step_io(step)
-        return r, w, set()
-    r, w = set(), set()
-    named = {*step.carried, *step.inits, *step.yields, step.var}
-    for s in step.body:
-        sr, sw, sn = _refs(s)
-        r |= sr
-        w |= sw
-        named |= sn
-    return r, w, named
 
 
 def _forward_list(steps: Sequence, bm: Mapping[str, kir.Buffer], writers: Mapping[str, int],
@@ -176,8 +159,8 @@ def _forward_list(steps: Sequence, bm: Mapping[str, kir.Buffer], writers: Mappin
         ok = True
         for j in range(i + 1, len(work)):
             s = work[j]
-            r, w, named = _refs(s)
-            if cp.dst in named or {kir.root_of(n, bm).name for n in w} & {src_root}:
+            r, w = kir._step_io(s)  # a loop's include its body's (dst is no loop's: pinned)
+            if src_root in {kir.root_of(n, bm).name for n in w}:
                 ok = False
                 break
             if cp.dst not in r:

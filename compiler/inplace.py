@@ -33,6 +33,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from tilefoundry.compiler import kir
+from tilefoundry.compiler.forward import copy_of
 from tilefoundry.compiler.kir import HostLoop, Kernel, Program
 
 __all__ = ["inplace"]
@@ -65,15 +66,11 @@ def _refs(step) -> tuple[set[str], set[str]]:
 
 def _copy_of(k: Kernel, bm: dict[str, kir.Buffer]) -> tuple[str, str] | None:
     """(src, dst) when ``k`` is a plain contiguous copy of one temporary into another."""
-    body = [i for i in k.body if not isinstance(i, kir.EdgeMask)]
-    edges = {i.out for i in k.body if isinstance(i, kir.EdgeMask)}
-    if len(body) != 2 or not isinstance(body[0], kir.Load) or not isinstance(body[1], kir.Store):
+    got = copy_of(k)  # one load, one store of it, edge masks only, no index (forward.py)
+    if got is None:
         return None
-    ld, st = body
-    if st.value != ld.out or ld.offset or st.offset or ld.index or st.index:
-        return None
-    if (ld.mask is not None and ld.mask not in edges) or (st.mask is not None and
-                                                         st.mask not in edges):
+    ld, st = got
+    if ld.offset or st.offset:
         return None
     src, dst = bm.get(ld.buffer), bm.get(st.buffer)
     if src is None or dst is None or src.name == dst.name:
